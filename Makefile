@@ -1,0 +1,183 @@
+# gcx: C/CUDA training with built-in distributed gradient compression.
+#
+#   make              build the CPU library and binaries (./train_resnet, ./gcx, ...)
+#   make test         build and run every test that needs no GPU; ends "N passed, N failed"
+#   make test-cuda    CUDA parity tests (needs a GPU)
+#   make fuzz         libFuzzer + sanitizers on every decoder (FUZZ_SECONDS per target)
+#   make bench        benchmarks (see bench/)
+#   make deps         install the Debian packages the project needs (scripts/deps.sh)
+#   make clean
+#
+# Switches: NO_OPENMP=1 NO_MPI=1 NO_CUDA=1 NO_NCCL=1 NO_CUDNN=1 DEBUG=1
+# DATA_DIR (default data/) is passed to tests and exported to binaries run by make.
+
+CC      ?= gcc
+NVCC    ?= nvcc
+DATA_DIR ?= data
+export DATA_DIR
+
+BUILD   := build
+CFLAGS_BASE := -std=c11 -Wall -Wextra -D_GNU_SOURCE -I. -MMD -MP
+ifdef DEBUG
+OPT := -O0 -g
+else
+OPT := -O3 -march=native -g
+endif
+CFLAGS  ?=
+CFLAGS  += $(CFLAGS_BASE) $(OPT)
+LDLIBS  := -lm -lpthread
+
+# ---------------------------------------------------------------- probes ----
+FOUND :=
+
+# OpenMP
+ifeq ($(NO_OPENMP),)
+  HAVE_OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo 1)
+endif
+ifeq ($(HAVE_OPENMP),1)
+  CFLAGS += -fopenmp -DHAVE_OPENMP
+  LDFLAGS += -fopenmp
+  FOUND += openmp
+endif
+
+# OpenBLAS (CBLAS); prefer the OpenMP build so BLAS threads and ours are one pool
+OPENBLAS_OMP_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
+ifneq ($(wildcard $(OPENBLAS_OMP_DIR)/libopenblas.so),)
+  BLAS_LIBS := -L$(OPENBLAS_OMP_DIR) -Wl,-rpath,$(OPENBLAS_OMP_DIR) -lopenblas
+  FOUND += openblas-openmp
+else
+  BLAS_LIBS := -lopenblas
+  FOUND += openblas
+endif
+CBLAS_INC := $(firstword $(wildcard /usr/include/x86_64-linux-gnu/openblas-openmp /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas))
+ifneq ($(CBLAS_INC),)
+  CFLAGS += -I$(CBLAS_INC)
+endif
+LDLIBS := $(BLAS_LIBS) $(LDLIBS)
+
+# MPI
+ifeq ($(NO_MPI),)
+  MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+  MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+endif
+ifneq ($(MPI_LIBS),)
+  CFLAGS += $(MPI_CFLAGS) -DHAVE_MPI
+  LDLIBS += $(MPI_LIBS)
+  FOUND += mpi
+  HAVE_MPI := 1
+endif
+
+# CUDA, cuDNN, cuBLAS, NCCL
+CUDA_HOME ?= /usr/local/cuda
+ifeq ($(NO_CUDA),)
+  HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
+endif
+ifeq ($(HAVE_NVCC),1)
+  FOUND += cuda
+  ifeq ($(NO_CUDNN),)
+    ifneq ($(wildcard $(CUDA_HOME)/include/cudnn.h),)
+      HAVE_CUDNN := 1
+      FOUND += cudnn
+    endif
+  endif
+  ifeq ($(NO_NCCL),)
+    ifneq ($(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h),)
+      HAVE_NCCL := 1
+      FOUND += nccl
+    endif
+  endif
+endif
+
+# --------------------------------------------------------------- sources ----
+BIN_NAMES := train_resnet train_lstm train_lenet gcx
+LIB_DIRS  := common nn optim compress datasets dist
+LIB_SRCS  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)) \
+             $(filter-out $(addprefix examples/,$(addsuffix .c,$(BIN_NAMES))),$(wildcard examples/*.c))
+LIB_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
+LIB       := $(BUILD)/libgcx.a
+
+BINS      := $(notdir $(basename $(wildcard $(addprefix examples/,$(addsuffix .c,$(BIN_NAMES))))))
+
+TEST_SRCS := $(wildcard tests/test_*.c)
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRCS))
+
+# codec tests and fuzz replays also run under AddressSanitizer + UBSan
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+ASAN_LIB_SRCS := $(wildcard common/*.c compress/*.c)
+ASAN_LIB_OBJS := $(patsubst %.c,$(BUILD)/asan/%.o,$(ASAN_LIB_SRCS))
+ASAN_TEST_SRCS := $(wildcard tests/test_codec*.c)
+ASAN_BINS := $(patsubst tests/%.c,$(BUILD)/asan/tests/%,$(ASAN_TEST_SRCS)) \
+             $(patsubst tests/fuzz/%.c,$(BUILD)/asan/fuzz/%_replay,$(FUZZ_SRCS))
+
+# ---------------------------------------------------------------- rules ----
+.PHONY: all test test-cuda fuzz bench deps clean probe fixtures
+all: probe $(BINS)
+
+probe:
+	@echo "gcx build: found [$(strip $(FOUND))]  (switches: NO_OPENMP NO_MPI NO_CUDA NO_CUDNN NO_NCCL)"
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BINS): %: examples/%.c $(LIB)
+	$(CC) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: tests/%.c $(LIB) tests/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+$(BUILD)/fuzz/%_replay: tests/fuzz/%.c tests/fuzz/replay_main.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DCORPUS_DIR='"tests/fuzz/corpus/$*"' $< tests/fuzz/replay_main.c $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+$(BUILD)/asan/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -O1 -c $< -o $@
+
+$(BUILD)/asan/tests/%: tests/%.c $(ASAN_LIB_OBJS) tests/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -O1 $< $(ASAN_LIB_OBJS) $(LDFLAGS) $(ASAN_FLAGS) $(LDLIBS) -o $@
+
+$(BUILD)/asan/fuzz/%_replay: tests/fuzz/%.c tests/fuzz/replay_main.c $(ASAN_LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -O1 -DCORPUS_DIR='"tests/fuzz/corpus/$*"' $< tests/fuzz/replay_main.c $(ASAN_LIB_OBJS) $(LDFLAGS) $(ASAN_FLAGS) $(LDLIBS) -o $@
+
+test: all $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS)
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS)
+
+# libFuzzer with ASan + UBSan, one binary per target, FUZZ_SECONDS each
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+fuzz:
+	@mkdir -p $(BUILD)/libfuzzer
+	@for f in $(FUZZ_SRCS); do \
+	  n=$$(basename $$f .c); \
+	  $(FUZZ_CC) -std=c11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,undefined $$f $(ASAN_LIB_SRCS) -lm -o $(BUILD)/libfuzzer/$$n || exit 1; \
+	  mkdir -p $(BUILD)/libfuzzer/corpus-$$n; \
+	  echo "== $$n ($(FUZZ_SECONDS)s)"; \
+	  $(BUILD)/libfuzzer/$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)/libfuzzer/corpus-$$n tests/fuzz/corpus/$$n || exit 1; \
+	done
+
+fixtures:
+	/usr/bin/python3 tests/ref/make_fixtures.py
+
+bench: all
+	$(MAKE) -C bench
+
+deps:
+	scripts/deps.sh
+
+clean:
+	rm -rf $(BUILD) $(BINS)
+
+.SECONDARY:
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

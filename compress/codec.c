@@ -1,0 +1,254 @@
+/* Codec registry, spec parsing, the common frame header and CRC-32C. */
+#include "codec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+
+/* ---- registry: one line per codec; each lives in compress/<name>.c ---- */
+extern const CodecOps codec_fp32_ops;
+
+static const CodecOps *const registry[] = {
+    &codec_fp32_ops,
+};
+#define NREG ((int)(sizeof registry / sizeof registry[0]))
+
+int codec_count(void) { return NREG; }
+const CodecOps *codec_ops_at(int i) { return (i >= 0 && i < NREG) ? registry[i] : NULL; }
+
+const CodecOps *codec_find(const char *name) {
+    for (int i = 0; i < NREG; i++)
+        if (strcmp(registry[i]->name, name) == 0) return registry[i];
+    return NULL;
+}
+
+const CodecOps *codec_find_id(int id) {
+    for (int i = 0; i < NREG; i++)
+        if ((int)registry[i]->id == id) return registry[i];
+    return NULL;
+}
+
+/* ---- specs ---- */
+void codec_spec_default(CodecSpec *spec, const CodecOps *ops) {
+    memset(spec, 0, sizeof *spec);
+    spec->ops = ops;
+    for (int i = 0; i < ops->nparams && i < CODEC_MAX_PARAMS; i++) spec->v[i] = ops->params[i].def;
+}
+
+double codec_param(const CodecSpec *spec, const char *key) {
+    for (int i = 0; i < spec->ops->nparams; i++)
+        if (strcmp(spec->ops->params[i].key, key) == 0) return spec->v[i];
+    fprintf(stderr, "internal error: codec %s has no parameter '%s'\n", spec->ops->name, key);
+    abort();
+}
+
+static void list_names(char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < NREG && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%s", i ? ", " : "", registry[i]->name);
+}
+
+int codec_parse(CodecSpec *spec, const char *text, char *err, size_t errlen) {
+    char buf[512];
+    if (!text || strlen(text) >= sizeof buf) {
+        snprintf(err, errlen, "codec spec missing or too long");
+        return -GC_ERR_PARAM;
+    }
+    strcpy(buf, text);
+    char *colon = strchr(buf, ':');
+    if (colon) *colon = 0;
+    const CodecOps *ops = codec_find(buf);
+    if (!ops) {
+        char names[256];
+        list_names(names, sizeof names);
+        snprintf(err, errlen, "unknown codec '%s' (known: %s)", buf, names);
+        return -GC_ERR_PARAM;
+    }
+    codec_spec_default(spec, ops);
+    if (!colon) return 0;
+    char *save = NULL;
+    for (char *kv = strtok_r(colon + 1, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq) {
+            snprintf(err, errlen, "codec %s: expected key=value, got '%s'", ops->name, kv);
+            return -GC_ERR_PARAM;
+        }
+        *eq = 0;
+        const char *val = eq + 1;
+        int idx = -1;
+        for (int i = 0; i < ops->nparams; i++)
+            if (strcmp(ops->params[i].key, kv) == 0) idx = i;
+        if (idx < 0) {
+            size_t at = 0;
+            char keys[200] = "";
+            for (int i = 0; i < ops->nparams && at < sizeof keys; i++)
+                at += (size_t)snprintf(keys + at, sizeof keys - at, "%s%s", i ? ", " : "", ops->params[i].key);
+            snprintf(err, errlen, "codec %s has no parameter '%s' (it takes: %s)", ops->name, kv,
+                     ops->nparams ? keys : "none");
+            return -GC_ERR_PARAM;
+        }
+        const CodecParamDesc *d = &ops->params[idx];
+        char *end = NULL;
+        double v = strtod(val, &end);
+        if (end == val || *end != 0 || !isfinite(v)) {
+            snprintf(err, errlen, "codec %s: %s=%s is not a number", ops->name, kv, val);
+            return -GC_ERR_PARAM;
+        }
+        if (d->is_int && v != floor(v)) {
+            snprintf(err, errlen, "codec %s: %s must be an integer, got %s", ops->name, kv, val);
+            return -GC_ERR_PARAM;
+        }
+        if (v < d->min || v > d->max) {
+            snprintf(err, errlen, "codec %s: %s=%s out of range [%g, %g]", ops->name, kv, val, d->min, d->max);
+            return -GC_ERR_PARAM;
+        }
+        spec->v[idx] = v;
+    }
+    return 0;
+}
+
+void codec_spec_str(char *buf, size_t n, const CodecSpec *spec) {
+    size_t at = (size_t)snprintf(buf, n, "%s", spec->ops->name);
+    for (int i = 0; i < spec->ops->nparams && at < n; i++)
+        at += (size_t)snprintf(buf + at, n - at, "%c%s=%.10g", i ? ',' : ':', spec->ops->params[i].key, spec->v[i]);
+}
+
+void codec_print_help(FILE *fp) {
+    fprintf(fp, "Codecs (--codec NAME[:key=value,...]):\n");
+    for (int i = 0; i < NREG; i++) {
+        const CodecOps *o = registry[i];
+        fprintf(fp, "  %-10s %s\n", o->name, o->summary);
+        for (int k = 0; k < o->nparams; k++) {
+            const CodecParamDesc *d = &o->params[k];
+            fprintf(fp, "      %-8s default %-8g [%g, %g]  %s\n", d->key, d->def, d->min, d->max, d->help);
+        }
+    }
+}
+
+/* ---- instances ---- */
+Codec *codec_new(const CodecSpec *spec) {
+    Codec *c = callocCheck(1, sizeof *c);
+    c->spec = *spec;
+    if (spec->ops->state_size) c->state = callocCheck(1, spec->ops->state_size);
+    return c;
+}
+
+void codec_free(Codec *c) {
+    if (!c) return;
+    if (c->spec.ops->state_free) c->spec.ops->state_free(c);
+    free(c->state);
+    free(c);
+}
+
+size_t codec_max_frame(const Codec *c, size_t n) { return CODEC_HEADER_SIZE + c->spec.ops->max_payload(c, n); }
+
+int64_t codec_encode(Codec *c, uint8_t *frame, size_t cap, const float *x, size_t n, const CodecSide *side) {
+    static const CodecSide none;
+    if (n > CODEC_MAX_COUNT) return -GC_ERR_PARAM;
+    if (cap < CODEC_HEADER_SIZE) return -GC_ERR_NOSPACE;
+    uint16_t flags = 0;
+    int64_t len = c->spec.ops->encode(c, frame + CODEC_HEADER_SIZE, cap - CODEC_HEADER_SIZE, &flags, x, n,
+                                      side ? side : &none);
+    if (len < 0) return len;
+    if ((uint64_t)len > 0xFFFFFFFFu) return -GC_ERR_NOSPACE;
+    memcpy(frame, CODEC_MAGIC, 4);
+    frame[4] = CODEC_VERSION;
+    frame[5] = (uint8_t)c->spec.ops->id;
+    put_u16(frame + 6, flags);
+    put_u32(frame + 8, (uint32_t)n);
+    put_u32(frame + 12, (uint32_t)len);
+    put_u32(frame + 16, crc32c(0, frame + CODEC_HEADER_SIZE, (size_t)len));
+    return CODEC_HEADER_SIZE + len;
+}
+
+int frame_header_read(FrameHeader *h, const uint8_t *frame, size_t len) {
+    if (len < CODEC_HEADER_SIZE) return -GC_ERR_TRUNCATED;
+    if (memcmp(frame, CODEC_MAGIC, 4) != 0) return -GC_ERR_MAGIC;
+    h->version = frame[4];
+    if (h->version != CODEC_VERSION) return -GC_ERR_VERSION;
+    h->codec = frame[5];
+    if (!codec_find_id(h->codec)) return -GC_ERR_CODEC;
+    h->flags = get_u16(frame + 6);
+    h->count = get_u32(frame + 8);
+    h->payload_len = get_u32(frame + 12);
+    h->crc = get_u32(frame + 16);
+    size_t have = len - CODEC_HEADER_SIZE;
+    if (have < h->payload_len) return -GC_ERR_TRUNCATED;
+    if (have > h->payload_len) return -GC_ERR_OVERSIZED;
+    return 0;
+}
+
+static int decode_frame(Codec *c, float *out, size_t n, float weight, int acc, const uint8_t *frame, size_t len) {
+    FrameHeader h;
+    int rc = frame_header_read(&h, frame, len);
+    if (rc) return rc;
+    if (h.codec != (uint8_t)c->spec.ops->id) return -GC_ERR_CODEC;
+    if ((size_t)h.count != n) return -GC_ERR_COUNT;
+    if (crc32c(0, frame + CODEC_HEADER_SIZE, h.payload_len) != h.crc) return -GC_ERR_CHECKSUM;
+    return c->spec.ops->decode(c, out, n, weight, acc, frame + CODEC_HEADER_SIZE, h.payload_len, h.flags);
+}
+
+int codec_decode(Codec *c, float *out, size_t n, const uint8_t *frame, size_t len) {
+    return decode_frame(c, out, n, 1.0f, 0, frame, len);
+}
+
+int codec_decode_acc(Codec *c, float *out, size_t n, float weight, const uint8_t *frame, size_t len) {
+    return decode_frame(c, out, n, weight, 1, frame, len);
+}
+
+float codec_local_scalar(const Codec *c, const float *x, size_t n) {
+    if (!c->spec.ops->local_scalar) return NAN;
+    return c->spec.ops->local_scalar(c, x, n);
+}
+
+/* ---- CRC-32C (Castagnoli), reflected polynomial 0x82F63B78 ----
+ * Hardware crc32 instruction where the compiler targets SSE4.2, else
+ * slicing-by-8 tables. Both give identical results. */
+#if defined(__SSE4_2__)
+#include <nmmintrin.h>
+uint32_t crc32c(uint32_t crc, const void *data, size_t len) {
+    const uint8_t *p = data;
+    uint64_t c = ~crc;
+    while (len && ((uintptr_t)p & 7)) { c = _mm_crc32_u8((uint32_t)c, *p++); len--; }
+    while (len >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+        p += 8;
+        len -= 8;
+    }
+    while (len--) c = _mm_crc32_u8((uint32_t)c, *p++);
+    return ~(uint32_t)c;
+}
+#else
+static uint32_t crc_table[8][256];
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
+        crc_table[0][i] = c;
+    }
+    for (int t = 1; t < 8; t++)
+        for (int i = 0; i < 256; i++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+uint32_t crc32c(uint32_t crc, const void *data, size_t len) {
+    static int ready;
+    if (!ready) { crc_init(); ready = 1; } /* benign race: every thread writes the same tables */
+    const uint8_t *p = data;
+    uint32_t c = ~crc;
+    while (len >= 8) {
+        uint32_t lo = c ^ get_u32(p), hi = get_u32(p + 4);
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
+            crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        len -= 8;
+    }
+    while (len--) c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xFF];
+    return ~c;
+}
+#endif

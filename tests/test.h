@@ -1,0 +1,62 @@
+/* Minimal test harness. Each test binary includes this once, calls CHECK /
+ * CHECK_CLOSE as often as it likes, and ends main() with TEST_END(). The last
+ * line it prints is "RESULT <passed> <failed>", which tests/run.sh sums into the
+ * "N passed, N failed" line of `make test`. A binary that crashes or exits
+ * without a RESULT line counts as one failure. */
+#ifndef GC_TEST_H
+#define GC_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int test_passed_, test_failed_;
+
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (cond) {                                                        \
+            test_passed_++;                                                \
+        } else {                                                           \
+            test_failed_++;                                                \
+            fprintf(stdout, "FAIL %s:%d: ", __FILE__, __LINE__);           \
+            fprintf(stdout, __VA_ARGS__);                                  \
+            fprintf(stdout, "\n");                                         \
+        }                                                                  \
+    } while (0)
+
+/* Largest |a-b| / (atol/rtol + |b|)-style comparison: passes when every element
+ * satisfies |a - b| <= atol + rtol * |b|. Prints the max abs and rel difference. */
+static inline int check_close_(const char *what, const float *a, const float *b, size_t n, float rtol,
+                               float atol, const char *file, int line) {
+    double maxabs = 0, maxrel = 0;
+    size_t worst = 0, bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        double r = d / (fabs((double)b[i]) + 1e-12);
+        if (!(d <= atol + rtol * fabs((double)b[i]))) {
+            if (!bad) worst = i;
+            bad++;
+        }
+        if (d > maxabs || d != d) maxabs = d;
+        if (r > maxrel) maxrel = r;
+    }
+    printf("  %-40s n=%-8zu max|diff|=%.3e max rel=%.3e %s\n", what, n, maxabs, maxrel, bad ? "FAIL" : "ok");
+    if (bad) {
+        test_failed_++;
+        printf("FAIL %s:%d: %s: %zu of %zu elements out of tolerance; first at %zu: got %.9g want %.9g\n", file,
+               line, what, bad, n, worst, a[worst], b[worst]);
+        return 0;
+    }
+    test_passed_++;
+    return 1;
+}
+#define CHECK_CLOSE(what, a, b, n, rtol, atol) check_close_((what), (a), (b), (n), (rtol), (atol), __FILE__, __LINE__)
+
+#define TEST_END()                                                          \
+    do {                                                                    \
+        printf("RESULT %d %d\n", test_passed_, test_failed_);               \
+        return test_failed_ ? 1 : 0;                                        \
+    } while (0)
+
+#endif

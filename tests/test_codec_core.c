@@ -1,0 +1,105 @@
+/* Codec core: registry, spec parsing, frame header validation, CRC-32C, bit I/O. */
+#include "compress/bitio.h"
+#include "compress/codec.h"
+#include "tests/test.h"
+
+static void test_crc(void) {
+    /* CRC-32C check value from RFC 3720 / the Castagnoli definition */
+    CHECK(crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c check value");
+    uint8_t zeros[32] = {0};
+    CHECK(crc32c(0, zeros, 32) == 0x8A9136AAu, "crc32c of 32 zero bytes (RFC 3720 B.4)");
+    uint8_t ones[32];
+    memset(ones, 0xFF, 32);
+    CHECK(crc32c(0, ones, 32) == 0x62A8AB43u, "crc32c of 32 0xFF bytes (RFC 3720 B.4)");
+    /* incremental == one shot */
+    uint32_t a = crc32c(crc32c(0, "12345", 5), "6789", 4);
+    CHECK(a == 0xE3069283u, "crc32c incremental");
+}
+
+static void test_bitio(void) {
+    uint8_t buf[8];
+    BitWriter w;
+    bw_init(&w, buf, sizeof buf);
+    bw_put(&w, 1, 1);    /* 1 */
+    bw_put(&w, 0, 2);    /* 00 */
+    bw_put(&w, 0x1F, 5); /* 11111 -> byte 0 = 1001 1111 = 0x9F */
+    bw_put(&w, 0x5, 3);  /* 101 -> byte 1 = 101x xxxx, padded = 0xA0 */
+    size_t n = bw_finish(&w);
+    CHECK(n == 2 && buf[0] == 0x9F && buf[1] == 0xA0, "bit writer layout: %zu %02x %02x", n, buf[0], buf[1]);
+    BitReader r;
+    br_init(&r, buf, n);
+    CHECK(br_get(&r, 1) == 1 && br_get(&r, 2) == 0 && br_get(&r, 5) == 0x1F && br_get(&r, 3) == 5,
+          "bit reader reads back");
+    CHECK(!r.overrun, "no overrun within bounds");
+    br_get(&r, 6);
+    CHECK(r.overrun, "overrun past the end is flagged");
+    bw_init(&w, buf, 1);
+    bw_put(&w, 0xFFFF, 16);
+    CHECK(w.overflow, "writer overflow is flagged");
+}
+
+static void test_parse(void) {
+    CodecSpec s;
+    char err[256];
+    CHECK(codec_parse(&s, "fp32", err, sizeof err) == 0 && s.ops == codec_find("fp32"), "parse fp32");
+    CHECK(codec_parse(&s, "nosuch", err, sizeof err) == -GC_ERR_PARAM, "unknown codec rejected");
+    CHECK(strstr(err, "nosuch") != NULL, "error names the codec: %s", err);
+    CHECK(codec_parse(&s, "fp32:x=1", err, sizeof err) == -GC_ERR_PARAM, "unknown key rejected");
+    CHECK(codec_parse(&s, "fp32:", err, sizeof err) == 0, "empty parameter list accepted");
+    for (int i = 0; i < codec_count(); i++) {
+        const CodecOps *o = codec_ops_at(i);
+        char text[256], back[256];
+        codec_spec_default(&s, o);
+        codec_spec_str(text, sizeof text, &s);
+        CodecSpec s2;
+        int rc = codec_parse(&s2, text, err, sizeof err);
+        codec_spec_str(back, sizeof back, &s2);
+        CHECK(rc == 0 && strcmp(text, back) == 0, "spec round trip %s -> %s (%s)", text, back, rc ? err : "");
+        CHECK(codec_find_id(o->id) == o, "id lookup %s", o->name);
+        for (int k = 0; k < o->nparams; k++) {
+            char bad[128];
+            snprintf(bad, sizeof bad, "%s:%s=%g", o->name, o->params[k].key, o->params[k].max + 1.5);
+            CHECK(codec_parse(&s2, bad, err, sizeof err) == -GC_ERR_PARAM, "out of range rejected: %s", bad);
+            snprintf(bad, sizeof bad, "%s:%s=abc", o->name, o->params[k].key);
+            CHECK(codec_parse(&s2, bad, err, sizeof err) == -GC_ERR_PARAM, "non-number rejected: %s", bad);
+        }
+    }
+}
+
+static void test_frame(void) {
+    CodecSpec s;
+    char err[128];
+    codec_parse(&s, "fp32", err, sizeof err);
+    Codec *c = codec_new(&s);
+    float x[5] = {1, -2, 3.5f, 0, 1e-30f}, y[5];
+    uint8_t frame[64];
+    int64_t len = codec_encode(c, frame, sizeof frame, x, 5, NULL);
+    CHECK(len == CODEC_HEADER_SIZE + 20, "fp32 frame length %lld", (long long)len);
+    CHECK(memcmp(frame, "GCXF", 4) == 0 && frame[4] == 1 && frame[5] == CODEC_FP32, "header bytes");
+    CHECK(codec_decode(c, y, 5, frame, (size_t)len) == 0 && memcmp(x, y, sizeof x) == 0, "fp32 exact round trip");
+    float acc[5] = {1, 1, 1, 1, 1};
+    CHECK(codec_decode_acc(c, acc, 5, 0.5f, frame, (size_t)len) == 0 && acc[1] == 0.0f && acc[2] == 2.75f,
+          "decode-accumulate");
+    CHECK(codec_decode(c, y, 4, frame, (size_t)len) == -GC_ERR_COUNT, "count mismatch");
+    CHECK(codec_encode(c, frame, 30, x, 5, NULL) == -GC_ERR_NOSPACE, "small buffer");
+    for (size_t k = 0; k < (size_t)len; k++)
+        CHECK(codec_decode(c, y, 5, frame, k) < 0, "truncation to %zu rejected", k);
+    uint8_t big[65];
+    memcpy(big, frame, (size_t)len);
+    big[len] = 0;
+    CHECK(codec_decode(c, y, 5, big, (size_t)len + 1) == -GC_ERR_OVERSIZED, "trailing byte rejected");
+    for (size_t k = 0; k < (size_t)len; k++) {
+        frame[k] ^= 0x10;
+        CHECK(codec_decode(c, y, 5, frame, (size_t)len) < 0, "bit flip at byte %zu rejected", k);
+        frame[k] ^= 0x10;
+    }
+    codec_free(c);
+}
+
+int main(void) {
+    test_crc();
+    test_bitio();
+    test_parse();
+    test_frame();
+    TEST_END();
+}
