@@ -169,8 +169,15 @@ fuzz:
 fixtures:
 	/usr/bin/python3 tests/ref/make_fixtures.py
 
-bench: all
-	$(MAKE) -C bench
+# benchmarks: every bench/*.c becomes build/bench/<name>; scripts in bench/ run them
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+bench: all $(BENCH_BINS)
+	@echo "benchmarks built in $(BUILD)/bench; see bench/README.md for how to run them"
 
 deps:
 	scripts/deps.sh
