@@ -25,7 +25,7 @@ OPT := -O3 -march=native -g
 endif
 CFLAGS  ?=
 CFLAGS  += $(CFLAGS_BASE) $(OPT)
-LDLIBS  := -lm -lpthread
+LDLIBS  := -lz -lm -lpthread
 
 # ---------------------------------------------------------------- probes ----
 FOUND :=
