@@ -1,0 +1,12 @@
+/* Constants shared by the CPU ops (nn/*.c) and their CUDA twins, so the two can
+ * never drift. Values are PyTorch's defaults (torch.nn.BatchNorm2d). */
+#ifndef GC_NN_CONSTANTS_H
+#define GC_NN_CONSTANTS_H
+
+/* batch-norm: y = (x - mean) / sqrt(var + eps) * gamma + beta */
+#define GC_BN_EPS 1e-5f
+/* running = (1 - momentum) * running + momentum * batch_stat
+ * (the running variance uses the UNBIASED batch variance, N/(N-1), as PyTorch) */
+#define GC_BN_MOMENTUM 0.1f
+
+#endif
