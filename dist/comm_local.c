@@ -1,0 +1,243 @@
+/* Local backend: N workers as threads of one process, exchanging through
+ * shared memory. Each collective publishes a pointer per rank, meets at a
+ * barrier, copies or reduces, and meets again before the published buffers may
+ * change. Sums are taken in rank order, so results are deterministic and equal
+ * to the MPI backend's wherever the MPI backend also sums in rank order.
+ *
+ * Byte accounting (identical on every backend, docs/DIST.md):
+ *   allreduce  ring model: 2 (N-1)/N * bytes sent and received per rank
+ *   allgatherv each rank sends its frame to N-1 peers and receives theirs
+ *   gatherv    non-roots send their frame; the root receives them
+ *   bcast      the root sends to N-1 ranks; each other rank receives once
+ *   sendrecv   what was sent and what was received
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "dist/comm.h"
+
+void bytebuf_reserve(ByteBuf *b, size_t cap) {
+    if (cap <= b->cap) return;
+    size_t nc = b->cap ? b->cap : 4096;
+    while (nc < cap) nc *= 2;
+    uint8_t *p = realloc(b->p, nc);
+    if (!p) {
+        fprintf(stderr, "error: out of memory growing a %zu-byte buffer\n", nc);
+        exit(1);
+    }
+    b->p = p;
+    b->cap = nc;
+}
+
+void bytebuf_free(ByteBuf *b) {
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+struct LocalGroup {
+    int size;
+    pthread_barrier_t bar;
+    const void **ptr; /* published by each rank */
+    size_t *len;
+    int root_flag;
+    ByteBuf scratch; /* shared reduction result */
+};
+
+LocalGroup *comm_local_group_new(int size) {
+    LocalGroup *g = callocCheck(1, sizeof *g);
+    g->size = size;
+    g->ptr = callocCheck((size_t)size, sizeof *g->ptr);
+    g->len = callocCheck((size_t)size, sizeof *g->len);
+    if (pthread_barrier_init(&g->bar, NULL, (unsigned)size) != 0) {
+        fprintf(stderr, "error: pthread_barrier_init failed for %d workers\n", size);
+        exit(1);
+    }
+    return g;
+}
+
+void comm_local_group_free(LocalGroup *g) {
+    if (!g) return;
+    pthread_barrier_destroy(&g->bar);
+    free(g->ptr);
+    free(g->len);
+    bytebuf_free(&g->scratch);
+    free(g);
+}
+
+static LocalGroup *grp(Comm *c) { return (LocalGroup *)c->impl; }
+static void wait_all(LocalGroup *g) { pthread_barrier_wait(&g->bar); }
+
+static void local_barrier(Comm *c) { wait_all(grp(c)); }
+
+/* element range [lo, hi) of n split into size near-equal chunks, chunk r */
+static void chunk_range(size_t n, int size, int r, size_t *lo, size_t *hi) {
+    *lo = n * (size_t)r / (size_t)size;
+    *hi = n * (size_t)(r + 1) / (size_t)size;
+}
+
+#define DEFINE_ALLREDUCE(NAME, T)                                                              \
+    static void NAME(Comm *c, T *buf, size_t n, CommOp op) {                                   \
+        LocalGroup *g = grp(c);                                                                \
+        int N = g->size, r = c->rank;                                                          \
+        if (r == 0) bytebuf_reserve(&g->scratch, n * sizeof(T));                               \
+        g->ptr[r] = buf;                                                                       \
+        wait_all(g);                                                                           \
+        T *res = (T *)(void *)g->scratch.p;                                                    \
+        size_t lo, hi;                                                                         \
+        chunk_range(n, N, r, &lo, &hi);                                                        \
+        const T *first = (const T *)g->ptr[0];                                                 \
+        for (size_t i = lo; i < hi; i++) res[i] = first[i];                                    \
+        for (int k = 1; k < N; k++) {                                                          \
+            const T *src = (const T *)g->ptr[k];                                               \
+            if (op == COMM_SUM)                                                                \
+                for (size_t i = lo; i < hi; i++) res[i] += src[i];                             \
+            else                                                                               \
+                for (size_t i = lo; i < hi; i++) res[i] = src[i] > res[i] ? src[i] : res[i];   \
+        }                                                                                      \
+        wait_all(g);                                                                           \
+        memcpy(buf, res, n * sizeof(T));                                                       \
+        uint64_t bytes = N > 1 ? (uint64_t)(2.0 * (N - 1) / N * (double)(n * sizeof(T))) : 0; \
+        c->sent += bytes;                                                                      \
+        c->received += bytes;                                                                  \
+        wait_all(g);                                                                           \
+    }
+DEFINE_ALLREDUCE(local_allreduce_f32, float)
+DEFINE_ALLREDUCE(local_allreduce_f64, double)
+
+static void local_allgatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, size_t len) {
+    LocalGroup *g = grp(c);
+    int N = g->size, r = c->rank;
+    g->ptr[r] = data;
+    g->len[r] = len;
+    wait_all(g);
+    size_t total = 0;
+    for (int k = 0; k < N; k++) total += g->len[k];
+    bytebuf_reserve(out, total);
+    size_t at = 0;
+    for (int k = 0; k < N; k++) {
+        lens[k] = g->len[k];
+        if (g->len[k]) memcpy(out->p + at, g->ptr[k], g->len[k]);
+        at += g->len[k];
+        if (k != r) c->received += g->len[k];
+    }
+    out->len = total;
+    c->sent += (uint64_t)len * (uint64_t)(N - 1);
+    wait_all(g);
+}
+
+static void local_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, size_t len, int root) {
+    LocalGroup *g = grp(c);
+    int N = g->size, r = c->rank;
+    g->ptr[r] = data;
+    g->len[r] = len;
+    wait_all(g);
+    if (r == root) {
+        size_t total = 0;
+        for (int k = 0; k < N; k++) total += g->len[k];
+        bytebuf_reserve(out, total);
+        size_t at = 0;
+        for (int k = 0; k < N; k++) {
+            lens[k] = g->len[k];
+            if (g->len[k]) memcpy(out->p + at, g->ptr[k], g->len[k]);
+            at += g->len[k];
+            if (k != r) c->received += g->len[k];
+        }
+        out->len = total;
+    } else {
+        c->sent += len;
+    }
+    wait_all(g);
+}
+
+static void local_bcast(Comm *c, ByteBuf *buf, int root) {
+    LocalGroup *g = grp(c);
+    int N = g->size, r = c->rank;
+    if (r == root) {
+        g->ptr[root] = buf->p;
+        g->len[root] = buf->len;
+    }
+    wait_all(g);
+    if (r != root) {
+        size_t len = g->len[root];
+        bytebuf_reserve(buf, len);
+        if (len) memcpy(buf->p, g->ptr[root], len);
+        buf->len = len;
+        c->received += len;
+    } else {
+        c->sent += (uint64_t)buf->len * (uint64_t)(N - 1);
+    }
+    wait_all(g);
+}
+
+static void local_sendrecv(Comm *c, ByteBuf *out, int src, const uint8_t *data, size_t len, int dst) {
+    LocalGroup *g = grp(c);
+    int r = c->rank;
+    (void)dst; /* every rank publishes; the receiver picks its source */
+    g->ptr[r] = data;
+    g->len[r] = len;
+    wait_all(g);
+    size_t n = g->len[src];
+    bytebuf_reserve(out, n);
+    if (n) memcpy(out->p, g->ptr[src], n);
+    out->len = n;
+    c->sent += len;
+    c->received += n;
+    wait_all(g);
+}
+
+static void local_free(Comm *c) { free(c); }
+
+static const CommOps local_ops = {
+    .name = "local",
+    .barrier = local_barrier,
+    .allreduce_f32 = local_allreduce_f32,
+    .allreduce_f64 = local_allreduce_f64,
+    .allgatherv = local_allgatherv,
+    .gatherv = local_gatherv,
+    .bcast = local_bcast,
+    .sendrecv = local_sendrecv,
+    .free = local_free,
+};
+
+Comm *comm_local_new(LocalGroup *g, int rank) {
+    Comm *c = callocCheck(1, sizeof *c);
+    c->ops = &local_ops;
+    c->rank = rank;
+    c->size = g->size;
+    c->impl = g;
+    return c;
+}
+
+typedef struct {
+    void (*fn)(int, void *);
+    void *arg;
+    int rank;
+} ThreadArg;
+
+static void *thread_main(void *p) {
+    ThreadArg *t = p;
+    t->fn(t->rank, t->arg);
+    return NULL;
+}
+
+void comm_local_run(int size, void (*fn)(int rank, void *arg), void *arg) {
+    pthread_t *th = callocCheck((size_t)size, sizeof *th);
+    ThreadArg *ta = callocCheck((size_t)size, sizeof *ta);
+    for (int r = 0; r < size; r++) ta[r] = (ThreadArg){fn, arg, r};
+    for (int r = 1; r < size; r++) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 16u << 20);
+        if (pthread_create(&th[r], &attr, thread_main, &ta[r]) != 0) {
+            fprintf(stderr, "error: cannot start worker thread %d\n", r);
+            exit(1);
+        }
+        pthread_attr_destroy(&attr);
+    }
+    thread_main(&ta[0]);
+    for (int r = 1; r < size; r++) pthread_join(th[r], NULL);
+    free(th);
+    free(ta);
+}
