@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/crc32c.h"
 #include "common/errors.h"
 
 #define CODEC_MAGIC "GCXF"
@@ -161,7 +162,6 @@ typedef struct {
 int frame_header_read(FrameHeader *h, const uint8_t *frame, size_t len);
 
 /* ---- helpers shared by codecs ---- */
-uint32_t crc32c(uint32_t crc, const void *data, size_t len);
 static inline void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static inline void put_u32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);

@@ -1,0 +1,55 @@
+#include "common/crc32c.h"
+
+#include <string.h>
+
+static inline uint32_t rd_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* ---- CRC-32C (Castagnoli), reflected polynomial 0x82F63B78 ----
+ * Hardware crc32 instruction where the compiler targets SSE4.2, else
+ * slicing-by-8 tables. Both give identical results. */
+#if defined(__SSE4_2__)
+#include <nmmintrin.h>
+uint32_t crc32c(uint32_t crc, const void *data, size_t len) {
+    const uint8_t *p = data;
+    uint64_t c = ~crc;
+    while (len && ((uintptr_t)p & 7)) { c = _mm_crc32_u8((uint32_t)c, *p++); len--; }
+    while (len >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+        p += 8;
+        len -= 8;
+    }
+    while (len--) c = _mm_crc32_u8((uint32_t)c, *p++);
+    return ~(uint32_t)c;
+}
+#else
+static uint32_t crc_table[8][256];
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
+        crc_table[0][i] = c;
+    }
+    for (int t = 1; t < 8; t++)
+        for (int i = 0; i < 256; i++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+uint32_t crc32c(uint32_t crc, const void *data, size_t len) {
+    static int ready;
+    if (!ready) { crc_init(); ready = 1; } /* benign race: every thread writes the same tables */
+    const uint8_t *p = data;
+    uint32_t c = ~crc;
+    while (len >= 8) {
+        uint32_t lo = c ^ rd_u32(p), hi = rd_u32(p + 4);
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
+            crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        len -= 8;
+    }
+    while (len--) c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xFF];
+    return ~c;
+}
+#endif
