@@ -1,0 +1,426 @@
+/* LSTM language model (see lstm_lm.h).
+ * Shape letters: T time steps, N batch, V vocabulary, E embedding size,
+ * H hidden units, L layers. Activations are time-major [T, N, ...].
+ * The Model backward OVERWRITES m->grads: it zeroes them, then every op
+ * accumulates (+=) into them (with tied weights the decoder and the encoder
+ * both add into encoder.weight's gradient). */
+#include "nn/lstm_lm.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "common/errors.h"
+#include "common/rng.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/lstm.h"
+#include "nn/softmax_ce.h"
+
+/* the activations of one forward pass; training and evaluation each own one */
+typedef struct {
+    float *mem;
+    float **xs;     /* [L]: layer inputs; xs[0] = dropout(embedding) [T,N,E], xs[l] = dropout(h of layer l-1) [T,N,H] */
+    float **hs;     /* [L]: [T+1,N,H], slot 0 = initial state */
+    float **cs;     /* [L]: [T+1,N,H] */
+    float **gates;  /* [L]: [T,N,4H] */
+    float **tanhc;  /* [L]: [T,N,H] */
+    float *y;       /* [T,N,H] dropout(h of layer L-1), the decoder input */
+    float *logits;  /* [T*N,V]; the training backward reuses it for dlogits */
+    float *probs;   /* [T*N,V] */
+    /* training only: backward scratch */
+    float *dgates;  /* [T,N,4H] */
+    float *dx;      /* [T,N,max(E,H)] */
+    float *dh;      /* [T,N,H] */
+    float *dstate;  /* [2,N,H] */
+} Workspace;
+
+typedef struct {
+    LstmLmConfig cfg;
+    int max_batch, max_T;
+    /* parameter indices in the table */
+    int i_enc, i_dec_w, i_dec_b;
+    int *i_wih, *i_whh, *i_bih, *i_bhh; /* [L] */
+    Workspace train, eval;
+    int eval_ready;
+    /* carried state: h and c of each layer, [L][N,H] each */
+    float *carry_h, *carry_c;
+    int carry_n;
+    /* dropout */
+    uint64_t drop_seed, drop_step;
+    /* what the pending backward needs */
+    int have_cache, cache_T, cache_N;
+    uint64_t cache_step;
+    int *cache_tokens, *cache_targets; /* [T*N] */
+} LstmLm;
+
+static const ModelOps lstm_lm_ops;
+
+LstmLmConfig lstm_lm_config_sbc_word(void) {
+    LstmLmConfig c = {.vocab = 10000,
+                      .emb = 650,
+                      .hidden = 650,
+                      .layers = 2,
+                      .dropout = 0.5f,
+                      .tie_weights = 0,
+                      .forget_bias = 0.0f,
+                      .init = LSTM_LM_INIT_ZAREMBA,
+                      .init_range = 0.05f,
+                      .loss_sum_over_time = 1,
+                      .seed = 1234};
+    return c;
+}
+
+LstmLmConfig lstm_lm_config_sbc_char(void) {
+    LstmLmConfig c = lstm_lm_config_sbc_word();
+    c.vocab = 98;
+    c.emb = 200;
+    c.hidden = 200;
+    return c;
+}
+
+LstmLmConfig lstm_lm_config_dgc_ptb(void) {
+    LstmLmConfig c = {.vocab = 10000,
+                      .emb = 1500,
+                      .hidden = 1500,
+                      .layers = 2,
+                      .dropout = 0.65f,
+                      .tie_weights = 1,
+                      .forget_bias = 0.0f,
+                      .init = LSTM_LM_INIT_PYTORCH,
+                      .init_range = 0.1f,
+                      .loss_sum_over_time = 0,
+                      .seed = 1234};
+    return c;
+}
+
+static int config_valid(const LstmLmConfig *c, int max_batch, int max_T) {
+    const char *why = NULL;
+    if (!c) why = "no config";
+    else if (c->vocab < 1) why = "vocab must be >= 1";
+    else if (c->emb < 1 || c->hidden < 1) why = "emb and hidden must be >= 1";
+    else if (c->layers < 1 || c->layers > 64) why = "layers must be in 1..64";
+    else if (!(c->dropout >= 0.0f && c->dropout < 1.0f)) why = "dropout must be in [0, 1)";
+    else if (c->tie_weights && c->emb != c->hidden) why = "tied weights need emb == hidden";
+    else if (c->init != LSTM_LM_INIT_ZAREMBA && c->init != LSTM_LM_INIT_PYTORCH) why = "unknown init";
+    else if (!(c->init_range >= 0.0f) || !isfinite(c->init_range)) why = "init_range must be >= 0";
+    else if (!isfinite(c->forget_bias)) why = "forget_bias must be finite";
+    else if (max_batch < 1 || max_T < 1) why = "max_batch and max_T must be >= 1";
+    else if ((double)max_batch * max_T * ((double)c->vocab + 4.0 * c->hidden) > 4e9)
+        why = "max_batch * max_T * (vocab + 4 hidden) too large (over 2^32 floats)";
+    else if ((double)4 * c->hidden * ((double)c->emb > c->hidden ? c->emb : c->hidden) > 2e9)
+        why = "weights too large";
+    if (why) {
+        fprintf(stderr, "error: lstm_lm_create: %s\n", why);
+        return 0;
+    }
+    return 1;
+}
+
+/* Lays out a workspace in one allocation; returns its size in floats when mem is NULL. */
+static size_t workspace_layout(Workspace *w, float *mem, const LstmLmConfig *c, int NB, int TT, int with_backward) {
+    const size_t TN = (size_t)TT * NB, H = (size_t)c->hidden, E = (size_t)c->emb, V = (size_t)c->vocab;
+    size_t off = 0;
+#define TAKE(ptr, count)                          \
+    do {                                          \
+        if (mem) (ptr) = mem + off;               \
+        off += ((size_t)(count) + 15) & ~(size_t)15; \
+    } while (0)
+    for (int l = 0; l < c->layers; l++) {
+        TAKE(w->xs[l], TN * (l == 0 ? E : H));
+        TAKE(w->hs[l], (TN + NB) * H);
+        TAKE(w->cs[l], (TN + NB) * H);
+        TAKE(w->gates[l], TN * 4 * H);
+        TAKE(w->tanhc[l], TN * H);
+    }
+    TAKE(w->y, TN * H);
+    TAKE(w->logits, TN * V);
+    TAKE(w->probs, TN * V);
+    if (with_backward) {
+        TAKE(w->dgates, TN * 4 * H);
+        TAKE(w->dx, TN * (E > H ? E : H));
+        TAKE(w->dh, TN * H);
+        TAKE(w->dstate, 2 * (size_t)NB * H);
+    }
+#undef TAKE
+    return off;
+}
+
+static void workspace_alloc(Workspace *w, const LstmLmConfig *c, int NB, int TT, int with_backward) {
+    memset(w, 0, sizeof *w);
+    w->xs = callocCheck((size_t)c->layers * 5, sizeof(float *));
+    w->hs = w->xs + c->layers;
+    w->cs = w->hs + c->layers;
+    w->gates = w->cs + c->layers;
+    w->tanhc = w->gates + c->layers;
+    size_t n = workspace_layout(w, NULL, c, NB, TT, with_backward);
+    w->mem = callocCheck(n, sizeof(float));
+    workspace_layout(w, w->mem, c, NB, TT, with_backward);
+}
+
+static void workspace_free(Workspace *w) {
+    free(w->mem);
+    free(w->xs);
+    memset(w, 0, sizeof *w);
+}
+
+static void fill_uniform(float *p, size_t n, float r, Rng *rng) {
+    for (size_t i = 0; i < n; i++) p[i] = (2.0f * rng_uniform(rng) - 1.0f) * r;
+}
+
+void lstm_lm_init_params(Model *m, uint64_t seed) {
+    LstmLm *lm = m->impl;
+    const LstmLmConfig *c = &lm->cfg;
+    const int H = c->hidden;
+    Rng rng;
+    rng_init(&rng, seed, 0x4C53544DULL /* "LSTM" */);
+    memset(m->params, 0, m->pt.total * sizeof(float));
+    /* tensors in table order, so the stream of random numbers is fixed */
+    for (int k = 0; k < m->pt.n; k++) {
+        const ParamInfo *p = &m->pt.t[k];
+        float *w = m->params + p->offset;
+        if (c->init == LSTM_LM_INIT_ZAREMBA) {
+            /* Zaremba et al. 2014 section 4: "initialized uniformly in [-0.05, 0.05]"
+             * (medium), [-0.04, 0.04] (large); LSTM biases zero as TF BasicLSTMCell */
+            if (p->kind != PK_LSTM_BIAS) fill_uniform(w, p->numel, c->init_range, &rng);
+        } else {
+            if (p->kind == PK_LSTM_WEIGHT || p->kind == PK_LSTM_BIAS)
+                fill_uniform(w, p->numel, 1.0f / sqrtf((float)H), &rng); /* torch.nn.LSTM default */
+            else if (k == lm->i_dec_b)
+                ; /* word_language_model: decoder.bias zero */
+            else
+                fill_uniform(w, p->numel, c->init_range, &rng); /* encoder, decoder weight */
+        }
+    }
+    if (c->init == LSTM_LM_INIT_ZAREMBA || c->forget_bias != 0.0f) {
+        for (int l = 0; l < c->layers; l++) {
+            float *bih = m->params + m->pt.t[lm->i_bih[l]].offset, *bhh = m->params + m->pt.t[lm->i_bhh[l]].offset;
+            for (int j = H; j < 2 * H; j++) { /* forget gate block [H, 2H) */
+                bih[j] = c->forget_bias;
+                bhh[j] = 0.0f;
+            }
+        }
+    }
+}
+
+Model *lstm_lm_create(const LstmLmConfig *cfg, int max_batch, int max_T) {
+    if (!config_valid(cfg, max_batch, max_T)) return NULL;
+    Model *m = callocCheck(1, sizeof *m);
+    LstmLm *lm = callocCheck(1, sizeof *lm);
+    m->ops = &lstm_lm_ops;
+    m->impl = lm;
+    lm->cfg = *cfg;
+    lm->max_batch = max_batch;
+    lm->max_T = max_T;
+    const int V = cfg->vocab, E = cfg->emb, H = cfg->hidden, L = cfg->layers;
+    lm->i_wih = mallocCheck(4 * (size_t)L * sizeof(int));
+    lm->i_whh = lm->i_wih + L;
+    lm->i_bih = lm->i_whh + L;
+    lm->i_bhh = lm->i_bih + L;
+
+    param_table_init(&m->pt);
+    char name[PARAM_NAME_MAX];
+    lm->i_enc = param_table_add(&m->pt, "encoder.weight", PK_EMBEDDING, 2, (int[]){V, E});
+    for (int l = 0; l < L; l++) {
+        int in = l == 0 ? E : H;
+        snprintf(name, sizeof name, "rnn.weight_ih_l%d", l);
+        lm->i_wih[l] = param_table_add(&m->pt, name, PK_LSTM_WEIGHT, 2, (int[]){4 * H, in});
+        snprintf(name, sizeof name, "rnn.weight_hh_l%d", l);
+        lm->i_whh[l] = param_table_add(&m->pt, name, PK_LSTM_WEIGHT, 2, (int[]){4 * H, H});
+        snprintf(name, sizeof name, "rnn.bias_ih_l%d", l);
+        lm->i_bih[l] = param_table_add(&m->pt, name, PK_LSTM_BIAS, 1, (int[]){4 * H});
+        snprintf(name, sizeof name, "rnn.bias_hh_l%d", l);
+        lm->i_bhh[l] = param_table_add(&m->pt, name, PK_LSTM_BIAS, 1, (int[]){4 * H});
+    }
+    lm->i_dec_w = cfg->tie_weights ? lm->i_enc
+                                   : param_table_add(&m->pt, "decoder.weight", PK_FC_WEIGHT, 2, (int[]){V, H});
+    lm->i_dec_b = param_table_add(&m->pt, "decoder.bias", PK_BIAS, 1, (int[]){V});
+    m->params = param_arena_alloc(&m->pt);
+    m->grads = param_arena_alloc(&m->pt);
+    m->state = NULL;
+    m->nstate = 0;
+
+    workspace_alloc(&lm->train, cfg, max_batch, max_T, 1);
+    lm->carry_h = callocCheck((size_t)L * max_batch * H, sizeof(float));
+    lm->carry_c = callocCheck((size_t)L * max_batch * H, sizeof(float));
+    lm->cache_tokens = mallocCheck(2 * (size_t)max_batch * max_T * sizeof(int));
+    lm->cache_targets = lm->cache_tokens + (size_t)max_batch * max_T;
+    lm->drop_seed = cfg->seed;
+    lstm_lm_init_params(m, cfg->seed);
+    return m;
+}
+
+void lstm_lm_set_dropout_seed(Model *m, uint64_t seed, uint64_t step) {
+    LstmLm *lm = m->impl;
+    lm->drop_seed = seed;
+    lm->drop_step = step;
+}
+
+const LstmLmConfig *lstm_lm_config(const Model *m) { return &((const LstmLm *)m->impl)->cfg; }
+
+int lstm_lm_carried_state(const Model *m, int l, const float **h /*N,H*/, const float **c /*N,H*/, int *n) {
+    const LstmLm *lm = m->impl;
+    if (l < 0 || l >= lm->cfg.layers) return -GC_ERR_PARAM;
+    size_t off = (size_t)l * lm->max_batch * lm->cfg.hidden;
+    if (h) *h = lm->carry_h + off;
+    if (c) *c = lm->carry_c + off;
+    if (n) *n = lm->carry_n;
+    return 0;
+}
+
+static void lstm_lm_reset_state(Model *m) {
+    LstmLm *lm = m->impl;
+    size_t n = (size_t)lm->cfg.layers * lm->max_batch * lm->cfg.hidden;
+    memset(lm->carry_h, 0, n * sizeof(float));
+    memset(lm->carry_c, 0, n * sizeof(float));
+    lm->carry_n = 0;
+}
+
+__attribute__((format(printf, 3, 4))) static float fail_forward(LstmLm *lm, BatchStats *st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: lstm_lm forward: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    lm->have_cache = 0;
+    if (st) memset(st, 0, sizeof *st);
+    return NAN;
+}
+
+static float lstm_lm_forward(Model *m, const Batch *b, int train, BatchStats *st) {
+    LstmLm *lm = m->impl;
+    const LstmLmConfig *c = &lm->cfg;
+    const int V = c->vocab, E = c->emb, H = c->hidden, L = c->layers;
+    if (!b || !b->tokens || !b->y) return fail_forward(lm, st, "batch without tokens or targets");
+    const int N = b->N, T = b->T;
+    if (N < 1 || N > lm->max_batch) return fail_forward(lm, st, "batch size %d outside 1..%d", N, lm->max_batch);
+    if (T < 1 || T > lm->max_T) return fail_forward(lm, st, "sequence length %d outside 1..%d", T, lm->max_T);
+    const int TN = T * N;
+    int bad = embedding_check_tokens(b->tokens, TN, V);
+    if (bad >= 0) return fail_forward(lm, st, "token %d at %d outside [0, %d)", b->tokens[bad], bad, V);
+    bad = embedding_check_tokens(b->y, TN, V);
+    if (bad >= 0) return fail_forward(lm, st, "target %d at %d outside [0, %d)", b->y[bad], bad, V);
+
+    if (!train && !lm->eval_ready) {
+        workspace_alloc(&lm->eval, c, lm->max_batch, lm->max_T, 0);
+        lm->eval_ready = 1;
+    }
+    Workspace *w = train ? &lm->train : &lm->eval;
+    if (train) lm->have_cache = 0;
+    if (N != lm->carry_n) { /* a new batch size cannot continue the old state */
+        lstm_lm_reset_state(m);
+        lm->carry_n = N;
+    }
+    const float p = train ? c->dropout : 0.0f;
+    const uint64_t step = lm->drop_step;
+    const float *P = m->params;
+    const size_t NH = (size_t)N * H;
+
+    embedding_forward(w->xs[0], b->tokens, P + m->pt.t[lm->i_enc].offset, TN, V, E);
+    dropout_forward(w->xs[0], w->xs[0], p, dropout_seed(lm->drop_seed, step, 0), (size_t)TN * E);
+    for (int l = 0; l < L; l++) {
+        float *ch = lm->carry_h + (size_t)l * lm->max_batch * H, *cc = lm->carry_c + (size_t)l * lm->max_batch * H;
+        memcpy(w->hs[l], ch, NH * sizeof(float));
+        memcpy(w->cs[l], cc, NH * sizeof(float));
+        lstm_forward(w->hs[l], w->cs[l], w->gates[l], w->tanhc[l], w->xs[l], P + m->pt.t[lm->i_wih[l]].offset,
+                     P + m->pt.t[lm->i_whh[l]].offset, P + m->pt.t[lm->i_bih[l]].offset,
+                     P + m->pt.t[lm->i_bhh[l]].offset, T, N, l == 0 ? E : H, H);
+        /* truncated BPTT: the next batch starts from this batch's final state */
+        memcpy(ch, w->hs[l] + (size_t)T * NH, NH * sizeof(float));
+        memcpy(cc, w->cs[l] + (size_t)T * NH, NH * sizeof(float));
+        float *next = l + 1 < L ? w->xs[l + 1] : w->y;
+        dropout_forward(next, w->hs[l] + NH, p, dropout_seed(lm->drop_seed, step, (uint64_t)l + 1), (size_t)TN * H);
+    }
+    linear_forward(w->logits, w->y, P + m->pt.t[lm->i_dec_w].offset, P + m->pt.t[lm->i_dec_b].offset, TN, H, V);
+    long correct = 0;
+    float loss = softmax_ce_forward(w->probs, &correct, w->logits, b->y, TN, V);
+    if (st) {
+        st->loss = loss;
+        st->correct = correct;
+        st->count = TN;
+    }
+    if (train) {
+        lm->have_cache = 1;
+        lm->cache_T = T;
+        lm->cache_N = N;
+        lm->cache_step = step;
+        memcpy(lm->cache_tokens, b->tokens, (size_t)TN * sizeof(int));
+        memcpy(lm->cache_targets, b->y, (size_t)TN * sizeof(int));
+        lm->drop_step++;
+    }
+    return loss;
+}
+
+static void lstm_lm_backward(Model *m) {
+    LstmLm *lm = m->impl;
+    const LstmLmConfig *c = &lm->cfg;
+    const int V = c->vocab, E = c->emb, H = c->hidden, L = c->layers;
+    memset(m->grads, 0, m->pt.total * sizeof(float));
+    if (!lm->have_cache) {
+        fprintf(stderr, "error: lstm_lm backward without a preceding successful training forward; "
+                        "gradients set to zero\n");
+        return;
+    }
+    lm->have_cache = 0; /* the backward reuses the logits buffer for dlogits */
+    Workspace *w = &lm->train;
+    const int T = lm->cache_T, N = lm->cache_N, TN = T * N;
+    const float p = c->dropout;
+    const uint64_t step = lm->cache_step;
+    const float *P = m->params;
+    float *G = m->grads;
+#define OFF(idx) (m->pt.t[(idx)].offset)
+
+    /* loss = scale * sum over tokens of -log softmax(logits)[target] */
+    const float scale = c->loss_sum_over_time ? 1.0f / (float)N : 1.0f / (float)TN;
+    float *dlogits = w->logits;
+    softmax_ce_backward(dlogits, w->probs, lm->cache_targets, scale, TN, V);
+    /* logits = y @ dec_w^T + dec_b (dec_w is encoder.weight when tied: its grad adds up) */
+    linear_backward(w->dh, G + OFF(lm->i_dec_w), G + OFF(lm->i_dec_b), dlogits, w->y, P + OFF(lm->i_dec_w), TN, H,
+                    V);
+    /* y = dropout(h of layer L-1) */
+    dropout_backward(w->dh, w->dh, p, dropout_seed(lm->drop_seed, step, (uint64_t)L), (size_t)TN * H);
+    for (int l = L - 1; l >= 0; l--) {
+        const int in = l == 0 ? E : H;
+        /* hs[l][1..T] = lstm(xs[l]) from the carried state (no gradient into it) */
+        lstm_backward(w->dx, NULL, NULL, G + OFF(lm->i_wih[l]), G + OFF(lm->i_whh[l]), G + OFF(lm->i_bih[l]),
+                      G + OFF(lm->i_bhh[l]), w->dgates, w->dstate, w->dh, w->hs[l], w->cs[l], w->gates[l],
+                      w->tanhc[l], w->xs[l], P + OFF(lm->i_wih[l]), P + OFF(lm->i_whh[l]), T, N, in, H);
+        if (l > 0) /* xs[l] = dropout(h of layer l-1) */
+            dropout_backward(w->dh, w->dx, p, dropout_seed(lm->drop_seed, step, (uint64_t)l), (size_t)TN * H);
+    }
+    /* xs[0] = dropout(embedding(tokens)) */
+    dropout_backward(w->dx, w->dx, p, dropout_seed(lm->drop_seed, step, 0), (size_t)TN * E);
+    embedding_backward(G + OFF(lm->i_enc), w->dx, lm->cache_tokens, TN, V, E);
+#undef OFF
+}
+
+static void lstm_lm_free(Model *m) {
+    if (!m) return;
+    LstmLm *lm = m->impl;
+    if (lm) {
+        workspace_free(&lm->train);
+        if (lm->eval_ready) workspace_free(&lm->eval);
+        free(lm->carry_h);
+        free(lm->carry_c);
+        free(lm->cache_tokens);
+        free(lm->i_wih);
+        free(lm);
+    }
+    param_arena_free(m->params);
+    param_arena_free(m->grads);
+    param_table_free(&m->pt);
+    free(m);
+}
+
+static const ModelOps lstm_lm_ops = {
+    .name = "lstm_lm",
+    .forward = lstm_lm_forward,
+    .backward = lstm_lm_backward,
+    .reset_state = lstm_lm_reset_state,
+    .free = lstm_lm_free,
+};
