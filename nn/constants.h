@@ -1,4 +1,4 @@
-/* Constants shared by the CPU ops (nn/*.c) and their CUDA twins, so the two can
+/* Constants shared by the CPU ops (nn/ C files) and their CUDA twins, so the two can
  * never drift. Values are PyTorch's defaults (torch.nn.BatchNorm2d). */
 #ifndef GC_NN_CONSTANTS_H
 #define GC_NN_CONSTANTS_H

@@ -10,11 +10,27 @@
 #define OMP_FOR GC_PRAGMA_(omp parallel for schedule(static))
 /* same, with collapse(2) over two perfectly nested loops */
 #define OMP_FOR2 GC_PRAGMA_(omp parallel for collapse(2) schedule(static))
+/* vectorized reduction (lanes reassociate the sum) */
+#define OMP_SIMD_REDUCE(...) GC_PRAGMA_(omp simd reduction(__VA_ARGS__))
+/* a parallel region with nt threads, a barrier and a work-shared loop inside it */
+#define OMP_PARALLEL(nt) GC_PRAGMA_(omp parallel num_threads(nt))
+#define OMP_BARRIER GC_PRAGMA_(omp barrier)
+#define OMP_FOR_IN GC_PRAGMA_(omp for schedule(static))
 static inline int gc_num_threads(void) { return omp_get_max_threads(); }
+static inline int gc_team_size(void) { return omp_get_num_threads(); }
+static inline int gc_thread_id(void) { return omp_get_thread_num(); }
+static inline int gc_in_parallel(void) { return omp_in_parallel(); }
 #else
+#define OMP_SIMD_REDUCE(...)
+#define OMP_PARALLEL(nt)
+#define OMP_BARRIER
+#define OMP_FOR_IN
 #define OMP_FOR
 #define OMP_FOR2
 static inline int gc_num_threads(void) { return 1; }
+static inline int gc_team_size(void) { return 1; }
+static inline int gc_thread_id(void) { return 0; }
+static inline int gc_in_parallel(void) { return 0; }
 #endif
 
 #endif

@@ -1,0 +1,248 @@
+/* 2-D convolution over CNHW activations (see conv2d.h).
+ * Shape letters: N batch, C input channels, H,W input, OC output channels, KH,KW
+ * kernel, OH,OW output; CKK = C*KH*KW (rows of the column matrix), a "unit" is
+ * one output row (n, oh) of OW columns; units are numbered u = n*OH + oh, so the
+ * columns of the batch matrix [*, N*OH*OW] are u*OW + ow.
+ * dw and db ACCUMULATE (+=); dinp is OVERWRITTEN. */
+#include "nn/conv2d.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/errors.h"
+#include "nn/parallel.h"
+
+static size_t g_chunk_floats = 48 * 1024;
+
+void conv2d_set_chunk_floats(size_t floats) { g_chunk_floats = floats ? floats : 1; }
+
+/* output rows per chunk so that the column chunk holds about g_chunk_floats */
+static int chunk_units(const Conv2dShape *s) {
+    size_t ckk = (size_t)s->C * s->KH * s->KW;
+    size_t per_unit = ckk * (size_t)s->OW;
+    size_t cu = g_chunk_floats / (per_unit ? per_unit : 1);
+    if (cu < 1) cu = 1;
+    size_t units = (size_t)s->N * s->OH;
+    if (cu > units) cu = units;
+    return (int)cu;
+}
+
+int conv2d_shape(Conv2dShape *s, int N, int C, int H, int W, int OC, int KH, int KW, int stride, int pad) {
+    memset(s, 0, sizeof *s);
+    if (N <= 0 || C <= 0 || H <= 0 || W <= 0 || OC <= 0 || KH <= 0 || KW <= 0 || stride <= 0 || pad < 0) {
+        fprintf(stderr, "error: conv2d: bad shape N=%d C=%d H=%d W=%d OC=%d K=%dx%d stride=%d pad=%d\n", N, C, H, W,
+                OC, KH, KW, stride, pad);
+        return -GC_ERR_PARAM;
+    }
+    if (H + 2 * pad < KH || W + 2 * pad < KW) {
+        fprintf(stderr, "error: conv2d: kernel %dx%d larger than the padded input %dx%d\n", KH, KW, H + 2 * pad,
+                W + 2 * pad);
+        return -GC_ERR_PARAM;
+    }
+    s->N = N, s->C = C, s->H = H, s->W = W, s->OC = OC, s->KH = KH, s->KW = KW, s->stride = stride, s->pad = pad;
+    s->OH = (H + 2 * pad - KH) / stride + 1;
+    s->OW = (W + 2 * pad - KW) / stride + 1;
+    s->threads = gc_num_threads();
+    s->chunk = chunk_units(s);
+    return 0;
+}
+
+static int is_direct(const Conv2dShape *s) { return s->KH == 1 && s->KW == 1 && s->stride == 1 && s->pad == 0; }
+
+static size_t per_thread_floats(const Conv2dShape *s, int cu) {
+    size_t ckk = (size_t)s->C * s->KH * s->KW;
+    size_t col = is_direct(s) ? 0 : ckk * (size_t)cu * s->OW;
+    size_t n = col + (size_t)s->OC * ckk + (size_t)s->OC;
+    return (n + 15) & ~(size_t)15;
+}
+
+size_t conv2d_work_floats(const Conv2dShape *s) { return (size_t)s->threads * per_thread_floats(s, s->chunk); }
+
+/* valid output columns [*lo, *hi) for kernel column kw: 0 <= ow*stride - pad + kw < W */
+static inline void valid_range(int *lo, int *hi, int kw, const Conv2dShape *s) {
+    int a = s->pad - kw; /* ow*stride >= a */
+    int l = a <= 0 ? 0 : (a + s->stride - 1) / s->stride;
+    int b = s->W - 1 + s->pad - kw; /* ow*stride <= b */
+    int h = b < 0 ? 0 : b / s->stride + 1;
+    if (h > s->OW) h = s->OW;
+    if (l > h) l = h;
+    *lo = l, *hi = h;
+}
+
+/* col[r, i*OW + ow] = inp[c, n, oh*stride - pad + kh, ow*stride - pad + kw] (0 outside),
+ * r = (c*KH + kh)*KW + kw, for units u0 .. u0+nu-1 (u = n*OH + oh). */
+static void im2col(float *col /*CKK, nu*OW*/, const float *inp /*C,N,H,W*/, int u0, int nu, const Conv2dShape *s) {
+    const int OW = s->OW, st = s->stride;
+    const size_t cols = (size_t)nu * OW;
+    for (int c = 0; c < s->C; c++)
+        for (int kh = 0; kh < s->KH; kh++)
+            for (int kw = 0; kw < s->KW; kw++) {
+                float *dst = col + ((size_t)(c * s->KH + kh) * s->KW + kw) * cols;
+                int lo, hi;
+                valid_range(&lo, &hi, kw, s);
+                for (int i = 0; i < nu; i++) {
+                    int u = u0 + i, n = u / s->OH, oh = u % s->OH;
+                    int ih = oh * st - s->pad + kh;
+                    float *d = dst + (size_t)i * OW;
+                    if (ih < 0 || ih >= s->H) {
+                        memset(d, 0, sizeof(float) * OW);
+                        continue;
+                    }
+                    const float *src = inp + (((size_t)c * s->N + n) * s->H + ih) * s->W - s->pad + kw;
+                    for (int ow = 0; ow < lo; ow++) d[ow] = 0.0f;
+                    if (st == 1) memcpy(d + lo, src + lo, sizeof(float) * (hi - lo));
+                    else
+                        for (int ow = lo; ow < hi; ow++) d[ow] = src[(size_t)ow * st];
+                    for (int ow = hi; ow < OW; ow++) d[ow] = 0.0f;
+                }
+            }
+}
+
+/* the adjoint of im2col: dinp[c, n, ih, iw] += dcol[r, i*OW + ow] */
+static void col2im(float *dinp /*C,N,H,W*/, const float *dcol /*CKK, nu*OW*/, int u0, int nu, const Conv2dShape *s) {
+    const int OW = s->OW, st = s->stride;
+    const size_t cols = (size_t)nu * OW;
+    for (int c = 0; c < s->C; c++)
+        for (int kh = 0; kh < s->KH; kh++)
+            for (int kw = 0; kw < s->KW; kw++) {
+                const float *src = dcol + ((size_t)(c * s->KH + kh) * s->KW + kw) * cols;
+                int lo, hi;
+                valid_range(&lo, &hi, kw, s);
+                for (int i = 0; i < nu; i++) {
+                    int u = u0 + i, n = u / s->OH, oh = u % s->OH;
+                    int ih = oh * st - s->pad + kh;
+                    if (ih < 0 || ih >= s->H) continue;
+                    const float *d = src + (size_t)i * OW;
+                    float *dst = dinp + (((size_t)c * s->N + n) * s->H + ih) * s->W - s->pad + kw;
+                    if (st == 1)
+                        for (int ow = lo; ow < hi; ow++) dst[ow] += d[ow];
+                    else
+                        for (int ow = lo; ow < hi; ow++) dst[(size_t)ow * st] += d[ow];
+                }
+            }
+}
+
+/* the team actually used: at most s->threads, and no more than there are images */
+static int team_for(const Conv2dShape *s) { return s->threads < s->N ? s->threads : s->N; }
+
+void conv2d_forward(float *out /*OC,N,OH,OW*/, float *work /*conv2d_work_floats*/,
+                    const float *inp /*C,N,H,W*/, const float *w /*OC,C,KH,KW*/,
+                    const float *b /*OC or NULL*/, const Conv2dShape *s) {
+    const int CKK = s->C * s->KH * s->KW, OW = s->OW;
+    const int ldo = s->N * s->OH * OW; /* row stride of out (and of dout) */
+    const int cu = s->chunk, direct = is_direct(s);
+    const size_t ptf = per_thread_floats(s, cu);
+    const int team = team_for(s);
+    OMP_PARALLEL(team) {
+        int T = gc_team_size(), t = gc_thread_id();
+        int n0 = (int)((long)s->N * t / T), n1 = (int)((long)s->N * (t + 1) / T);
+        float *col = work + (size_t)t * ptf;
+        for (int u0 = n0 * s->OH; u0 < n1 * s->OH; u0 += cu) {
+            int nu = n1 * s->OH - u0 < cu ? n1 * s->OH - u0 : cu;
+            int cols = nu * OW;
+            const float *B;
+            int ldb;
+            if (direct) {
+                B = inp + (size_t)u0 * OW;
+                ldb = s->N * s->H * s->W;
+            } else {
+                im2col(col, inp, u0, nu, s);
+                B = col;
+                ldb = cols;
+            }
+            float *o = out + (size_t)u0 * OW;
+            /* out[OC, cols] = w[OC, CKK] x col[CKK, cols] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->OC, cols, CKK, 1.0f, w, CKK, B, ldb, 0.0f, o,
+                        ldo);
+            if (b)
+                for (int oc = 0; oc < s->OC; oc++) {
+                    float *orow = o + (size_t)oc * ldo;
+                    for (int j = 0; j < cols; j++) orow[j] += b[oc];
+                }
+        }
+    }
+}
+
+void conv2d_backward(float *dinp /*C,N,H,W, overwritten; NULL = skip*/, float *dw /*OC,C,KH,KW, +=*/,
+                     float *db /*OC, +=, NULL = skip*/, float *work /*conv2d_work_floats*/,
+                     const float *dout /*OC,N,OH,OW*/, const float *inp /*C,N,H,W*/,
+                     const float *w /*OC,C,KH,KW*/, const Conv2dShape *s) {
+    const int CKK = s->C * s->KH * s->KW, OW = s->OW;
+    const int ldo = s->N * s->OH * OW;
+    const int ldi = s->N * s->H * s->W;
+    const int cu = s->chunk, direct = is_direct(s);
+    const size_t ptf = per_thread_floats(s, cu);
+    const size_t ncol = direct ? 0 : (size_t)CKK * cu * OW;
+    const int team = team_for(s);
+    const size_t nw = (size_t)s->OC * CKK;
+    OMP_PARALLEL(team) {
+        int T = gc_team_size(), t = gc_thread_id();
+        int n0 = (int)((long)s->N * t / T), n1 = (int)((long)s->N * (t + 1) / T);
+        float *col = work + (size_t)t * ptf;
+        /* thread 0 accumulates straight into dw/db, the others into private sums */
+        float *dwt = t == 0 ? dw : col + ncol;
+        float *dbt = t == 0 ? db : col + ncol + nw;
+        if (t != 0) {
+            memset(dwt, 0, sizeof(float) * nw);
+            memset(dbt, 0, sizeof(float) * s->OC);
+        }
+        if (dinp && !direct)
+            for (int c = 0; c < s->C; c++)
+                memset(dinp + ((size_t)c * s->N + n0) * s->H * s->W, 0, sizeof(float) * (n1 - n0) * s->H * s->W);
+        for (int u0 = n0 * s->OH; u0 < n1 * s->OH; u0 += cu) {
+            int nu = n1 * s->OH - u0 < cu ? n1 * s->OH - u0 : cu;
+            int cols = nu * OW;
+            const float *dO = dout + (size_t)u0 * OW;
+            const float *B;
+            int ldb;
+            if (direct) {
+                B = inp + (size_t)u0 * OW;
+                ldb = ldi;
+            } else {
+                im2col(col, inp, u0, nu, s);
+                B = col;
+                ldb = cols;
+            }
+            /* forward: out = w x col  =>  dw[OC, CKK] += dout[OC, cols] x col[CKK, cols]^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->OC, CKK, cols, 1.0f, dO, ldo, B, ldb, 1.0f, dwt,
+                        CKK);
+            if (db) /* forward: out[oc, j] += b[oc]  =>  db[oc] += sum_j dout[oc, j] */
+                for (int oc = 0; oc < s->OC; oc++) {
+                    const float *r = dO + (size_t)oc * ldo;
+                    float acc = 0.0f;
+                    OMP_SIMD_REDUCE(+ : acc)
+                    for (int j = 0; j < cols; j++) acc += r[j];
+                    dbt[oc] += acc;
+                }
+            if (dinp) {
+                /* dcol[CKK, cols] = w[OC, CKK]^T x dout[OC, cols] */
+                if (direct) {
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, cols, s->OC, 1.0f, w, CKK, dO, ldo,
+                                0.0f, dinp + (size_t)u0 * OW, ldi);
+                } else {
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, cols, s->OC, 1.0f, w, CKK, dO, ldo,
+                                0.0f, col, cols);
+                    col2im(dinp, col, u0, nu, s);
+                }
+            }
+        }
+        OMP_BARRIER
+        if (T > 1) {
+            OMP_FOR_IN
+            for (size_t i = 0; i < nw; i++) {
+                float acc = 0.0f;
+                for (int k = 1; k < T; k++) acc += work[(size_t)k * ptf + ncol + i];
+                dw[i] += acc;
+            }
+            if (db) {
+                OMP_FOR_IN
+                for (int oc = 0; oc < s->OC; oc++) {
+                    float acc = 0.0f;
+                    for (int k = 1; k < T; k++) acc += work[(size_t)k * ptf + ncol + nw + oc];
+                    db[oc] += acc;
+                }
+            }
+        }
+    }
+}
