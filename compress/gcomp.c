@@ -1,0 +1,545 @@
+/* gcomp: near-lossless gradient compression (Li et al., "Near-Lossless
+ * Gradient Compression for Data-Parallel Distributed DNN Training", SoCC 2024).
+ *
+ * Each float32 value is split into its 8-bit exponent and its mantissa with
+ * the sign incorporated (Section 6.1):
+ *  - the exponent is Huffman coded with codes of at most n_theta bits; an
+ *    exponent whose native code is longer is sent as an n_theta-bit escape
+ *    code (the first overly long code truncated to n_theta bits) followed by
+ *    its raw 8 bits (Section 4.3, compress/huffman.c); decoding uses a
+ *    2^n_theta-entry lookup table (Section 4.5, Figure 5);
+ *  - the Huffman table is built from observed exponent frequencies and rebuilt
+ *    every K encodes (`every`, default 50, Section 4.4) from the values
+ *    encoded since the last rebuild; a frame carries the table whenever it
+ *    changes and names the table it uses by id (CRC-32C of the table bytes),
+ *    so a decoder instance keeps the last table it saw and rejects a frame
+ *    that needs a table it does not have (GC_ERR_STATE). Bootstrap: the paper
+ *    builds the first table from prior knowledge; we build it from the
+ *    histogram of the first tensor encoded and carry it in that frame;
+ *  - the mantissa with its sign (24 bits) is truncated toward zero by 0, 6, 12
+ *    or 18 low bits as given per value by CodecSide.levels (0..3), and the
+ *    2-bit level is stored per value (Section 5.1, multi-level quantization);
+ *  - zero and denormal values (exponent 0) are pruned to the exponent code
+ *    alone and decode as zero (Section 5.2). Extension: if some exponent-0
+ *    value of the tensor has its sign bit set, the frame sets flag ZSIGN and
+ *    every exponent-0 value carries 1 sign bit, so -0.0 round-trips and a
+ *    denormal becomes a zero of its own sign; otherwise they cost nothing;
+ *  - inf and NaN (exponent 255) are coded like any exponent but always at
+ *    level 0, so they round-trip bit-exactly (NaN payload included).
+ * With levels all 0 the round trip is bit-exact for every float except
+ * denormals (flushed to a zero of the same sign). CodecSide.repr receives
+ * exactly what decoding the frame gives.
+ *
+ * Layout (Section 6.1, Figure 7): a block header, the table when carried, one
+ * header per chunk, then the chunks. Chunks hold `chunk` consecutive values
+ * and are encoded and decoded in parallel by OpenMP threads; sizes are
+ * computed in a first pass, so the bytes do not depend on the thread count.
+ * Each chunk has three byte-aligned segments: exponent codes, 2-bit levels
+ * (for values with a nonzero exponent), mantissas. Full byte layout:
+ * docs/format_gcomp.md.
+ *
+ * State: an encoder table + exponent histogram since the last rebuild, and a
+ * decoder table, kept separately so one instance may both encode and decode. */
+#include <stdlib.h>
+#include <string.h>
+#ifdef HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#include "bitio.h"
+#include "codec.h"
+#include "common/check.h"
+#include "huffman.h"
+
+#define GP_MAGIC0 'G'
+#define GP_MAGIC1 'P'
+#define GP_DTYPE_FP32 1
+#define GP_BLOCK_HDR 28
+#define GP_CHUNK_HDR 20
+#define GP_TABLE_MAX (2 + 2 * HUFF_NSYM)
+#define GP_FLAG_TABLE 0x1u /* the frame carries its Huffman table */
+#define GP_FLAG_ZSIGN 0x2u /* exponent-0 values carry a sign bit */
+#define GP_FLAGS_ALL (GP_FLAG_TABLE | GP_FLAG_ZSIGN)
+#define GP_MAN_BITS 24 /* sign + 23 mantissa bits */
+#define GP_LEVEL_SHIFT 6 /* level L truncates 6*L bits (Section 5.1) */
+
+static const CodecParamDesc gcomp_params[] = {
+    {"ntheta", 8, 1, HUFF_MAX_NTHETA, 1,
+     "max Huffman code length n_theta; longer codes -> escape + raw exponent (4.3, Table 1 uses 8)"},
+    {"every", 50, 1, 1e9, 1, "rebuild the Huffman table every K encodes (4.4)"},
+    {"chunk", 16384, 64, 1 << 24, 1, "values per chunk; chunks are coded in parallel (6.1, 6.2)"},
+};
+
+typedef struct {
+    uint32_t start, count, nnz; /* nnz: values with a nonzero exponent */
+    uint64_t ebits, mbits;      /* exponent and mantissa segment bits */
+    uint64_t levsum;            /* encoder: sum of applied levels */
+    int neg0;                   /* a zero/denormal with its sign bit set */
+    size_t off;                 /* byte offset of the chunk data in the payload */
+} GpChunk;
+
+typedef struct {
+    int have;
+    uint32_t id;
+    HuffCode hc;
+    uint16_t *lut; /* [1 << hc.ntheta] */
+    int lut_n;     /* n_theta the lut was allocated for */
+} GpDecTable;
+
+typedef struct {
+    /* encoder */
+    int enc_have;
+    HuffCode enc;
+    uint32_t enc_id;
+    uint64_t hist[HUFF_NSYM]; /* exponent counts since the last rebuild */
+    uint64_t since;           /* encodes since the last rebuild */
+    /* decoder */
+    GpDecTable cur, pend;
+    /* scratch, grown on demand */
+    uint32_t *chist; /* [nchunks][256] */
+    size_t chist_cap;
+    GpChunk *ck;
+    int *rc;
+    size_t ck_cap;
+} GcompState;
+
+static void gp_state_free(Codec *c) {
+    GcompState *st = c->state;
+    if (!st) return;
+    free(st->cur.lut);
+    free(st->pend.lut);
+    free(st->chist);
+    free(st->ck);
+    free(st->rc);
+}
+
+static void gp_grow(GcompState *st, size_t nch, int need_hist) {
+    if (nch > st->ck_cap) {
+        free(st->ck);
+        free(st->rc);
+        st->ck = mallocCheck(nch * sizeof *st->ck);
+        st->rc = mallocCheck(nch * sizeof *st->rc);
+        st->ck_cap = nch;
+    }
+    if (need_hist && nch > st->chist_cap) {
+        free(st->chist);
+        st->chist = mallocCheck(nch * HUFF_NSYM * sizeof *st->chist);
+        st->chist_cap = nch;
+    }
+}
+
+static int gp_threads(int want) {
+#ifdef HAVE_OPENMP
+    return want > 0 ? want : omp_get_max_threads();
+#else
+    (void)want;
+    return 1;
+#endif
+}
+
+static inline uint32_t f2u(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float u2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+    put_u32(p, (uint32_t)v);
+    put_u32(p + 4, (uint32_t)(v >> 32));
+}
+static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | ((uint64_t)get_u32(p + 4) << 32); }
+static inline size_t bytes_of(uint64_t bits) { return (size_t)((bits + 7) >> 3); }
+
+/* table section: u16 k, then k (symbol, length) pairs in increasing symbol
+ * order. tab: [GP_TABLE_MAX] out; returns its length */
+static size_t gp_table_write(uint8_t *tab, const HuffCode *hc) {
+    size_t at = 2;
+    for (int s = 0; s < HUFF_NSYM; s++)
+        if (hc->len[s]) {
+            tab[at++] = (uint8_t)s;
+            tab[at++] = hc->len[s];
+        }
+    put_u16(tab, (uint16_t)hc->ncoded);
+    return at;
+}
+
+static size_t gp_max_payload(const Codec *c, size_t n) {
+    int ntheta = (int)codec_param(&c->spec, "ntheta");
+    size_t chunk = (size_t)codec_param(&c->spec, "chunk");
+    size_t nch = (n + chunk - 1) / chunk;
+    /* per value: escape + raw exponent, level, full mantissa; 3 padded segments per chunk */
+    return GP_BLOCK_HDR + GP_TABLE_MAX + nch * (GP_CHUNK_HDR + 3) +
+           (n * (size_t)(ntheta + HUFF_RAW_BITS + 2 + GP_MAN_BITS) + 7) / 8;
+}
+
+/* ---------------------------------------------------------------- encode */
+
+/* pass 1 over one chunk: exponent histogram, applied level sum, negative zeros.
+ * h: [256] out; x: [count]; lv: [count] or NULL */
+static int gp_scan_chunk(uint32_t *h, GpChunk *k, const float *x, const uint8_t *lv, size_t count) {
+    memset(h, 0, HUFF_NSYM * sizeof *h);
+    uint64_t levsum = 0;
+    int neg0 = 0, bad = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t u = f2u(x[i]), e = (u >> 23) & 0xFF;
+        h[e]++;
+        if (lv) {
+            bad |= lv[i] > 3;
+            if (e != 0 && e != 0xFF) levsum += lv[i];
+        }
+        if (e == 0) neg0 |= (int)(u >> 31);
+    }
+    k->levsum = levsum;
+    k->neg0 = neg0;
+    return bad ? -GC_ERR_PARAM : 0;
+}
+
+/* pass 2 over one chunk: write its three segments and its repr.
+ * p: [chunk bytes] out; repr: [count] out or NULL; x: [count]; lv: [count] or NULL */
+static int gp_write_chunk(uint8_t *p, float *repr, const HuffCode *hc, const GpChunk *k, int zsign,
+                          const float *x, const uint8_t *lv) {
+    size_t eb = bytes_of(k->ebits), lb = bytes_of(2ull * k->nnz), mb = bytes_of(k->mbits);
+    BitWriter we, wl, wm;
+    bw_init(&we, p, eb);
+    bw_init(&wl, p + eb, lb);
+    bw_init(&wm, p + eb + lb, mb);
+    for (size_t i = 0; i < k->count; i++) {
+        uint32_t u = f2u(x[i]), e = (u >> 23) & 0xFF, r;
+        bw_put(&we, hc->emit[e], hc->emit_len[e]); /* Section 6.1 step (1) */
+        if (e) {
+            uint32_t L = (lv && e != 0xFF) ? lv[i] : 0; /* step (2); inf/NaN stay exact */
+            int sh = GP_LEVEL_SHIFT * (int)L;
+            uint32_t sm = ((u >> 31) << 23) | (u & 0x7FFFFF); /* mantissa with the sign */
+            bw_put(&wl, L, 2);
+            bw_put(&wm, sm >> sh, GP_MAN_BITS - sh); /* step (3): truncation toward zero */
+            r = u & ~((1u << sh) - 1);
+        } else { /* Section 5.2: pruned to the exponent code */
+            if (zsign) bw_put(&wm, u >> 31, 1);
+            r = u & 0x80000000u;
+        }
+        if (repr) repr[i] = u2f(r);
+    }
+    bw_finish(&we);
+    bw_finish(&wl);
+    bw_finish(&wm);
+    /* the sizes were computed in pass 1; anything else is an internal error */
+    if (we.overflow || wl.overflow || wm.overflow || we.pos != eb || wl.pos != lb || wm.pos != mb)
+        return -GC_ERR_NOSPACE;
+    return 0;
+}
+
+static int64_t gp_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flags, const float *x, size_t n,
+                         const CodecSide *side) {
+    GcompState *st = c->state;
+    int ntheta = (int)codec_param(&c->spec, "ntheta");
+    uint64_t every = (uint64_t)codec_param(&c->spec, "every");
+    size_t chunk = (size_t)codec_param(&c->spec, "chunk");
+    *flags = 0;
+    if (cap < GP_BLOCK_HDR) return -GC_ERR_NOSPACE;
+    uint8_t *h = payload;
+    h[0] = GP_MAGIC0;
+    h[1] = GP_MAGIC1;
+    h[2] = GP_DTYPE_FP32;
+    h[3] = (uint8_t)ntheta;
+    if (n == 0) { /* nothing to code: no table, no chunks, state untouched */
+        put_u32(h + 4, 0);
+        put_u32(h + 8, 0);
+        put_u64(h + 12, 0);
+        put_u64(h + 20, 0);
+        return GP_BLOCK_HDR;
+    }
+    size_t nch = (n + chunk - 1) / chunk;
+    gp_grow(st, nch, 1);
+    GpChunk *ck = st->ck;
+    int *rc = st->rc;
+    int T = gp_threads(side->threads);
+    const uint8_t *lv = side->levels;
+
+    /* pass 1: per-chunk histograms (also the bootstrap table's input) */
+#ifdef HAVE_OPENMP
+#pragma omp parallel for num_threads(T) schedule(dynamic, 1) if (T > 1 && nch > 1)
+#endif
+    for (size_t k = 0; k < nch; k++) {
+        size_t lo = k * chunk, cnt = n - lo < chunk ? n - lo : chunk;
+        ck[k].start = (uint32_t)lo;
+        ck[k].count = (uint32_t)cnt;
+        rc[k] = gp_scan_chunk(st->chist + k * HUFF_NSYM, &ck[k], x + lo, lv ? lv + lo : NULL, cnt);
+    }
+    uint64_t fh[HUFF_NSYM] = {0};
+    int zsign = 0;
+    for (size_t k = 0; k < nch; k++) {
+        if (rc[k]) return rc[k];
+        for (int s = 0; s < HUFF_NSYM; s++) fh[s] += st->chist[k * HUFF_NSYM + s];
+        zsign |= ck[k].neg0;
+    }
+
+    /* table (Section 4.4): bootstrap from this tensor, or rebuild every K encodes
+     * from what was encoded since the last rebuild; carry it when it changes */
+    HuffCode fresh;
+    int rebuilt = 0, carry = 0;
+    if (!st->enc_have) {
+        huff_code_from_weights(&fresh, fh, ntheta);
+        rebuilt = carry = 1;
+    } else if (st->since >= every) {
+        huff_code_from_weights(&fresh, st->hist, ntheta);
+        rebuilt = 1;
+        carry = fresh.ntheta != st->enc.ntheta || memcmp(fresh.len, st->enc.len, HUFF_NSYM) != 0;
+    }
+    const HuffCode *hc = carry ? &fresh : &st->enc;
+    uint8_t tab[GP_TABLE_MAX];
+    size_t tablen = 0;
+    uint32_t id = st->enc_id;
+    if (carry) {
+        tablen = gp_table_write(tab, hc);
+        id = crc32c(0, tab, tablen);
+    }
+
+    /* sizes: every chunk's segments, from its histogram alone */
+    size_t off = GP_BLOCK_HDR + tablen + nch * GP_CHUNK_HDR;
+    uint64_t totbits = 0;
+    for (size_t k = 0; k < nch; k++) {
+        const uint32_t *ch = st->chist + k * HUFF_NSYM;
+        uint64_t eb = 0;
+        for (int s = 0; s < HUFF_NSYM; s++) eb += (uint64_t)ch[s] * hc->emit_len[s];
+        ck[k].nnz = ck[k].count - ch[0];
+        ck[k].ebits = eb;
+        ck[k].mbits = (uint64_t)GP_MAN_BITS * ck[k].nnz - GP_LEVEL_SHIFT * ck[k].levsum + (zsign ? ch[0] : 0);
+        ck[k].off = off;
+        off += bytes_of(eb) + bytes_of(2ull * ck[k].nnz) + bytes_of(ck[k].mbits);
+        totbits += eb + 2ull * ck[k].nnz + ck[k].mbits;
+    }
+    if (off > cap) return -GC_ERR_NOSPACE;
+
+    put_u32(h + 4, id);
+    put_u32(h + 8, (uint32_t)nch);
+    put_u64(h + 12, totbits);
+    put_u64(h + 20, 32ull * n);
+    size_t at = GP_BLOCK_HDR;
+    if (carry) {
+        memcpy(payload + at, tab, tablen);
+        at += tablen;
+    }
+    for (size_t k = 0; k < nch; k++, at += GP_CHUNK_HDR) {
+        put_u32(payload + at, ck[k].start);
+        put_u32(payload + at + 4, ck[k].count);
+        put_u32(payload + at + 8, (uint32_t)(ck[k].ebits + 2ull * ck[k].nnz + ck[k].mbits));
+        put_u32(payload + at + 12, (uint32_t)ck[k].ebits);
+        put_u32(payload + at + 16, ck[k].nnz);
+    }
+
+    /* pass 2: the chunks, in parallel (Section 6.2) */
+#ifdef HAVE_OPENMP
+#pragma omp parallel for num_threads(T) schedule(dynamic, 1) if (T > 1 && nch > 1)
+#endif
+    for (size_t k = 0; k < nch; k++) {
+        size_t lo = ck[k].start;
+        rc[k] = gp_write_chunk(payload + ck[k].off, side->repr ? side->repr + lo : NULL, hc, &ck[k], zsign, x + lo,
+                               lv ? lv + lo : NULL);
+    }
+    for (size_t k = 0; k < nch; k++)
+        if (rc[k]) return rc[k];
+
+    /* commit the state only once the frame is complete */
+    if (carry) {
+        st->enc = fresh;
+        st->enc_id = id;
+        st->enc_have = 1;
+    }
+    if (rebuilt) {
+        memset(st->hist, 0, sizeof st->hist);
+        st->since = 0;
+    }
+    for (int s = 0; s < HUFF_NSYM; s++) st->hist[s] += fh[s];
+    st->since++;
+    *flags = (uint16_t)((carry ? GP_FLAG_TABLE : 0) | (zsign ? GP_FLAG_ZSIGN : 0));
+    return (int64_t)off;
+}
+
+/* ---------------------------------------------------------------- decode */
+
+/* a segment's padding bits (after `bits` bits) must be zero. p: [bytes_of(bits)] */
+static int gp_pad_ok(const uint8_t *p, uint64_t bits) {
+    int r = (int)(bits & 7);
+    return r == 0 || (p[bits >> 3] & ((1u << (8 - r)) - 1)) == 0;
+}
+
+/* out: [count]; p: [chunk bytes] */
+static int gp_decode_chunk(float *out, int *neg0, const GpDecTable *t, const GpChunk *k, int zsign, float weight,
+                           int acc, const uint8_t *p) {
+    const HuffCode *hc = &t->hc;
+    const uint16_t *lut = t->lut;
+    int n = hc->ntheta;
+    uint64_t lbits = 2ull * k->nnz;
+    size_t eb = bytes_of(k->ebits), lb = bytes_of(lbits), mb = bytes_of(k->mbits);
+    BitReader re, rl, rm;
+    br_init(&re, p, eb);
+    br_init(&rl, p + eb, lb);
+    br_init(&rm, p + eb + lb, mb);
+    uint32_t seen = 0, anyneg = 0;
+    for (size_t i = 0; i < k->count; i++) {
+        uint32_t ent = lut[br_peek(&re, n)], l = HUFF_LUT_LEN(ent), e = HUFF_LUT_SYM(ent), u;
+        if (!l) return -GC_ERR_CORRUPT; /* no code starts with these bits */
+        br_skip(&re, (int)l);
+        if (ent & HUFF_LUT_ESC) {
+            e = br_get(&re, HUFF_RAW_BITS);
+            if (hc->len[e]) return -GC_ERR_CORRUPT; /* escaped symbol that has a code */
+        }
+        if (e) {
+            if (++seen > k->nnz) return -GC_ERR_CORRUPT;
+            uint32_t L = br_get(&rl, 2);
+            if (e == 0xFF && L) return -GC_ERR_CORRUPT; /* inf/NaN are always level 0 */
+            int sh = GP_LEVEL_SHIFT * (int)L;
+            uint32_t sm = br_get(&rm, GP_MAN_BITS - sh) << sh;
+            u = ((sm >> 23) << 31) | (e << 23) | (sm & 0x7FFFFF);
+        } else {
+            u = zsign ? br_get(&rm, 1) << 31 : 0;
+            anyneg |= u;
+        }
+        float v = u2f(u);
+        out[i] = acc ? out[i] + weight * v : v;
+        if (re.overrun) return -GC_ERR_CORRUPT;
+    }
+    if (re.overrun || rl.overrun || rm.overrun) return -GC_ERR_CORRUPT;
+    if (seen != k->nnz || re.bitpos != k->ebits || rl.bitpos != lbits || rm.bitpos != k->mbits)
+        return -GC_ERR_CORRUPT;
+    if (!gp_pad_ok(p, k->ebits) || !gp_pad_ok(p + eb, lbits) || !gp_pad_ok(p + eb + lb, k->mbits))
+        return -GC_ERR_CORRUPT;
+    *neg0 = anyneg != 0;
+    return 0;
+}
+
+/* parse and validate a table section into t (lookup table included).
+ * p: [len]; *used: bytes consumed */
+static int gp_table_read(GpDecTable *t, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
+    if (len < 2) return -GC_ERR_TRUNCATED;
+    size_t k = get_u16(p);
+    if (k > HUFF_NSYM) return -GC_ERR_CORRUPT;
+    if (len - 2 < 2 * k) return -GC_ERR_TRUNCATED;
+    uint8_t lens[HUFF_NSYM] = {0};
+    int prev = -1;
+    for (size_t i = 0; i < k; i++) {
+        int s = p[2 + 2 * i], l = p[3 + 2 * i];
+        if (s <= prev || l < 1 || l > ntheta) return -GC_ERR_CORRUPT;
+        lens[s] = (uint8_t)l;
+        prev = s;
+    }
+    *used = 2 + 2 * k;
+    if (crc32c(0, p, *used) != id) return -GC_ERR_CORRUPT;
+    int rc = huff_code_build(&t->hc, lens, ntheta);
+    if (rc) return rc;
+    if (t->lut_n != ntheta || !t->lut) {
+        free(t->lut);
+        t->lut = mallocCheck(sizeof(uint16_t) << ntheta);
+        t->lut_n = ntheta;
+    }
+    huff_lut_build(t->lut, &t->hc);
+    t->id = id;
+    t->have = 1;
+    return 0;
+}
+
+static int gp_decode(Codec *c, float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len,
+                     uint16_t flags) {
+    GcompState *st = c->state;
+    if (flags & ~GP_FLAGS_ALL) return -GC_ERR_CORRUPT;
+    if (len < GP_BLOCK_HDR) return -GC_ERR_TRUNCATED;
+    const uint8_t *h = payload;
+    if (h[0] != GP_MAGIC0 || h[1] != GP_MAGIC1) return -GC_ERR_MAGIC;
+    if (h[2] != GP_DTYPE_FP32) return -GC_ERR_CORRUPT;
+    int ntheta = h[3];
+    if (ntheta < 1 || ntheta > HUFF_MAX_NTHETA) return -GC_ERR_CORRUPT;
+    uint32_t id = get_u32(h + 4);
+    uint64_t nch = get_u32(h + 8), cbits = get_u64(h + 12), obits = get_u64(h + 20);
+    if (obits != 32ull * n) return -GC_ERR_CORRUPT;
+    if (n == 0) {
+        if (flags || id || nch || cbits) return -GC_ERR_CORRUPT;
+        return len > GP_BLOCK_HDR ? -GC_ERR_OVERSIZED : 0;
+    }
+    if (nch == 0 || nch > n) return -GC_ERR_CORRUPT;
+    int zsign = (flags & GP_FLAG_ZSIGN) != 0;
+    size_t at = GP_BLOCK_HDR;
+
+    /* the table: carried, or the one this decoder already holds */
+    GpDecTable *t;
+    if (flags & GP_FLAG_TABLE) {
+        size_t used = 0;
+        int rc = gp_table_read(&st->pend, &used, payload + at, len - at, ntheta, id);
+        if (rc) return rc;
+        at += used;
+        t = &st->pend;
+    } else {
+        if (!st->cur.have || st->cur.id != id || st->cur.hc.ntheta != ntheta) return -GC_ERR_STATE;
+        t = &st->cur;
+    }
+
+    /* chunk headers (Section 6.1): contiguous, consistent, adding up */
+    if ((uint64_t)(len - at) < nch * GP_CHUNK_HDR) return -GC_ERR_TRUNCATED;
+    gp_grow(st, (size_t)nch, 0);
+    GpChunk *ck = st->ck;
+    uint64_t expect = 0, sumbits = 0, off = at + nch * GP_CHUNK_HDR;
+    for (size_t k = 0; k < nch; k++, at += GP_CHUNK_HDR) {
+        const uint8_t *q = payload + at;
+        uint64_t start = get_u32(q), count = get_u32(q + 4), bits = get_u32(q + 8), ebits = get_u32(q + 12),
+                 nnz = get_u32(q + 16);
+        if (start != expect || count == 0 || count > n - start || nnz > count) return -GC_ERR_CORRUPT;
+        if (ebits < count || ebits > count * (uint64_t)(ntheta + HUFF_RAW_BITS)) return -GC_ERR_CORRUPT;
+        if (bits < ebits + 2 * nnz) return -GC_ERR_CORRUPT;
+        uint64_t mbits = bits - ebits - 2 * nnz;
+        if (mbits < (uint64_t)(GP_MAN_BITS - 3 * GP_LEVEL_SHIFT) * nnz ||
+            mbits > (uint64_t)GP_MAN_BITS * nnz + (zsign ? count - nnz : 0))
+            return -GC_ERR_CORRUPT;
+        ck[k].start = (uint32_t)start;
+        ck[k].count = (uint32_t)count;
+        ck[k].nnz = (uint32_t)nnz;
+        ck[k].ebits = ebits;
+        ck[k].mbits = mbits;
+        ck[k].off = (size_t)off;
+        off += bytes_of(ebits) + bytes_of(2 * nnz) + bytes_of(mbits);
+        sumbits += bits;
+        expect += count;
+    }
+    if (expect != n || sumbits != cbits) return -GC_ERR_CORRUPT;
+    if (off > len) return -GC_ERR_TRUNCATED;
+    if (off < len) return -GC_ERR_OVERSIZED;
+
+    int *rc = st->rc;
+    int T = gp_threads(0);
+#ifdef HAVE_OPENMP
+#pragma omp parallel for num_threads(T) schedule(dynamic, 1) if (T > 1 && nch > 1)
+#endif
+    for (size_t k = 0; k < nch; k++) {
+        int neg = 0;
+        rc[k] = gp_decode_chunk(out + ck[k].start, &neg, t, &ck[k], zsign, weight, acc, payload + ck[k].off);
+        ck[k].neg0 = neg;
+    }
+    int anyneg = 0;
+    for (size_t k = 0; k < nch; k++) {
+        if (rc[k]) return rc[k];
+        anyneg |= ck[k].neg0;
+    }
+    if (zsign && !anyneg) return -GC_ERR_CORRUPT; /* ZSIGN set without a negative zero */
+    if (t == &st->pend) { /* commit the carried table */
+        GpDecTable tmp = st->cur;
+        st->cur = st->pend;
+        st->pend = tmp;
+    }
+    return 0;
+}
+
+const CodecOps codec_gcomp_ops = {
+    .name = "gcomp",
+    .id = CODEC_GCOMP,
+    .summary = "GCOMP: Huffman exponents (cap n_theta + escape), 0/6/12/18-bit mantissa truncation per value, "
+               "zero pruning (Li et al. 2024)",
+    .params = gcomp_params,
+    .nparams = (int)(sizeof gcomp_params / sizeof gcomp_params[0]),
+    .state_size = sizeof(GcompState),
+    .state_free = gp_state_free,
+    .max_payload = gp_max_payload,
+    .encode = gp_encode,
+    .decode = gp_decode,
+};
