@@ -10,9 +10,11 @@
 
 /* ---- registry: one line per codec; each lives in compress/<name>.c ---- */
 extern const CodecOps codec_fp32_ops;
+extern const CodecOps codec_gcomp_ops;
 
 static const CodecOps *const registry[] = {
     &codec_fp32_ops,
+    &codec_gcomp_ops,
 };
 #define NREG ((int)(sizeof registry / sizeof registry[0]))
 
