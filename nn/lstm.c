@@ -17,6 +17,18 @@
 
 static inline float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+/* tanh through one expf: glibc's tanhf goes through expm1f and took ~20% of a
+ * CharLSTM step. Odd series below 0.05 (next term 62/2835 x^9 < 1e-13), else
+ * 1 - 2 / (e^{2x} + 1), relative error ~1e-6 at worst; saturates cleanly
+ * (e^{2x} = inf gives 1, e^{2x} = 0 gives -1). */
+static inline float tanhf_(float x) {
+    if (fabsf(x) < 0.05f) {
+        const float x2 = x * x;
+        return x * (1.0f + x2 * (-1.0f / 3.0f + x2 * (2.0f / 15.0f + x2 * (-17.0f / 315.0f))));
+    }
+    return 1.0f - 2.0f / (expf(2.0f * x) + 1.0f);
+}
+
 void lstm_forward(float *hs /*T+1,N,H*/, float *cs /*T+1,N,H*/, float *gates /*T,N,4H: i,f,g,o after nonlinearity*/,
                   float *tanhc /*T,N,H: tanh(c_t)*/, const float *x /*T,N,In*/, const float *w_ih /*4H,In*/,
                   const float *w_hh /*4H,H*/, const float *b_ih /*4H*/, const float *b_hh /*4H*/, int T, int N,
@@ -40,10 +52,10 @@ void lstm_forward(float *hs /*T+1,N,H*/, float *cs /*T+1,N,H*/, float *gates /*T
             float *an = a + (size_t)n * G;
             const float i = sigmoidf_(an[j] + b_hh[j]);
             const float f = sigmoidf_(an[H + j] + b_hh[H + j]);
-            const float g = tanhf(an[2 * H + j] + b_hh[2 * H + j]);
+            const float g = tanhf_(an[2 * H + j] + b_hh[2 * H + j]);
             const float o = sigmoidf_(an[3 * H + j] + b_hh[3 * H + j]);
             const float cn = f * cprev[k] + i * g;
-            const float tcn = tanhf(cn);
+            const float tcn = tanhf_(cn);
             an[j] = i;
             an[H + j] = f;
             an[2 * H + j] = g;

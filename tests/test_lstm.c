@@ -613,6 +613,35 @@ static void test_bad_input(void) {
     model_free(m);
 }
 
+/* ------------------------------------------------------------ carried state */
+static void test_carry(void) {
+    printf("carried state: reset, continuation, batch-size change\n");
+    LstmLmConfig c = {.vocab = 12, .emb = 5, .hidden = 6, .layers = 2, .init = LSTM_LM_INIT_ZAREMBA,
+                      .init_range = 0.4f, .seed = 21};
+    Model *m = lstm_lm_create(&c, 3, 4);
+    int tok[12], tgt[12];
+    for (int i = 0; i < 12; i++) tok[i] = (i * 5) % 12, tgt[i] = (i * 7 + 1) % 12;
+    Batch b3 = {.tokens = tok, .y = tgt, .N = 3, .T = 4}, b1 = {.tokens = tok, .y = tgt, .N = 1, .T = 4};
+    float fresh3 = model_forward(m, &b3, 1, NULL);
+    float cont3 = model_forward(m, &b3, 1, NULL);
+    CHECK(fresh3 != cont3, "the second batch starts from the carried state (%g vs %g)", fresh3, cont3);
+    const float *h;
+    int n;
+    lstm_lm_carried_state(m, 1, &h, NULL, &n);
+    CHECK(n == 3 && h[0] != 0.0f, "a carried state is held after a forward");
+    m->ops->reset_state(m);
+    lstm_lm_carried_state(m, 1, &h, NULL, &n);
+    int zero = n == 0;
+    for (int i = 0; i < 3 * 6; i++) zero &= h[i] == 0.0f;
+    CHECK(zero, "reset_state zeroes the carried state");
+    CHECK(model_forward(m, &b3, 1, NULL) == fresh3, "after reset the first loss again");
+    float fresh1 = model_forward(m, &b1, 1, NULL); /* N changes 3 -> 1: starts from zero */
+    m->ops->reset_state(m);
+    CHECK(model_forward(m, &b1, 1, NULL) == fresh1, "a batch-size change restarts from the zero state");
+    CHECK(lstm_lm_carried_state(m, 2, NULL, NULL, NULL) == -GC_ERR_PARAM, "bad layer index rejected");
+    model_free(m);
+}
+
 /* ------------------------------------------------------------ finite differences with dropout */
 static double lm_loss_at(Model *m, const Batch *b, uint64_t step) {
     m->ops->reset_state(m);
@@ -688,6 +717,7 @@ int main(void) {
     }
     test_table_and_init();
     test_bad_input();
+    test_carry();
     test_finite_differences();
     pool_free();
     fixture_free(&f1);
