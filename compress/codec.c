@@ -10,10 +10,16 @@
 
 /* ---- registry: one line per codec; each lives in compress/<name>.c ---- */
 extern const CodecOps codec_fp32_ops;
+extern const CodecOps codec_topk_ops;
+extern const CodecOps codec_dgc_ops;
+extern const CodecOps codec_sbc_ops;
 extern const CodecOps codec_gcomp_ops;
 
 static const CodecOps *const registry[] = {
     &codec_fp32_ops,
+    &codec_topk_ops,
+    &codec_dgc_ops,
+    &codec_sbc_ops,
     &codec_gcomp_ops,
 };
 #define NREG ((int)(sizeof registry / sizeof registry[0]))
