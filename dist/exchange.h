@@ -1,0 +1,128 @@
+/* The exchange: one data-parallel step of the distributed layer.
+ *
+ * For each tensor of the parameter table the policy (dist/policy.h) picks a
+ * codec; the error-feedback memory adds what was not sent before; the codec
+ * encodes a frame; the topology moves frames between workers; peers decode and
+ * aggregate; the memory keeps what the frame did not represent; and the
+ * update is applied (docs/DIST.md has the whole story and the byte accounting).
+ *
+ * Three roles stay apart: codecs (compress/) know nothing of networks, the
+ * memory knows nothing of frames, and the topology (this file + dist/comm.h)
+ * never looks inside a frame.
+ *
+ * Topologies
+ *   allreduce  uncompressed sum over a Comm allreduce (the baseline)
+ *   allgather  every worker's frames go to every worker; each decodes all of
+ *              them in rank order and averages (identical result everywhere)
+ *   ps         parameter server (3LC sections 2-3): workers push frames to
+ *              rank 0 (also a worker), which averages, applies the optimizer
+ *              to the global model, compresses the model delta ONCE with its
+ *              own error-accumulation buffer and broadcasts that frame; every
+ *              worker applies the same pulled delta to its model
+ *   ring       ring allreduce (reduce-scatter, then allgather) with the codec
+ *              applied at every hop to the partial sums (GCOMP section 6.2)
+ *
+ * What is exchanged
+ *   gradients  (default) every step; then the optimizer runs on the average
+ *              (DGC tensors: plain SGD, the momentum lives in the memory)
+ *   deltas     with --delay N (and always for sbc, SBC Algorithm 1): every
+ *              worker runs N local optimizer steps, then exchanges its weight
+ *              delta since the last exchange; the average delta is applied to
+ *              the shared model (federated averaging with --codec fp32)
+ */
+#ifndef GC_EXCHANGE_H
+#define GC_EXCHANGE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dist/comm.h"
+#include "dist/policy.h"
+#include "nn/params.h"
+#include "optim/optim.h"
+
+typedef enum { TOPO_AUTO = -1, TOPO_ALLREDUCE = 0, TOPO_ALLGATHER, TOPO_PS, TOPO_RING, TOPO_COUNT } Topology;
+typedef enum { MEM_AUTO = -1, MEM_NONE = 0, MEM_RESIDUAL, MEM_DGC, MEM_COUNT } MemoryKind;
+
+const char *topology_name(int t);
+const char *memory_name(int m);
+int topology_parse(const char *s);   /* -1 when unknown */
+int memory_parse(const char *s);     /* -1 when unknown */
+
+typedef struct {
+    PolicyConfig policy;
+    int topology;        /* TOPO_AUTO: the codec's paper default */
+    int memory;          /* MEM_AUTO: the codec's paper default */
+    int delay;           /* local steps per exchange, >= 1 */
+    int deltas;          /* -1 auto (sbc or delay > 1), 0 gradients, 1 weight deltas */
+    /* DGC (dgc.txt section 3, appendix B-C) */
+    double dgc_momentum; /* momentum of the correction (the optimizer's) */
+    int dgc_nesterov;
+    double dgc_clip;     /* global L2 clip threshold; each worker uses clip * N^-1/2 (0 = off) */
+    double dgc_warmup;   /* warm-up epochs: density 25%, 6.25%, ... down to the target */
+    double weight_decay; /* folded into the gradient before DGC's momentum correction */
+    /* TernGrad (terngrad.txt section 3.1) */
+    int scalar_sharing;  /* allreduce-max of the per-tensor scalars */
+    uint64_t seed;       /* stochastic codecs: per (step, rank, tensor) streams */
+    int codec_threads;   /* 0 = OpenMP default */
+    /* network model */
+    double bandwidth;    /* bits per second (0 = no model) */
+    double latency;      /* seconds per message hop */
+} DistConfig;
+
+/* defaults: fp32, auto topology and memory, delay 1, warm-up 4 epochs, sharing on */
+void dist_config_default(DistConfig *c);
+/* Parse a --codec value: a codec spec, optionally with exchange keys mixed in
+ * (dgc: warmup=EPOCHS, clip=NORM; terngrad: share=0|1; any: memory=KIND) or a
+ * named configuration ("graddrop[:density=D]": Gradient Dropping = the dgc
+ * selection with plain residual memory and no DGC corrections or warm-up).
+ * 0, or -1 with a message. */
+int dist_parse_codec(DistConfig *c, const char *text, char *err, size_t errlen);
+/* DGC warm-up: the density used in (fractional) epoch for target density d */
+double dgc_warmup_density(double target, double warmup_epochs, double epoch);
+
+typedef struct {
+    int exchanged;        /* 1 when this step exchanged (delay) */
+    uint64_t up_bytes;    /* bytes of frames this worker sent (one copy; ring: all hops) */
+    uint64_t down_bytes;  /* bytes of frames this worker received */
+    uint64_t raw_up;      /* fp32 bytes of the values in those up frames (4 per value) */
+    uint64_t wire_sent, wire_received; /* on this rank's link, per the Comm's accounting */
+    double codec_s;       /* seconds spent encoding and decoding */
+    double comm_model_s;  /* modeled network time of the exchange (same on all ranks) */
+    double density;       /* sparsifier density used this step (DGC warm-up), 0 if none */
+} ExchangeStats;
+
+typedef struct Exchange Exchange;
+
+/* Creates the exchange for one worker. opt is this worker's optimizer (on the
+ * parameter server, rank 0's optimizer is the server's). Prints nothing.
+ * NULL with a message on an impossible configuration. */
+Exchange *exchange_new(const DistConfig *cfg, Comm *comm, const ParamTable *pt, const OptConfig *opt, char *err,
+                       size_t errlen);
+void exchange_free(Exchange *ex);
+/* the resolved configuration and per-tensor policy */
+const DistConfig *exchange_config(const Exchange *ex);
+const TensorPolicy *exchange_policy(const Exchange *ex);
+/* human summary: topology, memory, what is exchanged, policy table (rank 0 prints it) */
+void exchange_print(const Exchange *ex, FILE *fp);
+
+/* One training step after backward: grads (arena, may be modified) hold this
+ * worker's gradient; params (arena) are updated in place by the optimizer and
+ * the exchange. epoch is fractional (DGC warm-up). 0, or a negative GcError
+ * with a message in exchange_error() naming the tensor and the peer; every rank
+ * returns the error (no rank is left waiting). */
+int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double lr, double epoch, long step,
+                  ExchangeStats *st);
+const char *exchange_error(const Exchange *ex);
+
+/* Checkpoint sections of the exchange's state on this worker (residuals,
+ * velocities, anchors, the server's global model); pointers stay valid while ex
+ * lives. Returns the count (<= cap). */
+int exchange_ckpt_sections(Exchange *ex, CkptSection *out, int cap, const char *prefix);
+int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, char *err, size_t errlen);
+
+/* Testing hook: called on every outgoing bundle before it is sent (may corrupt it). */
+typedef void (*ExchangeTamper)(uint8_t *bundle, size_t len, int rank, long step, void *arg);
+void exchange_set_tamper(Exchange *ex, ExchangeTamper fn, void *arg);
+
+#endif

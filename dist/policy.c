@@ -1,0 +1,93 @@
+#include "dist/policy.h"
+
+#include <fnmatch.h>
+#include <string.h>
+
+int policy_parse_rule(LayerRule *rule, const char *text, char *err, size_t errlen) {
+    const char *eq = strchr(text, '=');
+    if (!eq || eq == text) {
+        snprintf(err, errlen, "--layer-codec expects PATTERN=CODEC[:key=value,...], got '%s'", text);
+        return -1;
+    }
+    size_t plen = (size_t)(eq - text);
+    if (plen >= sizeof rule->pattern) {
+        snprintf(err, errlen, "--layer-codec pattern too long: '%s'", text);
+        return -1;
+    }
+    memcpy(rule->pattern, text, plen);
+    rule->pattern[plen] = 0;
+    char cerr[256];
+    if (codec_parse(&rule->spec, eq + 1, cerr, sizeof cerr) != 0) {
+        snprintf(err, errlen, "--layer-codec %s: %s", text, cerr);
+        return -1;
+    }
+    return 0;
+}
+
+static int is_bias_kind(ParamKind k) { return k == PK_BIAS || k == PK_LSTM_BIAS; }
+
+long policy_auto_min_compress(const ParamTable *pt) {
+    size_t m = 0;
+    for (int i = 0; i < pt->n; i++)
+        if (param_kind_is_bn(pt->t[i].kind) || is_bias_kind(pt->t[i].kind))
+            if (pt->t[i].numel > m) m = pt->t[i].numel;
+    return (long)m + 1;
+}
+
+/* "layer3.2.conv1.weight" -> length of "layer3.2.conv1." (the owning module) */
+static size_t module_prefix_len(const char *name) {
+    const char *dot = strrchr(name, '.');
+    return dot ? (size_t)(dot - name) + 1 : 0;
+}
+
+void policy_build(TensorPolicy *out, const PolicyConfig *cfg, const ParamTable *pt) {
+    CodecSpec fp32;
+    codec_spec_default(&fp32, codec_find("fp32"));
+    long minc = cfg->min_compress >= 0 ? cfg->min_compress : policy_auto_min_compress(pt);
+    int terngrad = cfg->global.ops->id == CODEC_TERNGRAD;
+    int keep_last = cfg->keep_last_fp32 >= 0 ? cfg->keep_last_fp32 : terngrad;
+    /* the last layer: the module of the last fc weight in the table */
+    int last_fc = -1;
+    for (int i = 0; i < pt->n; i++)
+        if (pt->t[i].kind == PK_FC_WEIGHT) last_fc = i;
+    for (int i = 0; i < pt->n; i++) {
+        const ParamInfo *t = &pt->t[i];
+        TensorPolicy *p = &out[i];
+        p->spec = cfg->global;
+        p->compressed = 1;
+        p->reason = "codec";
+        if (param_kind_is_bn(t->kind)) {
+            p->compressed = 0;
+            p->reason = "batch-norm";
+        } else if ((long)t->numel < minc) {
+            p->compressed = 0;
+            p->reason = "small";
+        } else if (keep_last && last_fc >= 0 &&
+                   strncmp(t->name, pt->t[last_fc].name, module_prefix_len(pt->t[last_fc].name)) == 0 &&
+                   module_prefix_len(t->name) == module_prefix_len(pt->t[last_fc].name)) {
+            p->compressed = 0;
+            p->reason = "last layer";
+        }
+        for (int r = 0; r < cfg->nrules; r++)
+            if (fnmatch(cfg->rules[r].pattern, t->name, 0) == 0) {
+                p->spec = cfg->rules[r].spec;
+                p->compressed = 1;
+                p->reason = cfg->rules[r].pattern;
+            }
+        if (p->spec.ops->id == CODEC_FP32) p->compressed = 0;
+        if (!p->compressed) p->spec = fp32;
+    }
+}
+
+void policy_print(FILE *fp, const TensorPolicy *pol, const ParamTable *pt) {
+    fprintf(fp, "%-32s %10s  %-40s %s\n", "tensor", "numel", "codec", "why");
+    size_t comp = 0, total = 0;
+    for (int i = 0; i < pt->n; i++) {
+        char spec[160];
+        codec_spec_str(spec, sizeof spec, &pol[i].spec);
+        fprintf(fp, "%-32s %10zu  %-40s %s\n", pt->t[i].name, pt->t[i].numel, spec, pol[i].reason);
+        total += pt->t[i].numel;
+        if (pol[i].compressed) comp += pt->t[i].numel;
+    }
+    fprintf(fp, "%zu of %zu values (%.2f%%) compressed\n", comp, total, total ? 100.0 * comp / total : 0.0);
+}
