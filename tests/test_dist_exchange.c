@@ -1,0 +1,334 @@
+/* The exchange on the local backend (4 worker threads) with a small synthetic
+ * parameter table:
+ *  - the fp32 codec through allgather, ps and ring equals plain averaging
+ *  - every codec: workers end with identical parameters (allgather, ps, ring),
+ *    and the ps pull frame is the same on every worker
+ *  - error feedback conserves: sum of gradients = sum of what was applied +
+ *    what the memory kept (N = 1, SGD lr 1, every codec with residual memory)
+ *  - DGC: momentum factor masking and the warm-up densities
+ *  - federated averaging (--delay) equals the hand-computed average of deltas
+ *  - a corrupt frame from a peer stops every worker with an error naming the
+ *    tensor and the peer */
+#include <pthread.h>
+
+#include "common/rng.h"
+#include "dist/exchange.h"
+#include "tests/test.h"
+
+#define W 4
+#define MAXW 4
+
+static ParamTable pt;
+static void build_table(void) {
+    param_table_init(&pt);
+    int s1[4] = {30, 10, 3, 3}, s2[1] = {16}, s3[4] = {20, 25, 2, 5}, s4[2] = {10, 200}, s5[1] = {10};
+    param_table_add(&pt, "conv1.weight", PK_CONV_WEIGHT, 4, s1); /* 2700 */
+    param_table_add(&pt, "bn1.weight", PK_BN_WEIGHT, 1, s2);
+    param_table_add(&pt, "bn1.bias", PK_BN_BIAS, 1, s2);
+    param_table_add(&pt, "layer1.0.conv1.weight", PK_CONV_WEIGHT, 4, s3); /* 5000 */
+    param_table_add(&pt, "fc.weight", PK_FC_WEIGHT, 2, s4);               /* 2000 */
+    param_table_add(&pt, "fc.bias", PK_BIAS, 1, s5);
+}
+
+/* gradient of worker r at step s: heavy-ish tailed values */
+static void make_grad(float *g, int r, long s) {
+    Rng rng;
+    rng_init(&rng, 1234 + (uint64_t)s, (uint64_t)r);
+    memset(g, 0, pt.total * sizeof(float));
+    for (int t = 0; t < pt.n; t++)
+        for (size_t i = 0; i < pt.t[t].numel; i++) {
+            float z = rng_normal(&rng);
+            g[pt.t[t].offset + i] = 0.01f * z * (1.0f + z * z);
+        }
+}
+
+typedef struct {
+    const char *codec;
+    int topology, memory, delay, steps;
+    double lr, momentum;
+    float *params[MAXW];
+    int rc[MAXW];
+    char err[MAXW][512];
+    ExchangeStats st[MAXW];
+    float *resid[MAXW], *vel[MAXW];
+    int tamper_rank;
+    long tamper_step;
+    int nworkers;
+} Run;
+
+static LocalGroup *group;
+
+static void tamper_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
+    Run *run = arg;
+    if (rank == run->tamper_rank && step == run->tamper_step && len > 200) b[len / 2 + 7] ^= 0x5A;
+}
+
+static void worker(int rank, void *arg) {
+    Run *run = arg;
+    Comm *comm = comm_local_new(group, rank);
+    DistConfig cfg;
+    dist_config_default(&cfg);
+    char err[512];
+    if (dist_parse_codec(&cfg, run->codec, err, sizeof err)) {
+        snprintf(run->err[rank], sizeof run->err[rank], "%s", err);
+        run->rc[rank] = -99;
+        comm_free(comm);
+        return;
+    }
+    cfg.topology = run->topology;
+    if (run->memory >= 0) cfg.memory = run->memory;
+    cfg.delay = run->delay;
+    cfg.seed = 7;
+    cfg.dgc_momentum = run->momentum;
+    cfg.bandwidth = 1e8;
+    cfg.latency = 5e-4;
+    OptConfig oc;
+    opt_config_default(&oc, OPT_SGD);
+    oc.momentum = run->momentum;
+    Optim opt;
+    optim_init(&opt, &oc, pt.total);
+    Exchange *ex = exchange_new(&cfg, comm, &pt, &oc, err, sizeof err);
+    if (!ex) {
+        snprintf(run->err[rank], sizeof run->err[rank], "%s", err);
+        run->rc[rank] = -98;
+        comm_free(comm);
+        optim_free(&opt);
+        return;
+    }
+    if (run->tamper_rank >= 0) exchange_set_tamper(ex, tamper_fn, run);
+    float *params = run->params[rank];
+    float *g = param_arena_alloc(&pt);
+    for (long s = 0; s < run->steps; s++) {
+        make_grad(g, rank, s);
+        int rc = exchange_step(ex, params, g, &opt, run->lr, (double)s, s, &run->st[rank]);
+        if (rc) {
+            run->rc[rank] = rc;
+            snprintf(run->err[rank], sizeof run->err[rank], "%s", exchange_error(ex));
+            break;
+        }
+    }
+    CkptSection sec[8];
+    int n = exchange_ckpt_sections(ex, sec, 8, "");
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(sec[i].name, "resid")) memcpy(run->resid[rank], sec[i].data, sec[i].len);
+        if (!strcmp(sec[i].name, "vel")) memcpy(run->vel[rank], sec[i].data, sec[i].len);
+    }
+    param_arena_free(g);
+    exchange_free(ex);
+    optim_free(&opt);
+    comm_free(comm);
+}
+
+static void run_init(Run *r, const char *codec, int topo, int nworkers) {
+    memset(r, 0, sizeof *r);
+    r->codec = codec;
+    r->topology = topo;
+    r->memory = -1;
+    r->delay = 1;
+    r->steps = 1;
+    r->lr = 1.0;
+    r->tamper_rank = -1;
+    r->nworkers = nworkers;
+    for (int k = 0; k < nworkers; k++) {
+        r->params[k] = param_arena_alloc(&pt);
+        r->resid[k] = param_arena_alloc(&pt);
+        r->vel[k] = param_arena_alloc(&pt);
+    }
+}
+
+static void run_go(Run *r) {
+    group = comm_local_group_new(r->nworkers);
+    comm_local_run(r->nworkers, worker, r);
+    comm_local_group_free(group);
+}
+
+static void run_free(Run *r) {
+    for (int k = 0; k < r->nworkers; k++) {
+        param_arena_free(r->params[k]);
+        param_arena_free(r->resid[k]);
+        param_arena_free(r->vel[k]);
+    }
+}
+
+static void test_fp32_equals_average(void) {
+    float *avg = param_arena_alloc(&pt), *g = param_arena_alloc(&pt);
+    for (int k = 0; k < W; k++) {
+        make_grad(g, k, 0);
+        for (size_t i = 0; i < pt.total; i++) avg[i] += g[i];
+    }
+    for (size_t i = 0; i < pt.total; i++) avg[i] = -avg[i] * (1.0f / W); /* params = 0 - lr * avg */
+    int topos[] = {TOPO_ALLREDUCE, TOPO_ALLGATHER, TOPO_PS, TOPO_RING};
+    for (int k = 0; k < 4; k++) {
+        Run r;
+        run_init(&r, "fp32", topos[k], W);
+        run_go(&r);
+        CHECK(r.rc[0] == 0, "fp32 %s: %s", topology_name(topos[k]), r.err[0]);
+        char what[80];
+        for (int w = 0; w < W; w++) {
+            snprintf(what, sizeof what, "fp32 %s worker %d == average", topology_name(topos[k]), w);
+            /* the ring sums chunks in ring order (rounding of the summation order:
+             * values ~1e-2, so 1e-7 absolute), the others exactly in rank order */
+            float tol = topos[k] == TOPO_RING ? 1e-7f : 0.0f;
+            CHECK_CLOSE(what, r.params[w], avg, pt.total, tol, tol);
+        }
+        if (topos[k] == TOPO_ALLGATHER) {
+            uint64_t fp32_bytes = 0;
+            for (int t = 0; t < pt.n; t++) fp32_bytes += CODEC_HEADER_SIZE + 12 + 4 * pt.t[t].numel;
+            CHECK(r.st[1].up_bytes == fp32_bytes + 16, "allgather up bytes %llu", (unsigned long long)r.st[1].up_bytes);
+            CHECK(r.st[1].wire_sent == 3 * r.st[1].up_bytes, "allgather sends to 3 peers");
+            CHECK(r.st[1].comm_model_s > 0, "network model time");
+        }
+        run_free(&r);
+    }
+    param_arena_free(avg);
+    param_arena_free(g);
+}
+
+static void test_every_codec_consistent(void) {
+    for (int c = 0; c < codec_count(); c++) {
+        const CodecOps *o = codec_ops_at(c);
+        int topos[] = {TOPO_ALLGATHER, TOPO_PS, TOPO_RING};
+        for (int k = 0; k < 3; k++) {
+            if (o->id == CODEC_DGC && topos[k] == TOPO_RING) continue; /* rejected by design */
+            Run r;
+            run_init(&r, o->name, topos[k], W);
+            r.steps = 3;
+            r.lr = 0.1;
+            run_go(&r);
+            CHECK(r.rc[0] == 0, "%s over %s: %s", o->name, topology_name(topos[k]), r.err[0]);
+            int same = 1;
+            for (int w = 1; w < W; w++) same &= memcmp(r.params[w], r.params[0], pt.total * 4) == 0;
+            CHECK(same, "%s over %s: every worker has identical parameters", o->name, topology_name(topos[k]));
+            double ratio = r.st[1].up_bytes ? (double)r.st[1].raw_up / (double)r.st[1].up_bytes : 0;
+            printf("  %-10s %-9s up %7llu B  down %7llu B  ratio %6.2fx  codec %.2f ms  model %.3f ms\n", o->name,
+                   topology_name(topos[k]), (unsigned long long)r.st[1].up_bytes,
+                   (unsigned long long)r.st[1].down_bytes, ratio, 1e3 * r.st[1].codec_s, 1e3 * r.st[1].comm_model_s);
+            run_free(&r);
+        }
+    }
+}
+
+/* N = 1, SGD lr 1, no momentum: params_T = -sum_t applied_t, so
+ * sum_t g_t = -params_T + resid_T (sent + kept = given) */
+static void test_conservation(void) {
+    for (int c = 0; c < codec_count(); c++) {
+        const CodecOps *o = codec_ops_at(c);
+        if (o->id == CODEC_FP32) continue;
+        Run r;
+        run_init(&r, o->name, TOPO_ALLGATHER, 1);
+        r.memory = MEM_RESIDUAL;
+        r.steps = 4;
+        run_go(&r);
+        CHECK(r.rc[0] == 0, "%s conservation run: %s", o->name, r.err[0]);
+        float *given = param_arena_alloc(&pt), *g = param_arena_alloc(&pt), *kept = param_arena_alloc(&pt);
+        for (long s = 0; s < 4; s++) {
+            make_grad(g, 0, s);
+            for (size_t i = 0; i < pt.total; i++) given[i] += g[i];
+        }
+        /* gradients: applied = -params; sbc exchanges weight deltas (-g each
+         * step), so there the memory keeps part of -g */
+        float sign = o->id == CODEC_SBC ? -1.0f : 1.0f;
+        for (size_t i = 0; i < pt.total; i++) kept[i] = -r.params[0][i] + sign * r.resid[0][i];
+        char what[80];
+        snprintf(what, sizeof what, "%s: sent + kept = given", o->name);
+        CHECK_CLOSE(what, kept, given, pt.total, 1e-5f, 1e-6f);
+        param_arena_free(given);
+        param_arena_free(g);
+        param_arena_free(kept);
+        run_free(&r);
+    }
+}
+
+static void test_dgc(void) {
+    CHECK(fabs(dgc_warmup_density(0.001, 4, 0.5) - 0.25) < 1e-12, "warm-up epoch 0: 25%%");
+    CHECK(fabs(dgc_warmup_density(0.001, 4, 1.0) - 0.0625) < 1e-12, "warm-up epoch 1: 6.25%%");
+    CHECK(fabs(dgc_warmup_density(0.001, 4, 2.9) - 0.015625) < 1e-12, "warm-up epoch 2: 1.5625%%");
+    CHECK(fabs(dgc_warmup_density(0.001, 4, 3.0) - 0.00390625) < 1e-12, "warm-up epoch 3: 0.39%%");
+    CHECK(dgc_warmup_density(0.001, 4, 4.0) == 0.001, "after warm-up: the target");
+    CHECK(dgc_warmup_density(0.001, 0, 0.0) == 0.001, "no warm-up");
+    if (!codec_find("dgc")) {
+        printf("  dgc codec not built yet: masking test skipped\n");
+        return;
+    }
+    Run r;
+    run_init(&r, "dgc:density=0.01,warmup=0", TOPO_ALLGATHER, 1);
+    r.momentum = 0.9;
+    r.steps = 3;
+    run_go(&r);
+    CHECK(r.rc[0] == 0, "dgc run: %s", r.err[0]);
+    /* momentum factor masking: where v was sent (v == 0 now), u was cleared too */
+    long sent = 0, bad = 0;
+    int t = param_table_find(&pt, "layer1.0.conv1.weight");
+    for (size_t i = 0; i < pt.t[t].numel; i++) {
+        size_t k = pt.t[t].offset + i;
+        if (r.resid[0][k] == 0.0f) {
+            sent++;
+            if (r.vel[0][k] != 0.0f) bad++;
+        }
+    }
+    CHECK(sent > 0 && bad == 0, "masking: %ld sent positions, %ld with momentum left", sent, bad);
+    run_free(&r);
+    run_init(&r, "dgc", TOPO_RING, W);
+    run_go(&r);
+    CHECK(r.rc[0] == -98 && strstr(r.err[0], "ring"), "dgc over ring is refused with a reason: %s", r.err[0]);
+    run_free(&r);
+}
+
+static void test_fedavg(void) {
+    /* fp32 --delay 3: three local SGD steps (lr 0.5) then the average delta */
+    Run r;
+    run_init(&r, "fp32", TOPO_ALLGATHER, W);
+    r.delay = 3;
+    r.steps = 3;
+    r.lr = 0.5;
+    run_go(&r);
+    CHECK(r.rc[0] == 0, "fedavg: %s", r.err[0]);
+    float *want = param_arena_alloc(&pt), *g = param_arena_alloc(&pt), *local = param_arena_alloc(&pt);
+    for (int k = 0; k < W; k++) {
+        memset(local, 0, pt.total * 4);
+        for (long s = 0; s < 3; s++) {
+            make_grad(g, k, s);
+            for (size_t i = 0; i < pt.total; i++) local[i] = local[i] - 0.5f * g[i];
+        }
+        for (size_t i = 0; i < pt.total; i++) want[i] += local[i];
+    }
+    for (size_t i = 0; i < pt.total; i++) want[i] *= 1.0f / W;
+    CHECK_CLOSE("fedavg worker 0 == average of local models", r.params[0], want, pt.total, 1e-6f, 1e-9f);
+    CHECK(r.st[0].exchanged == 1, "exchanged at the third step");
+    param_arena_free(want);
+    param_arena_free(g);
+    param_arena_free(local);
+    run_free(&r);
+}
+
+static void test_corrupt_peer(void) {
+    int topos[] = {TOPO_ALLGATHER, TOPO_PS, TOPO_RING};
+    for (int k = 0; k < 3; k++) {
+        Run r;
+        run_init(&r, "fp32", topos[k], W);
+        r.steps = 3;
+        r.tamper_rank = 2;
+        r.tamper_step = 1;
+        run_go(&r);
+        int all_failed = 1, named = 0;
+        for (int w = 0; w < W; w++) {
+            all_failed &= r.rc[w] != 0;
+            if (strstr(r.err[w], "from worker 2") && strstr(r.err[w], "tensor")) named = 1;
+        }
+        CHECK(all_failed, "%s: every worker stops on a corrupt frame", topology_name(topos[k]));
+        CHECK(named, "%s: the error names the tensor and the peer (e.g. '%s')", topology_name(topos[k]), r.err[0]);
+        run_free(&r);
+    }
+}
+
+int main(void) {
+    build_table();
+    test_fp32_equals_average();
+    test_every_codec_consistent();
+    test_conservation();
+    test_dgc();
+    test_fedavg();
+    test_corrupt_peer();
+    param_table_free(&pt);
+    TEST_END();
+}
