@@ -63,8 +63,8 @@ static int get_unary(uint64_t *q, BitReader *r, uint64_t qmax) {
         int ones = __builtin_clz(~v);
         n += (uint64_t)ones;
         br_skip(r, ones + 1);
+        if (n > qmax) return -GC_ERR_CORRUPT;     /* too large whatever follows */
         if (r->overrun) return -GC_ERR_TRUNCATED; /* the terminating zero lay past the end */
-        if (n > qmax) return -GC_ERR_CORRUPT;
         *q = n;
         return 0;
     }

@@ -15,36 +15,48 @@ typedef struct {
     uint32_t key, i;
 } KeyIdx;
 
-static int cmp_keyidx(const void *a, const void *b) {
+static inline int cmp_keyidx(const void *a, const void *b) {
     const KeyIdx *p = a, *q = b;
     if (p->key != q->key) return p->key > q->key ? -1 : 1; /* larger key first */
     return p->i < q->i ? -1 : (p->i > q->i); /* then lower index */
 }
 
-static int cmp_u32(const void *a, const void *b) {
+static inline int cmp_u32(const void *a, const void *b) {
     uint32_t p = *(const uint32_t *)a, q = *(const uint32_t *)b;
     return p < q ? -1 : (p > q);
 }
 
-/* The definition by full sort: the min(k, #nonzero keys) largest keys, ties by
- * lowest index, returned in increasing index order.
- *   idx: out [k]; returns the count */
-static size_t brute_topk(uint32_t *idx, const float *x, size_t n, size_t k, SelectKey mode) {
-    KeyIdx *a = malloc((n ? n : 1) * sizeof *a);
+/* The nonzero keys of x sorted by the definition's order: larger key first,
+ * ties by lower index.  a: out [n]; returns how many */
+static inline size_t brute_sort(KeyIdx *a, const float *x, size_t n, SelectKey mode) {
     size_t c = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t key = select_key(x[i], mode);
         if (key) a[c++] = (KeyIdx){key, (uint32_t)i};
     }
     qsort(a, c, sizeof *a, cmp_keyidx);
+    return c;
+}
+
+/* the first min(k, c) of a sorted list, in increasing index order.  idx: out [k] */
+static inline size_t brute_take(uint32_t *idx, const KeyIdx *a, size_t c, size_t k) {
     size_t m = c < k ? c : k;
     for (size_t j = 0; j < m; j++) idx[j] = a[j].i;
     qsort(idx, m, sizeof *idx, cmp_u32);
+    return m;
+}
+
+/* The definition by full sort: the min(k, #nonzero keys) largest keys, ties by
+ * lowest index, returned in increasing index order.
+ *   idx: out [k]; returns the count */
+static inline size_t brute_topk(uint32_t *idx, const float *x, size_t n, size_t k, SelectKey mode) {
+    KeyIdx *a = malloc((n ? n : 1) * sizeof *a);
+    size_t m = brute_take(idx, a, brute_sort(a, x, n, mode), k);
     free(a);
     return m;
 }
 
-static Codec *make_codec(const char *spec_text) {
+static inline Codec *make_codec(const char *spec_text) {
     CodecSpec s;
     char err[256];
     if (codec_parse(&s, spec_text, err, sizeof err) != 0) {
@@ -55,7 +67,7 @@ static Codec *make_codec(const char *spec_text) {
 }
 
 /* fill x with a mix that has ties, zeros, both signs and a heavy tail */
-static void fill_vector(float *x, size_t n, uint64_t seed, int kind) {
+static inline void fill_vector(float *x, size_t n, uint64_t seed, int kind) {
     Rng r;
     rng_init(&r, seed, (uint64_t)kind);
     for (size_t i = 0; i < n; i++) {
