@@ -10,6 +10,12 @@
 
 /* ---- registry: one line per codec; each lives in compress/<name>.c ---- */
 extern const CodecOps codec_fp32_ops;
+extern const CodecOps codec_fp16_ops;
+extern const CodecOps codec_int8_ops;
+extern const CodecOps codec_terngrad_ops;
+extern const CodecOps codec_stoch3_ops;
+extern const CodecOps codec_3lc_ops;
+extern const CodecOps codec_onebit_ops;
 extern const CodecOps codec_topk_ops;
 extern const CodecOps codec_dgc_ops;
 extern const CodecOps codec_sbc_ops;
@@ -17,6 +23,12 @@ extern const CodecOps codec_gcomp_ops;
 
 static const CodecOps *const registry[] = {
     &codec_fp32_ops,
+    &codec_fp16_ops,
+    &codec_int8_ops,
+    &codec_terngrad_ops,
+    &codec_stoch3_ops,
+    &codec_3lc_ops,
+    &codec_onebit_ops,
     &codec_topk_ops,
     &codec_dgc_ops,
     &codec_sbc_ops,
