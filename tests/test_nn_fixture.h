@@ -115,7 +115,7 @@ static int *nnfx_i(const NnFixture *fx, const char *name, size_t numel) {
     return (int *)nnfx_need(fx, name, 1, numel)->data;
 }
 /* name built with printf-style prefix + key */
-static const char *nnfx_key(const char *prefix, const char *key) {
+static inline const char *nnfx_key(const char *prefix, const char *key) {
     static char buf[4][128];
     static int k;
     k = (k + 1) & 3;

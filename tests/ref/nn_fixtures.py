@@ -82,14 +82,19 @@ def hash_uniform(seed, n):
 
 def hash_fill(model):
     """Parameter t (state_dict order of named_parameters) gets hash_uniform(t)
-    scaled: weights by float32(1/sqrt(fan_in)), bn weight 1 + v/4, bn/other
-    bias v/8. All products are single float32 operations, as in C."""
+    scaled: weights by float32(1/sqrt(fan_in)), bn weight 1 + v/4 (v/4 for a
+    bottleneck's bn3), bn/other bias v/8. All products are single float32 operations, as in C."""
     for t, (name, p) in enumerate(model.named_parameters()):
         v = hash_uniform(t, p.numel())
         if p.dim() > 1:
             fan_in = p[0].numel()
             s = np.float32(1.0 / np.sqrt(float(fan_in)))
             w = (v * s).astype(np.float32)
+        elif name.endswith("bn3.weight"):
+            # last BN of a bottleneck: small gamma keeps the 50-layer network
+            # well conditioned (as zero_init_residual), so float32 rounding
+            # is not amplified
+            w = (v * np.float32(0.25)).astype(np.float32)
         elif is_bn_name(name) and name.endswith(".weight"):
             w = (np.float32(1.0) + v * np.float32(0.25)).astype(np.float32)
         else:
@@ -220,9 +225,217 @@ def layers():
           ("ce.correct", np.array([correct], dtype=np.int32))]
     write_fixture("nn_layers.bin", T)
 
+# ---------------------------------------------------------------- models ----
+class BasicBlock(nn.Module):
+    """He et al. 2016 section 4.2 basic block; shortcut 'A' (subsample + zero-pad
+    channels, (planes - in)/2 each side) or 'B' (1x1 conv + BN, torchvision names)."""
+
+    def __init__(self, cin, planes, stride, option):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.option, self.stride, self.cin, self.planes = option, stride, cin, planes
+        self.need = stride != 1 or cin != planes
+        if self.need and option == "B":
+            self.downsample = nn.Sequential(nn.Conv2d(cin, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
+
+    def shortcut(self, x):
+        if not self.need:
+            return x
+        if self.option == "B":
+            return self.downsample(x)
+        lo = (self.planes - self.cin) // 2
+        hi = self.planes - self.cin - lo
+        return F.pad(x[:, :, ::self.stride, ::self.stride], (0, 0, 0, 0, lo, hi))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.shortcut(x))
+
+
+class ResNetCifar(nn.Module):
+    def __init__(self, depth, width=16, num_classes=10, option="A", in_ch=3):
+        super().__init__()
+        n = (depth - 2) // 6
+        self.conv1 = nn.Conv2d(in_ch, width, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        cin = width
+        for s in range(3):
+            blocks = []
+            for i in range(n):
+                blocks.append(BasicBlock(cin, width << s, 2 if (s > 0 and i == 0) else 1, option))
+                cin = width << s
+            setattr(self, "layer%d" % (s + 1), nn.Sequential(*blocks))
+        self.fc = nn.Linear(cin, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class Bottleneck(nn.Module):
+    """torchvision ResNet v1.5 bottleneck: stride on the 3x3 conv."""
+
+    def __init__(self, cin, w, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, w, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(w)
+        self.conv2 = nn.Conv2d(w, w, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(w)
+        self.conv3 = nn.Conv2d(w, 4 * w, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(4 * w)
+        self.downsample = None
+        if stride != 1 or cin != 4 * w:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, 4 * w, 1, stride, bias=False), nn.BatchNorm2d(4 * w))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = F.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        return F.relu(out + (self.downsample(x) if self.downsample is not None else x))
+
+
+class ResNet50(nn.Module):
+    def __init__(self, num_classes=1000, width=64, in_ch=3):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_ch, width, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        cin = width
+        for s, nb in enumerate([3, 4, 6, 3]):
+            w = width << s
+            blocks = []
+            for i in range(nb):
+                blocks.append(Bottleneck(cin, w, 2 if (s > 0 and i == 0) else 1))
+                cin = 4 * w
+            setattr(self, "layer%d" % (s + 1), nn.Sequential(*blocks))
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+class LeNet5Caffe(nn.Module):
+    """Caffe's MNIST LeNet (SBC's LeNet5-Caffe): conv5x5(20) - maxpool2 -
+    conv5x5(50) - maxpool2 - fc500 - ReLU - fc10, convolutions with bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 20, 5)
+        self.conv2 = nn.Conv2d(20, 50, 5)
+        self.fc1 = nn.Linear(800, 500)
+        self.fc2 = nn.Linear(500, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(self.conv1(x), 2)
+        x = F.max_pool2d(self.conv2(x), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def nparams(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+def bn_states(model, keep=None):
+    out = []
+    for name, buf in model.named_buffers():
+        if keep and not any(name.startswith(k) for k in keep):
+            continue
+        if name.endswith("running_mean") or name.endswith("running_var"):
+            out.append(("state." + name, buf))
+    return out
+
+
+def train_step_tensors(model, x, y, full_grads=True, checksum=False, big=20000, keep_states=None):
+    """forward in train mode, backward of the mean cross-entropy; then an eval
+    forward with the updated running statistics"""
+    model.train()
+    model.zero_grad()
+    logits = model(x)
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+    T = [("logits", logits), ("loss", loss.reshape(1)),
+         ("correct", np.array([int((logits.argmax(1) == y).sum())], dtype=np.int32))]
+    for t, (name, p) in enumerate(model.named_parameters()):
+        if full_grads and (not checksum or p.numel() <= big):
+            T.append(("grad." + name, p.grad))
+        if checksum:
+            T.append(("gsum." + name, np.array(checksums(name, p.grad, t)[0])))
+    T += bn_states(model, keep_states)
+    model.eval()
+    with torch.no_grad():
+        T.append(("eval_logits", model(x)))
+    return T
+
+
+def resnet_cifar_fixture(fname, option):
+    torch.manual_seed(2 if option == "A" else 3)
+    depth, width, N, H, W = 8, 8, 4, 16, 16
+    model = ResNetCifar(depth, width, 10, option)
+    # perturb BN affine parameters away from 1/0 so the test sees gamma and beta
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1 and is_bn_name(name):
+                p.add_(torch.randn_like(p) * (0.2 if name.endswith("weight") else 0.1))
+    x = torch.randn(N, 3, H, W)
+    y = torch.randint(0, 10, (N,))
+    T = [("cfg", np.array([depth, width, 10, 3, H, W, 0 if option == "A" else 1, N], dtype=np.int32)), ("x", x),
+         ("y", y.numpy().astype(np.int32))]
+    T += [("param." + n, p) for n, p in model.named_parameters()]
+    T += train_step_tensors(model, x, y)
+    # parameter counts of the full-size models
+    T += [("count.resnet20A", np.array([nparams(ResNetCifar(20))], dtype=np.int32)),
+          ("count.resnet110A", np.array([nparams(ResNetCifar(110))], dtype=np.int32)),
+          ("count.resnet20B", np.array([nparams(ResNetCifar(20, option="B"))], dtype=np.int32)),
+          ("count.resnet56A", np.array([nparams(ResNetCifar(56))], dtype=np.int32))]
+    write_fixture(fname, T)
+
+
+def resnet_a():
+    resnet_cifar_fixture("nn_resnet8a.bin", "A")
+
+
+def resnet_b():
+    resnet_cifar_fixture("nn_resnet8b.bin", "B")
+
+
+def resnet50():
+    torch.manual_seed(4)
+    N, H, W, classes = 2, 64, 64, 10
+    model = ResNet50(classes)
+    hash_fill(model)
+    # input from the hash too (seed 999), not stored
+    x = torch.from_numpy(hash_uniform(999, N * 3 * H * W).astype(np.float64)).view(N, 3, H, W)
+    y = torch.randint(0, classes, (N,))
+    T = [("cfg", np.array([classes, 3, H, W, 64, N], dtype=np.int32)), ("y", y.numpy().astype(np.int32)),
+         ("count.resnet50", np.array([nparams(ResNet50(1000))], dtype=np.int32))]
+    T += train_step_tensors(model, x, y, full_grads=True, checksum=True, big=64,
+                            keep_states=["bn1.", "layer1.0.", "layer4.0.downsample"])
+    write_fixture("nn_resnet50.bin", T)
+
+
+def lenet():
+    torch.manual_seed(5)
+    N = 3
+    model = LeNet5Caffe()
+    hash_fill(model)
+    x = torch.rand(N, 1, 28, 28)
+    y = torch.randint(0, 10, (N,))
+    T = [("x", x), ("y", y.numpy().astype(np.int32)), ("count.lenet", np.array([nparams(model)], dtype=np.int32))]
+    T += train_step_tensors(model, x, y, full_grads=True, checksum=True, big=30000)
+    write_fixture("nn_lenet.bin", T)
+
 
 if __name__ == "__main__":
     os.makedirs(OUT_DIR, exist_ok=True)
-    which = sys.argv[1:] or ["layers"]
+    which = sys.argv[1:] or ["layers", "resnet_a", "resnet_b", "resnet50", "lenet"]
     for w in which:
         globals()[w]()
