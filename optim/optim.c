@@ -568,10 +568,10 @@ void optim_add_weight_decay(float *grads, const float *params, double wd, size_t
 
 /* -------------------------------------------------------------- GCOMP ---- */
 
-/* For every element, theta_t = A - c*g (Table 2 / Appendix A of gcomp.txt
- * written for torch's exact rule); writes delta = A/(c g) or the level
- * max{L : |A| > |c g| 2^(6L+guard)} (section 5.1). */
-static int gcomp_run(uint8_t *levels, float *delta, const Optim *o, const float *params_at, const float *grads_at,
+/* The paper's rule. For every element, theta_t = A - c*g (Table 2 / Appendix A
+ * of gcomp.txt written for torch's exact rule); writes delta = A/(c g) or the
+ * level max{L : |A| > |c g| 2^(6L)} (section 5.1). */
+static int gcomp_paper(uint8_t *levels, float *delta, const Optim *o, const float *params_at, const float *grads_at,
                      double lr, size_t off, size_t n) {
     if (off > o->n || n > o->n - off) {
         fprintf(stderr, "error: GCOMP metric range [%zu, %zu) outside the %zu-float arena\n", off, off + n, o->n);
@@ -582,9 +582,8 @@ static int gcomp_run(uint8_t *levels, float *delta, const Optim *o, const float 
     const float *restrict p = params_at;
     const float *restrict g = grads_at;
     const long t = o->step + 1; /* the step these gradients will be applied in */
-    const int guard = c->gcomp_guard_bits;
-    const float s1 = ldexpf(1.0f, GCOMP_BITS_PER_LEVEL + guard), s2 = ldexpf(1.0f, 2 * GCOMP_BITS_PER_LEVEL + guard),
-                s3 = ldexpf(1.0f, 3 * GCOMP_BITS_PER_LEVEL + guard);
+    const float s1 = ldexpf(1.0f, GCOMP_BITS_PER_LEVEL), s2 = ldexpf(1.0f, 2 * GCOMP_BITS_PER_LEVEL),
+                s3 = ldexpf(1.0f, 3 * GCOMP_BITS_PER_LEVEL);
     const float eta = (float)lr, lam = (float)c->weight_decay, mu = (float)c->momentum;
     const float *restrict s0 = o->n_state > 0 ? o->state[0] + off : NULL;
     const float *restrict s1b = o->n_state > 1 ? o->state[1] + off : NULL;
@@ -695,9 +694,213 @@ static int gcomp_run(uint8_t *levels, float *delta, const Optim *o, const float 
     return 0;
 }
 
+/* The guarded rule (guard >= 1; see optim.h). For every element: theta_t, the
+ * untruncated result computed with torch's operation sequence (as in the
+ * update functions above), alpha = a bound on |d theta_t / d g| and beta = a
+ * bound on the shift rounding flips can add, both propagated through every
+ * rounded operation that depends on g: a rounded op y = fl(f(x..)) passes on
+ * |df/dx| (alpha, beta) of its inputs and adds UB(y) = |y| 2^-23 >= ulp(y) to
+ * beta. Level L is safe when alpha |g| 2^(6L-23) + beta < |theta_t| 2^(-23-guard)
+ * (<= ulp(theta_t) / 2^(guard-1)). */
+#define UB(x) (fabsf(x) * 0x1p-23f)
+
+static int gcomp_bound(uint8_t *levels, const Optim *o, const float *params_at, const float *grads_at, double lr,
+                       size_t off, size_t n) {
+    const OptConfig *c = &o->cfg;
+    const float *restrict p = params_at;
+    const float *restrict g = grads_at;
+    const long t = o->step + 1;
+    const int guard = c->gcomp_guard_bits;
+    const float gs = ldexpf(1.0f, guard), bs = ldexpf(1.0f, 23 + guard);
+    const float L1 = ldexpf(1.0f, GCOMP_BITS_PER_LEVEL), L2 = ldexpf(1.0f, 2 * GCOMP_BITS_PER_LEVEL),
+                L3 = ldexpf(1.0f, 3 * GCOMP_BITS_PER_LEVEL);
+    const float wd = (float)c->weight_decay;
+    const int has_wd = c->weight_decay != 0;
+    const float *restrict s0 = o->n_state > 0 ? o->state[0] + off : NULL;
+    const float *restrict s1b = o->n_state > 1 ? o->state[1] + off : NULL;
+
+    /* needs theta_t (float), alpha, beta (float) for element i */
+#define EMIT_BOUND                                                                  \
+    do {                                                                            \
+        float T_ = fabsf(theta_t) - beta * bs, a_ = alpha * fabsf(g[i]) * gs;       \
+        levels[i] = (uint8_t)((a_ * L1 < T_) + (a_ * L2 < T_) + (a_ * L3 < T_));    \
+    } while (0)
+
+    switch (c->kind) {
+    case OPT_SGD: {
+        const float mu = (float)c->momentum, damp1 = (float)(1.0 - c->dampening), nlr = (float)(-lr);
+        const float eta = fabsf(nlr);
+        const int has_mom = c->momentum != 0, first = t == 1, nest = c->nesterov;
+        const float *restrict b = s0;
+        OPT_PFOR
+        for (size_t i = 0; i < n; i++) {
+            /* d = fl(theta wd + g) */
+            float d = has_wd ? fmaf(p[i], wd, g[i]) : g[i];
+            float ad = 1.0f, bd = has_wd ? UB(d) : 0.0f;
+            float q = d, aq = ad, bq = bd; /* the value multiplied by -lr */
+            if (has_mom) {
+                /* b_t = d (first step) | fl(d damp1 + fl(b mu)) */
+                float bt = first ? d : fmaf(d, damp1, b[i] * mu);
+                float ab = first ? ad : damp1 * ad, bb = first ? bd : damp1 * bd + UB(bt);
+                if (nest) {
+                    /* q = fl(b_t mu + d) */
+                    q = fmaf(bt, mu, d);
+                    aq = mu * ab + ad;
+                    bq = mu * bb + bd + UB(q);
+                } else {
+                    q = bt;
+                    aq = ab;
+                    bq = bb;
+                }
+            }
+            float theta_t = fmaf(q, nlr, p[i]); /* exact theta - lr q, rounded once */
+            float alpha = eta * aq, beta = eta * bq;
+            EMIT_BOUND;
+        }
+        break;
+    }
+    case OPT_ADAM:
+    case OPT_ADAMW: {
+        const int adamw = c->kind == OPT_ADAMW;
+        const double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
+        const float nstep = (float)(-(lr / bc1)), bc2s = (float)sqrt(bc2), eps = (float)c->eps;
+        const float b1 = (float)c->beta1, b2 = (float)c->beta2, omb1 = (float)(1.0 - c->beta1),
+                    omb2 = (float)(1.0 - c->beta2), decay = (float)(1.0 - lr * c->weight_decay);
+        const float ans = fabsf(nstep);
+        const int l2 = !adamw && has_wd;
+        const float *restrict m = s0, *restrict v = s1b;
+        OPT_PFOR
+        for (size_t i = 0; i < n; i++) {
+            float th = adamw ? p[i] * decay : p[i];
+            float d = l2 ? fmaf(th, wd, g[i]) : g[i];
+            float ad = 1.0f, bd = l2 ? UB(d) : 0.0f;
+            /* m_t = fl(d omb1 + fl(m b1)) */
+            float mt = fmaf(d, omb1, m[i] * b1);
+            float am = omb1 * ad, bm = omb1 * bd + UB(mt);
+            /* w = fl(omb2 d); v_t = fl(w d + fl(v b2)) */
+            float w = omb2 * d;
+            float aw = omb2 * ad, bw = omb2 * bd + UB(w);
+            float vt = fmaf(w, d, v[i] * b2);
+            float av = fabsf(w) * ad + fabsf(d) * aw, bv = fabsf(w) * bd + fabsf(d) * bw + UB(vt);
+            /* sq = fl(sqrt(v_t)): |d sqrt| <= dv / (2 sq) */
+            float sq = sqrtf(vt);
+            float inv2 = 0.5f / sq;
+            float asq = av * inv2, bsq = bv * inv2 + UB(sq);
+            /* den = fl(fl(sq / bc2s) + eps) */
+            float qd = sq / bc2s;
+            float aqd = asq / bc2s, bqd = bsq / bc2s + UB(qd);
+            float den = qd + eps;
+            float aden = aqd, bden = bqd + UB(den);
+            /* X = fl(fl(nstep m_t) / den) */
+            float num = nstep * mt;
+            float anum = ans * am, bnum = ans * bm + UB(num);
+            float X = num / den;
+            float alpha = anum / den + fabsf(X) * aden / den;
+            float beta = bnum / den + fabsf(X) * bden / den + UB(X);
+            float theta_t = th + X;
+            EMIT_BOUND;
+        }
+        break;
+    }
+    case OPT_ADAGRAD: {
+        const float nclr = (float)(-(lr / (1.0 + ((double)t - 1.0) * c->lr_decay))), eps = (float)c->eps;
+        const float ancl = fabsf(nclr);
+        const float *restrict r = s0;
+        OPT_PFOR
+        for (size_t i = 0; i < n; i++) {
+            float d = has_wd ? fmaf(p[i], wd, g[i]) : g[i];
+            float ad = 1.0f, bd = has_wd ? UB(d) : 0.0f;
+            /* s_t = fl(d d + s) */
+            float st = fmaf(d, d, r[i]);
+            float as = 2.0f * fabsf(d) * ad, bs_ = 2.0f * fabsf(d) * bd + UB(st);
+            float sq = sqrtf(st);
+            float inv2 = 0.5f / sq;
+            float asq = as * inv2, bsq = bs_ * inv2 + UB(sq);
+            float sd = sq + eps;
+            float asd = asq, bsd = bsq + UB(sd);
+            float num = nclr * d;
+            float anum = ancl * ad, bnum = ancl * bd + UB(num);
+            float X = num / sd;
+            float alpha = anum / sd + fabsf(X) * asd / sd;
+            float beta = bnum / sd + fabsf(X) * bsd / sd + UB(X);
+            float theta_t = p[i] + X;
+            EMIT_BOUND;
+        }
+        break;
+    }
+    case OPT_RMSPROP: {
+        const float a = (float)c->alpha, oma = (float)(1.0 - c->alpha), eps = (float)c->eps;
+        const float mu = (float)c->momentum, nlr = (float)(-lr), eta = fabsf(nlr);
+        const float *restrict sqv = s0;
+        const float *buf = state_by_name(o, "momentum_buffer"), *ga = state_by_name(o, "grad_avg");
+        const float *restrict bb = buf ? buf + off : NULL, *restrict gg = ga ? ga + off : NULL;
+        const int centered = c->centered, has_mom = bb != NULL;
+        OPT_PFOR
+        for (size_t i = 0; i < n; i++) {
+            float d = has_wd ? fmaf(p[i], wd, g[i]) : g[i];
+            float ad = 1.0f, bd = has_wd ? UB(d) : 0.0f;
+            /* w = fl(oma d); s = fl(w d + fl(sq a)) */
+            float w = oma * d;
+            float aw = oma * ad, bw = oma * bd + UB(w);
+            float s = fmaf(w, d, sqv[i] * a);
+            float as = fabsf(w) * ad + fabsf(d) * aw, bs_ = fabsf(w) * bd + fabsf(d) * bw + UB(s);
+            if (centered) {
+                /* gi = fl(d oma + fl(ga a)); s = fl(-gi gi + s) */
+                float gi = fmaf(d, oma, gg[i] * a);
+                float agi = oma * ad, bgi = oma * bd + UB(gi);
+                float var = fmaf(-gi, gi, s);
+                as = 2.0f * fabsf(gi) * agi + as;
+                bs_ = 2.0f * fabsf(gi) * bgi + bs_ + UB(var);
+                s = var;
+            }
+            float r = sqrtf(s);
+            float inv2 = 0.5f / r;
+            float ar = as * inv2, br = bs_ * inv2 + UB(r);
+            float avg = r + eps;
+            float aavg = ar, bavg = br + UB(avg);
+            float theta_t, alpha, beta;
+            if (has_mom) {
+                /* y = fl(d / avg); b = fl(fl(buf mu) + y); theta_t = fl(theta - lr b) */
+                float y = d / avg;
+                float ay = ad / avg + fabsf(y) * aavg / avg, by = bd / avg + fabsf(y) * bavg / avg + UB(y);
+                float bt = bb[i] * mu + y;
+                theta_t = fmaf(bt, nlr, p[i]);
+                alpha = eta * ay;
+                beta = eta * (by + UB(bt));
+            } else {
+                /* X = fl(fl(-lr d) / avg) */
+                float num = nlr * d;
+                float anum = eta * ad, bnum = eta * bd + UB(num);
+                float X = num / avg;
+                alpha = anum / avg + fabsf(X) * aavg / avg;
+                beta = bnum / avg + fabsf(X) * bavg / avg + UB(X);
+                theta_t = p[i] + X;
+            }
+            EMIT_BOUND;
+        }
+        break;
+    }
+    default: return -GC_ERR_PARAM;
+    }
+#undef EMIT_BOUND
+    return 0;
+}
+#undef UB
+
+static int gcomp_levels_run(uint8_t *levels, const Optim *o, const float *params_at, const float *grads_at, double lr,
+                            size_t off, size_t n) {
+    if (off > o->n || n > o->n - off) {
+        fprintf(stderr, "error: GCOMP metric range [%zu, %zu) outside the %zu-float arena\n", off, off + n, o->n);
+        return -GC_ERR_PARAM;
+    }
+    if (n == 0) return 0;
+    if (o->cfg.gcomp_guard_bits == 0) return gcomp_paper(levels, NULL, o, params_at, grads_at, lr, off, n);
+    return gcomp_bound(levels, o, params_at, grads_at, lr, off, n);
+}
+
 int optim_gcomp_levels_at(uint8_t *levels, const Optim *o, const float *params_at, const float *grads_at, double lr,
                           size_t off, size_t n) {
-    return gcomp_run(levels, NULL, o, params_at, grads_at, lr, off, n);
+    return gcomp_levels_run(levels, o, params_at, grads_at, lr, off, n);
 }
 
 int optim_gcomp_levels(uint8_t *levels, const Optim *o, const float *params, const float *grads, double lr,
@@ -706,10 +909,10 @@ int optim_gcomp_levels(uint8_t *levels, const Optim *o, const float *params, con
         fprintf(stderr, "error: GCOMP metric range [%zu, %zu) outside the %zu-float arena\n", off, off + n, o->n);
         return -GC_ERR_PARAM;
     }
-    return gcomp_run(levels, NULL, o, params + off, grads + off, lr, off, n);
+    return gcomp_levels_run(levels, o, params + off, grads + off, lr, off, n);
 }
 
 int optim_gcomp_delta(float *delta, const Optim *o, const float *params_at, const float *grads_at, double lr,
                       size_t off, size_t n) {
-    return gcomp_run(NULL, delta, o, params_at, grads_at, lr, off, n);
+    return gcomp_paper(NULL, delta, o, params_at, grads_at, lr, off, n);
 }

@@ -155,16 +155,31 @@ void optim_add_weight_decay(float *grads, const float *params, double wd, size_t
  * the paper's metric is delta = A / (c*g) (Table 2; e.g. SGD:
  * delta = theta/(eta g) - lambda theta/g), and "if delta > 2^n, at least n bits
  * of the gradient's mantissa would be discarded" (section 5.1). Levels 0, 1, 2, 3
- * truncate 0, 6, 12, 18 mantissa bits (section 5.1, "Multi-Level Quantization"):
- *     level = max { L in 0..3 : |delta| > 2^(6L + guard) }.
- * guard = cfg.gcomp_guard_bits. With guard = 0 (the paper) the truncated
- * update can land up to 2 ulp away (the paper's footnote 2 bounds it by
- * 2^-22 theta); the default guard = 1 keeps it within 1 ulp of the
- * untruncated update (tests/test_optim_gcomp.c checks both).
- * Terms the paper does not list are derived the same way: the first momentum
- * step (torch initialises b = d, no dampening), centered RMSProp (denominator
- * sqrt(v - gavg^2) + eps), RMSProp with momentum (A = theta - eta mu b - eta lambda theta/avg).
- * Second moments (v_t, r_t) use the untruncated gradient, as in the paper.
+ * truncate 0, 6, 12, 18 mantissa bits (section 5.1, "Multi-Level Quantization").
+ *
+ * guard = cfg.gcomp_guard_bits selects the rule:
+ *   guard = 0: the paper exactly, level = max { L : |delta| > 2^(6L) }. The
+ *     truncated update then lands up to 2 ulp away for SGD-like rules (the
+ *     paper's footnote 2: "within 2^-22 theta"), and up to 4 ulp for Adam,
+ *     whose state (m_t, v_t) also sees the truncated gradient (section 5.1:
+ *     "limited side-effects"; measured in tests/test_optim_gcomp.c).
+ *   guard >= 1 (default 1): the same criterion made rigorous so that the
+ *     truncated update stays within 1 ulp of the untruncated one (each guard
+ *     bit beyond the first halves the budget again). Truncating n bits changes g by less than
+ *     |g| 2^(n-23); a first-order error budget of torch's exact float
+ *     operation sequence gives, per value, the sensitivity alpha >= |c| of the
+ *     new parameter to g (Adam/RMSProp: including the gradient's effect on
+ *     m_t, v_t and the denominator) and beta, the shift that rounding flips of
+ *     the intermediate values (g + wd*theta, b_t, m_t, v_t, ...) can add once g
+ *     changes at all. Then
+ *       level = max { L : alpha |g| 2^(6L+guard) + beta 2^(23+guard) < |theta_t| },
+ *     i.e. the paper's |delta| > 2^(n+guard) with c -> alpha and the rounding
+ *     slack taken from the numerator (theta_t = the untruncated result).
+ * The paper's terms are derived for the rules it does not list: the first
+ * momentum step (torch initialises b = d, no dampening), centered RMSProp
+ * (denominator sqrt(v - gavg^2) + eps), RMSProp with momentum
+ * (A = theta - eta mu b - eta lambda theta/avg). optim_gcomp_delta returns the
+ * paper's delta in all modes.
  */
 #define GCOMP_BITS_PER_LEVEL 6
 #define GCOMP_MAX_LEVEL 3
