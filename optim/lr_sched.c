@@ -200,6 +200,10 @@ int lr_sched_parse(LrSched *s, const char *spec, double base_lr, char *err, size
     if (colon) {
         *colon = 0;
         opts = colon + 1;
+        if (!*opts) {
+            ERRF("nothing after ':' in lr schedule '%s'", spec);
+            return -GC_ERR_PARAM;
+        }
     } else if (strchr(buf, '=')) {
         opts = buf; /* "warmup=5": constant with options */
         kind = LR_CONSTANT;

@@ -179,6 +179,10 @@ int opt_config_parse(OptConfig *c, const char *spec, char *err, size_t errlen) {
         ERRF("unknown optimizer '%s' (sgd, momentum, nesterov, adam, adamw, adagrad, rmsprop)", name);
         return -GC_ERR_PARAM;
     }
+    if (colon && !colon[1]) {
+        ERRF("nothing after ':' in optimizer spec '%s'", spec);
+        return -GC_ERR_PARAM;
+    }
     if (colon) {
         char *save = NULL;
         for (char *kv = strtok_r(colon + 1, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {

@@ -542,6 +542,7 @@ static void test_errors(void) {
     OptConfig c;
     static const char *bad[] = {"",
                                 "sgdd",
+                                "adam:",
                                 "sgd:momentum",
                                 "sgd:momentum=abc",
                                 "sgd:beta1=0.9",
