@@ -1,0 +1,929 @@
+/* The shared training loop and CLI (see trainer.h). */
+#include "examples/trainer.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#include "common/check.h"
+#include "common/ckpt.h"
+#include "common/units.h"
+#include "optim/clip.h"
+
+/* ------------------------------------------------------------ options ---- */
+enum {
+    O_EPOCHS = TRAIN_OPT_BASE, O_STEPS, O_BATCH, O_LR, O_OPTIM, O_MOMENTUM, O_WD, O_NESTEROV, O_SCHEDULE, O_SEED,
+    O_THREADS, O_EVAL_EVERY, O_PRINT_EVERY, O_LOG, O_SAVE, O_SAVE_EVERY, O_RESUME, O_WORKERS, O_BACKEND, O_CODEC,
+    O_LAYER_CODEC, O_MIN_COMPRESS, O_TOPOLOGY, O_MEMORY, O_DELAY, O_BANDWIDTH, O_LATENCY, O_CODEC_THREADS, O_QUIET,
+    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT
+};
+
+const struct option train_long_options[] = {
+    {"epochs", required_argument, 0, O_EPOCHS},
+    {"steps", required_argument, 0, O_STEPS},
+    {"stop-at", required_argument, 0, O_STOP_AT},
+    {"batch", required_argument, 0, O_BATCH},
+    {"lr", required_argument, 0, O_LR},
+    {"optim", required_argument, 0, O_OPTIM},
+    {"momentum", required_argument, 0, O_MOMENTUM},
+    {"wd", required_argument, 0, O_WD},
+    {"nesterov", no_argument, 0, O_NESTEROV},
+    {"schedule", required_argument, 0, O_SCHEDULE},
+    {"seed", required_argument, 0, O_SEED},
+    {"threads", required_argument, 0, O_THREADS},
+    {"eval-every", required_argument, 0, O_EVAL_EVERY},
+    {"print-every", required_argument, 0, O_PRINT_EVERY},
+    {"log", required_argument, 0, O_LOG},
+    {"save", required_argument, 0, O_SAVE},
+    {"save-every", required_argument, 0, O_SAVE_EVERY},
+    {"resume", required_argument, 0, O_RESUME},
+    {"workers", required_argument, 0, O_WORKERS},
+    {"backend", required_argument, 0, O_BACKEND},
+    {"codec", required_argument, 0, O_CODEC},
+    {"layer-codec", required_argument, 0, O_LAYER_CODEC},
+    {"min-compress", required_argument, 0, O_MIN_COMPRESS},
+    {"keep-last-fp32", required_argument, 0, O_KEEP_LAST},
+    {"topology", required_argument, 0, O_TOPOLOGY},
+    {"memory", required_argument, 0, O_MEMORY},
+    {"delay", required_argument, 0, O_DELAY},
+    {"bandwidth", required_argument, 0, O_BANDWIDTH},
+    {"latency", required_argument, 0, O_LATENCY},
+    {"codec-threads", required_argument, 0, O_CODEC_THREADS},
+    {"data-dir", required_argument, 0, O_DATA_DIR},
+    {"quiet", no_argument, 0, O_QUIET},
+    {0, 0, 0, 0},
+};
+
+void train_opts_default(TrainOpts *o) {
+    memset(o, 0, sizeof *o);
+    o->epochs = 10;
+    o->batch = 128;
+    o->lr = 0.1;
+    snprintf(o->optim, sizeof o->optim, "sgd");
+    o->momentum = -1;
+    o->wd = -1;
+    o->nesterov = -1;
+    snprintf(o->schedule, sizeof o->schedule, "constant");
+    o->eval_every = 1;
+    o->print_every = 20;
+    o->workers = 4;
+    snprintf(o->backend, sizeof o->backend, "auto");
+    dist_config_default(&o->dist);
+    snprintf(o->codec_text, sizeof o->codec_text, "fp32");
+}
+
+void train_options_merge(struct option *out, int cap, const struct option *own) {
+    int n = 0;
+    for (const struct option *p = own; p && p->name && n < cap - 1; p++) out[n++] = *p;
+    for (const struct option *p = train_long_options; p->name && n < cap - 1; p++) out[n++] = *p;
+    memset(&out[n], 0, sizeof out[n]);
+}
+
+void train_usage_error(const char *prog, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nTry '%s --help' for the usage.\n", prog);
+    va_end(ap);
+    exit(2);
+}
+
+static int bad(const char *flag, const char *arg, const char *want) {
+    fprintf(stderr, "error: --%s %s: expected %s\n", flag, arg, want);
+    return -1;
+}
+
+static int get_long(const char *flag, const char *arg, long lo, long hi, long *out) {
+    long v;
+    if (parse_long(arg, &v) || v < lo || v > hi) {
+        char want[96];
+        snprintf(want, sizeof want, "an integer in [%ld, %ld]", lo, hi);
+        return bad(flag, arg, want);
+    }
+    *out = v;
+    return 0;
+}
+
+static int get_double(const char *flag, const char *arg, double lo, double hi, double *out) {
+    double v;
+    if (parse_double(arg, &v) || v < lo || v > hi) {
+        char want[96];
+        snprintf(want, sizeof want, "a number in [%g, %g]", lo, hi);
+        return bad(flag, arg, want);
+    }
+    *out = v;
+    return 0;
+}
+
+static int copy_str(char *dst, size_t cap, const char *flag, const char *arg) {
+    if (strlen(arg) >= cap) return bad(flag, arg, "a shorter value");
+    snprintf(dst, cap, "%s", arg);
+    return 0;
+}
+
+int train_opts_handle(TrainOpts *o, int id, const char *arg) {
+    long v;
+    char err[512];
+    switch (id) {
+    case O_EPOCHS: return get_long("epochs", arg, 1, 100000, &o->epochs) ? -1 : 1;
+    case O_STEPS: return get_long("steps", arg, 1, 1000000000L, &o->steps) ? -1 : 1;
+    case O_STOP_AT: return get_long("stop-at", arg, 1, 1000000000L, &o->stop_at) ? -1 : 1;
+    case O_BATCH:
+        if (get_long("batch", arg, 1, 65536, &v)) return -1;
+        o->batch = (int)v;
+        return 1;
+    case O_LR: return get_double("lr", arg, 0, 1e3, &o->lr) ? -1 : 1;
+    case O_OPTIM: return copy_str(o->optim, sizeof o->optim, "optim", arg) ? -1 : 1;
+    case O_MOMENTUM: return get_double("momentum", arg, 0, 0.9999, &o->momentum) ? -1 : 1;
+    case O_WD: return get_double("wd", arg, 0, 1, &o->wd) ? -1 : 1;
+    case O_NESTEROV: o->nesterov = 1; return 1;
+    case O_SCHEDULE: return copy_str(o->schedule, sizeof o->schedule, "schedule", arg) ? -1 : 1;
+    case O_SEED:
+        if (get_long("seed", arg, 0, 0x7FFFFFFFFFFFFFFFL, &v)) return -1;
+        o->seed = (uint64_t)v;
+        return 1;
+    case O_THREADS:
+        if (get_long("threads", arg, 1, 1024, &v)) return -1;
+        o->threads = (int)v;
+        return 1;
+    case O_EVAL_EVERY:
+        if (get_long("eval-every", arg, 0, 100000, &v)) return -1;
+        o->eval_every = (int)v;
+        return 1;
+    case O_PRINT_EVERY: return get_long("print-every", arg, 1, 1000000000L, &o->print_every) ? -1 : 1;
+    case O_LOG: return copy_str(o->log, sizeof o->log, "log", arg) ? -1 : 1;
+    case O_SAVE: return copy_str(o->save, sizeof o->save, "save", arg) ? -1 : 1;
+    case O_SAVE_EVERY: return get_long("save-every", arg, 0, 1000000000L, &o->save_every) ? -1 : 1;
+    case O_RESUME: return copy_str(o->resume, sizeof o->resume, "resume", arg) ? -1 : 1;
+    case O_WORKERS:
+        if (get_long("workers", arg, 1, 256, &v)) return -1;
+        o->workers = (int)v;
+        return 1;
+    case O_BACKEND:
+        if (strcmp(arg, "auto") && strcmp(arg, "local") && strcmp(arg, "mpi")) return bad("backend", arg, "auto, local or mpi");
+        snprintf(o->backend, sizeof o->backend, "%s", arg);
+        return 1;
+    case O_CODEC:
+        if (dist_parse_codec(&o->dist, arg, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
+            return -1;
+        }
+        return copy_str(o->codec_text, sizeof o->codec_text, "codec", arg) ? -1 : 1;
+    case O_LAYER_CODEC:
+        if (o->dist.policy.nrules >= TRAIN_MAX_RULES) return bad("layer-codec", arg, "at most 32 rules");
+        if (policy_parse_rule(&o->dist.policy.rules[o->dist.policy.nrules], arg, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
+            return -1;
+        }
+        o->dist.policy.nrules++;
+        return 1;
+    case O_MIN_COMPRESS: return get_long("min-compress", arg, 0, 1L << 40, &o->dist.policy.min_compress) ? -1 : 1;
+    case O_KEEP_LAST:
+        if (strcmp(arg, "0") && strcmp(arg, "1")) return bad("keep-last-fp32", arg, "0 or 1");
+        o->dist.policy.keep_last_fp32 = arg[0] == '1';
+        return 1;
+    case O_TOPOLOGY:
+        if ((o->dist.topology = topology_parse(arg)) < 0) return bad("topology", arg, "allreduce, allgather, ps or ring");
+        return 1;
+    case O_MEMORY:
+        if ((o->dist.memory = memory_parse(arg)) < 0) return bad("memory", arg, "none, residual or dgc");
+        return 1;
+    case O_DELAY:
+        if (get_long("delay", arg, 1, 1000000, &v)) return -1;
+        o->dist.delay = (int)v;
+        return 1;
+    case O_BANDWIDTH:
+        if (parse_bandwidth(arg, &o->dist.bandwidth)) return bad("bandwidth", arg, "a rate such as 100mbit, 1gbit, 10MB/s");
+        return 1;
+    case O_LATENCY:
+        if (parse_duration(arg, &o->dist.latency)) return bad("latency", arg, "a duration such as 0.5ms, 20us");
+        return 1;
+    case O_CODEC_THREADS:
+        if (get_long("codec-threads", arg, 0, 1024, &v)) return -1;
+        o->dist.codec_threads = (int)v;
+        return 1;
+    case O_DATA_DIR: setenv("DATA_DIR", arg, 1); return 1;
+    case O_QUIET: o->quiet = 1; return 1;
+    }
+    return 0;
+}
+
+int train_opts_finish(TrainOpts *o) {
+    if (o->dist.bandwidth == 0 && o->dist.latency > 0) {
+        fprintf(stderr, "error: --latency needs --bandwidth\n");
+        return -1;
+    }
+    return 0;
+}
+
+void train_opts_help(FILE *fp, const TrainOpts *d) {
+    fprintf(fp,
+            "Training:\n"
+            "  --epochs N           epochs (default %ld)\n"
+            "  --steps N            stop after N steps instead (the schedule spans N steps)\n"
+            "  --stop-at N          end this run after step N; the schedule still spans the whole\n"
+            "                       run, so --save then --resume continues it (splitting long runs)\n"
+            "  --batch N            batch PER WORKER (default %d); the global batch is N x workers\n"
+            "  --lr X               base learning rate (default %g)\n"
+            "  --optim SPEC         optimizer NAME[:key=value,...] (default %s; see below)\n"
+            "  --momentum X         momentum (sgd, rmsprop), overrides the spec\n"
+            "  --nesterov           Nesterov momentum (sgd)\n"
+            "  --wd X               weight decay, overrides the spec\n"
+            "  --schedule SPEC      learning-rate schedule (default %s; see below), counted in steps\n"
+            "  --seed N             seed of initialization, data order, augmentation, codecs (default 0)\n"
+            "  --threads N          compute threads in total (default: all cores; divided among local workers)\n"
+            "  --eval-every N       evaluate every N epochs (default %d; 0 = at the end only)\n"
+            "  --print-every N      progress line every N steps (default %ld)\n"
+            "  --log FILE           write every progress and evaluation line as CSV (.jsonl: JSON lines)\n"
+            "  --save FILE          checkpoint at the end (and with --save-every N, every N steps)\n"
+            "  --resume FILE        continue a run from its checkpoint, exactly as if never stopped\n"
+            "  --data-dir DIR       where the datasets are (default $DATA_DIR, else data/)\n"
+            "  --quiet              no per-tensor policy table\n"
+            "Distributed (docs/DIST.md):\n"
+            "  --workers N          data-parallel workers (default %d); threads of this process unless\n"
+            "                       started by mpirun, where every process is one worker\n"
+            "  --backend B          auto (default), local (threads) or mpi\n"
+            "  --codec SPEC         codec of every compressible tensor: NAME[:key=value,...] (default fp32);\n"
+            "                       also: graddrop (Gradient Dropping), dgc:warmup=EPOCHS,clip=NORM,\n"
+            "                       terngrad:share=0|1, any codec with memory=none|residual|dgc\n"
+            "  --layer-codec P=SPEC codec for tensors whose name matches the glob P (repeatable)\n"
+            "  --min-compress N     tensors with fewer values go uncompressed (default: every BN and bias)\n"
+            "  --keep-last-fp32 0|1 send the last layer uncompressed (default: 1 for terngrad)\n"
+            "  --topology T         allreduce, allgather, ps or ring (default: the codec's paper setting)\n"
+            "  --memory M           error feedback: none, residual or dgc (default: the codec's)\n"
+            "  --delay N            local steps between exchanges (SBC / federated averaging; default 1)\n"
+            "  --bandwidth BW       network model: link rate, e.g. 100mbit, 1gbit (default: no model)\n"
+            "  --latency T          network model: per-message latency, e.g. 0.5ms\n"
+            "  --codec-threads N    threads of chunk-parallel encoders (default: OpenMP default)\n",
+            d->epochs, d->batch, d->lr, d->optim, d->schedule, d->eval_every, d->print_every, d->workers);
+    fprintf(fp, "\nOptimizers (--optim):\n");
+    opt_help(fp);
+    fprintf(fp, "\nSchedules (--schedule):\n");
+    lr_sched_help(fp);
+    fprintf(fp, "\n");
+    codec_print_help(fp);
+}
+
+/* ------------------------------------------------------------ helpers ---- */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* shared by the workers of one process */
+typedef struct {
+    TrainOpts *o;
+    Task *task;
+    OptConfig oc;
+    LrSched sched;
+    long total_steps, steps_per_epoch;
+    FILE *log;
+    int log_json;
+    int status;           /* exit status (set by rank 0) */
+    LocalGroup *group;
+    int threads_per_worker;
+    int world;
+} Shared;
+
+/* sections of a worker's state -> one blob for a gather */
+static void sections_pack(ByteBuf *b, const CkptSection *s, int n) {
+    size_t total = 4;
+    for (int i = 0; i < n; i++) total += CKPT_NAME_MAX + 8 + s[i].len;
+    bytebuf_reserve(b, total);
+    uint8_t *p = b->p;
+    put_u32(p, (uint32_t)n);
+    p += 4;
+    for (int i = 0; i < n; i++) {
+        memset(p, 0, CKPT_NAME_MAX);
+        memcpy(p, s[i].name, strnlen(s[i].name, CKPT_NAME_MAX - 1));
+        uint64_t len = s[i].len;
+        memcpy(p + CKPT_NAME_MAX, &len, 8);
+        p += CKPT_NAME_MAX + 8;
+        if (s[i].len) memcpy(p, s[i].data, s[i].len);
+        p += s[i].len;
+    }
+    b->len = total;
+}
+
+/* parse one packed blob, appending sections (pointing into the blob) */
+static int sections_unpack(CkptSection *out, int cap, const uint8_t *p, size_t len) {
+    if (len < 4) return -1;
+    uint32_t n = get_u32(p);
+    size_t at = 4;
+    int k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (len - at < CKPT_NAME_MAX + 8 || k >= cap) return -1;
+        memcpy(out[k].name, p + at, CKPT_NAME_MAX);
+        out[k].name[CKPT_NAME_MAX - 1] = 0;
+        uint64_t l;
+        memcpy(&l, p + at + CKPT_NAME_MAX, 8);
+        at += CKPT_NAME_MAX + 8;
+        if (l > len - at) return -1;
+        out[k].data = p + at;
+        out[k].len = (size_t)l;
+        at += (size_t)l;
+        k++;
+    }
+    return k;
+}
+
+typedef struct {
+    Shared *sh;
+    Comm *comm;
+    int rank;
+    Model *m;
+    Optim opt;
+    Exchange *ex;
+    DataIter *train, *eval;
+    long step;
+    int64_t pos_epoch;
+    /* eval scratch */
+    float *backup_params, *backup_state;
+} Worker;
+
+#define MAX_SECTIONS 32
+
+static int worker_sections(Worker *w, CkptSection *s, int cap, uint8_t *pos_buf) {
+    int n = 0;
+    snprintf(s[n].name, CKPT_NAME_MAX, "params");
+    s[n].data = w->m->params;
+    s[n++].len = w->m->pt.total * sizeof(float);
+    snprintf(s[n].name, CKPT_NAME_MAX, "state");
+    s[n].data = w->m->state;
+    s[n++].len = w->m->nstate * sizeof(float);
+    int k = optim_ckpt_sections(&w->opt, s + n, cap - n, "opt.");
+    if (k > 0) n += k;
+    n += exchange_ckpt_sections(w->ex, s + n, cap - n, "ex.");
+    LoaderPos pos = w->train->get_pos(w->train);
+    loader_pos_pack(pos_buf, &pos);
+    snprintf(s[n].name, CKPT_NAME_MAX, "data");
+    s[n].data = pos_buf;
+    s[n++].len = LOADER_POS_BYTES;
+    return n;
+}
+
+static void meta_string(char *buf, size_t n, const Worker *w) {
+    const TrainOpts *o = w->sh->o;
+    snprintf(buf, n, "task=%.100s params=%zu workers=%d batch=%d codec=%.300s delay=%d", w->sh->task->name,
+             param_table_count(&w->m->pt), w->comm->size, o->batch, o->codec_text, o->dist.delay);
+}
+
+/* every worker's sections gathered to rank 0, written with "w<r>." prefixes */
+static int save_checkpoint(Worker *w, const char *path) {
+    CkptSection s[MAX_SECTIONS];
+    uint8_t pos_buf[LOADER_POS_BYTES];
+    int n = worker_sections(w, s, MAX_SECTIONS, pos_buf);
+    ByteBuf mine = {0}, all = {0};
+    sections_pack(&mine, s, n);
+    size_t *lens = callocCheck((size_t)w->comm->size, sizeof *lens);
+    uint64_t s0 = w->comm->sent, r0 = w->comm->received;
+    comm_gatherv(w->comm, &all, lens, mine.p, mine.len, 0);
+    w->comm->sent = s0;
+    w->comm->received = r0;
+    int rc = 0;
+    if (w->rank == 0) {
+        int cap = MAX_SECTIONS * w->comm->size + 8;
+        CkptSection *out = callocCheck((size_t)cap, sizeof *out);
+        int k = 0;
+        char meta[512];
+        meta_string(meta, sizeof meta, w);
+        int64_t step = w->step;
+        snprintf(out[k].name, CKPT_NAME_MAX, "meta");
+        out[k].data = meta;
+        out[k++].len = strlen(meta);
+        snprintf(out[k].name, CKPT_NAME_MAX, "step");
+        out[k].data = &step;
+        out[k++].len = sizeof step;
+        lr_sched_ckpt_section(&w->sh->sched, &out[k++], "");
+        size_t at = 0;
+        for (int r = 0; r < w->comm->size; r++) {
+            int got = sections_unpack(out + k, cap - k, all.p + at, lens[r]);
+            for (int i = 0; i < got; i++) {
+                char name[CKPT_NAME_MAX];
+                snprintf(name, sizeof name, "w%d.%s", r, out[k + i].name);
+                memcpy(out[k + i].name, name, CKPT_NAME_MAX);
+            }
+            k += got > 0 ? got : 0;
+            at += lens[r];
+        }
+        char err[600];
+        if (ckpt_write(path, out, k, err, sizeof err)) {
+            fprintf(stderr, "error: %s\n", err);
+            rc = -1;
+        }
+        free(out);
+    }
+    free(lens);
+    bytebuf_free(&mine);
+    bytebuf_free(&all);
+    double f = rc ? 1 : 0;
+    comm_allreduce_f64(w->comm, &f, 1, COMM_MAX);
+    w->comm->sent = s0;
+    w->comm->received = r0;
+    return f > 0 ? -1 : 0;
+}
+
+static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen) {
+    Ckpt ck;
+    if (ckpt_read(&ck, path, err, errlen)) return -1;
+    char meta[512], want[512]; /* meta_string writes < 500 bytes */
+    size_t mlen = 0;
+    const void *m = ckpt_find(&ck, "meta", &mlen);
+    meta_string(want, sizeof want, w);
+    if (!m || mlen >= sizeof meta) {
+        snprintf(err, errlen, "%.300s has no run description: not written by a gcx trainer", path);
+        ckpt_free(&ck);
+        return -1;
+    }
+    memcpy(meta, m, mlen);
+    meta[mlen] = 0;
+    if (strcmp(meta, want)) {
+        snprintf(err, errlen, "%.150s was written by another run configuration:\n  checkpoint: %.300s\n  this run:   %.300s\n"
+                 "resume with the same model, --workers, --batch, --codec and --delay", path, meta, want);
+        ckpt_free(&ck);
+        return -1;
+    }
+    int64_t step = 0;
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "w%d.", w->rank);
+    CkptSection s[MAX_SECTIONS];
+    uint8_t pos_buf[LOADER_POS_BYTES];
+    int n = worker_sections(w, s, MAX_SECTIONS, pos_buf);
+    int rc = ckpt_load(&ck, "step", &step, sizeof step, err, errlen);
+    for (int i = 0; i < n && !rc; i++) {
+        if (!strncmp(s[i].name, "opt.", 4)) continue; /* the optimizer loads its own */
+        char name[CKPT_NAME_MAX + 8];
+        snprintf(name, sizeof name, "%.7s%.31s", prefix, s[i].name);
+        rc = ckpt_load(&ck, name, (void *)s[i].data, s[i].len, err, errlen);
+    }
+    char optp[24];
+    snprintf(optp, sizeof optp, "%sopt.", prefix);
+    if (!rc) rc = optim_ckpt_load(&w->opt, &ck, optp, err, errlen);
+    if (!rc) rc = lr_sched_ckpt_load(&w->sh->sched, &ck, "", err, errlen);
+    if (!rc) {
+        LoaderPos pos;
+        rc = loader_pos_unpack(&pos, pos_buf, LOADER_POS_BYTES, err, errlen) ? -1 : 0;
+        if (!rc && w->train->set_pos(w->train, &pos)) {
+            snprintf(err, errlen, "%s", w->train->err);
+            rc = -1;
+        }
+    }
+    w->step = step;
+    ckpt_free(&ck);
+    return rc ? -1 : 0;
+}
+
+/* ----------------------------------------------------------- evaluate ---- */
+typedef struct {
+    double loss, acc, ppl, bpc;
+    long count;
+} EvalResult;
+
+/* every worker evaluates its shard of split with rank 0's model (parameters
+ * and batch-norm statistics), and the sums are combined */
+static int evaluate(Worker *w, DataIter *it, EvalResult *res) {
+    Model *m = w->m;
+    size_t np = m->pt.total, ns = m->nstate;
+    uint64_t s0 = w->comm->sent, r0 = w->comm->received;
+    memcpy(w->backup_params, m->params, np * sizeof(float));
+    if (ns) memcpy(w->backup_state, m->state, ns * sizeof(float));
+    ByteBuf b = {0};
+    bytebuf_reserve(&b, (np + ns) * sizeof(float));
+    b.len = (np + ns) * sizeof(float);
+    if (w->rank == 0) {
+        memcpy(b.p, m->params, np * sizeof(float));
+        if (ns) memcpy(b.p + np * sizeof(float), m->state, ns * sizeof(float));
+    }
+    comm_bcast(w->comm, &b, 0);
+    memcpy(m->params, b.p, np * sizeof(float));
+    if (ns) memcpy(m->state, b.p + np * sizeof(float), ns * sizeof(float));
+    bytebuf_free(&b);
+    if (m->ops->reset_state) m->ops->reset_state(m);
+    double sums[4] = {0, 0, 0, 0}; /* loss * count, correct, count, error */
+    Batch batch;
+    int n;
+    while ((n = it->next(it, &batch)) > 0) {
+        BatchStats st;
+        model_forward(m, &batch, 0, &st);
+        sums[0] += st.loss * (double)st.count;
+        sums[1] += (double)st.correct;
+        sums[2] += (double)st.count;
+    }
+    if (n < 0) {
+        fprintf(stderr, "error: worker %d: evaluation data: %s\n", w->rank, it->err);
+        sums[3] = 1;
+    }
+    comm_allreduce_f64(w->comm, sums, 4, COMM_SUM);
+    memcpy(m->params, w->backup_params, np * sizeof(float));
+    if (ns) memcpy(m->state, w->backup_state, ns * sizeof(float));
+    if (m->ops->reset_state) m->ops->reset_state(m);
+    w->comm->sent = s0;
+    w->comm->received = r0;
+    if (sums[3] > 0) return -1;
+    res->count = (long)sums[2];
+    res->loss = sums[2] > 0 ? sums[0] / sums[2] : NAN;
+    res->acc = sums[2] > 0 ? sums[1] / sums[2] : NAN;
+    res->ppl = exp(res->loss);
+    res->bpc = res->loss / log(2.0);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- log ---- */
+static void log_header(Shared *sh) {
+    if (!sh->log || sh->log_json) return;
+    fprintf(sh->log, "kind,step,epoch,loss,acc,ppl,lr,up_bytes,down_bytes,bits_up,bits_down,ratio,density,"
+                     "compute_s,codec_s,comm_model_s,step_s,total_s,samples_per_s\n");
+    fflush(sh->log);
+}
+
+typedef struct {
+    const char *kind;
+    long step;
+    double epoch, loss, acc, ppl, lr, up, down, bits_up, bits_down, ratio, density, compute_s, codec_s, comm_s,
+        step_s, total_s, rate;
+} LogRow;
+
+static void log_row(Shared *sh, const LogRow *r) {
+    if (!sh->log) return;
+    if (sh->log_json)
+        fprintf(sh->log,
+                "{\"kind\":\"%s\",\"step\":%ld,\"epoch\":%.4f,\"loss\":%.6g,\"acc\":%.6g,\"ppl\":%.6g,\"lr\":%.6g,"
+                "\"up_bytes\":%.0f,\"down_bytes\":%.0f,\"bits_up\":%.6g,\"bits_down\":%.6g,\"ratio\":%.6g,"
+                "\"density\":%.6g,\"compute_s\":%.6g,\"codec_s\":%.6g,\"comm_model_s\":%.6g,\"step_s\":%.6g,"
+                "\"total_s\":%.6g,\"samples_per_s\":%.6g}\n",
+                r->kind, r->step, r->epoch, r->loss, r->acc, r->ppl, r->lr, r->up, r->down, r->bits_up, r->bits_down,
+                r->ratio, r->density, r->compute_s, r->codec_s, r->comm_s, r->step_s, r->total_s, r->rate);
+    else
+        fprintf(sh->log, "%s,%ld,%.4f,%.6g,%.6g,%.6g,%.6g,%.0f,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+                r->kind, r->step, r->epoch, r->loss, r->acc, r->ppl, r->lr, r->up, r->down, r->bits_up, r->bits_down,
+                r->ratio, r->density, r->compute_s, r->codec_s, r->comm_s, r->step_s, r->total_s, r->rate);
+    fflush(sh->log);
+}
+
+static void fmt_eta(char *buf, size_t n, double s) {
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = (long)s;
+    if (t >= 3600) snprintf(buf, n, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+    else snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+}
+
+static void report_eval(Worker *w, const char *split, const EvalResult *e, double epoch, double total_s) {
+    Shared *sh = w->sh;
+    if (w->rank != 0) return;
+    if (sh->task->lm)
+        printf("eval  %-5s step %ld epoch %.2f: loss %.4f  perplexity %.2f%s%.4f  (%ld tokens)\n", split, w->step, epoch,
+               e->loss, e->ppl, sh->task->is_char ? "  bits/char " : "", sh->task->is_char ? e->bpc : 0.0, e->count);
+    else
+        printf("eval  %-5s step %ld epoch %.2f: loss %.4f  accuracy %.2f%%  (%ld samples)\n", split, w->step, epoch,
+               e->loss, 100 * e->acc, e->count);
+    fflush(stdout);
+    LogRow r = {0};
+    r.kind = split;
+    r.step = w->step;
+    r.epoch = epoch;
+    r.loss = e->loss;
+    r.acc = e->acc;
+    r.ppl = e->ppl;
+    r.total_s = total_s;
+    log_row(sh, &r);
+}
+
+/* ------------------------------------------------------------- worker ---- */
+static void worker_main(Shared *sh, Comm *comm) {
+    TrainOpts *o = sh->o;
+    Task *task = sh->task;
+    Worker W = {0}, *w = &W;
+    w->sh = sh;
+    w->comm = comm;
+    w->rank = comm->rank;
+    int world = comm->size;
+    char err[1024];
+    int fail = 0;
+#ifdef HAVE_OPENMP
+    omp_set_num_threads(sh->threads_per_worker);
+#endif
+    w->m = task->model_new(task, o->batch);
+    if (!w->m) fail = 1;
+    if (!fail && optim_init(&w->opt, &sh->oc, w->m->pt.total)) fail = 1;
+    DistConfig dc = o->dist;
+    dc.seed = o->seed;
+    dc.dgc_momentum = sh->oc.momentum;
+    dc.dgc_nesterov = sh->oc.nesterov;
+    dc.weight_decay = sh->oc.weight_decay;
+    if (task->clip_norm > 0 && dc.dgc_clip == 0) dc.dgc_clip = task->clip_norm;
+    if (!fail && !(w->ex = exchange_new(&dc, comm, &w->m->pt, &sh->oc, err, sizeof err))) {
+        if (w->rank == 0) fprintf(stderr, "error: %s\n", err);
+        fail = 1;
+    }
+    if (!fail && !(w->train = task->data_new(task, SPLIT_TRAIN, w->rank, world, o->batch, o->seed, err, sizeof err))) {
+        if (w->rank == 0) fprintf(stderr, "error: %s\n", err);
+        fail = 1;
+    }
+    int eval_split = task->has_valid ? SPLIT_VALID : SPLIT_TEST;
+    if (!fail && !(w->eval = task->data_new(task, eval_split, w->rank, world, o->batch, o->seed, err, sizeof err))) {
+        if (w->rank == 0) fprintf(stderr, "error: %s\n", err);
+        fail = 1;
+    }
+    double f = fail;
+    comm_allreduce_f64(comm, &f, 1, COMM_MAX);
+    if (f > 0) {
+        if (w->rank == 0) sh->status = 1;
+        goto done;
+    }
+    /* every worker starts from rank 0's model */
+    {
+        ByteBuf b = {0};
+        size_t bytes = w->m->pt.total * sizeof(float);
+        bytebuf_reserve(&b, bytes);
+        b.len = bytes;
+        if (w->rank == 0) memcpy(b.p, w->m->params, bytes);
+        comm_bcast(comm, &b, 0);
+        memcpy(w->m->params, b.p, bytes);
+        bytebuf_free(&b);
+    }
+    w->backup_params = param_arena_alloc(&w->m->pt);
+    w->backup_state = callocCheck(w->m->nstate + 1, sizeof(float));
+    long spe = w->train->steps_per_epoch;
+    if (spe <= 0) {
+        if (w->rank == 0) fprintf(stderr, "error: the training set gives no full batch of %d per worker\n", o->batch);
+        sh->status = 1;
+        goto done;
+    }
+    long total = o->steps > 0 ? o->steps : o->epochs * spe;
+    if (w->rank == 0) {
+        sh->total_steps = total;
+        sh->steps_per_epoch = spe;
+        if (lr_sched_set_total(&sh->sched, total, err, sizeof err)) {
+            fprintf(stderr, "error: --schedule: %s\n", err);
+            f = 1;
+        }
+    }
+    comm_allreduce_f64(comm, &f, 1, COMM_MAX);
+    if (f > 0) {
+        sh->status = 1;
+        goto done;
+    }
+    if (o->resume[0]) {
+        f = load_checkpoint(w, o->resume, err, sizeof err) ? 1 : 0;
+        if (f && w->rank == 0) fprintf(stderr, "error: --resume: %s\n", err);
+        comm_allreduce_f64(comm, &f, 1, COMM_MAX);
+        if (f > 0) {
+            sh->status = 1;
+            goto done;
+        }
+    }
+    comm_barrier(comm);
+    if (w->rank == 0) {
+        char pc[32], optdesc[200], sched[300];
+        param_count_str(pc, sizeof pc, param_table_count(&w->m->pt));
+        opt_config_describe(&sh->oc, optdesc, sizeof optdesc);
+        lr_sched_describe(&sh->sched, sched, sizeof sched);
+        printf("model: %s, %s parameters (%zu) in %d tensors\n", task->name, pc, param_table_count(&w->m->pt),
+               w->m->pt.n);
+        printf("data: %ld steps per epoch, batch %d per worker x %d workers = %d global\n", spe, o->batch, world,
+               o->batch * world);
+        printf("optimizer: %s, lr %g, schedule %s, %ld steps%s\n", optdesc, o->lr, sched, total,
+               w->step ? " (resumed)" : "");
+        if (w->step) printf("resumed from %s at step %ld\n", o->resume, w->step);
+        if (!o->quiet) exchange_print(w->ex, stdout);
+        else {
+            const DistConfig *c = exchange_config(w->ex);
+            char spec[200];
+            codec_spec_str(spec, sizeof spec, &c->policy.global);
+            printf("exchange: %d workers, codec %s, topology %s, memory %s\n", world, spec,
+                   topology_name(c->topology), memory_name(c->memory));
+        }
+        fflush(stdout);
+        log_header(sh);
+    }
+    /* ---- the loop ---- */
+    double t_start = now_s(), t_last = t_start, ema_step = 0;
+    double acc_sums[12] = {0}; /* since the last print: see below */
+    long acc_steps = 0;
+    size_t nvalues = param_table_count(&w->m->pt);
+    long stop = o->stop_at > 0 && o->stop_at < total ? o->stop_at : total;
+    while (w->step < stop) {
+        Batch batch;
+        int n = w->train->next(w->train, &batch);
+        if (n == 0) {
+            if (w->m->ops->reset_state) w->m->ops->reset_state(w->m);
+            n = w->train->next(w->train, &batch);
+        }
+        if (n < 0) {
+            fprintf(stderr, "error: worker %d: training data: %s\n", w->rank, w->train->err);
+            fail = 1;
+        }
+        double t0 = now_s();
+        BatchStats st = {0};
+        float loss = 0;
+        if (!fail) {
+            loss = model_forward(w->m, &batch, 1, &st);
+            if (isfinite(loss)) model_backward(w->m);
+        }
+        double t1 = now_s();
+        int nan = !isfinite(loss);
+        if (!fail && !nan && task->clip_norm > 0 && exchange_config(w->ex)->memory != MEM_DGC)
+            clip_grad_norm(w->m->grads, w->m->pt.total, task->clip_norm, 2.0);
+        double lr = lr_sched_lr(&sh->sched, w->step);
+        double epoch = (double)w->step / (double)spe;
+        /* agree on failures before the exchange so no rank waits alone */
+        double flags[2] = {fail, nan};
+        uint64_t s0 = comm->sent, r0 = comm->received;
+        comm_allreduce_f64(comm, flags, 2, COMM_MAX);
+        comm->sent = s0;
+        comm->received = r0;
+        if (flags[0] > 0) {
+            sh->status = 1;
+            break;
+        }
+        if (flags[1] > 0) {
+            if (w->rank == 0)
+                fprintf(stderr, "error: the loss became %s at step %ld (epoch %.2f, lr %g); the run stops here. "
+                        "Try a lower --lr or a warm-up (--schedule ...,warmup=N)\n", isnan(loss) ? "NaN" : "infinite",
+                        w->step, epoch, lr);
+            sh->status = 1;
+            break;
+        }
+        ExchangeStats xs;
+        int rc = exchange_step(w->ex, w->m->params, w->m->grads, &w->opt, lr, epoch, w->step, &xs);
+        if (rc) {
+            fprintf(stderr, "error: %s\n", exchange_error(w->ex));
+            sh->status = 1;
+            break;
+        }
+        w->step++;
+        /* statistics of this step over all workers (not counted as traffic) */
+        double v[12] = {st.loss, (double)st.correct, (double)st.count, t1 - t0, xs.codec_s, (double)xs.up_bytes,
+                        (double)xs.down_bytes, (double)xs.raw_up, xs.comm_model_s, xs.density, (double)xs.exchanged, 0};
+        s0 = comm->sent;
+        r0 = comm->received;
+        comm_allreduce_f64(comm, v, 12, COMM_SUM);
+        comm->sent = s0;
+        comm->received = r0;
+        for (int i = 0; i < 12; i++) acc_sums[i] += v[i];
+        acc_steps++;
+        double t_now = now_s();
+        int epoch_end = w->step % spe == 0;
+        int print = w->step % o->print_every == 0 || w->step == stop || epoch_end;
+        if (w->rank == 0 && print) {
+            double dt = (t_now - t_last) / (double)acc_steps;
+            ema_step = ema_step > 0 ? 0.7 * ema_step + 0.3 * dt : dt;
+            double mean_loss = acc_sums[0] / ((double)world * acc_steps);
+            double acc = acc_sums[2] > 0 ? acc_sums[1] / acc_sums[2] : 0;
+            double up = acc_sums[5] / ((double)world * acc_steps), down = acc_sums[6] / ((double)world * acc_steps);
+            double raw = acc_sums[7] / ((double)world * acc_steps);
+            double ratio = up > 0 ? raw / up : 0;
+            double rate = acc_sums[2] / (double)acc_steps / dt; /* images or tokens per second */
+            char eta[32], ub[32], db[32];
+            fmt_eta(eta, sizeof eta, ema_step * (double)(stop - w->step));
+            format_bytes(ub, sizeof ub, up);
+            format_bytes(db, sizeof db, down);
+            printf("step %6ld/%ld ep %6.2f | loss %.4f %s %6.2f%s | lr %.4g | up %s down %s /step x%.1f | "
+                   "%.0f ms/step %.0f %s/s | eta %s\n",
+                   w->step, total, (double)w->step / spe, mean_loss, task->lm ? "ppl" : "acc",
+                   task->lm ? exp(mean_loss) : 100 * acc, task->lm ? "" : "%", lr, ub, db, ratio, 1e3 * dt, rate,
+                   task->lm ? "tok" : "img", eta);
+            fflush(stdout);
+            LogRow r = {"train", w->step, (double)w->step / spe, mean_loss, acc, exp(mean_loss), lr, up, down,
+                        8 * up / (double)nvalues, 8 * down / (double)nvalues, ratio,
+                        acc_sums[9] / ((double)world * acc_steps), acc_sums[3] / ((double)world * acc_steps),
+                        acc_sums[4] / ((double)world * acc_steps), acc_sums[8] / ((double)world * acc_steps), dt,
+                        t_now - t_start, rate};
+            log_row(sh, &r);
+        }
+        if (print) {
+            t_last = t_now;
+            memset(acc_sums, 0, sizeof acc_sums);
+            acc_steps = 0;
+        }
+        if (epoch_end && o->eval_every > 0 && (w->step / spe) % o->eval_every == 0 && w->step < stop) {
+            EvalResult e;
+            if (evaluate(w, w->eval, &e)) {
+                sh->status = 1;
+                break;
+            }
+            report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, now_s() - t_start);
+            if (sh->sched.kind == LR_PLATEAU) lr_sched_observe(&sh->sched, e.loss);
+            t_last = now_s();
+        }
+        if (o->save[0] && o->save_every > 0 && w->step % o->save_every == 0 && w->step < stop) {
+            if (save_checkpoint(w, o->save)) {
+                sh->status = 1;
+                break;
+            }
+        }
+    }
+    if (sh->status == 0) {
+        EvalResult e;
+        if (evaluate(w, w->eval, &e) == 0) {
+            report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, now_s() - t_start);
+            if (task->has_valid) {
+                DataIter *test = task->data_new(task, SPLIT_TEST, w->rank, world, o->batch, o->seed, err, sizeof err);
+                if (test) {
+                    if (evaluate(w, test, &e) == 0) report_eval(w, "test", &e, (double)w->step / spe, now_s() - t_start);
+                    test->free(test);
+                }
+            }
+        } else {
+            sh->status = 1;
+        }
+        if (w->rank == 0)
+            printf("done: %ld steps in %.1f s (%.3f s/step)\n", w->step, now_s() - t_start,
+                   (now_s() - t_start) / (double)(w->step > 0 ? w->step : 1));
+        if (o->save[0] && save_checkpoint(w, o->save) == 0 && w->rank == 0) printf("saved %s\n", o->save);
+    }
+done:
+    if (w->train) w->train->free(w->train);
+    if (w->eval) w->eval->free(w->eval);
+    exchange_free(w->ex);
+    if (w->m) optim_free(&w->opt);
+    model_free(w->m);
+    param_arena_free(w->backup_params);
+    free(w->backup_state);
+}
+
+static void local_entry(int rank, void *arg) {
+    Shared *sh = arg;
+    Comm *c = comm_local_new(sh->group, rank);
+    worker_main(sh, c);
+    comm_free(c);
+}
+
+static int ncores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
+    Shared sh = {0};
+    sh.o = o;
+    sh.task = task;
+    char err[512];
+    /* optimizer: the spec, then the shorthand flags */
+    if (opt_config_parse(&sh.oc, o->optim, err, sizeof err)) {
+        fprintf(stderr, "error: --optim: %s\n", err);
+        return 2;
+    }
+    if (o->momentum >= 0) sh.oc.momentum = o->momentum;
+    if (o->wd >= 0) sh.oc.weight_decay = o->wd;
+    if (o->nesterov > 0) sh.oc.nesterov = 1;
+    if (opt_config_validate(&sh.oc, err, sizeof err)) {
+        fprintf(stderr, "error: optimizer: %s\n", err);
+        return 2;
+    }
+    if (lr_sched_parse(&sh.sched, o->schedule, o->lr, err, sizeof err)) {
+        fprintf(stderr, "error: --schedule: %s\n", err);
+        return 2;
+    }
+    int use_mpi = !strcmp(o->backend, "mpi") || (!strcmp(o->backend, "auto") && comm_mpi_launched());
+    if (o->log[0]) {
+        size_t l = strlen(o->log);
+        sh.log_json = l > 6 && !strcmp(o->log + l - 6, ".jsonl");
+    }
+    int status;
+    if (use_mpi) {
+        if (!comm_mpi_available()) {
+            fprintf(stderr, "error: this build has no MPI backend; rebuild with MPI installed (make deps; make)\n");
+            return 1;
+        }
+        Comm *c = comm_mpi_new(argc, argv);
+        const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        int local = ls ? atoi(ls) : 1;
+        sh.threads_per_worker = o->threads ? o->threads : (ncores() / (local > 0 ? local : 1));
+        if (sh.threads_per_worker < 1) sh.threads_per_worker = 1;
+        if (c->rank == 0 && o->log[0] && !(sh.log = fopen(o->log, "w"))) {
+            fprintf(stderr, "error: cannot write --log %s\n", o->log);
+            sh.status = 1;
+        }
+        double f = sh.status;
+        comm_allreduce_f64(c, &f, 1, COMM_MAX);
+        if (f == 0) worker_main(&sh, c);
+        f = sh.status;
+        comm_allreduce_f64(c, &f, 1, COMM_MAX);
+        status = f > 0 ? 1 : 0;
+        comm_free(c);
+        comm_mpi_finalize();
+    } else {
+        int threads = o->threads ? o->threads : ncores();
+        sh.threads_per_worker = threads / o->workers > 0 ? threads / o->workers : 1;
+        if (o->log[0] && !(sh.log = fopen(o->log, "w"))) {
+            fprintf(stderr, "error: cannot write --log %s\n", o->log);
+            return 1;
+        }
+        sh.group = comm_local_group_new(o->workers);
+        comm_local_run(o->workers, local_entry, &sh);
+        comm_local_group_free(sh.group);
+        status = sh.status;
+    }
+    if (sh.log) fclose(sh.log);
+    return status;
+}

@@ -1,0 +1,108 @@
+/* The training loop and command line shared by train_resnet, train_lenet and
+ * train_lstm: one implementation of the CLI, the data-parallel loop over the
+ * distributed layer, progress output, logs, evaluation and checkpoints.
+ *
+ * A binary describes its task (model and data) with a Task and its own flags;
+ * everything else (optimizer, schedule, workers, codecs, logging, --save and
+ * --resume) comes from here.
+ *
+ * Batch sizes: --batch is the PER-WORKER batch; the global batch of one step
+ * is batch x workers. Every worker trains on its own disjoint shard.
+ */
+#ifndef GC_TRAINER_H
+#define GC_TRAINER_H
+
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "datasets/data.h"
+#include "dist/exchange.h"
+#include "nn/model.h"
+#include "optim/lr_sched.h"
+#include "optim/optim.h"
+
+/* ---- data for the loop: one iterator per worker and split ---- */
+typedef struct DataIter DataIter;
+struct DataIter {
+    /* next batch: > 0 samples (b filled; pointers owned by the iterator), 0 at the
+     * end of an epoch (the next call starts the next epoch), < 0 on error (err set) */
+    int (*next)(DataIter *it, Batch *b);
+    LoaderPos (*get_pos)(const DataIter *it);
+    int (*set_pos)(DataIter *it, const LoaderPos *p); /* 0 or negative with err set */
+    void (*free)(DataIter *it);
+    long steps_per_epoch;
+    long samples_per_step; /* images (N) or tokens (N*T) per full batch, for throughput */
+    char err[DATA_ERR_LEN];
+    void *impl;
+};
+
+enum { SPLIT_TRAIN = 0, SPLIT_VALID = 1, SPLIT_TEST = 2 };
+
+typedef struct Task Task;
+struct Task {
+    const char *name;   /* "resnet20 on cifar10" */
+    int lm;             /* language model: carried state, perplexity */
+    int is_char;        /* character model: also bits per character */
+    int has_valid;      /* a separate validation split exists (LM) */
+    double clip_norm;   /* gradient clipping by global norm before the exchange (0 = off) */
+    /* a new model, identically initialized on every worker from the run seed;
+     * NULL after printing why */
+    Model *(*model_new)(Task *t, int max_batch);
+    /* an iterator over split for worker rank of world (batch is per worker);
+     * NULL with a message in err */
+    DataIter *(*data_new)(Task *t, int split, int rank, int world, int batch, uint64_t seed, char *err,
+                          size_t errlen);
+    void *ctx;
+};
+
+/* ---- options ---- */
+#define TRAIN_MAX_RULES POLICY_MAX_RULES
+typedef struct {
+    /* training */
+    long epochs, steps;   /* steps > 0 overrides epochs */
+    long stop_at;         /* > 0: end this run after that step (schedule unchanged) */
+    int batch;            /* per worker */
+    double lr;
+    char optim[256];      /* optimizer spec */
+    double momentum, wd;  /* < 0: not given on the command line */
+    int nesterov;         /* -1: not given */
+    char schedule[256];
+    uint64_t seed;
+    int threads;          /* 0 = automatic */
+    int eval_every;       /* epochs (0 = only at the end) */
+    long print_every;     /* steps */
+    char log[1024];
+    char save[1024], resume[1024];
+    long save_every;      /* steps (0 = only at the end) */
+    /* distributed */
+    int workers;
+    char backend[16];     /* "auto", "local", "mpi" */
+    DistConfig dist;
+    char codec_text[512];
+    int quiet;
+} TrainOpts;
+
+/* defaults: the caller then sets task defaults (epochs, batch, lr, ...) */
+void train_opts_default(TrainOpts *o);
+/* long options of the shared flags; ids >= TRAIN_OPT_BASE */
+#define TRAIN_OPT_BASE 1000
+extern const struct option train_long_options[];
+/* copy the shared options and then the binary's own (terminated by a zero entry) into out */
+void train_options_merge(struct option *out, int cap, const struct option *own);
+/* handle a shared option; 1 if handled, -1 (message printed) for a bad value, 0 if not ours */
+int train_opts_handle(TrainOpts *o, int id, const char *arg);
+/* after parsing: consistency checks; 0 or -1 (message printed) */
+int train_opts_finish(TrainOpts *o);
+/* the shared part of --help */
+void train_opts_help(FILE *fp, const TrainOpts *defaults);
+
+/* Run the training. Returns the process exit status (0 on success). Under
+ * mpirun (or --backend mpi) this process is one worker; otherwise --workers
+ * threads of this process are. */
+int train_run(TrainOpts *o, Task *task, int *argc, char ***argv);
+
+/* exits 2 after printing the usage hint (for unknown or malformed options) */
+void train_usage_error(const char *prog, const char *fmt, ...);
+
+#endif
