@@ -10,7 +10,7 @@
 
 /* Parameter t of the table gets the hash weights of nn_fixtures.py hash_fill
  * (weights v/sqrt(fan_in), BN gamma 1 + v/4 or v/4 for a bottleneck's bn3, biases v/8). */
-static void nnfx_hash_fill(Model *m) {
+static inline void nnfx_hash_fill(Model *m) {
     for (int t = 0; t < m->pt.n; t++) {
         const ParamInfo *p = &m->pt.t[t];
         float *w = m->params + p->offset;
@@ -30,7 +30,7 @@ static void nnfx_hash_fill(Model *m) {
 }
 
 /* load "param.<name>" tensors into the arena; checks names, order and sizes */
-static void nnfx_load_params(Model *m, const NnFixture *fx) {
+static inline void nnfx_load_params(Model *m, const NnFixture *fx) {
     int k = 0, ok = 1;
     for (int i = 0; i < fx->n; i++) {
         const NnTensor *t = &fx->t[i];
@@ -49,7 +49,7 @@ static void nnfx_load_params(Model *m, const NnFixture *fx) {
 }
 
 /* offset of "<bn>.running_mean" in m->state: BNs in table order, [mean C][var C] */
-static long nnfx_state_offset(const Model *m, const char *bn_prefix, int var) {
+static inline long nnfx_state_offset(const Model *m, const char *bn_prefix, int var) {
     size_t off = 0;
     char want[PARAM_NAME_MAX + 16];
     snprintf(want, sizeof want, "%s.weight", bn_prefix);
@@ -63,7 +63,7 @@ static long nnfx_state_offset(const Model *m, const char *bn_prefix, int var) {
 
 /* Run one train step on the fixture's batch and compare everything it holds.
  * logits_fn returns the model's logits [N, classes]. */
-static void nnfx_check_train_step(Model *m, const NnFixture *fx, const float *x, const int *y, int N, int classes,
+static inline void nnfx_check_train_step(Model *m, const NnFixture *fx, const float *x, const int *y, int N, int classes,
                                   const float *(*logits_fn)(const Model *), float rtol, float afrac, float cstol) {
     Batch b = {.x = x, .y = y, .N = N};
     BatchStats st;
