@@ -101,6 +101,8 @@ typedef struct {
     GpChunk *ck;
     int *rc;
     size_t ck_cap;
+    uint8_t *scr; /* encoder: one gp_scratch_size region per thread */
+    size_t scr_cap;
 } GcompState;
 
 static void gp_state_free(Codec *c) {
@@ -111,6 +113,7 @@ static void gp_state_free(Codec *c) {
     free(st->chist);
     free(st->ck);
     free(st->rc);
+    free(st->scr);
 }
 
 static void gp_grow(GcompState *st, size_t nch, int need_hist) {
@@ -154,6 +157,39 @@ static void put_u64(uint8_t *p, uint64_t v) {
 static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | ((uint64_t)get_u32(p + 4) << 32); }
 static inline size_t bytes_of(uint64_t bits) { return (size_t)((bits + 7) >> 3); }
 
+/* Hot-loop bit I/O, in the bit order of bitio.h (MSB first: the first bit is
+ * bit 7 of byte 0), written for speed:
+ *  - GP_PUT appends bits to a (p, acc, n) writer held in registers: the n < 8
+ *    pending bits plus the new ones are stored MSB-aligned with one 8-byte
+ *    store, then p advances over the complete bytes. It needs 8 writable bytes
+ *    at p, so encoders write into scratch with 8 bytes of slack per segment
+ *    and copy the exact bytes out.
+ *  - gp_peek returns the 64 bits at any bit position of the payload with one
+ *    load; bytes past the payload read as zero. Decoders read every segment
+ *    through it, bounded by the payload (memory safety), and check the exact
+ *    segment positions afterwards (format validity). */
+#define GP_PUT(p, acc, n, v, nb)                                      \
+    do {                                                              \
+        (acc) = ((acc) << (nb)) | (v); /* v < 2^nb, nb <= 32 */       \
+        (n) += (nb);                                                  \
+        uint64_t o_ = __builtin_bswap64(((acc) << 1) << (63 - (n))); \
+        memcpy((p), &o_, 8);                                          \
+        (p) += (n) >> 3;                                              \
+        (n) &= 7;                                                     \
+    } while (0)
+
+/* the 64 bits starting at bit pos of buf, MSB-aligned; the top 57 are valid */
+static inline uint64_t gp_peek(const uint8_t *buf, size_t len, uint64_t pos) {
+    uint64_t byte = pos >> 3, v = 0;
+    if (__builtin_expect(byte + 8 <= len, 1)) {
+        memcpy(&v, buf + byte, 8);
+        v = __builtin_bswap64(v);
+    } else {
+        for (uint64_t i = byte; i < byte + 8; i++) v = (v << 8) | (i < len ? buf[i] : 0);
+    }
+    return v << (pos & 7);
+}
+
 /* table section: u16 k, then k (symbol, length) pairs in increasing symbol
  * order. tab: [GP_TABLE_MAX] out; returns its length */
 static size_t gp_table_write(uint8_t *tab, const HuffCode *hc) {
@@ -181,54 +217,100 @@ static size_t gp_max_payload(const Codec *c, size_t n) {
 /* pass 1 over one chunk: exponent histogram, applied level sum, negative zeros.
  * h: [256] out; x: [count]; lv: [count] or NULL */
 static int gp_scan_chunk(uint32_t *h, GpChunk *k, const float *x, const uint8_t *lv, size_t count) {
+    uint32_t h2[HUFF_NSYM]; /* a second histogram breaks the increment chain on repeated exponents */
     memset(h, 0, HUFF_NSYM * sizeof *h);
+    memset(h2, 0, sizeof h2);
     uint64_t levsum = 0;
-    int neg0 = 0, bad = 0;
-    for (size_t i = 0; i < count; i++) {
+    uint32_t neg0 = 0, bad = 0;
+    size_t i = 0;
+    for (; i + 2 <= count; i += 2) {
+        uint32_t u0 = f2u(x[i]), u1 = f2u(x[i + 1]), e0 = (u0 >> 23) & 0xFF, e1 = (u1 >> 23) & 0xFF;
+        h[e0]++;
+        h2[e1]++;
+        neg0 |= (e0 == 0) & (u0 >> 31);
+        neg0 |= (e1 == 0) & (u1 >> 31);
+    }
+    for (; i < count; i++) {
         uint32_t u = f2u(x[i]), e = (u >> 23) & 0xFF;
         h[e]++;
-        if (lv) {
-            bad |= lv[i] > 3;
-            if (e != 0 && e != 0xFF) levsum += lv[i];
-        }
-        if (e == 0) neg0 |= (int)(u >> 31);
+        neg0 |= (e == 0) & (u >> 31);
     }
+    for (int s = 0; s < HUFF_NSYM; s++) h[s] += h2[s];
+    if (lv)
+        for (i = 0; i < count; i++) {
+            uint32_t e = (f2u(x[i]) >> 23) & 0xFF;
+            bad |= lv[i] > 3;
+            levsum += (e - 1u < 254u) ? lv[i] : 0; /* exponents 1..254 only */
+        }
     k->levsum = levsum;
-    k->neg0 = neg0;
+    k->neg0 = (int)neg0;
     return bad ? -GC_ERR_PARAM : 0;
 }
 
-/* pass 2 over one chunk: write its three segments and its repr.
- * p: [chunk bytes] out; repr: [count] out or NULL; x: [count]; lv: [count] or NULL */
-static int gp_write_chunk(uint8_t *p, float *repr, const HuffCode *hc, const GpChunk *k, int zsign,
-                          const float *x, const uint8_t *lv) {
-    size_t eb = bytes_of(k->ebits), lb = bytes_of(2ull * k->nnz), mb = bytes_of(k->mbits);
-    BitWriter we, wl, wm;
-    bw_init(&we, p, eb);
-    bw_init(&wl, p + eb, lb);
-    bw_init(&wm, p + eb + lb, mb);
-    for (size_t i = 0; i < k->count; i++) {
-        uint32_t u = f2u(x[i]), e = (u >> 23) & 0xFF, r;
-        bw_put(&we, hc->emit[e], hc->emit_len[e]); /* Section 6.1 step (1) */
-        if (e) {
-            uint32_t L = (lv && e != 0xFF) ? lv[i] : 0; /* step (2); inf/NaN stay exact */
-            int sh = GP_LEVEL_SHIFT * (int)L;
-            uint32_t sm = ((u >> 31) << 23) | (u & 0x7FFFFF); /* mantissa with the sign */
-            bw_put(&wl, L, 2);
-            bw_put(&wm, sm >> sh, GP_MAN_BITS - sh); /* step (3): truncation toward zero */
-            r = u & ~((1u << sh) - 1);
-        } else { /* Section 5.2: pruned to the exponent code */
-            if (zsign) bw_put(&wm, u >> 31, 1);
-            r = u & 0x80000000u;
-        }
-        if (repr) repr[i] = u2f(r);
+/* scratch one thread needs for a chunk of count values: the three segments
+ * at their worst case, each with 8 bytes of slack for GP_PUT */
+static size_t gp_scratch_size(size_t count, int ntheta) {
+    return bytes_of(count * (uint64_t)(ntheta + HUFF_RAW_BITS)) + bytes_of(2ull * count) + 3 * count + 3 * 8;
+}
+
+/* the per-value loop of pass 2, specialized on levels/repr presence.
+ * Branch-free: the zero/nonzero cases are selected with masks, since zeros
+ * come at random positions in gradients. */
+static inline __attribute__((always_inline)) void gp_write_values(uint8_t **pe_, uint64_t *ae_, int *ne_,
+                                                                  uint8_t **pl_, uint64_t *al_, int *nl_,
+                                                                  uint8_t **pm_, uint64_t *am_, int *nm_,
+                                                                  float *repr, const uint32_t *emit, uint32_t zsign,
+                                                                  const float *x, const uint8_t *lv, size_t count,
+                                                                  const int has_lv, const int has_repr) {
+    uint8_t *pe = *pe_, *pl = *pl_, *pm = *pm_;
+    uint64_t ae = *ae_, al = *al_, am = *am_;
+    int ne = *ne_, nl = *nl_, nm = *nm_;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t u = f2u(x[i]), e = (u >> 23) & 0xFF, c = emit[e];
+        uint32_t nzm = 0u - (uint32_t)(e != 0); /* all ones for a nonzero exponent */
+        /* step (1): the exponent's Huffman code, or escape + raw exponent */
+        GP_PUT(pe, ae, ne, c & 0xFFFFFF, (int)(c >> 24));
+        /* step (2): the 2-bit level, for a nonzero exponent only; inf/NaN
+         * (255) always level 0 so they stay exact */
+        uint32_t L = has_lv ? lv[i] & (0u - (uint32_t)(e - 1u < 254u)) : 0;
+        int sh = GP_LEVEL_SHIFT * (int)L;
+        GP_PUT(pl, al, nl, L, (int)(nzm & 2));
+        /* step (3): mantissa with the sign, truncated toward zero by 6*L bits;
+         * exponent 0 is pruned to its code (Section 5.2), plus the sign when ZSIGN */
+        uint32_t sm24 = (((u >> 31) << 23) | (u & 0x7FFFFF)) >> sh;
+        uint32_t mv = (sm24 & nzm) | ((u >> 31) & zsign & ~nzm);
+        int mnb = (int)(((uint32_t)(GP_MAN_BITS - sh) & nzm) | (zsign & ~nzm));
+        GP_PUT(pm, am, nm, mv, mnb);
+        if (has_repr) repr[i] = u2f(u & ((~((1u << sh) - 1) & nzm) | (0x80000000u & ~nzm)));
     }
-    bw_finish(&we);
-    bw_finish(&wl);
-    bw_finish(&wm);
-    /* the sizes were computed in pass 1; anything else is an internal error */
-    if (we.overflow || wl.overflow || wm.overflow || we.pos != eb || wl.pos != lb || wm.pos != mb)
-        return -GC_ERR_NOSPACE;
+    *pe_ = pe, *pl_ = pl, *pm_ = pm;
+    *ae_ = ae, *al_ = al, *am_ = am;
+    *ne_ = ne, *nl_ = nl, *nm_ = nm;
+}
+
+/* pass 2 over one chunk: its three segments and its repr (Section 6.1).
+ * p: [chunk bytes] out; scr: [gp_scratch_size] scratch; repr: [count] out or
+ * NULL; emit: [256] code | length << 24; x: [count]; lv: [count] or NULL */
+static int gp_write_chunk(uint8_t *p, uint8_t *scr, float *repr, const uint32_t *emit, const GpChunk *k,
+                          uint32_t zsign, int ntheta, const float *x, const uint8_t *lv) {
+    size_t count = k->count;
+    uint8_t *se = scr, *sl = se + bytes_of(count * (uint64_t)(ntheta + HUFF_RAW_BITS)) + 8,
+            *sm = sl + bytes_of(2ull * count) + 8;
+    uint8_t *pe = se, *pl = sl, *pm = sm;
+    uint64_t ae = 0, al = 0, am = 0;
+    int ne = 0, nl = 0, nm = 0;
+#define GP_W(a, b) gp_write_values(&pe, &ae, &ne, &pl, &al, &nl, &pm, &am, &nm, repr, emit, zsign, x, lv, count, a, b)
+    if (lv && repr) GP_W(1, 1);
+    else if (lv) GP_W(1, 0);
+    else if (repr) GP_W(0, 1);
+    else GP_W(0, 0);
+#undef GP_W
+    size_t eb = (size_t)(pe - se) + (ne > 0), lb = (size_t)(pl - sl) + (nl > 0), mb = (size_t)(pm - sm) + (nm > 0);
+    /* the sizes were computed from the histograms; anything else is an internal error */
+    if (eb != bytes_of(k->ebits) || lb != bytes_of(2ull * k->nnz) || mb != bytes_of(k->mbits)) return -GC_ERR_NOSPACE;
+    memcpy(p, se, eb);
+    memcpy(p + eb, sl, lb);
+    memcpy(p + eb + lb, sm, mb);
     return 0;
 }
 
@@ -332,13 +414,26 @@ static int64_t gp_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flags
     }
 
     /* pass 2: the chunks, in parallel (Section 6.2) */
+    uint32_t emit[HUFF_NSYM];
+    for (int s = 0; s < HUFF_NSYM; s++) emit[s] = hc->emit[s] | (uint32_t)hc->emit_len[s] << 24;
+    size_t per = gp_scratch_size(nch > 1 ? chunk : n, ntheta);
+    if ((size_t)T * per > st->scr_cap) {
+        free(st->scr);
+        st->scr_cap = (size_t)T * per;
+        st->scr = mallocCheck(st->scr_cap);
+    }
 #ifdef HAVE_OPENMP
 #pragma omp parallel for num_threads(T) schedule(dynamic, 1) if (T > 1 && nch > 1)
 #endif
     for (size_t k = 0; k < nch; k++) {
         size_t lo = ck[k].start;
-        rc[k] = gp_write_chunk(payload + ck[k].off, side->repr ? side->repr + lo : NULL, hc, &ck[k], zsign, x + lo,
-                               lv ? lv + lo : NULL);
+#ifdef HAVE_OPENMP
+        uint8_t *scr = st->scr + (size_t)omp_get_thread_num() * per;
+#else
+        uint8_t *scr = st->scr;
+#endif
+        rc[k] = gp_write_chunk(payload + ck[k].off, scr, side->repr ? side->repr + lo : NULL, emit, &ck[k],
+                               (uint32_t)zsign, ntheta, x + lo, lv ? lv + lo : NULL);
     }
     for (size_t k = 0; k < nch; k++)
         if (rc[k]) return rc[k];
@@ -367,45 +462,66 @@ static int gp_pad_ok(const uint8_t *p, uint64_t bits) {
     return r == 0 || (p[bits >> 3] & ((1u << (8 - r)) - 1)) == 0;
 }
 
-/* out: [count]; p: [chunk bytes] */
-static int gp_decode_chunk(float *out, int *neg0, const GpDecTable *t, const GpChunk *k, int zsign, float weight,
-                           int acc, const uint8_t *p) {
-    const HuffCode *hc = &t->hc;
-    const uint16_t *lut = t->lut;
+/* the per-value loop of one chunk, specialized on accumulate. Positions are
+ * absolute bit offsets in the payload; the zero/nonzero cases are selected
+ * with masks (no data-dependent branches). Returns 0, or -GC_ERR_CORRUPT at
+ * an index no code starts with or an escaped symbol that has a code. */
+static inline __attribute__((always_inline)) int gp_decode_values(
+    float *out, uint64_t *pe_, uint64_t *pl_, uint64_t *pm_, uint32_t *anyneg_, uint32_t *bad_,
+    const HuffCode *hc, const uint16_t *lut, uint32_t zs, float weight, const uint8_t *pay, size_t len, size_t count,
+    const int acc) {
+    uint64_t pe = *pe_, pl = *pl_, pm = *pm_;
+    uint32_t anyneg = 0, bad = 0;
     int n = hc->ntheta;
-    uint64_t lbits = 2ull * k->nnz;
-    size_t eb = bytes_of(k->ebits), lb = bytes_of(lbits), mb = bytes_of(k->mbits);
-    BitReader re, rl, rm;
-    br_init(&re, p, eb);
-    br_init(&rl, p + eb, lb);
-    br_init(&rm, p + eb + lb, mb);
-    uint32_t seen = 0, anyneg = 0;
-    for (size_t i = 0; i < k->count; i++) {
-        uint32_t ent = lut[br_peek(&re, n)], l = HUFF_LUT_LEN(ent), e = HUFF_LUT_SYM(ent), u;
-        if (!l) return -GC_ERR_CORRUPT; /* no code starts with these bits */
-        br_skip(&re, (int)l);
-        if (ent & HUFF_LUT_ESC) {
-            e = br_get(&re, HUFF_RAW_BITS);
-            if (hc->len[e]) return -GC_ERR_CORRUPT; /* escaped symbol that has a code */
+    for (size_t i = 0; i < count; i++) {
+        /* exponent by one table lookup (Section 4.5) */
+        uint64_t bits = gp_peek(pay, len, pe);
+        uint32_t ent = lut[bits >> (64 - n)], l = HUFF_LUT_LEN(ent), e = HUFF_LUT_SYM(ent);
+        if (__builtin_expect(!l, 0)) return -GC_ERR_CORRUPT; /* no code starts with these bits */
+        pe += l;
+        if (__builtin_expect((ent & HUFF_LUT_ESC) != 0, 0)) { /* escape + raw exponent (Section 4.3) */
+            e = (uint32_t)(bits >> (64 - n - HUFF_RAW_BITS)) & 0xFF;
+            pe += HUFF_RAW_BITS;
+            if (hc->len[e]) return -GC_ERR_CORRUPT; /* an escaped symbol that has a code */
         }
-        if (e) {
-            if (++seen > k->nnz) return -GC_ERR_CORRUPT;
-            uint32_t L = br_get(&rl, 2);
-            if (e == 0xFF && L) return -GC_ERR_CORRUPT; /* inf/NaN are always level 0 */
-            int sh = GP_LEVEL_SHIFT * (int)L;
-            uint32_t sm = br_get(&rm, GP_MAN_BITS - sh) << sh;
-            u = ((sm >> 23) << 31) | (e << 23) | (sm & 0x7FFFFF);
-        } else {
-            u = zsign ? br_get(&rm, 1) << 31 : 0;
-            anyneg |= u;
-        }
+        /* level and mantissa only for a nonzero exponent (Section 6.1) */
+        uint32_t nzm = 0u - (uint32_t)(e != 0);
+        uint32_t L = (uint32_t)(gp_peek(pay, len, pl) >> 62) & nzm;
+        pl += 2 & nzm;
+        bad |= (e == 0xFF) & (L != 0); /* inf/NaN are always level 0 */
+        int sh = GP_LEVEL_SHIFT * (int)L;
+        int nb = (int)(((uint32_t)(GP_MAN_BITS - sh) & nzm) | (zs & ~nzm));
+        uint32_t mv = (uint32_t)((gp_peek(pay, len, pm) >> 1) >> (63 - nb)); /* top nb bits, nb may be 0 */
+        pm += (uint64_t)nb;
+        uint32_t sm = mv << sh;
+        uint32_t u = ((((sm >> 23) << 31) | (e << 23) | (sm & 0x7FFFFF)) & nzm) | ((mv << 31) & ~nzm);
+        anyneg |= u & ~nzm;
         float v = u2f(u);
         out[i] = acc ? out[i] + weight * v : v;
-        if (re.overrun) return -GC_ERR_CORRUPT;
     }
-    if (re.overrun || rl.overrun || rm.overrun) return -GC_ERR_CORRUPT;
-    if (seen != k->nnz || re.bitpos != k->ebits || rl.bitpos != lbits || rm.bitpos != k->mbits)
-        return -GC_ERR_CORRUPT;
+    *pe_ = pe, *pl_ = pl, *pm_ = pm;
+    *anyneg_ = anyneg, *bad_ = bad;
+    return 0;
+}
+
+/* decode one chunk whose data starts at byte k->off of the payload.
+ * out: [count]; pay: [len] the whole payload */
+static int gp_decode_chunk(float *out, int *neg0, const GpDecTable *t, const GpChunk *k, int zsign, float weight,
+                           int acc, const uint8_t *pay, size_t len) {
+    uint64_t lbits = 2ull * k->nnz;
+    /* absolute bit positions of the three segments and their exact ends */
+    uint64_t pe = 8ull * k->off, pl = pe + 8ull * bytes_of(k->ebits), pm = pl + 8ull * bytes_of(lbits);
+    uint64_t ee = pe + k->ebits, le = pl + lbits, me = pm + k->mbits;
+    uint32_t anyneg = 0, bad = 0;
+    int rc = acc ? gp_decode_values(out, &pe, &pl, &pm, &anyneg, &bad, &t->hc, t->lut, (uint32_t)zsign, weight, pay,
+                                    len, k->count, 1)
+                 : gp_decode_values(out, &pe, &pl, &pm, &anyneg, &bad, &t->hc, t->lut, (uint32_t)zsign, weight, pay,
+                                    len, k->count, 0);
+    if (rc) return rc;
+    /* every segment consumed exactly (this also checks the nonzero count) */
+    if (bad || pe != ee || pl != le || pm != me) return -GC_ERR_CORRUPT;
+    const uint8_t *p = pay + k->off;
+    size_t eb = bytes_of(k->ebits), lb = bytes_of(lbits);
     if (!gp_pad_ok(p, k->ebits) || !gp_pad_ok(p + eb, lbits) || !gp_pad_ok(p + eb + lb, k->mbits))
         return -GC_ERR_CORRUPT;
     *neg0 = anyneg != 0;
@@ -513,7 +629,7 @@ static int gp_decode(Codec *c, float *out, size_t n, float weight, int acc, cons
 #endif
     for (size_t k = 0; k < nch; k++) {
         int neg = 0;
-        rc[k] = gp_decode_chunk(out + ck[k].start, &neg, t, &ck[k], zsign, weight, acc, payload + ck[k].off);
+        rc[k] = gp_decode_chunk(out + ck[k].start, &neg, t, &ck[k], zsign, weight, acc, payload, len);
         ck[k].neg0 = neg;
     }
     int anyneg = 0;
