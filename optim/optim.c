@@ -736,30 +736,39 @@ static int gcomp_bound(uint8_t *levels, const Optim *o, const float *params_at, 
         const float eta = fabsf(nlr);
         const int has_mom = c->momentum != 0, first = t == 1, nest = c->nesterov;
         const float *restrict b = s0;
-        OPT_PFOR
-        for (size_t i = 0; i < n; i++) {
-            /* d = fl(theta wd + g) */
-            float d = has_wd ? fmaf(p[i], wd, g[i]) : g[i];
-            float ad = 1.0f, bd = has_wd ? UB(d) : 0.0f;
-            float q = d, aq = ad, bq = bd; /* the value multiplied by -lr */
-            if (has_mom) {
-                /* b_t = d (first step) | fl(d damp1 + fl(b mu)) */
-                float bt = first ? d : fmaf(d, damp1, b[i] * mu);
-                float ab = first ? ad : damp1 * ad, bb = first ? bd : damp1 * bd + UB(bt);
-                if (nest) {
-                    /* q = fl(b_t mu + d) */
-                    q = fmaf(bt, mu, d);
-                    aq = mu * ab + ad;
-                    bq = mu * bb + bd + UB(q);
-                } else {
-                    q = bt;
-                    aq = ab;
-                    bq = bb;
-                }
+        /* d = fl(theta wd + g): alpha_d = 1, beta_d = UB(d) with weight decay (0 without) */
+        if (!has_mom || (first && !nest)) {
+            /* theta_t = fl(theta - lr d)  (a first momentum step has b_t = d) */
+            OPT_PFOR
+            for (size_t i = 0; i < n; i++) {
+                float d = has_wd ? fmaf(p[i], wd, g[i]) : g[i];
+                float theta_t = fmaf(d, nlr, p[i]);
+                float alpha = eta, beta = has_wd ? eta * UB(d) : 0.0f;
+                EMIT_BOUND;
             }
-            float theta_t = fmaf(q, nlr, p[i]); /* exact theta - lr q, rounded once */
-            float alpha = eta * aq, beta = eta * bq;
-            EMIT_BOUND;
+        } else if (!nest) {
+            /* b_t = fl(d damp1 + fl(b mu)); theta_t = fl(theta - lr b_t) */
+            OPT_PFOR
+            for (size_t i = 0; i < n; i++) {
+                float d = has_wd ? fmaf(p[i], wd, g[i]) : g[i];
+                float bt = fmaf(d, damp1, b[i] * mu);
+                float theta_t = fmaf(bt, nlr, p[i]);
+                float alpha = eta * damp1, beta = eta * ((has_wd ? damp1 * UB(d) : 0.0f) + UB(bt));
+                EMIT_BOUND;
+            }
+        } else {
+            /* b_t = d (first) | fl(d + fl(b mu)); q = fl(b_t mu + d); theta_t = fl(theta - lr q) */
+            OPT_PFOR
+            for (size_t i = 0; i < n; i++) {
+                float d = has_wd ? fmaf(p[i], wd, g[i]) : g[i];
+                float bd = has_wd ? UB(d) : 0.0f;
+                float bt = first ? d : fmaf(d, damp1, b[i] * mu);
+                float bb = first ? bd : bd + UB(bt);
+                float q = fmaf(bt, mu, d);
+                float theta_t = fmaf(q, nlr, p[i]);
+                float alpha = eta * (mu + 1.0f), beta = eta * (mu * bb + bd + UB(q));
+                EMIT_BOUND;
+            }
         }
         break;
     }
