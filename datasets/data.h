@@ -132,11 +132,13 @@ int image_loader_set_pos(ImageLoader *l, const LoaderPos *p);
 void image_loader_free(ImageLoader *l);
 
 /* Open a loader by dataset name:
- *   "cifar10"        $DATA_DIR/cifar-10-batches-bin (train: data_batch_1..5, eval: test_batch)
- *   "mnist"          $DATA_DIR/mnist (train-* / t10k-* IDX files, gzipped or plain)
+ *   "cifar10[:DIR]"  DIR or $DATA_DIR/cifar-10-batches-bin (train: data_batch_1..5, else test_batch)
+ *   "mnist[:DIR]"    DIR or $DATA_DIR/mnist (train-* / t10k-* IDX files, gzipped or plain)
  *   "folder:ROOT"    image folders ROOT/train/<class>/..., ROOT/val/<class>/...
- * train selects the training split and opts->train its treatment (normally equal).
- * The loader owns the data it loads. */
+ * train selects the split (1: training files, 0: test / val files) and
+ * o->train its treatment (normally the same). The loader owns what it loads;
+ * to share one in-memory set between several workers' loaders use
+ * cifar10_load / mnist_load + imageset_loader(own = 0) instead. */
 int image_loader_open(ImageLoader **out, const char *dataset, int train, const LoaderOpts *o, char *err /* [errlen] */,
                       size_t errlen);
 

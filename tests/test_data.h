@@ -37,7 +37,7 @@ static inline void tmpdir_remove(void) {
 
 /* path inside the temp dir */
 static inline const char *tpath(const char *sub) {
-    static char buf[8][512];
+    static char buf[8][1024];
     static int k;
     k = (k + 1) % 8;
     snprintf(buf[k], sizeof buf[k], "%s/%s", tdir_, sub);
