@@ -30,13 +30,13 @@ typedef struct {
     uint32_t n;
 } Dfx;
 
-static void dfx_die(const char *why) {
+static inline void dfx_die(const char *why) {
     fprintf(stderr, "error: fixture %s: %s\n  %s\n", DFX_PATH, why, DFX_HINT);
     printf("RESULT 0 1\n");
     exit(1);
 }
 
-static Dfx dfx_load(void) {
+static inline Dfx dfx_load(void) {
     Dfx fx = {0};
     FILE *f = fopen(DFX_PATH, "rb");
     if (!f) dfx_die("cannot open (run the test from the repository root)");
@@ -65,13 +65,13 @@ static Dfx dfx_load(void) {
     return fx;
 }
 
-static void dfx_free(Dfx *fx) {
+static inline void dfx_free(Dfx *fx) {
     for (uint32_t i = 0; i < fx->n; i++) free(fx->r[i].data);
     free(fx->r);
 }
 
 /* record by name, or NULL */
-static DfxRec *dfx_find(const Dfx *fx, const char *name) {
+static inline DfxRec *dfx_find(const Dfx *fx, const char *name) {
     for (uint32_t i = 0; i < fx->n; i++)
         if (strcmp(fx->r[i].name, name) == 0) return &fx->r[i];
     return NULL;
@@ -88,7 +88,7 @@ static inline float dense_float_(uint32_t u) {
     return f;
 }
 
-static Codec *dense_codec(const char *spec_text) {
+static inline Codec *dense_codec(const char *spec_text) {
     CodecSpec s;
     char err[256];
     if (codec_parse(&s, spec_text, err, sizeof err) != 0) {
@@ -101,7 +101,7 @@ static Codec *dense_codec(const char *spec_text) {
 
 /* kind 0 normal, 1 heavy tail, 2 sparse (90% zero), 3 all zero, 4 ties/small ints, 5 tiny (subnormal range)
  * x: [n] */
-static void dense_fill(float *x, size_t n, uint64_t seed, int kind) {
+static inline void dense_fill(float *x, size_t n, uint64_t seed, int kind) {
     Rng r;
     rng_init(&r, seed, (uint64_t)kind);
     for (size_t i = 0; i < n; i++) {
@@ -118,7 +118,7 @@ static void dense_fill(float *x, size_t n, uint64_t seed, int kind) {
 }
 
 /* encode into a fresh exact-size buffer; returns the frame (caller frees) and its length, or NULL + *len < 0 */
-static uint8_t *dense_encode(Codec *c, const float *x, size_t n, const CodecSide *side, int64_t *len) {
+static inline uint8_t *dense_encode(Codec *c, const float *x, size_t n, const CodecSide *side, int64_t *len) {
     size_t cap = codec_max_frame(c, n);
     uint8_t *f = mallocCheck(cap);
     *len = codec_encode(c, f, cap, x, n, side);
