@@ -20,7 +20,8 @@ typedef struct {
     char name[64];
 } ResNetTask;
 
-static Model *resnet_new(Task *t, int max_batch) {
+static Model *resnet_new(Task *t, int rank, int max_batch) {
+    (void)rank;
     ResNetTask *rt = t->ctx;
     return rt->arch50 ? resnet50_create(&rt->cfg50, max_batch) : resnet_cifar_create(&rt->cfg, max_batch);
 }

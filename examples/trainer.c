@@ -611,7 +611,7 @@ static void worker_main(Shared *sh, Comm *comm) {
 #ifdef HAVE_OPENMP
     omp_set_num_threads(sh->threads_per_worker);
 #endif
-    w->m = task->model_new(task, o->batch);
+    w->m = task->model_new(task, w->rank, o->batch);
     if (!w->m) fail = 1;
     if (!fail && optim_init(&w->opt, &sh->oc, w->m->pt.total)) fail = 1;
     DistConfig dc = o->dist;

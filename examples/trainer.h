@@ -46,9 +46,10 @@ struct Task {
     int is_char;        /* character model: also bits per character */
     int has_valid;      /* a separate validation split exists (LM) */
     double clip_norm;   /* gradient clipping by global norm before the exchange (0 = off) */
-    /* a new model, identically initialized on every worker from the run seed;
+    /* a new model for worker rank, identically initialized on every worker from
+     * the run seed (rank seeds only per-worker randomness such as dropout);
      * NULL after printing why */
-    Model *(*model_new)(Task *t, int max_batch);
+    Model *(*model_new)(Task *t, int rank, int max_batch);
     /* an iterator over split for worker rank of world (batch is per worker);
      * NULL with a message in err */
     DataIter *(*data_new)(Task *t, int split, int rank, int world, int batch, uint64_t seed, char *err,

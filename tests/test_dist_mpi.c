@@ -20,7 +20,10 @@ typedef struct {
     ResNetConfig cfg;
 } Ctx;
 
-static Model *new_model(Task *t, int max_batch) { return resnet_cifar_create(&((Ctx *)t->ctx)->cfg, max_batch); }
+static Model *new_model(Task *t, int rank, int max_batch) {
+    (void)rank;
+    return resnet_cifar_create(&((Ctx *)t->ctx)->cfg, max_batch);
+}
 
 static void synth(ImageSet *s, int n, uint64_t seed) {
     memset(s, 0, sizeof *s);

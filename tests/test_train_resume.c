@@ -18,7 +18,8 @@ typedef struct {
     ResNetConfig cfg;
 } Ctx;
 
-static Model *new_model(Task *t, int max_batch) {
+static Model *new_model(Task *t, int rank, int max_batch) {
+    (void)rank;
     Ctx *c = t->ctx;
     return resnet_cifar_create(&c->cfg, max_batch);
 }
