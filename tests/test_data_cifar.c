@@ -7,6 +7,8 @@
 #include "tests/test.h"
 #include "tests/test_data.h"
 
+#include <time.h>
+
 #define NPER 8   /* records per training file */
 #define NTEST 13 /* records in test_batch.bin */
 #define NTRAIN (NPER * 5)
@@ -428,6 +430,19 @@ static void test_real_data(void) {
     float *x = malloc(sizeof(float) * 128 * 3072);
     int y[128];
     CHECK(image_loader_next(l, x, y) == 128, "real batch");
+    image_loader_free(l);
+    /* one augmented epoch on one worker, timed */
+    o = loader_opts(128, 1);
+    imageset_loader(&l, &s, 0, &o, err, sizeof err);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int n, total = 0;
+    while ((n = image_loader_next(l, x, y)) > 0) total += n;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double dt = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    printf("  CIFAR-10 augmented epoch (batch 128, 1 worker): %d images in %.3f s, %.0f images/s\n", total, dt,
+           total / dt);
+    CHECK(total == 390 * 128, "390 full batches per epoch (%d images)", total);
     image_loader_free(l);
     free(x);
     imageset_free(&s);

@@ -11,6 +11,8 @@
 #include "tests/test.h"
 #include "tests/test_data.h"
 
+#include <time.h>
+
 #include <stb/stb_image.h>
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #pragma GCC diagnostic push
@@ -473,6 +475,73 @@ static void test_malformed(void) {
     CHECK(rc == -GC_ERR_PARAM && strstr(err, "fewer than one batch"), "batch > images: %s", err);
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Decoding throughput (printed, not checked: the machine is shared) and the
+ * time the trainer waits in next() when it computes longer than decoding takes. */
+static void test_throughput(void) {
+    enum { NIMG = 32, IW = 400, IH = 300, B = 8 };
+    tmkdir("f5");
+    tmkdir("f5/train");
+    tmkdir("f5/train/k");
+    uint8_t *rgb = malloc(IW * IH * 3);
+    for (int i = 0; i < NIMG; i++) {
+        for (int y = 0; y < IH; y++)
+            for (int x = 0; x < IW; x++)
+                for (int c = 0; c < 3; c++)
+                    rgb[(y * IW + x) * 3 + c] = (uint8_t)((x * (c + 1) + y * (i + 1)) / 3 + (trand() & 15));
+        char f[64];
+        snprintf(f, sizeof f, "f5/train/k/%03d.jpg", i);
+        stbi_write_jpg(tpath(f), IW, IH, 3, rgb, 90);
+    }
+    free(rgb);
+    char spec[600], err[DATA_ERR_LEN];
+    snprintf(spec, sizeof spec, "folder:%s", tpath("f5"));
+    float *x = malloc(sizeof(float) * B * 3 * 224 * 224);
+    int y[B];
+    for (int threads = 1; threads <= 2; threads++) {
+        LoaderOpts o = loader_opts(B, 1);
+        o.threads = threads;
+        ImageLoader *l;
+        if (image_loader_open(&l, spec, 1, &o, err, sizeof err)) {
+            CHECK(0, "open: %s", err);
+            break;
+        }
+        double t0 = now_s();
+        int n, total = 0;
+        while ((n = image_loader_next(l, x, y)) > 0) total += n;
+        double dt = now_s() - t0;
+        printf("  folder loader, %dx%d JPEG -> random-resized-crop 224: %d thread%s %.0f images/s\n", IW, IH, threads,
+               threads > 1 ? "s" : "", total / dt);
+        CHECK(total == NIMG, "one epoch of %d images", total);
+        image_loader_free(l);
+    }
+    /* trainer busy 3x longer than one thread needs per batch: waits should vanish after the first batch */
+    LoaderOpts o = loader_opts(B, 1);
+    o.threads = 2;
+    ImageLoader *l;
+    image_loader_open(&l, spec, 1, &o, err, sizeof err);
+    double t0 = now_s();
+    image_loader_next(l, x, y);
+    double first = now_s() - t0;
+    double waited = 0;
+    struct timespec busy = {0, (long)(first * 3e9)};
+    for (int b = 1; b < NIMG / B; b++) {
+        nanosleep(&busy, NULL);
+        t0 = now_s();
+        image_loader_next(l, x, y);
+        waited += now_s() - t0;
+    }
+    printf("  prefetch: first batch %.1f ms, then mean wait %.2f ms per batch while the trainer is busy %.1f ms\n",
+           first * 1e3, waited * 1e3 / (NIMG / B - 1), first * 3e3);
+    image_loader_free(l);
+    free(x);
+}
+
 static void test_real_data(void) {
     /* the generic entry point on the real CIFAR-10 and MNIST, when present */
     char err[DATA_ERR_LEN];
@@ -506,6 +575,7 @@ int main(void) {
     test_train_threads();
     test_shards_and_resume();
     test_malformed();
+    test_throughput();
     test_real_data();
     tmpdir_remove();
     fix_free();
