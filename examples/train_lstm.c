@@ -1,0 +1,232 @@
+/* train_lstm: LSTM language models on Penn Treebank (word level) or any text
+ * (character level), with every distributed flag of train_resnet.
+ *
+ * Presets (sizes overridable):
+ *   --preset sbc-word   SBC's WordLSTM: 2 x 650, dropout 0.5, PTB (TF "medium")
+ *   --preset sbc-char   SBC's CharLSTM: 2 x 200, Shakespeare characters
+ *   --preset dgc-ptb    DGC's PTB model: 2 x 1500, tied weights, dropout 0.65
+ * Reports perplexity (word) or bits per character and perplexity (char) on the
+ * validation split during training and on validation and test at the end.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "datasets/text.h"
+#include "examples/trainer.h"
+#include "nn/lstm_lm.h"
+
+typedef struct {
+    TextCorpus corpus;
+    LstmLmConfig cfg;
+    int bptt;
+    uint64_t seed;
+    char name[128];
+} LmTask;
+
+static Model *lm_new(Task *t, int rank, int max_batch) {
+    LmTask *lt = t->ctx;
+    Model *m = lstm_lm_create(&lt->cfg, max_batch, lt->bptt);
+    /* identical parameters everywhere, a dropout stream per worker */
+    if (m) lstm_lm_set_dropout_seed(m, lt->seed * 1000003ULL + (uint64_t)rank + 1, 0);
+    return m;
+}
+
+typedef struct {
+    LmLoader l;
+    int *tokens, *y;
+} LmIter;
+
+static int lm_next(DataIter *it, Batch *b) {
+    LmIter *li = it->impl;
+    int T = lm_loader_next(&li->l, li->tokens, li->y);
+    if (T < 0) {
+        snprintf(it->err, sizeof it->err, "%s", li->l.err);
+        return T;
+    }
+    memset(b, 0, sizeof *b);
+    b->tokens = li->tokens;
+    b->y = li->y;
+    b->N = li->l.B;
+    b->T = T;
+    return T;
+}
+static LoaderPos lm_get_pos(const DataIter *it) { return lm_loader_get_pos(&((LmIter *)it->impl)->l); }
+static int lm_set_pos(DataIter *it, const LoaderPos *p) {
+    LmIter *li = it->impl;
+    int rc = lm_loader_set_pos(&li->l, p);
+    if (rc) snprintf(it->err, sizeof it->err, "%s", li->l.err);
+    return rc;
+}
+static void lm_free(DataIter *it) {
+    LmIter *li = it->impl;
+    lm_loader_free(&li->l);
+    free(li->tokens);
+    free(li->y);
+    free(li);
+    free(it);
+}
+
+static DataIter *lm_data(Task *t, int split, int rank, int world, int batch, uint64_t seed, char *err, size_t errlen) {
+    (void)seed;
+    LmTask *lt = t->ctx;
+    const int *stream = split == SPLIT_TRAIN ? lt->corpus.train : split == SPLIT_VALID ? lt->corpus.valid : lt->corpus.test;
+    int64_t n = split == SPLIT_TRAIN ? lt->corpus.ntrain : split == SPLIT_VALID ? lt->corpus.nvalid : lt->corpus.ntest;
+    if (!stream || n < 2) {
+        snprintf(err, errlen, "the %s split is empty", split == SPLIT_TEST ? "test" : split == SPLIT_VALID ? "validation" : "training");
+        return NULL;
+    }
+    LmIter *li = callocCheck(1, sizeof *li);
+    /* training: one contiguous part per worker (SBC IV-A); evaluation: each
+     * worker evaluates its contiguous part of the split */
+    if (lm_loader_init(&li->l, stream, n, batch, lt->bptt, rank, world, err, errlen)) {
+        free(li);
+        return NULL;
+    }
+    li->tokens = mallocCheck((size_t)batch * (size_t)lt->bptt * sizeof(int));
+    li->y = mallocCheck((size_t)batch * (size_t)lt->bptt * sizeof(int));
+    DataIter *it = callocCheck(1, sizeof *it);
+    it->next = lm_next;
+    it->get_pos = lm_get_pos;
+    it->set_pos = lm_set_pos;
+    it->free = lm_free;
+    it->steps_per_epoch = (long)li->l.steps_per_epoch;
+    it->samples_per_step = (long)batch * lt->bptt;
+    it->impl = li;
+    return it;
+}
+
+enum { O_MODEL = 1, O_PRESET, O_HIDDEN, O_EMB, O_LAYERS, O_DROPOUT, O_TIE, O_BPTT, O_CLIP, O_TEXT, O_HELP };
+static const struct option own_options[] = {
+    {"model", required_argument, 0, O_MODEL},   {"preset", required_argument, 0, O_PRESET},
+    {"hidden", required_argument, 0, O_HIDDEN}, {"emb", required_argument, 0, O_EMB},
+    {"layers", required_argument, 0, O_LAYERS}, {"dropout", required_argument, 0, O_DROPOUT},
+    {"tie", required_argument, 0, O_TIE},       {"bptt", required_argument, 0, O_BPTT},
+    {"clip", required_argument, 0, O_CLIP},     {"text", required_argument, 0, O_TEXT},
+    {"help", no_argument, 0, O_HELP},           {0, 0, 0, 0},
+};
+
+static void help(const TrainOpts *d) {
+    printf("Usage: ./train_lstm [options]\n"
+           "Train an LSTM language model with data-parallel workers and gradient compression.\n\n"
+           "Model and data:\n"
+           "  --model word|char    word level on Penn Treebank (default) or character level\n"
+           "  --preset P           sbc-word (default for word): 2x650, emb 650, dropout 0.5 (TF PTB medium)\n"
+           "                       sbc-char (default for char): 2x200, emb 200, dropout 0.5, Shakespeare\n"
+           "                       dgc-ptb: 2x1500, tied, dropout 0.65, lr 20, clip 0.25, plateau decay\n"
+           "  --hidden N --emb N --layers N --dropout P --tie 0|1   override the preset's sizes\n"
+           "  --bptt T             truncated backpropagation length (default 35)\n"
+           "  --clip X             gradient clipping by global norm (0 = off; DGC clips locally, x N^-1/2)\n"
+           "  --text FILE          character model: train on FILE (default $DATA_DIR/shakespeare/input.txt,\n"
+           "                       last 10%% held out for validation)\n\n");
+    train_opts_help(stdout, d);
+}
+
+static long pos_int(const char *prog, const char *flag, const char *v, long lo, long hi) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || x < lo || x > hi) train_usage_error(prog, "--%s %s: expected an integer in [%ld, %ld]", flag, v, lo, hi);
+    return x;
+}
+
+int main(int argc, char **argv) {
+    const char *model = "word", *preset = NULL, *text = NULL;
+    long hidden = -1, emb = -1, layers = -1, tie = -1, bptt = 35;
+    double dropout = -1, clip = -1;
+    TrainOpts o;
+    train_opts_default(&o);
+    /* first pass: model and preset decide the defaults */
+    for (int i = 1; i < argc; i++) {
+        if (!strncmp(argv[i], "--model=", 8)) model = argv[i] + 8;
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[i + 1];
+        if (!strncmp(argv[i], "--preset=", 9)) preset = argv[i] + 9;
+        else if (!strcmp(argv[i], "--preset") && i + 1 < argc) preset = argv[i + 1];
+    }
+    if (strcmp(model, "word") && strcmp(model, "char")) train_usage_error(argv[0], "--model %s: expected word or char", model);
+    if (!preset) preset = model[0] == 'w' ? "sbc-word" : "sbc-char";
+    LmTask lt;
+    memset(&lt, 0, sizeof lt);
+    if (!strcmp(preset, "sbc-word") || !strcmp(preset, "sbc-char")) {
+        lt.cfg = preset[4] == 'w' ? lstm_lm_config_sbc_word() : lstm_lm_config_sbc_char();
+        o.lr = 1.0;
+        o.batch = 20;
+        clip = clip < 0 ? 5.0 : clip;
+        snprintf(o.schedule, sizeof o.schedule, "constant");
+    } else if (!strcmp(preset, "dgc-ptb")) {
+        lt.cfg = lstm_lm_config_dgc_ptb();
+        o.lr = 20;
+        o.batch = 20;
+        clip = 0.25;
+        snprintf(o.schedule, sizeof o.schedule, "plateau:factor=0.25,patience=0");
+    } else {
+        train_usage_error(argv[0], "--preset %s: expected sbc-word, sbc-char or dgc-ptb", preset);
+    }
+    o.epochs = 1;
+    o.print_every = 50;
+    snprintf(o.optim, sizeof o.optim, "sgd");
+    TrainOpts defaults = o;
+    struct option opts[96];
+    train_options_merge(opts, 96, own_options);
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case O_HELP: help(&defaults); return 0;
+        case O_MODEL: case O_PRESET: break; /* read above */
+        case O_HIDDEN: hidden = pos_int(argv[0], "hidden", optarg, 1, 65536); break;
+        case O_EMB: emb = pos_int(argv[0], "emb", optarg, 1, 65536); break;
+        case O_LAYERS: layers = pos_int(argv[0], "layers", optarg, 1, 64); break;
+        case O_TIE: tie = pos_int(argv[0], "tie", optarg, 0, 1); break;
+        case O_BPTT: bptt = pos_int(argv[0], "bptt", optarg, 1, 100000); break;
+        case O_DROPOUT:
+            dropout = strtod(optarg, &end);
+            if (end == optarg || *end || dropout < 0 || dropout >= 1) train_usage_error(argv[0], "--dropout %s: expected [0, 1)", optarg);
+            break;
+        case O_CLIP:
+            clip = strtod(optarg, &end);
+            if (end == optarg || *end || clip < 0) train_usage_error(argv[0], "--clip %s: expected a number >= 0", optarg);
+            break;
+        case O_TEXT: text = optarg; break;
+        case '?': train_usage_error(argv[0], "unknown or incomplete option '%s'", argv[optind - 1]); break;
+        default: {
+            int r = train_opts_handle(&o, c, optarg);
+            if (r < 0) train_usage_error(argv[0], "bad value for '%s'", argv[optind - 1]);
+            if (r == 0) train_usage_error(argv[0], "unknown option '%s'", argv[optind - 1]);
+        }
+        }
+    }
+    if (optind < argc) train_usage_error(argv[0], "unexpected argument '%s'", argv[optind]);
+    if (train_opts_finish(&o)) return 2;
+    char err[1024];
+    int is_char = model[0] == 'c';
+    if (is_char ? char_corpus_load(&lt.corpus, text, 0.1, err, sizeof err) : ptb_load(&lt.corpus, NULL, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    if (hidden > 0) lt.cfg.hidden = (int)hidden;
+    if (emb > 0) lt.cfg.emb = (int)emb;
+    if (layers > 0) lt.cfg.layers = (int)layers;
+    if (tie >= 0) lt.cfg.tie_weights = (int)tie;
+    if (dropout >= 0) lt.cfg.dropout = (float)dropout;
+    if (lt.cfg.tie_weights && emb <= 0) lt.cfg.emb = lt.cfg.hidden;
+    lt.cfg.vocab = lt.corpus.vocab.V;
+    lt.cfg.seed = o.seed;
+    lt.seed = o.seed;
+    lt.bptt = (int)bptt;
+    snprintf(lt.name, sizeof lt.name, "lstm %s %dx%d emb %d%s (%s), vocab %d", is_char ? "char" : "word",
+             lt.cfg.layers, lt.cfg.hidden, lt.cfg.emb, lt.cfg.tie_weights ? " tied" : "", preset, lt.cfg.vocab);
+    Task task = {0};
+    task.name = lt.name;
+    task.lm = 1;
+    task.is_char = is_char;
+    task.has_valid = 1;
+    task.clip_norm = clip > 0 ? clip : 0;
+    task.model_new = lm_new;
+    task.data_new = lm_data;
+    task.ctx = &lt;
+    int status = train_run(&o, &task, &argc, &argv);
+    text_corpus_free(&lt.corpus);
+    return status;
+}
