@@ -623,8 +623,8 @@ static int gp_decode(Codec *c, float *out, size_t n, float weight, int acc, cons
     if (off < len) return -GC_ERR_OVERSIZED;
 
     int *rc = st->rc;
-    int T = gp_threads(0);
 #ifdef HAVE_OPENMP
+    int T = gp_threads(0);
 #pragma omp parallel for num_threads(T) schedule(dynamic, 1) if (T > 1 && nch > 1)
 #endif
     for (size_t k = 0; k < nch; k++) {
