@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/check.h"
 #include "common/rng.h"
@@ -72,7 +73,26 @@ typedef struct {
     float *work;         /* conv scratch */
     size_t work_floats;
     int lastN, last_train, have_labels;
+    int profiling;
+    double prof[8];
 } ResNet;
+
+enum { PR_CONV_F, PR_CONV_B, PR_BN_F, PR_BN_B, PR_OTHER_F, PR_OTHER_B, PR_N };
+static const char *const prof_names[PR_N] = {"conv forward",     "conv backward",  "bn(+add+relu) forward",
+                                             "bn(+relu) backward", "other forward", "other backward"};
+
+static double wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+/* time the statement into bucket k when profiling */
+#define TIMED(r, k, stmt)                                  \
+    do {                                                   \
+        double t0_ = (r)->profiling ? wall() : 0.0;        \
+        stmt;                                              \
+        if ((r)->profiling) (r)->prof[k] += wall() - t0_;  \
+    } while (0)
 
 /* ------------------------------------------------------------ building ---- */
 
@@ -344,6 +364,24 @@ void resnet_init(Model *m, uint64_t seed) {
 
 const float *resnet_logits(const Model *m) { return ((const ResNet *)m->impl)->logits; }
 
+void resnet_profile(Model *m, int enable) {
+    ResNet *r = m->impl;
+    if (enable) memset(r->prof, 0, sizeof r->prof);
+    r->profiling = enable;
+}
+
+void resnet_profile_report(const Model *m, FILE *f, int steps) {
+    const ResNet *r = m->impl;
+    double tot = 0;
+    for (int k = 0; k < PR_N; k++) tot += r->prof[k];
+    if (steps < 1) steps = 1;
+    fprintf(f, "time per step by layer type (ms, share of the model's forward+backward):\n");
+    for (int k = 0; k < PR_N; k++)
+        fprintf(f, "  %-24s %8.2f  %5.1f%%\n", prof_names[k], 1e3 * r->prof[k] / steps,
+                tot > 0 ? 100.0 * r->prof[k] / tot : 0.0);
+    fprintf(f, "  %-24s %8.2f\n", "total", 1e3 * tot / steps);
+}
+
 /* ------------------------------------------------------------- forward ---- */
 
 static void ensure_work(ResNet *r, const Conv2dShape *s) {
@@ -368,7 +406,8 @@ static void convbn_forward(ResNet *r, Model *m, ConvBN *u, const float *x /*C,N,
     Conv2dShape s;
     convbn_shape(&s, u, N);
     ensure_work(r, &s);
-    conv2d_forward(u->c, r->work, x, m->params + m->pt.t[u->w].offset, NULL, &s);
+    TIMED(r, PR_CONV_F, conv2d_forward(u->c, r->work, x, m->params + m->pt.t[u->w].offset, NULL, &s));
+    double t0 = r->profiling ? wall() : 0.0;
     const float *g = m->params + m->pt.t[u->g].offset, *b = m->params + m->pt.t[u->b].offset;
     int M = N * u->OH * u->OW;
     if (train)
@@ -376,6 +415,7 @@ static void convbn_forward(ResNet *r, Model *m, ConvBN *u, const float *x /*C,N,
                                 u->OC, M);
     else
         batchnorm_forward_eval(u->y, u->c, g, b, m->state + u->rm, m->state + u->rv, res, u->relu, u->OC, M);
+    if (r->profiling) r->prof[PR_BN_F] += wall() - t0;
 }
 
 /* option A: out[c, n, oh, ow] = x[c - lo, n, oh*stride, ow*stride] for lo <= c < lo + Cin, else 0 */
@@ -418,7 +458,7 @@ static void block_forward(ResNet *r, Model *m, Block *b, float *x, int N, int tr
     const float *res;
     if (b->sc == SC_IDENTITY) res = x;
     else if (b->sc == SC_PAD) {
-        shortcut_pad_forward(r->sc, x, b, N);
+        TIMED(r, PR_OTHER_F, shortcut_pad_forward(r->sc, x, b, N));
         res = r->sc;
     } else {
         convbn_forward(r, m, &b->ds, x, NULL, N, train);
@@ -440,7 +480,7 @@ static float resnet_forward(Model *m, const Batch *bt, int train, BatchStats *st
         exit(1);
     }
     /* NCHW -> CNHW */
-    swap01(r->x, bt->x, N, r->in_c, r->in_h * r->in_w);
+    TIMED(r, PR_OTHER_F, swap01(r->x, bt->x, N, r->in_c, r->in_h * r->in_w));
     convbn_forward(r, m, &r->stem, r->x, NULL, N, train);
     float *cur = r->stem.y;
     if (r->pool) {
@@ -451,6 +491,7 @@ static float resnet_forward(Model *m, const Batch *bt, int train, BatchStats *st
         block_forward(r, m, &r->blocks[i], cur, N, train);
         cur = r->blocks[i].cb[r->blocks[i].ncb - 1].y;
     }
+    double t0 = r->profiling ? wall() : 0.0;
     avgpool_global_forward(r->pooled, cur, N, r->feat, r->FH * r->FW);
     linear_forward(r->logits, r->pooled, m->params + m->pt.t[r->fc_w].offset, m->params + m->pt.t[r->fc_b].offset, N,
                    r->feat, r->num_classes);
@@ -461,6 +502,7 @@ static float resnet_forward(Model *m, const Batch *bt, int train, BatchStats *st
         memcpy(r->labels, bt->y, (size_t)N * sizeof(int));
         loss = softmax_ce_forward(r->probs, &correct, r->logits, r->labels, N, r->num_classes);
     }
+    if (r->profiling) r->prof[PR_OTHER_F] += wall() - t0;
     if (st) {
         st->loss = loss;
         st->correct = correct;
@@ -481,12 +523,15 @@ static void convbn_backward(ResNet *r, Model *m, ConvBN *u, float *dx /*C,N,H,W*
     int M = N * u->OH * u->OW;
     float *g = m->params + m->pt.t[u->g].offset;
     float *dc = dres ? tmp : dy; /* BN backward may write dinp over dout, but not when dres also does */
-    batchnorm_backward(dc, dres, m->grads + m->pt.t[u->g].offset, m->grads + m->pt.t[u->b].offset, dy,
-                       u->relu ? u->y : NULL, u->c, u->mean, u->rstd, g, u->OC, M);
+    TIMED(r, PR_BN_B,
+          batchnorm_backward(dc, dres, m->grads + m->pt.t[u->g].offset, m->grads + m->pt.t[u->b].offset, dy,
+                             u->relu ? u->y : NULL, u->c, u->mean, u->rstd, g, u->OC, M));
     Conv2dShape s;
     convbn_shape(&s, u, N);
     ensure_work(r, &s);
-    conv2d_backward(dx, m->grads + m->pt.t[u->w].offset, NULL, r->work, dc, x, m->params + m->pt.t[u->w].offset, &s);
+    TIMED(r, PR_CONV_B,
+          conv2d_backward(dx, m->grads + m->pt.t[u->w].offset, NULL, r->work, dc, x,
+                          m->params + m->pt.t[u->w].offset, &s));
 }
 
 /* dY in P (destroyed) -> dX in Q (overwritten); R, S scratch */
@@ -507,8 +552,8 @@ static void block_backward(ResNet *r, Model *m, Block *b, float *Q, float *P, fl
     (void)other;
     /* now Q = d(block input) through the main path; add the shortcut path */
     size_t nin = (size_t)b->Cin * N * b->H * b->W;
-    if (b->sc == SC_IDENTITY) add_inplace(Q, P, nin);
-    else if (b->sc == SC_PAD) shortcut_pad_backward(Q, P, b, N);
+    if (b->sc == SC_IDENTITY) TIMED(r, PR_OTHER_B, add_inplace(Q, P, nin));
+    else if (b->sc == SC_PAD) TIMED(r, PR_OTHER_B, shortcut_pad_backward(Q, P, b, N));
     else {
         /* projection: res = bn(conv1x1(x)); its gradient is P; R and S are free now */
         convbn_backward(r, m, &b->ds, S, NULL, P, NULL, b->x, N);
@@ -523,12 +568,14 @@ static void resnet_backward(Model *m) {
         exit(1);
     }
     int N = r->lastN;
+    double t0 = r->profiling ? wall() : 0.0;
     memset(m->grads, 0, m->pt.total * sizeof(float));
     softmax_ce_backward(r->dlogits, r->probs, r->labels, 1.0f / N, N, r->num_classes);
     linear_backward(r->dpooled, m->grads + m->pt.t[r->fc_w].offset, m->grads + m->pt.t[r->fc_b].offset, r->dlogits,
                     r->pooled, m->params + m->pt.t[r->fc_w].offset, N, r->feat, r->num_classes);
     float *P = r->gbuf[0], *Q = r->gbuf[1], *R = r->gbuf[2], *S = r->gbuf[3];
     avgpool_global_backward(P, r->dpooled, N, r->feat, r->FH * r->FW);
+    if (r->profiling) r->prof[PR_OTHER_B] += wall() - t0;
     for (int i = r->nblocks - 1; i >= 0; i--) {
         block_backward(r, m, &r->blocks[i], Q, P, R, S, N);
         float *t = P;

@@ -42,6 +42,7 @@
 #define GC_NN_RESNET_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "nn/model.h"
 
@@ -81,5 +82,10 @@ void resnet_init(Model *m, uint64_t seed);
 
 /* logits [N, num_classes] of the last forward (row-major) */
 const float *resnet_logits(const Model *m);
+
+/* Built-in timers per layer type (for benchmarks): enable (1) resets and starts
+ * them, 0 stops; report prints the accumulated time per step over `steps`. */
+void resnet_profile(Model *m, int enable);
+void resnet_profile_report(const Model *m, FILE *f, int steps);
 
 #endif
