@@ -280,14 +280,14 @@ static void lstm_lm_reset_state(Model *m) {
     lm->carry_n = 0;
 }
 
-__attribute__((format(printf, 3, 4))) static float fail_forward(LstmLm *lm, BatchStats *st, const char *fmt, ...) {
+__attribute__((format(printf, 4, 5))) static float fail_forward(LstmLm *lm, int train, BatchStats *st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "error: lstm_lm forward: ");
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);
-    lm->have_cache = 0;
+    if (train) lm->have_cache = 0; /* a failed evaluation keeps a pending backward */
     if (st) memset(st, 0, sizeof *st);
     return NAN;
 }
@@ -296,15 +296,15 @@ static float lstm_lm_forward(Model *m, const Batch *b, int train, BatchStats *st
     LstmLm *lm = m->impl;
     const LstmLmConfig *c = &lm->cfg;
     const int V = c->vocab, E = c->emb, H = c->hidden, L = c->layers;
-    if (!b || !b->tokens || !b->y) return fail_forward(lm, st, "batch without tokens or targets");
+    if (!b || !b->tokens || !b->y) return fail_forward(lm, train, st, "batch without tokens or targets");
     const int N = b->N, T = b->T;
-    if (N < 1 || N > lm->max_batch) return fail_forward(lm, st, "batch size %d outside 1..%d", N, lm->max_batch);
-    if (T < 1 || T > lm->max_T) return fail_forward(lm, st, "sequence length %d outside 1..%d", T, lm->max_T);
+    if (N < 1 || N > lm->max_batch) return fail_forward(lm, train, st, "batch size %d outside 1..%d", N, lm->max_batch);
+    if (T < 1 || T > lm->max_T) return fail_forward(lm, train, st, "sequence length %d outside 1..%d", T, lm->max_T);
     const int TN = T * N;
     int bad = embedding_check_tokens(b->tokens, TN, V);
-    if (bad >= 0) return fail_forward(lm, st, "token %d at %d outside [0, %d)", b->tokens[bad], bad, V);
+    if (bad >= 0) return fail_forward(lm, train, st, "token %d at %d outside [0, %d)", b->tokens[bad], bad, V);
     bad = embedding_check_tokens(b->y, TN, V);
-    if (bad >= 0) return fail_forward(lm, st, "target %d at %d outside [0, %d)", b->y[bad], bad, V);
+    if (bad >= 0) return fail_forward(lm, train, st, "target %d at %d outside [0, %d)", b->y[bad], bad, V);
 
     if (!train && !lm->eval_ready) {
         workspace_alloc(&lm->eval, c, lm->max_batch, lm->max_T, 0);

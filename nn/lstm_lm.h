@@ -12,7 +12,7 @@
  * L = decoder input (nn/dropout.h).
  *
  * Weight tying (Press & Wolf 2016, Inan et al. 2016; used by DGC's PTB model,
- * DGC paper section 4.1): the decoder weight IS encoder.weight (E must equal H);
+ * DGC paper section 4, "Language Modeling"): the decoder weight IS encoder.weight (E must equal H);
  * there is no decoder.weight tensor and its gradient from both uses is summed.
  *
  * Truncated BPTT: the final (h, c) of every layer is carried into the next
@@ -70,7 +70,8 @@ typedef struct {
     uint64_t seed; /* parameter init, and the default dropout seed */
 } LstmLmConfig;
 
-/* SBC's WordLSTM (Sattler et al. 2018, supplement "Model Specification"): the
+/* SBC's WordLSTM (Sattler et al. 2018, section IV-A and supplement VII-C "Model
+ * Specification"): the
  * TensorFlow PTB tutorial configuration "medium": 2 layers, 650 units, 650-dim
  * embedding, vocabulary 10000, keep_prob 0.5 (dropout 0.5), init_scale 0.05,
  * forget_bias 0.0, untied; loss summed over time. TF medium trains with
@@ -82,7 +83,7 @@ LstmLmConfig lstm_lm_config_sbc_word(void);
  * 200 (the TF tutorial's embedding equals its hidden size), other settings as
  * WordLSTM (our reading; the paper gives no more detail). */
 LstmLmConfig lstm_lm_config_sbc_char(void);
-/* DGC's PTB model (Lin et al. 2018, section 4.1): "2-layer LSTM language model
+/* DGC's PTB model (Lin et al. 2018, section 4 Experiments, "Language Modeling"): "2-layer LSTM language model
  * architecture with 1500 hidden units per layer (Press & Wolf, 2016), tying the
  * weights of encoder and decoder ... vanilla SGD with gradient clipping, while
  * learning rate decays when no improvement has been made in validation loss",

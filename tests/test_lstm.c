@@ -608,6 +608,15 @@ static void test_bad_input(void) {
     b.T = 4;
     CHECK(isnan(model_forward(m, &b, 1, NULL)), "T > max_T gives NaN");
     b.T = 3;
+    /* a failed evaluation forward leaves the pending training backward intact */
+    CHECK(isfinite(model_forward(m, &b, 1, NULL)), "valid batch again");
+    tok[1] = -5;
+    CHECK(isnan(model_forward(m, &b, 0, NULL)), "bad token in evaluation gives NaN");
+    tok[1] = 2;
+    model_backward(m);
+    double gn = 0;
+    for (size_t i = 0; i < m->pt.total; i++) gn += fabs(m->grads[i]);
+    CHECK(gn > 0, "backward still has its training forward after a failed evaluation");
     b.tokens = NULL;
     CHECK(isnan(model_forward(m, &b, 1, NULL)), "missing tokens gives NaN");
     model_free(m);
