@@ -19,27 +19,35 @@ size_t select_count(double density, size_t n) {
 }
 
 uint32_t select_kth_largest(size_t *above, uint32_t *a, size_t c, size_t k) {
+    /* three levels of digits, most significant first: bits 31..20 (sign,
+     * exponent and 3 mantissa bits of a float key, so the first level already
+     * spreads values of different magnitude), 19..8, 7..0. After each level only
+     * the elements of the bucket holding the k-th largest remain. */
+    static const int shift[3] = {20, 8, 0}, width[3] = {12, 12, 8};
     size_t greater = 0;
     uint32_t prefix = 0;
-    /* four levels of 8-bit digits, most significant first; after each level
-     * only the elements of the bucket holding the k-th largest remain */
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        size_t hist[256];
-        memset(hist, 0, sizeof hist);
-        for (size_t i = 0; i < c; i++) hist[(a[i] >> shift) & 255u]++;
+    uint32_t hist[4096];
+    for (int level = 0; level < 3; level++) {
+        int sh = shift[level], nb = 1 << width[level];
+        uint32_t dm = (uint32_t)nb - 1;
+        memset(hist, 0, (size_t)nb * sizeof hist[0]);
+        for (size_t i = 0; i < c; i++) hist[(a[i] >> sh) & dm]++;
         size_t cum = 0;
-        int b = 255;
+        int b = nb - 1;
         for (; b > 0; b--) {
             if (cum + hist[b] >= k) break;
             cum += hist[b];
         }
         greater += cum; /* elements in higher buckets are all larger */
         k -= cum;
-        prefix |= (uint32_t)b << shift;
-        if (hist[b] != c) {
+        prefix |= (uint32_t)b << sh;
+        if (hist[b] != c) { /* keep the bucket, branch-free */
             size_t w = 0;
-            for (size_t i = 0; i < c; i++)
-                if (((a[i] >> shift) & 255u) == (uint32_t)b) a[w++] = a[i];
+            for (size_t i = 0; i < c; i++) {
+                uint32_t v = a[i];
+                a[w] = v;
+                w += ((v >> sh) & dm) == (uint32_t)b;
+            }
             c = w;
         }
     }
@@ -47,106 +55,119 @@ uint32_t select_kth_largest(size_t *above, uint32_t *a, size_t c, size_t k) {
     return prefix;
 }
 
-/* ---- passes over x, specialised per key mode by inlining ---- */
+/* ---- the one pass over x, specialised per key mode by inlining ---- */
 
-static inline size_t count_ge(const float *x, size_t n, uint32_t t, SelectKey mode) {
-    size_t c = 0;
-    for (size_t i = 0; i < n; i++) c += select_key(x[i], mode) >= t;
-    return c;
-}
-
-/* gather the keys >= t into out; returns how many */
-static inline size_t gather_ge(uint32_t *out, const float *x, size_t n, uint32_t t, SelectKey mode) {
+/* Indices i (increasing) with key(x[i]) >= t, and their keys. Writes at most
+ * cap of them to pos/keys and returns how many there are in all (more than
+ * cap: the lists are partial). Blocks of 16 with no candidate are skipped
+ * after one vectorised test; inside a hit block the writes are branch-free. */
+static inline size_t gather_ge(uint32_t *pos, uint32_t *keys, size_t cap, const float *x, size_t n, uint32_t t,
+                               SelectKey mode, int dense) {
     size_t w = 0, i = 0;
     for (; i + 16 <= n; i += 16) {
-        int hit = 0;
-        for (int j = 0; j < 16; j++) hit |= select_key(x[i + j], mode) >= t;
-        if (!hit) continue;
-        for (int j = 0; j < 16; j++) {
-            uint32_t key = select_key(x[i + j], mode);
-            if (key >= t) out[w++] = key;
+        if (!dense) { /* sparse candidates: most blocks have none */
+            int hit = 0;
+            for (int j = 0; j < 16; j++) hit |= select_key(x[i + j], mode) >= t;
+            if (!hit) continue;
         }
-    }
-    for (; i < n; i++) {
-        uint32_t key = select_key(x[i], mode);
-        if (key >= t) out[w++] = key;
-    }
-    return w;
-}
-
-/* emit every index with key > t and the first q indices with key == t (t >= 1) */
-static inline size_t emit(uint32_t *idx, const float *x, size_t n, uint32_t t, size_t q, size_t k, SelectKey mode) {
-    size_t cnt = 0, i = 0;
-    for (; i + 16 <= n; i += 16) {
-        int hit = 0;
-        for (int j = 0; j < 16; j++) hit |= select_key(x[i + j], mode) >= t;
-        if (!hit) continue;
-        for (size_t j = i; j < i + 16; j++) {
-            uint32_t key = select_key(x[j], mode);
-            if (key > t || (key == t && q > 0)) {
-                if (key == t) q--;
-                if (cnt < k) idx[cnt++] = (uint32_t)j;
+        if (w + 16 <= cap) {
+            for (int j = 0; j < 16; j++) {
+                uint32_t key = select_key(x[i + j], mode);
+                pos[w] = (uint32_t)(i + j);
+                keys[w] = key;
+                w += key >= t;
+            }
+        } else {
+            for (int j = 0; j < 16; j++) {
+                uint32_t key = select_key(x[i + j], mode);
+                if (key >= t) {
+                    if (w < cap) {
+                        pos[w] = (uint32_t)(i + j);
+                        keys[w] = key;
+                    }
+                    w++;
+                }
             }
         }
     }
     for (; i < n; i++) {
         uint32_t key = select_key(x[i], mode);
-        if (key > t || (key == t && q > 0)) {
-            if (key == t) q--;
-            if (cnt < k) idx[cnt++] = (uint32_t)i;
+        if (key >= t) {
+            if (w < cap) {
+                pos[w] = (uint32_t)i;
+                keys[w] = key;
+            }
+            w++;
         }
     }
-    return cnt;
+    return w;
 }
 
-#define DISPATCH(call_mag, call_pos, call_neg) \
-    (mode == SELECT_MAG ? (call_mag) : mode == SELECT_POS ? (call_pos) : (call_neg))
-
-static size_t count_ge_any(const float *x, size_t n, uint32_t t, SelectKey mode) {
-    return DISPATCH(count_ge(x, n, t, SELECT_MAG), count_ge(x, n, t, SELECT_POS), count_ge(x, n, t, SELECT_NEG));
+static size_t gather_ge_any(uint32_t *pos, uint32_t *keys, size_t cap, const float *x, size_t n, uint32_t t,
+                            SelectKey mode) {
+    /* above ~1/8 candidates nearly every block of 16 holds one: skip the skip test */
+    int dense = (double)cap > (double)n / 8.0;
+    if (mode == SELECT_MAG) return gather_ge(pos, keys, cap, x, n, t, SELECT_MAG, dense);
+    if (mode == SELECT_POS) return gather_ge(pos, keys, cap, x, n, t, SELECT_POS, dense);
+    return gather_ge(pos, keys, cap, x, n, t, SELECT_NEG, dense);
 }
 
-static size_t gather_ge_any(uint32_t *out, const float *x, size_t n, uint32_t t, SelectKey mode) {
-    return DISPATCH(gather_ge(out, x, n, t, SELECT_MAG), gather_ge(out, x, n, t, SELECT_POS),
-                    gather_ge(out, x, n, t, SELECT_NEG));
-}
-
-static size_t emit_any(uint32_t *idx, const float *x, size_t n, uint32_t t, size_t q, size_t k, SelectKey mode) {
-    return DISPATCH(emit(idx, x, n, t, q, k, SELECT_MAG), emit(idx, x, n, t, q, k, SELECT_POS),
-                    emit(idx, x, n, t, q, k, SELECT_NEG));
-}
-
-/* Exact threshold over all keys: sets *t and *q (ties at t to take). 0 or -GC_ERR_NOMEM. */
-static int exact_threshold(uint32_t *t, size_t *q, const float *x, size_t n, size_t k, SelectKey mode) {
-    uint32_t *keys = malloc((n ? n : 1) * sizeof *keys);
-    if (!keys) return -GC_ERR_NOMEM;
-    size_t c = gather_ge_any(keys, x, n, 1, mode); /* the nonzero keys */
-    if (c <= k) {
-        *t = 1; /* everything nonzero */
-        *q = k;
-    } else {
-        size_t above;
-        *t = select_kth_largest(&above, keys, c, k);
-        *q = k - above;
+/* The candidates: every index with key >= t, in increasing order, and their
+ * keys, in one fresh buffer of 3 * count entries (pos, keys, scratch); cap is
+ * a first guess of their number. NULL when out of memory. */
+static uint32_t *candidates(size_t *count, const float *x, size_t n, uint32_t t, SelectKey mode, size_t cap) {
+    if (cap > n) cap = n;
+    uint32_t *buf = malloc((3 * cap + 1) * sizeof *buf);
+    if (!buf) return NULL;
+    size_t c = gather_ge_any(buf, buf + cap, cap, x, n, t, mode);
+    if (c > cap) { /* the guess was short: once more with the exact size */
+        free(buf);
+        cap = c;
+        buf = malloc((3 * cap + 1) * sizeof *buf);
+        if (!buf) return NULL;
+        gather_ge_any(buf, buf + cap, cap, x, n, t, mode);
+    } else if (c < cap) {
+        memmove(buf + c, buf + cap, c * sizeof *buf); /* keys right after the c positions */
     }
-    free(keys);
-    return 0;
+    *count = c;
+    return buf;
+}
+
+/* From the candidates (pos[c], then keys[c], then c words of scratch; all
+ * keys >= the final threshold among them) pick the top k: every key > T and
+ * the first q keys == T. idx: out [k]. */
+static size_t pick(uint32_t *idx, SelectInfo *inf, uint32_t *cand, size_t c, size_t k) {
+    const uint32_t *pos = cand, *keys = cand + c;
+    if (c <= k) { /* all of them */
+        memcpy(idx, pos, c * sizeof *idx);
+        uint32_t lo = UINT32_MAX;
+        for (size_t j = 0; j < c; j++) lo = keys[j] < lo ? keys[j] : lo;
+        inf->thr = c ? lo : 0;
+        return c;
+    }
+    uint32_t *scratch = cand + 2 * c;
+    memcpy(scratch, keys, c * sizeof *scratch);
+    size_t above;
+    uint32_t t = select_kth_largest(&above, scratch, c, k);
+    size_t q = k - above, cnt = 0; /* ties at t to take, lowest indices first */
+    for (size_t j = 0; j < c && cnt < k; j++) {
+        uint32_t key = keys[j];
+        int eq = (key == t) & (q > 0);
+        idx[cnt] = pos[j];
+        cnt += (key > t) | eq;
+        q -= (size_t)eq;
+    }
+    inf->thr = t;
+    return cnt;
 }
 
 int64_t select_topk(uint32_t *idx, SelectInfo *info, const float *x, size_t n, size_t k, SelectKey mode) {
     SelectInfo inf;
     memset(&inf, 0, sizeof inf);
     if (k > n) k = n;
-    if (k == 0) {
-        if (info) *info = inf;
-        return 0;
-    }
-    uint32_t t = 1;
-    size_t q = k;
-    int rc = 0;
-    if (n <= SELECT_EXACT_MAX) {
-        rc = exact_threshold(&t, &q, x, n, k, mode);
-    } else {
+    uint32_t t0 = 1;     /* candidates: keys >= t0; 1 = every nonzero key */
+    size_t guess = n;    /* expected number of candidates */
+    if (k > 0 && n > SELECT_EXACT_MAX) {
         /* DGC section 5: estimate the threshold from a sample of 0.1%-1% of the values */
         size_t m = (size_t)ceil((double)n * SELECT_SAMPLE_FRAC);
         if (m < SELECT_MIN_SAMPLE) m = SELECT_MIN_SAMPLE;
@@ -155,53 +176,37 @@ int64_t select_topk(uint32_t *idx, SelectInfo *info, const float *x, size_t n, s
         inf.sample = m;
         uint32_t *s = malloc(m * sizeof *s);
         if (!s) return -GC_ERR_NOMEM;
-        uint64_t seed = SELECT_SEED ^ (uint64_t)n;
         size_t nz = 0;
         for (size_t j = 0; j < m; j++) {
-            /* one sample per stratum [j*n/m, (j+1)*n/m) at a hashed offset */
-            uint64_t lo = (uint64_t)j * n / m, hi = (uint64_t)(j + 1) * n / m;
-            uint64_t at = lo + rng_hash64(seed, j) % (hi - lo);
-            uint32_t key = select_key(x[at], mode);
-            if (key) s[nz++] = key;
+            uint32_t key = select_key(x[select_sample_index(n, m, j)], mode);
+            s[nz] = key;
+            nz += key != 0;
         }
         /* rank in the sample whose key about k elements of x exceed: k*m/n plus a 3-sigma margin */
         double e = (double)k * (double)m / (double)n;
         double jr = ceil(e + 3.0 * sqrt(e) + 1.0);
-        uint32_t t0 = 1;
         if (jr <= (double)nz) {
             size_t above;
             t0 = select_kth_largest(&above, s, nz, (size_t)jr);
+            guess = (size_t)(jr * (double)n / (double)m * 1.25) + 1024;
+        } else {
+            guess = (size_t)((double)nz * (double)n / (double)m * 1.25) + 1024;
         }
         free(s);
-        size_t c = count_ge_any(x, n, t0, mode);
-        inf.candidates = c;
-        if (c < k) {
-            if (t0 > 1) { /* sample threshold too high: exact over everything */
-                inf.fallback = 1;
-                rc = exact_threshold(&t, &q, x, n, k, mode);
-            } /* else fewer than k nonzero keys: take them all (t = 1, q = k) */
-        } else {
-            /* the precise threshold from the already-selected candidates */
-            uint32_t *cand = malloc(c * sizeof *cand);
-            if (!cand) return -GC_ERR_NOMEM;
-            gather_ge_any(cand, x, n, t0, mode);
-            size_t above;
-            t = select_kth_largest(&above, cand, c, k);
-            q = k - above;
-            free(cand);
-        }
     }
-    if (rc) return rc;
-    size_t cnt = emit_any(idx, x, n, t, q, k, mode);
-    /* the smallest selected key (t itself unless fewer than k were nonzero) */
-    inf.thr = cnt == k ? t : 0;
-    if (cnt && cnt < k) {
-        inf.thr = UINT32_MAX;
-        for (size_t i = 0; i < cnt; i++) {
-            uint32_t key = select_key(x[idx[i]], mode);
-            if (key < inf.thr) inf.thr = key;
-        }
+    size_t c = 0;
+    uint32_t *pos = k > 0 ? candidates(&c, x, n, t0, mode, guess) : NULL;
+    if (k > 0 && !pos) return -GC_ERR_NOMEM;
+    inf.candidates = c;
+    if (c < k && t0 > 1) {
+        /* the sample threshold was too high: exact selection over every nonzero key */
+        inf.fallback = 1;
+        free(pos);
+        pos = candidates(&c, x, n, 1, mode, n);
+        if (!pos) return -GC_ERR_NOMEM;
     }
+    size_t cnt = k > 0 ? pick(idx, &inf, pos, c, k) : 0;
+    free(pos);
     if (info) *info = inf;
     return (int64_t)cnt;
 }

@@ -91,10 +91,10 @@ static void test_select_fallback(void) {
     for (size_t i = 0; i < n; i++) x[i] = 0.001f * (float)(i % 1000 + 1);
     size_t m = (size_t)ceil((double)n * SELECT_SAMPLE_FRAC);
     if (m < SELECT_MIN_SAMPLE) m = SELECT_MIN_SAMPLE;
-    uint64_t seed = SELECT_SEED ^ (uint64_t)n;
     for (size_t j = 0; j < m; j++) {
-        uint64_t lo = (uint64_t)j * n / m, hi = (uint64_t)(j + 1) * n / m;
-        x[lo + rng_hash64(seed, j) % (hi - lo)] = 100.0f + (float)j;
+        size_t at = select_sample_index(n, m, j);
+        CHECK(at >= j * n / m && at < (j + 1) * n / m, "sample %zu lies in its stratum", j);
+        x[at] = 100.0f + (float)j;
     }
     size_t k = 2000; /* > 2*expected sample hits, < m: threshold from the planted values */
     SelectInfo info;
