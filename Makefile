@@ -17,7 +17,7 @@ DATA_DIR ?= data
 export DATA_DIR
 
 BUILD   := build
-CFLAGS_BASE := -std=c11 -Wall -Wextra -D_GNU_SOURCE -I. -MMD -MP
+CFLAGS_BASE := -std=c11 -Wall -Wextra -D_GNU_SOURCE -fno-math-errno -I. -MMD -MP
 ifdef DEBUG
 OPT := -O0 -g
 else
@@ -166,8 +166,9 @@ fuzz:
 	  $(BUILD)/libfuzzer/$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)/libfuzzer/corpus-$$n tests/fuzz/corpus/$$n || exit 1; \
 	done
 
+# regenerate the PyTorch reference fixtures (needs python3-torch: scripts/deps.sh --torch)
 fixtures:
-	/usr/bin/python3 tests/ref/make_fixtures.py
+	@for f in tests/ref/*_fixtures.py; do echo "== $$f"; /usr/bin/python3 $$f || exit 1; done
 
 # benchmarks: every bench/*.c becomes build/bench/<name>; scripts in bench/ run them
 BENCH_SRCS := $(wildcard bench/*.c)

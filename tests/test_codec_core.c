@@ -58,7 +58,8 @@ static void test_parse(void) {
         CHECK(codec_find_id(o->id) == o, "id lookup %s", o->name);
         for (int k = 0; k < o->nparams; k++) {
             char bad[128];
-            snprintf(bad, sizeof bad, "%s:%s=%g", o->name, o->params[k].key, o->params[k].max + 1.5);
+            snprintf(bad, sizeof bad, "%s:%s=%.17g", o->name, o->params[k].key,
+                     o->params[k].max + 1.5 + fabs(o->params[k].max) * 1e-9);
             CHECK(codec_parse(&s2, bad, err, sizeof err) == -GC_ERR_PARAM, "out of range rejected: %s", bad);
             snprintf(bad, sizeof bad, "%s:%s=abc", o->name, o->params[k].key);
             CHECK(codec_parse(&s2, bad, err, sizeof err) == -GC_ERR_PARAM, "non-number rejected: %s", bad);
