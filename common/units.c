@@ -90,3 +90,11 @@ void format_bytes(char *buf, int n, double b) {
     else if (b >= 1e3) snprintf(buf, (size_t)n, "%.3g kB", b / 1e3);
     else snprintf(buf, (size_t)n, "%.0f B", b);
 }
+
+const char *num_text(char *buf, double v) {
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, NUM_TEXT_MAX, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return buf;
+}

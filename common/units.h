@@ -13,6 +13,9 @@ int parse_long(const char *s, long *out);
 int parse_bandwidth(const char *s, double *bits_per_s);
 /* duration in seconds: "0.5ms", "20us", "2s", "1.5m"; a bare number is seconds */
 int parse_duration(const char *s, double *seconds);
+/* shortest "%g" text of v that reads back exactly (0.9, not 0.90000000000000002); returns buf */
+#define NUM_TEXT_MAX 32
+const char *num_text(char *buf /* [NUM_TEXT_MAX] */, double v);
 /* "1.23 Gbit/s"-style formatting of bits per second */
 void format_bandwidth(char *buf, int n, double bits_per_s);
 /* "12.3 MB"-style formatting of a byte count */

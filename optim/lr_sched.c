@@ -332,6 +332,7 @@ int lr_sched_observe(LrSched *s, double metric) {
 int lr_sched_describe(const LrSched *s, char *buf, size_t n) {
     int len = snprintf(buf, n, "%s", lr_kind_name(s->kind));
     char sep = ':';
+    char t1[NUM_TEXT_MAX], t2[NUM_TEXT_MAX], t3[NUM_TEXT_MAX], t4[NUM_TEXT_MAX];
 #define APPEND(...)                                                  \
     do {                                                             \
         size_t at_ = len < 0 ? 0 : (size_t)len;                      \
@@ -342,31 +343,30 @@ int lr_sched_describe(const LrSched *s, char *buf, size_t n) {
     case LR_MULTISTEP:
         APPEND("%cmilestones=", sep);
         for (int i = 0; i < s->n_milestones; i++) APPEND("%s%ld", i ? "+" : "", s->milestones[i]);
-        APPEND("%cgamma=%.17g", sep, s->gamma);
+        APPEND("%cgamma=%s", sep, num_text(t1, s->gamma));
         break;
     case LR_COSINE:
         if (s->T) APPEND("%cT=%ld", sep, s->T);
-        APPEND("%ceta_min=%.17g", sep, s->eta_min);
+        APPEND("%ceta_min=%s", sep, num_text(t1, s->eta_min));
         break;
     case LR_POLY:
         if (s->T) APPEND("%cT=%ld", sep, s->T);
-        APPEND("%cpower=%.17g", sep, s->power);
+        APPEND("%cpower=%s", sep, num_text(t1, s->power));
         break;
     case LR_PLATEAU:
-        APPEND("%cmode=%s,threshold_mode=%s,factor=%.17g,patience=%ld,threshold=%.17g,cooldown=%ld,min_lr=%.17g,"
-               "eps=%.17g",
-               sep, s->mode_max ? "max" : "min", s->threshold_abs ? "abs" : "rel", s->factor, s->patience,
-               s->threshold, s->cooldown, s->min_lr, s->eps);
+        APPEND("%cmode=%s,threshold_mode=%s,factor=%s,patience=%ld,threshold=%s,cooldown=%ld,min_lr=%s,eps=%s", sep,
+               s->mode_max ? "max" : "min", s->threshold_abs ? "abs" : "rel", num_text(t1, s->factor), s->patience,
+               num_text(t2, s->threshold), s->cooldown, num_text(t3, s->min_lr), num_text(t4, s->eps));
         break;
     default: break;
     }
-    if (s->warmup) APPEND("%cwarmup=%ld,warmup_start=%.17g", sep, s->warmup, s->warmup_start);
+    if (s->warmup) APPEND("%cwarmup=%ld,warmup_start=%s", sep, s->warmup, num_text(t1, s->warmup_start));
 #undef APPEND
     return len;
 }
 
 void lr_sched_help(FILE *f) {
-    fprintf(f, "LR schedules (--lr-schedule KIND[:key=value,...]; torch.optim.lr_scheduler 1.13 formulas):\n"
+    fprintf(f, "LR schedules (--schedule KIND[:key=value,...]; torch.optim.lr_scheduler 1.13 formulas):\n"
                "  constant    lr = base\n"
                "  multistep   lr = base * gamma^(milestones passed)            (MultiStepLR)\n"
                "  cosine      lr = eta_min + (base-eta_min)(1+cos(pi t/T))/2  (CosineAnnealingLR), then eta_min\n"

@@ -236,7 +236,11 @@ int opt_config_describe(const OptConfig *c, char *buf, size_t n) {
         if (k->is_int)
             len += snprintf(buf + at, n - at, "%c%s=%d", sep, k->key, *(const int *)((const char *)c + k->off));
         else
-            len += snprintf(buf + at, n - at, "%c%s=%.17g", sep, k->key, *(const double *)((const char *)c + k->off));
+        {
+            char t[NUM_TEXT_MAX];
+            len += snprintf(buf + at, n - at, "%c%s=%s", sep, k->key,
+                            num_text(t, *(const double *)((const char *)c + k->off)));
+        }
         sep = ',';
     }
     return len;
