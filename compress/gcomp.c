@@ -131,11 +131,16 @@ static void gp_grow(GcompState *st, size_t nch, int need_hist) {
     }
 }
 
-static int gp_threads(int want) {
+/* threads for n values: CodecSide.threads when set, else the OpenMP default,
+ * except that small tensors stay on the calling thread (a parallel region
+ * costs more than coding them); the bytes are the same either way */
+#define GP_PAR_MIN 65536
+static int gp_threads(int want, size_t n) {
 #ifdef HAVE_OPENMP
-    return want > 0 ? want : omp_get_max_threads();
+    if (want > 0) return want;
+    return n < GP_PAR_MIN ? 1 : omp_get_max_threads();
 #else
-    (void)want;
+    (void)want, (void)n;
     return 1;
 #endif
 }
@@ -338,7 +343,7 @@ static int64_t gp_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flags
     gp_grow(st, nch, 1);
     GpChunk *ck = st->ck;
     int *rc = st->rc;
-    int T = gp_threads(side->threads);
+    int T = gp_threads(side->threads, n);
     const uint8_t *lv = side->levels;
 
     /* pass 1: per-chunk histograms (also the bootstrap table's input) */
@@ -624,7 +629,7 @@ static int gp_decode(Codec *c, float *out, size_t n, float weight, int acc, cons
 
     int *rc = st->rc;
 #ifdef HAVE_OPENMP
-    int T = gp_threads(0);
+    int T = gp_threads(0, n);
 #pragma omp parallel for num_threads(T) schedule(dynamic, 1) if (T > 1 && nch > 1)
 #endif
     for (size_t k = 0; k < nch; k++) {

@@ -1,0 +1,173 @@
+/* libFuzzer target: the GCOMP payload decoder (compress/gcomp.c), called
+ * directly through ops->decode so the frame CRC does not stop the fuzzer.
+ *
+ * Input layout:
+ *   byte 0      mode: bit 0 = decoder pre-loaded with a table (else empty),
+ *               bit 1 = accumulate, bit 2 = which pre-loaded table
+ *               (0: "gcomp:chunk=64", n_theta 8; 1: n_theta 3, so escapes)
+ *   bytes 1-2   n, little-endian, taken modulo 4097 (n <= 4096)
+ *   bytes 3-4   frame flags, little-endian
+ *   bytes 5..   the payload
+ * The decoder must return 0 or a negative GcError, and never touch memory out
+ * of bounds (ASan/UBSan). The same payload is decoded twice, so a table it
+ * carries is committed and then used.
+ *
+ * The seed corpus tests/fuzz/corpus/fuzz_gcomp/ (and fuzz_gcomp_roundtrip/)
+ * is written by this file built with -DGCOMP_GEN_CORPUS, from the root:
+ *   cc -std=c11 -D_GNU_SOURCE -I. -O1 -DGCOMP_GEN_CORPUS tests/fuzz/fuzz_gcomp.c build/libgcx.a -lm -lz \
+ *      -fopenmp -o build/gen_gcomp_corpus && build/gen_gcomp_corpus
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rng.h"
+#include "compress/codec.h"
+
+#define FZ_PREFIX 5
+#define FZ_MAXN 4096
+
+static const char *const fz_specs[2] = {"gcomp:chunk=64", "gcomp:ntheta=3,chunk=64,every=1000"};
+
+static Codec *fz_codec(int v) {
+    CodecSpec s;
+    char err[128];
+    if (codec_parse(&s, fz_specs[v & 1], err, sizeof err) != 0) abort();
+    return codec_new(&s);
+}
+
+/* a gradient-like tensor with specials: zeros, -0.0, a denormal, inf, NaN */
+static void fz_tensor(float *x, size_t n, int variant) {
+    Rng r;
+    rng_init(&r, 99, (uint64_t)variant);
+    for (size_t i = 0; i < n; i++) {
+        float u = rng_uniform(&r);
+        x[i] = u < 0.3f ? 0.0f : rng_normal(&r) * ldexpf(1.0f, -(int)(4 * variant));
+    }
+    if (n > 8) {
+        x[1] = -0.0f;
+        x[2] = 1e-40f;
+        x[3] = INFINITY;
+        x[4] = NAN;
+        x[5] = 3e38f;
+    }
+}
+
+/* the encoder whose first frame (tensor variant 0, 200 values) pre-loads
+ * decoders; its later frames are the plain-frame seeds */
+static int64_t fz_first_frame(Codec *enc, uint8_t *frame, size_t cap) {
+    float x[200];
+    fz_tensor(x, 200, 0);
+    return codec_encode(enc, frame, cap, x, 200, NULL);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < FZ_PREFIX) return 0;
+    int mode = data[0];
+    size_t n = get_u16(data + 1) % (FZ_MAXN + 1);
+    uint16_t flags = get_u16(data + 3);
+    const uint8_t *payload = data + FZ_PREFIX;
+    size_t len = size - FZ_PREFIX;
+    int v = (mode >> 2) & 1;
+    Codec *dec = fz_codec(v);
+    if (mode & 1) {
+        Codec *enc = fz_codec(v);
+        uint8_t frame[4096];
+        int64_t fl = fz_first_frame(enc, frame, sizeof frame);
+        float tmp[200];
+        if (fl < 0 || codec_decode(dec, tmp, 200, frame, (size_t)fl) != 0) abort();
+        codec_free(enc);
+    }
+    float *out = calloc(n + 1, sizeof *out);
+    for (int rep = 0; rep < 2; rep++) {
+        int rc = dec->spec.ops->decode(dec, out, n, 0.5f, (mode >> 1) & 1, payload, len, flags);
+        if (rc > 0 || rc <= -GC_ERR_COUNT_) abort();
+    }
+    free(out);
+    codec_free(dec);
+    return 0;
+}
+
+#ifdef GCOMP_GEN_CORPUS
+#include <sys/stat.h>
+
+static void write_seed(const char *dir, const char *name, const uint8_t *prefix, size_t plen, const uint8_t *body,
+                       size_t blen) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(prefix, 1, plen, f) != plen || (blen && fwrite(body, 1, blen, f) != blen)) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(1);
+    }
+    fclose(f);
+    printf("  %s (%zu bytes)\n", path, plen + blen);
+}
+
+/* a decode seed: prefix (mode, n, flags) + the payload of a frame */
+static void decode_seed(const char *name, int mode, size_t n, const uint8_t *frame, int64_t fl) {
+    if (fl < CODEC_HEADER_SIZE) {
+        fprintf(stderr, "encode failed for %s\n", name);
+        exit(1);
+    }
+    uint8_t pre[FZ_PREFIX] = {(uint8_t)mode, (uint8_t)n, (uint8_t)(n >> 8), frame[6], frame[7]};
+    write_seed("tests/fuzz/corpus/fuzz_gcomp", name, pre, FZ_PREFIX, frame + CODEC_HEADER_SIZE,
+               (size_t)fl - CODEC_HEADER_SIZE);
+}
+
+int main(void) {
+    mkdir("tests/fuzz/corpus", 0755);
+    mkdir("tests/fuzz/corpus/fuzz_gcomp", 0755);
+    mkdir("tests/fuzz/corpus/fuzz_gcomp_roundtrip", 0755);
+    uint8_t frame[8192];
+    float x[300];
+    uint8_t lv[300];
+    for (int v = 0; v < 2; v++) {
+        char name[64];
+        Codec *enc = fz_codec(v);
+        int64_t fl = fz_first_frame(enc, frame, sizeof frame);
+        snprintf(name, sizeof name, "table_v%d.bin", v);
+        decode_seed(name, v << 2, 200, frame, fl); /* empty decoder, frame carries the table */
+        /* later frames of the same encoder: decoded by a pre-loaded decoder */
+        fz_tensor(x, 150, 1);
+        for (int i = 0; i < 150; i++) lv[i] = (uint8_t)(i % 4);
+        CodecSide side = {.levels = lv};
+        fl = codec_encode(enc, frame, sizeof frame, x, 150, &side);
+        snprintf(name, sizeof name, "plain_levels_v%d.bin", v);
+        decode_seed(name, (v << 2) | 1, 150, frame, fl);
+        fz_tensor(x, 70, 2);
+        fl = codec_encode(enc, frame, sizeof frame, x, 70, NULL);
+        snprintf(name, sizeof name, "plain_acc_v%d.bin", v);
+        decode_seed(name, (v << 2) | 3, 70, frame, fl);
+        codec_free(enc);
+    }
+    Codec *enc = fz_codec(0);
+    int64_t fl = codec_encode(enc, frame, sizeof frame, x, 0, NULL);
+    decode_seed("empty.bin", 0, 0, frame, fl);
+    x[0] = -1.5f;
+    fl = codec_encode(enc, frame, sizeof frame, x, 1, NULL);
+    decode_seed("one.bin", 0, 1, frame, fl);
+    codec_free(enc);
+
+    /* round-trip seeds (layout in fuzz_gcomp_roundtrip.c): 3 parameter bytes,
+     * then 5 bytes per value (float32 little-endian + level byte) */
+    for (int k = 0; k < 3; k++) {
+        uint8_t body[5 * 64];
+        size_t n = k == 0 ? 64 : k == 1 ? 20 : 1;
+        fz_tensor(x, n, k);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &x[i], 4);
+            put_u32(body + 5 * i, u);
+            body[5 * i + 4] = (uint8_t)(i % 5);
+        }
+        uint8_t pre[3] = {(uint8_t)(k * 5 + 2), (uint8_t)k, (uint8_t)(k + 1)};
+        char name[64];
+        snprintf(name, sizeof name, "rt%d.bin", k);
+        write_seed("tests/fuzz/corpus/fuzz_gcomp_roundtrip", name, pre, 3, body, 5 * n);
+    }
+    return 0;
+}
+#endif
