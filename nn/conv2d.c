@@ -70,55 +70,121 @@ static inline void valid_range(int *lo, int *hi, int kw, const Conv2dShape *s) {
     *lo = l, *hi = h;
 }
 
+/* Stride 1 with OW == W ("same" width): the valid rows of one image map to a
+ * contiguous block of the input shifted by d = kw - pad, so a column row is one
+ * long copy plus zeroed border columns (ow < lo or ow >= hi) instead of one
+ * short copy per output row. */
+static int same_width(const Conv2dShape *s) { return s->stride == 1 && s->OW == s->W; }
+
+/* valid output rows [*va, *vb) within [oa, ob) for kernel row kh: 0 <= oh*stride - pad + kh < H */
+static inline void valid_rows(int *va, int *vb, int oa, int ob, int kh, const Conv2dShape *s) {
+    int a = s->pad - kh; /* oh*stride >= a */
+    int l = a <= 0 ? 0 : (a + s->stride - 1) / s->stride;
+    int b = s->H - 1 + s->pad - kh;
+    int h = b < 0 ? 0 : b / s->stride + 1;
+    if (l < oa) l = oa;
+    if (h > ob) h = ob;
+    if (l > h) l = h;
+    *va = l, *vb = h;
+}
+
 /* col[r, i*OW + ow] = inp[c, n, oh*stride - pad + kh, ow*stride - pad + kw] (0 outside),
  * r = (c*KH + kh)*KW + kw, for units u0 .. u0+nu-1 (u = n*OH + oh). */
 static void im2col(float *col /*CKK, nu*OW*/, const float *inp /*C,N,H,W*/, int u0, int nu, const Conv2dShape *s) {
-    const int OW = s->OW, st = s->stride;
+    const int OW = s->OW, st = s->stride, OH = s->OH;
     const size_t cols = (size_t)nu * OW;
+    const int fast = same_width(s);
     for (int c = 0; c < s->C; c++)
         for (int kh = 0; kh < s->KH; kh++)
             for (int kw = 0; kw < s->KW; kw++) {
                 float *dst = col + ((size_t)(c * s->KH + kh) * s->KW + kw) * cols;
                 int lo, hi;
                 valid_range(&lo, &hi, kw, s);
-                for (int i = 0; i < nu; i++) {
-                    int u = u0 + i, n = u / s->OH, oh = u % s->OH;
-                    int ih = oh * st - s->pad + kh;
-                    float *d = dst + (size_t)i * OW;
-                    if (ih < 0 || ih >= s->H) {
-                        memset(d, 0, sizeof(float) * OW);
-                        continue;
+                /* walk the chunk image by image: units [u, ue) of image n */
+                for (int u = u0; u < u0 + nu;) {
+                    int n = u / OH, oa = u % OH;
+                    int ob = (n + 1) * OH - u0 < nu ? OH : u0 + nu - n * OH;
+                    int va, vb;
+                    valid_rows(&va, &vb, oa, ob, kh, s);
+                    float *d0 = dst + (size_t)(u - u0) * OW; /* row oa */
+                    if (va > oa) memset(d0, 0, sizeof(float) * (size_t)(va - oa) * OW);
+                    if (vb < ob) memset(d0 + (size_t)(vb - oa) * OW, 0, sizeof(float) * (size_t)(ob - vb) * OW);
+                    if (vb > va) {
+                        const float *plane = inp + ((size_t)c * s->N + n) * s->H * s->W;
+                        float *d = d0 + (size_t)(va - oa) * OW;
+                        if (fast) {
+                            int sh = kw - s->pad;
+                            size_t tot = (size_t)(vb - va) * OW;
+                            size_t s0 = sh < 0 ? (size_t)-sh : 0, e0 = sh > 0 ? (size_t)sh : 0;
+                            const float *src = plane + (size_t)(va - s->pad + kh) * s->W + sh;
+                            if (tot > s0 + e0) memcpy(d + s0, src + s0, sizeof(float) * (tot - s0 - e0));
+                            if (lo > 0 || hi < OW)
+                                for (int oh = va; oh < vb; oh++) {
+                                    float *row = d + (size_t)(oh - va) * OW;
+                                    for (int ow = 0; ow < lo; ow++) row[ow] = 0.0f;
+                                    for (int ow = hi; ow < OW; ow++) row[ow] = 0.0f;
+                                }
+                        } else {
+                            for (int oh = va; oh < vb; oh++) {
+                                const float *src = plane + (size_t)(oh * st - s->pad + kh) * s->W - s->pad + kw;
+                                float *row = d + (size_t)(oh - va) * OW;
+                                for (int ow = 0; ow < lo; ow++) row[ow] = 0.0f;
+                                if (st == 1) memcpy(row + lo, src + lo, sizeof(float) * (hi - lo));
+                                else
+                                    for (int ow = lo; ow < hi; ow++) row[ow] = src[(size_t)ow * st];
+                                for (int ow = hi; ow < OW; ow++) row[ow] = 0.0f;
+                            }
+                        }
                     }
-                    const float *src = inp + (((size_t)c * s->N + n) * s->H + ih) * s->W - s->pad + kw;
-                    for (int ow = 0; ow < lo; ow++) d[ow] = 0.0f;
-                    if (st == 1) memcpy(d + lo, src + lo, sizeof(float) * (hi - lo));
-                    else
-                        for (int ow = lo; ow < hi; ow++) d[ow] = src[(size_t)ow * st];
-                    for (int ow = hi; ow < OW; ow++) d[ow] = 0.0f;
+                    u += ob - oa;
                 }
             }
 }
 
-/* the adjoint of im2col: dinp[c, n, ih, iw] += dcol[r, i*OW + ow] */
-static void col2im(float *dinp /*C,N,H,W*/, const float *dcol /*CKK, nu*OW*/, int u0, int nu, const Conv2dShape *s) {
-    const int OW = s->OW, st = s->stride;
+/* the adjoint of im2col: dinp[c, n, ih, iw] += dcol[r, i*OW + ow] (dcol's border
+ * entries are zeroed on the way: it is scratch) */
+static void col2im(float *dinp /*C,N,H,W*/, float *dcol /*CKK, nu*OW*/, int u0, int nu, const Conv2dShape *s) {
+    const int OW = s->OW, st = s->stride, OH = s->OH;
     const size_t cols = (size_t)nu * OW;
+    const int fast = same_width(s);
     for (int c = 0; c < s->C; c++)
         for (int kh = 0; kh < s->KH; kh++)
             for (int kw = 0; kw < s->KW; kw++) {
-                const float *src = dcol + ((size_t)(c * s->KH + kh) * s->KW + kw) * cols;
+                float *src0 = dcol + ((size_t)(c * s->KH + kh) * s->KW + kw) * cols;
                 int lo, hi;
                 valid_range(&lo, &hi, kw, s);
-                for (int i = 0; i < nu; i++) {
-                    int u = u0 + i, n = u / s->OH, oh = u % s->OH;
-                    int ih = oh * st - s->pad + kh;
-                    if (ih < 0 || ih >= s->H) continue;
-                    const float *d = src + (size_t)i * OW;
-                    float *dst = dinp + (((size_t)c * s->N + n) * s->H + ih) * s->W - s->pad + kw;
-                    if (st == 1)
-                        for (int ow = lo; ow < hi; ow++) dst[ow] += d[ow];
-                    else
-                        for (int ow = lo; ow < hi; ow++) dst[(size_t)ow * st] += d[ow];
+                for (int u = u0; u < u0 + nu;) {
+                    int n = u / OH, oa = u % OH;
+                    int ob = (n + 1) * OH - u0 < nu ? OH : u0 + nu - n * OH;
+                    int va, vb;
+                    valid_rows(&va, &vb, oa, ob, kh, s);
+                    if (vb > va) {
+                        float *plane = dinp + ((size_t)c * s->N + n) * s->H * s->W;
+                        float *g = src0 + (size_t)(u - u0 + va - oa) * OW;
+                        if (fast) {
+                            int sh = kw - s->pad;
+                            size_t tot = (size_t)(vb - va) * OW;
+                            size_t s0 = sh < 0 ? (size_t)-sh : 0, e0 = sh > 0 ? (size_t)sh : 0;
+                            if (lo > 0 || hi < OW)
+                                for (int oh = va; oh < vb; oh++) {
+                                    float *row = g + (size_t)(oh - va) * OW;
+                                    for (int ow = 0; ow < lo; ow++) row[ow] = 0.0f;
+                                    for (int ow = hi; ow < OW; ow++) row[ow] = 0.0f;
+                                }
+                            float *dst = plane + (size_t)(va - s->pad + kh) * s->W + sh;
+                            for (size_t i = s0; i + e0 < tot; i++) dst[i] += g[i];
+                        } else {
+                            for (int oh = va; oh < vb; oh++) {
+                                float *dst = plane + (size_t)(oh * st - s->pad + kh) * s->W - s->pad + kw;
+                                const float *row = g + (size_t)(oh - va) * OW;
+                                if (st == 1)
+                                    for (int ow = lo; ow < hi; ow++) dst[ow] += row[ow];
+                                else
+                                    for (int ow = lo; ow < hi; ow++) dst[(size_t)ow * st] += row[ow];
+                            }
+                        }
+                    }
+                    u += ob - oa;
                 }
             }
 }
