@@ -18,41 +18,78 @@ size_t select_count(double density, size_t n) {
     return k < 1 ? 1 : (k > n ? n : k);
 }
 
-uint32_t select_kth_largest(size_t *above, uint32_t *a, size_t c, size_t k) {
-    /* three levels of digits, most significant first: bits 31..20 (sign,
-     * exponent and 3 mantissa bits of a float key, so the first level already
-     * spreads values of different magnitude), 19..8, 7..0. After each level only
-     * the elements of the bucket holding the k-th largest remain. */
-    static const int shift[3] = {20, 8, 0}, width[3] = {12, 12, 8};
-    size_t greater = 0;
-    uint32_t prefix = 0;
+/* digit layout of the radix select: bits 31..20 (sign, exponent and 3
+ * mantissa bits of a float key, so the first level already separates values
+ * of different magnitude), 19..8, 7..0 */
+static const int rs_shift[3] = {20, 8, 0}, rs_width[3] = {12, 12, 8};
+
+/* one level: histogram of the digit at level over a[c], find the bucket of the
+ * k-th largest; returns the bucket, updates *k (rank inside the bucket) and
+ * *greater (elements in higher buckets), *in (elements in the bucket) */
+static uint32_t rs_level(size_t *k, size_t *greater, size_t *in, const uint32_t *a, size_t c, int level) {
     uint32_t hist[4096];
-    for (int level = 0; level < 3; level++) {
-        int sh = shift[level], nb = 1 << width[level];
-        uint32_t dm = (uint32_t)nb - 1;
-        memset(hist, 0, (size_t)nb * sizeof hist[0]);
-        for (size_t i = 0; i < c; i++) hist[(a[i] >> sh) & dm]++;
-        size_t cum = 0;
-        int b = nb - 1;
-        for (; b > 0; b--) {
-            if (cum + hist[b] >= k) break;
-            cum += hist[b];
-        }
-        greater += cum; /* elements in higher buckets are all larger */
-        k -= cum;
-        prefix |= (uint32_t)b << sh;
-        if (hist[b] != c) { /* keep the bucket, branch-free */
-            size_t w = 0;
-            for (size_t i = 0; i < c; i++) {
-                uint32_t v = a[i];
-                a[w] = v;
-                w += ((v >> sh) & dm) == (uint32_t)b;
-            }
-            c = w;
-        }
+    int sh = rs_shift[level], nb = 1 << rs_width[level];
+    uint32_t dm = (uint32_t)nb - 1;
+    memset(hist, 0, (size_t)nb * sizeof hist[0]);
+    for (size_t i = 0; i < c; i++) hist[(a[i] >> sh) & dm]++;
+    size_t cum = 0;
+    int b = nb - 1;
+    for (; b > 0; b--) {
+        if (cum + hist[b] >= *k) break;
+        cum += hist[b];
+    }
+    *greater += cum; /* elements in higher buckets are all larger */
+    *k -= cum;
+    *in = hist[b];
+    return (uint32_t)b;
+}
+
+/* keep the elements of src[c] whose digit at level is b (branch-free); dst may be src */
+static size_t rs_keep(uint32_t *dst, const uint32_t *src, size_t c, int level, uint32_t b) {
+    int sh = rs_shift[level];
+    uint32_t dm = (1u << rs_width[level]) - 1;
+    size_t n = 0;
+    for (size_t i = 0; i < c; i++) {
+        uint32_t v = src[i];
+        dst[n] = v;
+        n += ((v >> sh) & dm) == b;
+    }
+    return n;
+}
+
+/* levels from `level` on, in place on a[c] */
+static uint32_t rs_rest(size_t *above, uint32_t *a, size_t c, size_t k, int level, uint32_t prefix, size_t greater) {
+    for (; level < 3; level++) {
+        size_t in;
+        uint32_t b = rs_level(&k, &greater, &in, a, c, level);
+        prefix |= b << rs_shift[level];
+        if (in != c) c = rs_keep(a, a, c, level, b);
     }
     *above = greater;
     return prefix;
+}
+
+uint32_t select_kth_largest(size_t *above, uint32_t *a, size_t c, size_t k) {
+    return rs_rest(above, a, c, k, 0, 0, 0);
+}
+
+/* The same on a read-only a[c]: the first level runs on a, then only its
+ * bucket is copied to scratch (usually a small part of a). Sets *nomem when
+ * the scratch cannot be allocated. */
+static uint32_t kth_largest_const(size_t *above, int *nomem, const uint32_t *a, size_t c, size_t k) {
+    size_t greater = 0, in;
+    uint32_t b = rs_level(&k, &greater, &in, a, c, 0);
+    uint32_t *s = malloc((in ? in : 1) * sizeof *s);
+    if (!s) {
+        *nomem = 1;
+        return 0;
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < c; i++) /* branchy: most elements are not in the bucket */
+        if (((a[i] >> rs_shift[0]) & ((1u << rs_width[0]) - 1)) == b) s[w++] = a[i];
+    uint32_t t = rs_rest(above, s, w, k, 1, b << rs_shift[0], greater);
+    free(s);
+    return t;
 }
 
 /* ---- the one pass over x, specialised per key mode by inlining ---- */
@@ -113,17 +150,17 @@ static size_t gather_ge_any(uint32_t *pos, uint32_t *keys, size_t cap, const flo
 }
 
 /* The candidates: every index with key >= t, in increasing order, and their
- * keys, in one fresh buffer of 3 * count entries (pos, keys, scratch); cap is
- * a first guess of their number. NULL when out of memory. */
+ * keys, in one fresh buffer of 2 * count entries (pos, then keys); cap is a
+ * first guess of their number. NULL when out of memory. */
 static uint32_t *candidates(size_t *count, const float *x, size_t n, uint32_t t, SelectKey mode, size_t cap) {
     if (cap > n) cap = n;
-    uint32_t *buf = malloc((3 * cap + 1) * sizeof *buf);
+    uint32_t *buf = malloc((2 * cap + 1) * sizeof *buf);
     if (!buf) return NULL;
     size_t c = gather_ge_any(buf, buf + cap, cap, x, n, t, mode);
     if (c > cap) { /* the guess was short: once more with the exact size */
         free(buf);
         cap = c;
-        buf = malloc((3 * cap + 1) * sizeof *buf);
+        buf = malloc((2 * cap + 1) * sizeof *buf);
         if (!buf) return NULL;
         gather_ge_any(buf, buf + cap, cap, x, n, t, mode);
     } else if (c < cap) {
@@ -133,9 +170,9 @@ static uint32_t *candidates(size_t *count, const float *x, size_t n, uint32_t t,
     return buf;
 }
 
-/* From the candidates (pos[c], then keys[c], then c words of scratch; all
- * keys >= the final threshold among them) pick the top k: every key > T and
- * the first q keys == T. idx: out [k]. */
+/* From the candidates (pos[c], then keys[c]; all keys >= the final threshold
+ * among them) pick the top k: every key > T and the first q keys == T.
+ *   idx: out [k]. Returns the count, or (size_t)-1 when out of memory. */
 static size_t pick(uint32_t *idx, SelectInfo *inf, uint32_t *cand, size_t c, size_t k) {
     const uint32_t *pos = cand, *keys = cand + c;
     if (c <= k) { /* all of them */
@@ -145,10 +182,10 @@ static size_t pick(uint32_t *idx, SelectInfo *inf, uint32_t *cand, size_t c, siz
         inf->thr = c ? lo : 0;
         return c;
     }
-    uint32_t *scratch = cand + 2 * c;
-    memcpy(scratch, keys, c * sizeof *scratch);
     size_t above;
-    uint32_t t = select_kth_largest(&above, scratch, c, k);
+    int nomem = 0;
+    uint32_t t = kth_largest_const(&above, &nomem, keys, c, k);
+    if (nomem) return (size_t)-1;
     size_t q = k - above, cnt = 0; /* ties at t to take, lowest indices first */
     for (size_t j = 0; j < c && cnt < k; j++) {
         uint32_t key = keys[j];
@@ -207,6 +244,7 @@ int64_t select_topk(uint32_t *idx, SelectInfo *info, const float *x, size_t n, s
     }
     size_t cnt = k > 0 ? pick(idx, &inf, pos, c, k) : 0;
     free(pos);
+    if (cnt == (size_t)-1) return -GC_ERR_NOMEM;
     if (info) *info = inf;
     return (int64_t)cnt;
 }
