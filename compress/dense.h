@@ -109,10 +109,12 @@ typedef float dense_v8f __attribute__((vector_size(32)));
 typedef double dense_v8d __attribute__((vector_size(64)));
 typedef int32_t dense_v8i __attribute__((vector_size(32)));
 
-static inline double dense_hsum(dense_v8d a, dense_v8d b) {
+/* lanes of a then b, in order (pointers: passing 64-byte vectors by value
+ * changes the ABI without AVX-512, which compilers warn about) */
+static inline double dense_hsum(const dense_v8d *a, const dense_v8d *b) {
     double r = 0;
-    for (int k = 0; k < 8; k++) r += a[k];
-    for (int k = 0; k < 8; k++) r += b[k];
+    for (int k = 0; k < 8; k++) r += (*a)[k];
+    for (int k = 0; k < 8; k++) r += (*b)[k];
     return r;
 }
 
@@ -130,7 +132,7 @@ static inline DenseSums dense_moments_block(const float *x, size_t n) {
         q0 += da * da;
         q1 += db * db;
     }
-    DenseSums r = {dense_hsum(s0, s1), dense_hsum(q0, q1), 0};
+    DenseSums r = {dense_hsum(&s0, &s1), dense_hsum(&q0, &q1), 0};
     for (; i < n; i++) {
         double v = (double)x[i];
         r.a += v;
@@ -159,7 +161,7 @@ static inline DenseSums dense_signed_block(const float *x, size_t n) {
         c0 -= ka;
         c1 -= kb;
     }
-    DenseSums r = {dense_hsum(p0, p1), dense_hsum(m0, m1), 0};
+    DenseSums r = {dense_hsum(&p0, &p1), dense_hsum(&m0, &m1), 0};
     for (int k = 0; k < 8; k++) r.c += (double)c0[k] + (double)c1[k];
     for (; i < n; i++) {
         float v = x[i];

@@ -2,14 +2,17 @@
  * int" baseline (3LC section 4.2: "255 distinct values, [-127, 127], leaving
  * -128 unused"); error feedback is the caller's (CodecSide.repr).
  *
- *   scale = max|x| / 127                    (float32 division)
+ *   scale = max|x| / 127                    (float32 division; rounded up to
+ *                                            the next float if it is subnormal
+ *                                            and below max|x| / 127)
  *   q[i]  = round_half_even(x[i] / scale)   in [-127, 127]; all 0 when scale == 0
  *   decoded[i] = (float)q[i] * scale
  *
  * so |x[i] - decoded[i]| <= scale / 2 (half a level), up to float rounding.
  * Payload (docs/FORMAT.md): f32 scale, then n signed bytes q[i]; flags 0.
- * The decoder rejects a scale that is negative, -0, inf or NaN, and the byte
- * 0x80 (-128), which is not a level.
+ * The decoder rejects a scale that is negative, -0, inf or NaN, or so large
+ * that 127 * scale overflows (the encoder rounds such a scale down), and the
+ * byte 0x80 (-128), which is not a level.
  *
  * The input must be finite (a NaN or inf gradient has no scale): encode
  * returns -GC_ERR_PARAM otherwise.
@@ -55,7 +58,14 @@ static int64_t int8_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *fla
     int T = dense_threads(side, n);
     uint32_t mb = dense_absmax_bits(x, n, T);
     if (mb > DENSE_FINITE_MAX) return -GC_ERR_PARAM; /* NaN or inf in the input */
-    float scale = dense_float(mb) / 127.0f;
+    float maxabs = dense_float(mb), scale = maxabs / 127.0f;
+    /* In the subnormal range max/127 loses precision and may round far below
+     * max/127 (even to 0), so max/scale could exceed 127.5: round the scale
+     * up there. (For normal scales, max/scale <= 127 * (1 + 2^-24) rounds to 127.) */
+    if (scale < 0x1p-126f && (double)scale * 127.0 < (double)maxabs) scale = nextafterf(scale, 1.0f);
+    /* Near FLT_MAX, max/127 may round up so far that level 127 (127 * scale)
+     * overflows to inf: round the scale down then (max/scale still rounds to 127). */
+    if (isinf(127.0f * scale)) scale = nextafterf(scale, 0.0f);
     put_f32(payload, scale);
     int8_t *q = (int8_t *)(void *)(payload + 4);
     if (T <= 1) {
@@ -80,6 +90,7 @@ static int int8_decode(Codec *c, float *out, size_t n, float weight, int accumul
     if (len - 4 > n) return -GC_ERR_OVERSIZED;
     uint32_t sb = get_u32(payload);
     if (sb > DENSE_FINITE_MAX) return -GC_ERR_CORRUPT; /* negative, -0, inf or NaN scale */
+    if (isinf(127.0f * dense_float(sb))) return -GC_ERR_CORRUPT; /* the encoder never makes level 127 overflow */
     const uint8_t *qb = payload + 4;
     uint8_t bad = 0;
     for (size_t i = 0; i < n; i++) bad |= (uint8_t)(qb[i] == 0x80);

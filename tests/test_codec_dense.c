@@ -4,6 +4,8 @@
  * repr == decode, decode-accumulate, shared scalars and bad input. */
 #include "tests/test.h"
 
+#include <float.h>
+
 #include "compress/half.h"
 #include "tests/test_codec_dense.h"
 
@@ -329,7 +331,7 @@ static void test_roundtrip(void) {
                         ok = dense_bits_(y[i]) == dense_bits_(half_to_float(half_from_float(x[i])));
                         bound = 0;
                     } else if (!strcmp(nm, "int8")) {
-                        bound = get_f32(p) * 0.5 * (1 + 1e-6) + 1e-45; /* half a level */
+                        bound = (double)get_f32(p) * (0.5 + 1e-5); /* half a level, + rounding of q * scale */
                         ok = e <= bound;
                     } else if (!strcmp(nm, "3lc")) {
                         float m = get_f32(p);
@@ -488,6 +490,44 @@ static void test_bad_input(void) {
             else CHECK(len == -GC_ERR_NOSPACE, "%s: cap %zu gives NOSPACE (%lld)", DENSE[d], cap, (long long)len);
             free(small);
         }
+        codec_free(c);
+    }
+    /* int8 with a subnormal scale: max/127 = 1.496 * 2^-149 would round to 2^-149 and put max at
+     * level 190; the scale is rounded up instead, so every value stays within half a level */
+    {
+        float t[3] = {190 * 0x1p-149f, -3 * 0x1p-149f, 12 * 0x1p-149f}, y[3];
+        Codec *c = dense_codec("int8");
+        int64_t len;
+        uint8_t *f = dense_encode(c, t, 3, NULL, &len);
+        int ok = f && codec_decode(c, y, 3, f, (size_t)len) == 0;
+        float sc = ok ? get_f32(f + CODEC_HEADER_SIZE) : 0;
+        for (int i = 0; ok && i < 3; i++) ok = fabs((double)t[i] - y[i]) <= 0.5 * sc;
+        CHECK(ok && sc == 2 * 0x1p-149f, "int8: subnormal scale rounded up (scale %g), errors within half a level",
+              sc);
+        free(f);
+        float u[1] = {12 * 0x1p-149f}; /* max/127 rounds to 0 */
+        f = dense_encode(c, u, 1, NULL, &len);
+        ok = f && codec_decode(c, y, 1, f, (size_t)len) == 0 && y[0] == u[0];
+        CHECK(ok, "int8: a scale that would underflow to 0 becomes the smallest subnormal");
+        free(f);
+        codec_free(c);
+    }
+    /* int8 near FLT_MAX: 127 * scale must stay finite (found by fuzz_int8) */
+    {
+        float t[2] = {-FLT_MAX, 1.0f}, y[2];
+        Codec *c = dense_codec("int8");
+        int64_t len;
+        uint8_t *f = dense_encode(c, t, 2, NULL, &len);
+        int ok = f && codec_decode(c, y, 2, f, (size_t)len) == 0 && isfinite(y[0]) &&
+                 fabs((double)y[0] - t[0]) <= 0.5 * get_f32(f + CODEC_HEADER_SIZE);
+        CHECK(ok, "int8: max|x| = FLT_MAX decodes to a finite value within half a level (%g)", ok ? y[0] : 0.0f);
+        if (f) {
+            put_f32(f + CODEC_HEADER_SIZE, FLT_MAX / 100); /* 127 * scale overflows: impossible */
+            CHECK(c->spec.ops->decode(c, y, 2, 1, 0, f + CODEC_HEADER_SIZE, (size_t)len - CODEC_HEADER_SIZE, 0) ==
+                      -GC_ERR_CORRUPT,
+                  "int8: a scale whose level 127 overflows is rejected");
+        }
+        free(f);
         codec_free(c);
     }
     /* fp16 NaN keeps its sign and gets the quiet bit, like vcvtps2ph */
