@@ -195,6 +195,13 @@ static inline uint64_t gp_peek(const uint8_t *buf, size_t len, uint64_t pos) {
     return v << (pos & 7);
 }
 
+/* the same without the bounds check: the caller guarantees byte + 8 <= len */
+static inline uint64_t gp_peek_fast(const uint8_t *buf, uint64_t pos) {
+    uint64_t v;
+    memcpy(&v, buf + (pos >> 3), 8);
+    return __builtin_bswap64(v) << (pos & 7);
+}
+
 /* table section: u16 k, then k (symbol, length) pairs in increasing symbol
  * order. tab: [GP_TABLE_MAX] out; returns its length */
 static size_t gp_table_write(uint8_t *tab, const HuffCode *hc) {
@@ -467,10 +474,43 @@ static int gp_pad_ok(const uint8_t *p, uint64_t bits) {
     return r == 0 || (p[bits >> 3] & ((1u << (8 - r)) - 1)) == 0;
 }
 
-/* the per-value loop of one chunk, specialized on accumulate. Positions are
- * absolute bit offsets in the payload; the zero/nonzero cases are selected
- * with masks (no data-dependent branches). Returns 0, or -GC_ERR_CORRUPT at
- * an index no code starts with or an escaped symbol that has a code. */
+/* decode values [i, i + m) of a chunk; PEEK reads a segment at a position.
+ * Positions are absolute bit offsets in the payload; the zero/nonzero cases
+ * are selected with masks (no data-dependent branches). Returns 0, or
+ * -GC_ERR_CORRUPT at an index no code starts with or an escaped symbol that
+ * has a code. */
+#define GP_DECODE_LOOP(PEEK)                                                                            \
+    for (; i < m; i++) {                                                                                \
+        /* exponent by one table lookup (Section 4.5) */                                                \
+        uint64_t bits = PEEK(pe);                                                                       \
+        uint32_t ent = lut[bits >> (64 - n)], l = HUFF_LUT_LEN(ent), e = HUFF_LUT_SYM(ent);             \
+        if (__builtin_expect(!l, 0)) return -GC_ERR_CORRUPT; /* no code starts with these bits */       \
+        pe += l;                                                                                        \
+        if (__builtin_expect((ent & HUFF_LUT_ESC) != 0, 0)) { /* escape + raw exponent (4.3) */         \
+            e = (uint32_t)(bits >> (64 - n - HUFF_RAW_BITS)) & 0xFF;                                    \
+            pe += HUFF_RAW_BITS;                                                                        \
+            if (hc->len[e]) return -GC_ERR_CORRUPT; /* an escaped symbol that has a code */             \
+        }                                                                                               \
+        /* level and mantissa only for a nonzero exponent (Section 6.1) */                              \
+        uint32_t nzm = 0u - (uint32_t)(e != 0);                                                         \
+        uint32_t L = (uint32_t)(PEEK(pl) >> 62) & nzm;                                                  \
+        pl += 2 & nzm;                                                                                  \
+        bad |= (e == 0xFF) & (L != 0); /* inf/NaN are always level 0 */                                 \
+        int sh = GP_LEVEL_SHIFT * (int)L;                                                               \
+        int nb = (int)(((uint32_t)(GP_MAN_BITS - sh) & nzm) | (zs & ~nzm));                             \
+        uint32_t mv = (uint32_t)((PEEK(pm) >> 1) >> (63 - nb)); /* top nb bits, nb may be 0 */          \
+        pm += (uint64_t)nb;                                                                             \
+        uint32_t sm = mv << sh;                                                                         \
+        uint32_t u = ((((sm >> 23) << 31) | (e << 23) | (sm & 0x7FFFFF)) & nzm) | ((mv << 31) & ~nzm); \
+        anyneg |= u & ~nzm;                                                                             \
+        float v = u2f(u);                                                                               \
+        out[i] = acc ? out[i] + weight * v : v;                                                         \
+    }
+
+/* the per-value loop of one chunk, specialized on accumulate: blocks where
+ * every reader stays 8 bytes clear of the payload end read without bounds
+ * checks (a value moves a reader by at most 3 bytes) */
+#define GP_BLOCK 256
 static inline __attribute__((always_inline)) int gp_decode_values(
     float *out, uint64_t *pe_, uint64_t *pl_, uint64_t *pm_, uint32_t *anyneg_, uint32_t *bad_,
     const HuffCode *hc, const uint16_t *lut, uint32_t zs, float weight, const uint8_t *pay, size_t len, size_t count,
@@ -478,31 +518,19 @@ static inline __attribute__((always_inline)) int gp_decode_values(
     uint64_t pe = *pe_, pl = *pl_, pm = *pm_;
     uint32_t anyneg = 0, bad = 0;
     int n = hc->ntheta;
-    for (size_t i = 0; i < count; i++) {
-        /* exponent by one table lookup (Section 4.5) */
-        uint64_t bits = gp_peek(pay, len, pe);
-        uint32_t ent = lut[bits >> (64 - n)], l = HUFF_LUT_LEN(ent), e = HUFF_LUT_SYM(ent);
-        if (__builtin_expect(!l, 0)) return -GC_ERR_CORRUPT; /* no code starts with these bits */
-        pe += l;
-        if (__builtin_expect((ent & HUFF_LUT_ESC) != 0, 0)) { /* escape + raw exponent (Section 4.3) */
-            e = (uint32_t)(bits >> (64 - n - HUFF_RAW_BITS)) & 0xFF;
-            pe += HUFF_RAW_BITS;
-            if (hc->len[e]) return -GC_ERR_CORRUPT; /* an escaped symbol that has a code */
+    size_t i = 0;
+    while (i < count) {
+        size_t m = count - i < GP_BLOCK ? count : i + GP_BLOCK;
+        uint64_t far = ((pe > pl ? pe : pl) > pm ? (pe > pl ? pe : pl) : pm) >> 3;
+        if (far + 3 * GP_BLOCK + 8 <= len) {
+#define GP_PF(pos) gp_peek_fast(pay, (pos))
+            GP_DECODE_LOOP(GP_PF)
+#undef GP_PF
+        } else {
+#define GP_PS(pos) gp_peek(pay, len, (pos))
+            GP_DECODE_LOOP(GP_PS)
+#undef GP_PS
         }
-        /* level and mantissa only for a nonzero exponent (Section 6.1) */
-        uint32_t nzm = 0u - (uint32_t)(e != 0);
-        uint32_t L = (uint32_t)(gp_peek(pay, len, pl) >> 62) & nzm;
-        pl += 2 & nzm;
-        bad |= (e == 0xFF) & (L != 0); /* inf/NaN are always level 0 */
-        int sh = GP_LEVEL_SHIFT * (int)L;
-        int nb = (int)(((uint32_t)(GP_MAN_BITS - sh) & nzm) | (zs & ~nzm));
-        uint32_t mv = (uint32_t)((gp_peek(pay, len, pm) >> 1) >> (63 - nb)); /* top nb bits, nb may be 0 */
-        pm += (uint64_t)nb;
-        uint32_t sm = mv << sh;
-        uint32_t u = ((((sm >> 23) << 31) | (e << 23) | (sm & 0x7FFFFF)) & nzm) | ((mv << 31) & ~nzm);
-        anyneg |= u & ~nzm;
-        float v = u2f(u);
-        out[i] = acc ? out[i] + weight * v : v;
     }
     *pe_ = pe, *pl_ = pl, *pm_ = pm;
     *anyneg_ = anyneg, *bad_ = bad;
