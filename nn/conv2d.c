@@ -11,11 +11,14 @@
 #include <string.h>
 
 #include "common/errors.h"
+#include "nn/conv3x3.h"
 #include "nn/parallel.h"
 
 static size_t g_chunk_floats = 48 * 1024;
+static int g_direct = 1;
 
 void conv2d_set_chunk_floats(size_t floats) { g_chunk_floats = floats ? floats : 1; }
+void conv2d_set_direct(int enable) { g_direct = enable; }
 
 /* output rows per chunk so that the column chunk holds about g_chunk_floats */
 static int chunk_units(const Conv2dShape *s) {
@@ -57,7 +60,10 @@ static size_t per_thread_floats(const Conv2dShape *s, int cu) {
     return (n + 15) & ~(size_t)15;
 }
 
-size_t conv2d_work_floats(const Conv2dShape *s) { return (size_t)s->threads * per_thread_floats(s, s->chunk); }
+size_t conv2d_work_floats(const Conv2dShape *s) {
+    size_t a = (size_t)s->threads * per_thread_floats(s, s->chunk), b = conv3x3_work_floats(s);
+    return a > b ? a : b;
+}
 
 /* valid output columns [*lo, *hi) for kernel column kw: 0 <= ow*stride - pad + kw < W */
 static inline void valid_range(int *lo, int *hi, int kw, const Conv2dShape *s) {
@@ -195,6 +201,10 @@ static int team_for(const Conv2dShape *s) { return s->threads < s->N ? s->thread
 void conv2d_forward(float *out /*OC,N,OH,OW*/, float *work /*conv2d_work_floats*/,
                     const float *inp /*C,N,H,W*/, const float *w /*OC,C,KH,KW*/,
                     const float *b /*OC or NULL*/, const Conv2dShape *s) {
+    if (g_direct && conv3x3_ok(s)) {
+        conv3x3_forward(out, work, inp, w, b, s);
+        return;
+    }
     const int CKK = s->C * s->KH * s->KW, OW = s->OW;
     const int ldo = s->N * s->OH * OW; /* row stride of out (and of dout) */
     const int cu = s->chunk, direct = is_direct(s);
@@ -234,6 +244,10 @@ void conv2d_backward(float *dinp /*C,N,H,W, overwritten; NULL = skip*/, float *d
                      float *db /*OC, +=, NULL = skip*/, float *work /*conv2d_work_floats*/,
                      const float *dout /*OC,N,OH,OW*/, const float *inp /*C,N,H,W*/,
                      const float *w /*OC,C,KH,KW*/, const Conv2dShape *s) {
+    if (g_direct && conv3x3_ok(s)) {
+        conv3x3_backward(dinp, dw, db, work, dout, inp, w, s);
+        return;
+    }
     const int CKK = s->C * s->KH * s->KW, OW = s->OW;
     const int ldo = s->N * s->OH * OW;
     const int ldi = s->N * s->H * s->W;

@@ -7,7 +7,8 @@
  * (im2col). Weights keep PyTorch's layout [OC, C, KH, KW]. The batch is split
  * over threads by whole images; each thread builds the columns of a chunk of
  * output rows that fits in cache and calls a single-threaded sgemm on it. A 1x1
- * stride-1 unpadded convolution reads the input directly (no im2col).
+ * stride-1 unpadded convolution reads the input directly (no im2col), and a
+ * 3x3 stride-1 "same" convolution uses direct AVX-512 kernels (nn/conv3x3.h).
  *
  * Gradients: dw and db ACCUMULATE (+=); dinp is OVERWRITTEN.
  *
@@ -48,5 +49,9 @@ void conv2d_backward(float *dinp /*C,N,H,W, overwritten; NULL = skip*/, float *d
 /* Tuning knob for benchmarks: target floats per im2col chunk (default 48K);
  * affects shapes made after the call. */
 void conv2d_set_chunk_floats(size_t floats);
+/* 1 (default): 3x3 stride-1 pad-1 convolutions with H*W a multiple of 16 use
+ * the direct AVX-512 kernels of nn/conv3x3.h when the build has AVX-512;
+ * 0: everything goes through im2col + sgemm (tests compare the two). */
+void conv2d_set_direct(int enable);
 
 #endif

@@ -11,7 +11,8 @@
  * Every op is also checked for its gradient contract: parameter gradients
  * ACCUMULATE (the test pre-fills them with 1.0 and subtracts), input gradients
  * OVERWRITE (pre-filled with garbage). Convolutions run with 1 thread and all
- * threads, and with a tiny im2col chunk to cross chunk boundaries. */
+ * threads, with a tiny im2col chunk to cross chunk boundaries, and with the
+ * direct 3x3 kernels (nn/conv3x3.h) both on and off. */
 #include "tests/test.h"
 #include "tests/test_nn_fixture.h"
 
@@ -37,12 +38,13 @@ static void sub_one(float *a, size_t n) {
     for (size_t i = 0; i < n; i++) a[i] -= 1.0f;
 }
 
-static void test_conv(const NnFixture *fx, int threads, size_t chunk) {
+static void test_conv(const NnFixture *fx, int threads, size_t chunk, int direct) {
     int count = nnfx_i(fx, "conv.count", 1)[0];
 #ifdef HAVE_OPENMP
     omp_set_num_threads(threads);
 #endif
     conv2d_set_chunk_floats(chunk);
+    conv2d_set_direct(direct);
     for (int i = 0; i < count; i++) {
         char p[32], what[96];
         snprintf(p, sizeof p, "conv%d.", i);
@@ -63,7 +65,8 @@ static void test_conv(const NnFixture *fx, int threads, size_t chunk) {
         swap01(xc, x, N, C, H * W);
         conv2d_forward(yc, work, xc, w, b, &s);
         swap01(yn, yc, OC, N, s.OH * s.OW);
-        snprintf(what, sizeof what, "conv%d K%dx%d s%d p%d T%d c%zu y", i, KH, KW, st, pad, threads, chunk);
+        snprintf(what, sizeof what, "conv%d %dx%d K%dx%d s%d p%d T%d c%zu%s y", i, H, W, KH, KW, st, pad, threads,
+                 chunk, direct ? "" : " im2col");
         NNFX_CLOSE(what, yn, y, nout, RTOL, AFRAC);
         swap01(dyc, dy, N, OC, s.OH * s.OW);
         conv2d_backward(dxc, dw, bias ? db : NULL, work, dyc, xc, w, &s);
@@ -79,6 +82,7 @@ static void test_conv(const NnFixture *fx, int threads, size_t chunk) {
         free(xc), free(yc), free(yn), free(dyc), free(dxc), free(dxn), free(dw), free(db), free(work);
     }
     conv2d_set_chunk_floats(48 * 1024);
+    conv2d_set_direct(1);
 #ifdef HAVE_OPENMP
     omp_set_num_threads(omp_get_num_procs());
 #endif
@@ -238,11 +242,15 @@ int main(void) {
     NnFixture fx = nnfx_load("tests/fixtures/nn_layers.bin");
     int maxt = gc_num_threads();
     printf("conv2d, %d thread(s):\n", maxt);
-    test_conv(&fx, maxt, 48 * 1024);
+    test_conv(&fx, maxt, 48 * 1024, 1);
+    printf("conv2d, %d thread(s), im2col + sgemm for every shape:\n", maxt);
+    test_conv(&fx, maxt, 48 * 1024, 0);
     printf("conv2d, 1 thread, 1-row chunks:\n");
-    test_conv(&fx, 1, 1);
-    printf("conv2d, %d thread(s), 1-row chunks:\n", maxt > 1 ? maxt : 2);
-    test_conv(&fx, maxt > 1 ? maxt : 2, 1);
+    test_conv(&fx, 1, 1, 1);
+    printf("conv2d, %d thread(s), 1-row chunks, im2col:\n", maxt > 1 ? maxt : 3);
+    test_conv(&fx, maxt > 1 ? maxt : 3, 1, 0);
+    printf("conv2d, 3 threads (more than the batch of some shapes):\n");
+    test_conv(&fx, 3, 48 * 1024, 1);
     test_conv_bad_shape();
     printf("batchnorm:\n");
     test_bn(&fx);

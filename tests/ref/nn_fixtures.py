@@ -133,6 +133,11 @@ def layers():
         (2, 3, 11, 11, 4, 7, 7, 2, 3, 0),
         (2, 3, 6, 7, 2, 3, 2, 2, 1, 1),
         (1, 2, 6, 6, 3, 2, 2, 2, 0, 1),
+        # 3x3 stride 1 pad 1 with H*W a multiple of 16: the direct AVX-512 kernels
+        (2, 5, 8, 8, 7, 3, 3, 1, 1, 0),
+        (2, 3, 8, 6, 9, 3, 3, 1, 1, 1),
+        (3, 16, 4, 4, 16, 3, 3, 1, 1, 0),
+        (1, 4, 16, 16, 11, 3, 3, 1, 1, 0),
     ]
     T.append(("conv.count", np.array([len(convs)], dtype=np.int32)))
     for i, (N, C, H, W, OC, KH, KW, st, pad, bias) in enumerate(convs):

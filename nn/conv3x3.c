@@ -1,0 +1,234 @@
+/* Direct 3x3 stride-1 pad-1 convolution with AVX-512 kernels (see conv3x3.h).
+ * Shape letters: N batch, C input channels, OC output channels, H,W size,
+ * HW = H*W, P = N*HW (one channel row of the batch), t = 3*kh + kw a tap,
+ * sh_t = (kh-1)*W + (kw-1) its shift along the row.
+ * dw and db ACCUMULATE (+=); dinp is OVERWRITTEN. */
+#include "nn/conv3x3.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "nn/parallel.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+int conv3x3_ok(const Conv2dShape *s) {
+    return s->KH == 3 && s->KW == 3 && s->stride == 1 && s->pad == 1 && (s->H * s->W) % 16 == 0;
+}
+
+static size_t mask_floats(const Conv2dShape *s) { return ((size_t)9 * (s->H * s->W / 16) + 1) / 2 + 16; }
+
+size_t conv3x3_work_floats(const Conv2dShape *s) {
+    size_t nw = (size_t)9 * s->C * s->OC;
+    size_t part = (size_t)s->threads * (nw + (size_t)s->OC + 16);
+    return mask_floats(s) + nw + 16 + part;
+}
+
+/* mk[t * NV + v]: lane i of vector v (positions 16v..16v+15 of an image) is
+ * valid for tap t when the tap reads inside the image */
+static void build_masks(uint16_t *mk /*9, HW/16*/, int H, int W) {
+    int NV = H * W / 16;
+    for (int t = 0; t < 9; t++) {
+        int kh = t / 3, kw = t % 3;
+        for (int v = 0; v < NV; v++) {
+            unsigned m = 0;
+            for (int i = 0; i < 16; i++) {
+                int p = 16 * v + i, ih = p / W + kh - 1, iw = p % W + kw - 1;
+                if (ih >= 0 && ih < H && iw >= 0 && iw < W) m |= 1u << i;
+            }
+            mk[t * NV + v] = (uint16_t)m;
+        }
+    }
+}
+
+/* address of row + off (off may point before the row: only masked-off lanes
+ * ever read there, and masked AVX-512 loads do not touch masked lanes) */
+static inline const float *at(const float *row, ptrdiff_t off) {
+    return (const float *)((uintptr_t)row + (uintptr_t)(off * (ptrdiff_t)sizeof(float)));
+}
+
+/* out[oc0+r, J + 16q] = bias + sum_{t,c} wp[t][c][oc0+r] * in[c, J + 16q + sh_t] (masked),
+ * r < MR, q < NV. in has CI rows of P; wp is [9][CI][CO]. */
+static inline __attribute__((always_inline)) void fwd_tile(float *out, const float *in, const float *wp,
+                                                           const float *bias, const uint16_t *mk, const int *sh,
+                                                           const int *vi, int NVI, int CI, int CO, size_t P,
+                                                           size_t J, int oc0, const int MR, const int NV) {
+    __m512 acc[8][3];
+    for (int r = 0; r < MR; r++)
+        for (int q = 0; q < NV; q++) acc[r][q] = bias ? _mm512_set1_ps(bias[oc0 + r]) : _mm512_setzero_ps();
+    for (int t = 0; t < 9; t++) {
+        __mmask16 m[3];
+        for (int q = 0; q < NV; q++) m[q] = mk[t * NVI + vi[q]];
+        const float *src = at(in, (ptrdiff_t)J + sh[t]);
+        const float *wt = wp + (size_t)t * CI * CO + oc0;
+        for (int c = 0; c < CI; c++) {
+            __m512 x[3];
+            for (int q = 0; q < NV; q++) x[q] = _mm512_maskz_loadu_ps(m[q], src + (size_t)c * P + 16 * q);
+            const float *wc = wt + (size_t)c * CO;
+            for (int r = 0; r < MR; r++) {
+                __m512 wv = _mm512_set1_ps(wc[r]);
+                for (int q = 0; q < NV; q++) acc[r][q] = _mm512_fmadd_ps(wv, x[q], acc[r][q]);
+            }
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int q = 0; q < NV; q++) _mm512_storeu_ps(out + (size_t)(oc0 + r) * P + J + 16 * q, acc[r][q]);
+}
+
+#define FWD_ROWS(NVc)                                                                                   \
+    do {                                                                                                \
+        int oc0 = 0;                                                                                    \
+        for (; oc0 + 8 <= CO; oc0 += 8) fwd_tile(out, in, wp, bias, mk, sh, vi, NVI, CI, CO, P, J, oc0, 8, NVc); \
+        if (CO - oc0 >= 4) fwd_tile(out, in, wp, bias, mk, sh, vi, NVI, CI, CO, P, J, oc0, 4, NVc), oc0 += 4; \
+        if (CO - oc0 >= 2) fwd_tile(out, in, wp, bias, mk, sh, vi, NVI, CI, CO, P, J, oc0, 2, NVc), oc0 += 2; \
+        if (CO - oc0 >= 1) fwd_tile(out, in, wp, bias, mk, sh, vi, NVI, CI, CO, P, J, oc0, 1, NVc);     \
+    } while (0)
+
+/* the shared "same" 3x3 kernel over vectors [v0, v1) of the row */
+static void fwd_range(float *out /*CO,P*/, const float *in /*CI,P*/, const float *wp /*9,CI,CO*/,
+                      const float *bias /*CO or NULL*/, const uint16_t *mk, const int *sh, int HW, int CI, int CO,
+                      size_t P, size_t v0, size_t v1) {
+    const int NVI = HW / 16;
+    for (size_t v = v0; v < v1; v += 3) {
+        size_t J = 16 * v;
+        int nv = v1 - v < 3 ? (int)(v1 - v) : 3;
+        int vi[3];
+        for (int q = 0; q < 3; q++) vi[q] = (int)((v + q) % (size_t)NVI);
+        if (nv == 3) FWD_ROWS(3);
+        else if (nv == 2) FWD_ROWS(2);
+        else FWD_ROWS(1);
+    }
+}
+
+static void make_shifts(int *sh, int W) {
+    for (int t = 0; t < 9; t++) sh[t] = (t / 3 - 1) * W + (t % 3 - 1);
+}
+
+void conv3x3_forward(float *out /*OC,N,H,W*/, float *work, const float *inp /*C,N,H,W*/,
+                     const float *w /*OC,C,3,3*/, const float *b /*OC or NULL*/, const Conv2dShape *s) {
+    const int C = s->C, OC = s->OC, HW = s->H * s->W;
+    const size_t P = (size_t)s->N * HW, V = P / 16;
+    uint16_t *mk = (uint16_t *)work;
+    float *wp = work + mask_floats(s);
+    int sh[9];
+    make_shifts(sh, s->W);
+    build_masks(mk, s->H, s->W);
+    /* wp[t][c][oc] = w[oc][c][t] */
+    for (int oc = 0; oc < OC; oc++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < 9; t++) wp[((size_t)t * C + c) * OC + oc] = w[((size_t)oc * C + c) * 9 + t];
+    int team = s->threads;
+    OMP_PARALLEL(team) {
+        int T = gc_team_size(), id = gc_thread_id();
+        size_t v0 = V * id / T, v1 = V * (id + 1) / T;
+        fwd_range(out, inp, wp, b, mk, sh, HW, C, OC, P, v0, v1);
+    }
+}
+
+/* dw partial: acc over vectors [v0, v1) of sum dout[oc0+r, .] * in[c, . + sh_t] (masked),
+ * added into dwp[(oc0+r)][c][t] */
+static inline __attribute__((always_inline)) void wgrad_tile(float *dwp /*OC,C,9*/, const float *dout,
+                                                             const float *in, const uint16_t *mk, const int *sh,
+                                                             int NVI, int C, size_t P, size_t v0, size_t v1,
+                                                             int oc0, int c, const int MR) {
+    __m512 acc[3][9];
+    for (int r = 0; r < MR; r++)
+        for (int t = 0; t < 9; t++) acc[r][t] = _mm512_setzero_ps();
+    const float *xin = in + (size_t)c * P;
+    int vi = (int)(v0 % (size_t)NVI);
+    for (size_t v = v0; v < v1; v++) {
+        size_t J = 16 * v;
+        __m512 d[3];
+        for (int r = 0; r < MR; r++) d[r] = _mm512_loadu_ps(dout + (size_t)(oc0 + r) * P + J);
+        for (int t = 0; t < 9; t++) {
+            __m512 x = _mm512_maskz_loadu_ps(mk[t * NVI + vi], at(xin, (ptrdiff_t)J + sh[t]));
+            for (int r = 0; r < MR; r++) acc[r][t] = _mm512_fmadd_ps(d[r], x, acc[r][t]);
+        }
+        if (++vi == NVI) vi = 0;
+    }
+    for (int r = 0; r < MR; r++)
+        for (int t = 0; t < 9; t++) dwp[((size_t)(oc0 + r) * C + c) * 9 + t] += _mm512_reduce_add_ps(acc[r][t]);
+}
+
+void conv3x3_backward(float *dinp /*C,N,H,W, overwritten; NULL = skip*/, float *dw /*OC,C,3,3, +=*/,
+                      float *db /*OC, +=, NULL = skip*/, float *work, const float *dout /*OC,N,H,W*/,
+                      const float *inp /*C,N,H,W*/, const float *w /*OC,C,3,3*/, const Conv2dShape *s) {
+    const int C = s->C, OC = s->OC, HW = s->H * s->W, NVI = HW / 16;
+    const size_t P = (size_t)s->N * HW, V = P / 16, nw = (size_t)9 * C * OC;
+    uint16_t *mk = (uint16_t *)work;
+    float *wp = work + mask_floats(s);
+    float *part = wp + nw + 16;
+    const size_t pstride = nw + (size_t)OC + 16;
+    int sh[9];
+    make_shifts(sh, s->W);
+    build_masks(mk, s->H, s->W);
+    /* data gradient weights: wp[t][oc][c] = w[oc][c][8 - t] */
+    for (int oc = 0; oc < OC; oc++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < 9; t++) wp[((size_t)t * OC + oc) * C + c] = w[((size_t)oc * C + c) * 9 + (8 - t)];
+    /* weight-gradient chunk: bounded so that the dout and input rows it walks stay in cache */
+    const size_t chunk = 256; /* vectors = 4096 positions */
+    int team = s->threads;
+    OMP_PARALLEL(team) {
+        int T = gc_team_size(), id = gc_thread_id();
+        size_t v0 = V * id / T, v1 = V * (id + 1) / T;
+        /* forward: out = conv(in)  =>  din = conv(dout) with flipped, transposed weights */
+        if (dinp) fwd_range(dinp, dout, wp, NULL, mk, sh, HW, OC, C, P, v0, v1);
+        float *dwp = id == 0 ? dw : part + (size_t)id * pstride;
+        float *dbp = id == 0 ? db : part + (size_t)id * pstride + nw;
+        if (id != 0) memset(dwp, 0, sizeof(float) * (nw + OC));
+        for (size_t c0 = v0; c0 < v1; c0 += chunk) {
+            size_t c1 = v1 - c0 < chunk ? v1 : c0 + chunk;
+            for (int c = 0; c < C; c++) {
+                int oc0 = 0;
+                for (; oc0 + 2 <= OC; oc0 += 2) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, P, c0, c1, oc0, c, 2);
+                if (OC - oc0 == 1) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, P, c0, c1, oc0, c, 1);
+            }
+        }
+        if (db) /* forward: out[oc, p] += b[oc]  =>  db[oc] += sum_p dout[oc, p] */
+            for (int oc = 0; oc < OC; oc++) {
+                __m512 a = _mm512_setzero_ps();
+                for (size_t v = v0; v < v1; v++) a = _mm512_add_ps(a, _mm512_loadu_ps(dout + (size_t)oc * P + 16 * v));
+                dbp[oc] += _mm512_reduce_add_ps(a);
+            }
+        OMP_BARRIER
+        if (T > 1) {
+            OMP_FOR_IN
+            for (size_t i = 0; i < nw; i++) {
+                float a = 0.0f;
+                for (int k = 1; k < T; k++) a += part[(size_t)k * pstride + i];
+                dw[i] += a;
+            }
+            if (db) {
+                OMP_FOR_IN
+                for (int oc = 0; oc < OC; oc++) {
+                    float a = 0.0f;
+                    for (int k = 1; k < T; k++) a += part[(size_t)k * pstride + nw + oc];
+                    db[oc] += a;
+                }
+            }
+        }
+    }
+}
+
+#else /* no AVX-512: conv2d's im2col path handles every shape */
+
+int conv3x3_ok(const Conv2dShape *s) {
+    (void)s;
+    return 0;
+}
+size_t conv3x3_work_floats(const Conv2dShape *s) {
+    (void)s;
+    return 0;
+}
+void conv3x3_forward(float *out, float *work, const float *inp, const float *w, const float *b,
+                     const Conv2dShape *s) {
+    (void)out, (void)work, (void)inp, (void)w, (void)b, (void)s;
+}
+void conv3x3_backward(float *dinp, float *dw, float *db, float *work, const float *dout, const float *inp,
+                      const float *w, const Conv2dShape *s) {
+    (void)dinp, (void)dw, (void)db, (void)work, (void)dout, (void)inp, (void)w, (void)s;
+}
+
+#endif

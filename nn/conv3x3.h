@@ -1,0 +1,38 @@
+/* Direct ("implicit GEMM") 3x3, stride-1, pad-1 convolution over CNHW
+ * activations with AVX-512 kernels: no im2col buffer. conv2d_forward/backward
+ * (nn/conv2d.h) route eligible shapes here; callers use conv2d.
+ *
+ * Idea: in CNHW a channel of the whole batch is one row of P = N*H*W values,
+ * and tap (kh, kw) of the kernel reads that row shifted by
+ * (kh-1)*W + (kw-1), with the lanes that fall outside the image masked to zero.
+ * When H*W is a multiple of 16, every 16-lane vector lies inside one image, so
+ * the masks depend only on (tap, vector position in the image) and come from a
+ * small table. Then
+ *   forward   out[oc, p] = sum_{c,t} w[oc,c,t] * in[c, p + sh_t] * valid_t(p)
+ *   data grad din[c, q] = sum_{oc,t} w[oc,c,8-t] * dout[oc, q + sh_t] * valid_t(q)
+ *             (the same kernel with flipped, transposed weights)
+ *   weight grad dw[oc,c,t] += sum_p dout[oc, p] * in[c, p + sh_t] * valid_t(p)
+ * Register tiles: 8 output channels x 48 positions (forward), 2 output
+ * channels x 9 taps with 16-lane partial sums (weight gradient).
+ *
+ * Gradients: dw and db ACCUMULATE (+=); dinp is OVERWRITTEN (as conv2d). */
+#ifndef GC_NN_CONV3X3_H
+#define GC_NN_CONV3X3_H
+
+#include <stddef.h>
+
+#include "nn/conv2d.h"
+
+/* 1 when this build has the kernels and the shape qualifies:
+ * 3x3, stride 1, pad 1, H*W a multiple of 16 */
+int conv3x3_ok(const Conv2dShape *s);
+/* floats of scratch the routines below need */
+size_t conv3x3_work_floats(const Conv2dShape *s);
+
+void conv3x3_forward(float *out /*OC,N,H,W*/, float *work, const float *inp /*C,N,H,W*/,
+                     const float *w /*OC,C,3,3*/, const float *b /*OC or NULL*/, const Conv2dShape *s);
+void conv3x3_backward(float *dinp /*C,N,H,W, overwritten; NULL = skip*/, float *dw /*OC,C,3,3, +=*/,
+                      float *db /*OC, +=, NULL = skip*/, float *work, const float *dout /*OC,N,H,W*/,
+                      const float *inp /*C,N,H,W*/, const float *w /*OC,C,3,3*/, const Conv2dShape *s);
+
+#endif
