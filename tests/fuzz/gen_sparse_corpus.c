@@ -66,10 +66,10 @@ static void payload_case(const char *dir, const char *codec, const char *name, i
 }
 
 /* a round-trip-mode input: n floats at density (dbyte + 1) / 256 */
-static void roundtrip_case(const char *dir, const char *name, size_t n, int kind, uint8_t dbyte) {
+static void roundtrip_case(const char *dir, const char *name, size_t n, int kind, uint8_t dbyte, int tile) {
     float *x = malloc((n + 1) * sizeof *x);
     fill(x, n, kind, 7 + n);
-    uint8_t prefix[3] = {1, dbyte, 0};
+    uint8_t prefix[3] = {(uint8_t)(tile ? 9 : 1), dbyte, (uint8_t)(tile ? 40 : 0)};
     write_file(dir, name, prefix, x, n * sizeof *x);
     free(x);
 }
@@ -89,8 +89,9 @@ int main(void) {
         payload_case(dir, codecs[k], "n300_skewed_acc", 2, 300, 2, 0.03);
         payload_case(dir, codecs[k], "n2000_sparse", 0, 2000, 3, 0.01);
         payload_case(dir, codecs[k], "n13_flags", 4, 13, 0, 0.2);
-        roundtrip_case(dir, "rt_n64_normal", 64, 0, 25);
-        roundtrip_case(dir, "rt_n200_ties", 200, 1, 127);
+        roundtrip_case(dir, "rt_n64_normal", 64, 0, 25, 0);
+        roundtrip_case(dir, "rt_n200_ties", 200, 1, 127, 0);
+        roundtrip_case(dir, "rt_tiled_sampled", 97, 2, 3, 1);
     }
     return 0;
 }
