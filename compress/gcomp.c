@@ -183,6 +183,29 @@ static inline size_t bytes_of(uint64_t bits) { return (size_t)((bits + 7) >> 3);
         (n) &= 7;                                                     \
     } while (0)
 
+/* GP_PUT for low-rate streams: the pending bits stay in acc until 32 are
+ * complete, then 4 bytes are stored (n < 32 between calls). */
+#define GP_PUT32(p, acc, n, v, nb)                                      \
+    do {                                                                \
+        (acc) = ((acc) << (nb)) | (v); /* v < 2^nb, nb <= 32 */         \
+        (n) += (nb);                                                    \
+        if ((n) >= 32) {                                                \
+            (n) -= 32;                                                  \
+            uint32_t o_ = __builtin_bswap32((uint32_t)((acc) >> (n))); \
+            memcpy((p), &o_, 4);                                        \
+            (p) += 4;                                                   \
+        }                                                               \
+    } while (0)
+
+/* flush a GP_PUT32 writer: its remaining n < 32 bits, zero-padded to bytes */
+#define GP_FLUSH32(p, acc, n)                                                    \
+    do {                                                                         \
+        uint64_t o_ = __builtin_bswap64(((acc) << 1) << (63 - (n)));            \
+        memcpy((p), &o_, 8);                                                     \
+        (p) += ((n) + 7) >> 3;                                                   \
+        (n) = 0;                                                                 \
+    } while (0)
+
 /* the 64 bits starting at bit pos of buf, MSB-aligned; the top 57 are valid */
 static inline uint64_t gp_peek(const uint8_t *buf, size_t len, uint64_t pos) {
     uint64_t byte = pos >> 3, v = 0;
@@ -281,12 +304,12 @@ static inline __attribute__((always_inline)) void gp_write_values(uint8_t **pe_,
         uint32_t u = f2u(x[i]), e = (u >> 23) & 0xFF, c = emit[e];
         uint32_t nzm = 0u - (uint32_t)(e != 0); /* all ones for a nonzero exponent */
         /* step (1): the exponent's Huffman code, or escape + raw exponent */
-        GP_PUT(pe, ae, ne, c & 0xFFFFFF, (int)(c >> 24));
+        GP_PUT32(pe, ae, ne, c & 0xFFFFFF, (int)(c >> 24));
         /* step (2): the 2-bit level, for a nonzero exponent only; inf/NaN
          * (255) always level 0 so they stay exact */
         uint32_t L = has_lv ? lv[i] & (0u - (uint32_t)(e - 1u < 254u)) : 0;
         int sh = GP_LEVEL_SHIFT * (int)L;
-        GP_PUT(pl, al, nl, L, (int)(nzm & 2));
+        GP_PUT32(pl, al, nl, L, (int)(nzm & 2));
         /* step (3): mantissa with the sign, truncated toward zero by 6*L bits;
          * exponent 0 is pruned to its code (Section 5.2), plus the sign when ZSIGN */
         uint32_t sm24 = (((u >> 31) << 23) | (u & 0x7FFFFF)) >> sh;
@@ -317,7 +340,9 @@ static int gp_write_chunk(uint8_t *p, uint8_t *scr, float *repr, const uint32_t 
     else if (repr) GP_W(0, 1);
     else GP_W(0, 0);
 #undef GP_W
-    size_t eb = (size_t)(pe - se) + (ne > 0), lb = (size_t)(pl - sl) + (nl > 0), mb = (size_t)(pm - sm) + (nm > 0);
+    GP_FLUSH32(pe, ae, ne);
+    GP_FLUSH32(pl, al, nl);
+    size_t eb = (size_t)(pe - se), lb = (size_t)(pl - sl), mb = (size_t)(pm - sm) + (nm > 0);
     /* the sizes were computed from the histograms; anything else is an internal error */
     if (eb != bytes_of(k->ebits) || lb != bytes_of(2ull * k->nnz) || mb != bytes_of(k->mbits)) return -GC_ERR_NOSPACE;
     memcpy(p, se, eb);
