@@ -46,7 +46,6 @@
 #include <omp.h>
 #endif
 
-#include "bitio.h"
 #include "codec.h"
 #include "common/check.h"
 #include "huffman.h"
