@@ -11,9 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <stb/stb_image.h>
-
 #include "common/rng.h"
+#include "datasets/decode.h"
 #include "datasets/transform.h"
 
 #define FOLDER_HINT                                                                                              \
@@ -275,13 +274,11 @@ static int make_sample(float *out /* [3, S, S] */, const FolderImpl *m, int64_t 
                        size_t msglen) {
     const ImageLoader *l = m->l;
     const char *path = folderset_path(m->s, idx);
-    int W, H, comp;
-    uint8_t *img = stbi_load(path, &W, &H, &comp, 3);
-    if (!img) {
-        snprintf(msg, msglen, "cannot decode image '%s': %s", path, stbi_failure_reason());
-        return -GC_ERR_CORRUPT;
-    }
-    int S = m->S, rc;
+    int W, H;
+    uint8_t *img;
+    int rc = image_decode_file(&img, &H, &W, path, msg, msglen);
+    if (rc) return rc;
+    int S = m->S;
     if (m->augment) {
         uint64_t key = data_aug_key(l->opts.seed, epoch, idx, l->opts.worker);
         int y0, x0, h, w;
@@ -295,7 +292,7 @@ static int make_sample(float *out /* [3, S, S] */, const FolderImpl *m, int64_t 
         rc = resize_crop_normalize(out, img, H, W, 3, 0, 0, H, W, OH, OW, top, left, S, S, 0, imagenet_mean,
                                    imagenet_std);
     }
-    stbi_image_free(img);
+    image_free(img);
     if (rc) snprintf(msg, msglen, "cannot transform image '%s' (%dx%d): %s", path, W, H, gc_strerror(rc));
     return rc;
 }

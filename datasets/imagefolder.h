@@ -19,8 +19,11 @@
  * of opts.prefetch (default 2) batch slots ahead of the trainer; a sample's
  * pixels are a pure function of (seed, epoch, index, worker) and its place in
  * the batch is fixed by the sample order, so the output is bit-identical for
- * any thread count or timing. A file that cannot be decoded makes next()
- * return -GC_ERR_CORRUPT naming it (the first failing sample of the batch). */
+ * any thread count or timing. A file that cannot be read or decoded makes
+ * next() return a negative GcError (-GC_ERR_CORRUPT for a damaged image) with
+ * l->err naming it (the first failing sample of the batch); decoding goes
+ * through datasets/decode.h, which refuses the damaged files stb_image 2.27
+ * would overflow a buffer on. */
 #ifndef GC_IMAGEFOLDER_H
 #define GC_IMAGEFOLDER_H
 

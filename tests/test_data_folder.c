@@ -5,6 +5,7 @@
  * resume), malformed input, and image_loader_open. Images are written here
  * (PNG and JPEG with stb_image_write, BMP/PPM by hand). */
 #include "datasets/data.h"
+#include "datasets/decode.h"
 #include "datasets/imagefolder.h"
 #include "datasets/transform.h"
 #include "common/rng.h"
@@ -434,10 +435,94 @@ static void test_malformed(void) {
         float x[2 * 3 * 64];
         int y[2];
         rc = image_loader_next(l, x, y);
-        CHECK(rc == -GC_ERR_CORRUPT && strstr(l->err, "bad.png"), "corrupt image reported: %s", l->err);
+        CHECK(rc == -GC_ERR_TRUNCATED && strstr(l->err, "bad.png"), "corrupt image reported: %s", l->err);
         rc = image_loader_next(l, x, y);
-        CHECK(rc == -GC_ERR_CORRUPT, "and again on retry");
+        CHECK(rc == -GC_ERR_TRUNCATED, "and again on retry");
         image_loader_free(l);
+    }
+    /* truncated and damaged PNG / JPEG files: an error or an image, never a crash */
+    {
+        tmkdir("f6");
+        tmkdir("f6/train");
+        tmkdir("f6/train/k");
+        uint8_t img[24 * 20 * 3];
+        make_image(img, 24, 20, 0, 0);
+        stbi_write_png(tpath("f6/a.png"), 24, 20, 3, img, 24 * 3);
+        stbi_write_jpg(tpath("f6/a.jpg"), 24, 20, 3, img, 90);
+        const char *srcs[2] = {"f6/a.png", "f6/a.jpg"};
+        static uint8_t bytes[1 << 16];
+        int errors = 0, images = 0, others = 0;
+        for (int f = 0; f < 2; f++) {
+            FILE *fp = fopen(tpath(srcs[f]), "rb");
+            size_t len = fread(bytes, 1, sizeof bytes, fp);
+            fclose(fp);
+            for (int t = 0; t < 12; t++) {
+                static uint8_t mut[1 << 16];
+                memcpy(mut, bytes, len);
+                size_t n = t < 6 ? len * (size_t)(t + 1) / 7 : len;
+                if (t >= 6)
+                    for (int k = 0; k < 8; k++) mut[8 + trand() % (len - 8)] ^= (uint8_t)trand();
+                char name[64];
+                snprintf(name, sizeof name, "f6/train/k/m%d_%02d.%s", f, t, f ? "jpg" : "png");
+                write_file(tpath(name), mut, n);
+            }
+        }
+        snprintf(spec, sizeof spec, "folder:%s", tpath("f6"));
+        LoaderOpts o6 = loader_opts(1, 1);
+        o6.image_size = 8;
+        o6.threads = 2;
+        ImageLoader *l6;
+        rc = image_loader_open(&l6, spec, 1, &o6, err, sizeof err);
+        CHECK(rc == 0, "open damaged set: %s", err);
+        if (rc == 0) {
+            float x6[3 * 64];
+            int y6[1];
+            for (int b = 0; b < 24; b++) {
+                LoaderPos p6 = {0, b, l6->fingerprint};
+                image_loader_set_pos(l6, &p6);
+                int r = image_loader_next(l6, x6, y6);
+                if (r == 1) images++;
+                else if ((r == -GC_ERR_CORRUPT || r == -GC_ERR_TRUNCATED) && strstr(l6->err, "f6/train/k/m")) errors++;
+                else others++;
+            }
+            image_loader_free(l6);
+        }
+        printf("  damaged files: %d decoded anyway, %d reported\n", images, errors);
+        CHECK(others == 0 && errors >= 6, "damaged images decode or fail cleanly (%d other outcomes)", others);
+    }
+    /* the guards in front of stb_image 2.27 */
+    {
+        uint8_t img[16 * 16 * 3];
+        make_image(img, 16, 16, 0, 0);
+        stbi_write_jpg(tpath("f6/g.jpg"), 16, 16, 3, img, 90);
+        static uint8_t jb[1 << 16];
+        FILE *fp = fopen(tpath("f6/g.jpg"), "rb");
+        size_t len = fread(jb, 1, sizeof jb, fp);
+        fclose(fp);
+        uint8_t *rgb;
+        int H, W;
+        rc = image_decode_memory(&rgb, &H, &W, jb, len, "g.jpg", err, sizeof err);
+        CHECK(rc == 0 && H == 16 && W == 16, "intact JPEG decodes: %s", err);
+        if (rc == 0) image_free(rgb);
+        size_t dht = 0;
+        for (size_t i = 2; i + 1 < len && !dht; i++)
+            if (jb[i] == 0xFF && jb[i + 1] == 0xC4) dht = i;
+        CHECK(dht > 0, "JPEG has a DHT segment");
+        jb[dht + 5] = 0xFF; /* first code count of the first table: sum > 256 */
+        jb[dht + 6] = 0xFF;
+        rc = image_decode_memory(&rgb, &H, &W, jb, len, "g.jpg", err, sizeof err);
+        CHECK(rc == -GC_ERR_CORRUPT && strstr(err, "Huffman table"), "DHT with > 256 codes refused: %s", err);
+        static const char pnm16[] = "P6\n# a comment\n2 2\n65535\n";
+        uint8_t pb[sizeof pnm16 - 1 + 24] = {0};
+        memcpy(pb, pnm16, sizeof pnm16 - 1);
+        rc = image_decode_memory(&rgb, &H, &W, pb, sizeof pb, "p16.ppm", err, sizeof err);
+        CHECK(rc == -GC_ERR_CORRUPT && strstr(err, "PNM"), "16-bit PNM refused: %s", err);
+        memcpy(pb, "P6\n# a comment\n2 2\n255\n", 23);
+        rc = image_decode_memory(&rgb, &H, &W, pb, 23 + 12, "p8.ppm", err, sizeof err);
+        CHECK(rc == 0 && H == 2 && W == 2, "8-bit PNM with a comment decodes: %s", err);
+        if (rc == 0) image_free(rgb);
+        rc = image_decode_memory(&rgb, &H, &W, pb, 5, "tiny", err, sizeof err);
+        CHECK(rc == -GC_ERR_TRUNCATED, "5 bytes refused: %s", err);
     }
     /* empty class, unknown val class, missing val, no classes */
     tmkdir("f3/train/z");

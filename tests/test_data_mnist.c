@@ -201,6 +201,34 @@ static void test_malformed(void) {
     if (rc == 0) imageset_free(&s);
 }
 
+/* random truncations and byte flips of a valid IDX buffer: the parser either
+ * refuses it or returns data that lies inside the buffer */
+static void test_parse_mutations(void) {
+    static uint8_t good[16 + 4 * 784], buf[sizeof good];
+    uint32_t d[3] = {4, 28, 28};
+    size_t len = idx_bytes(good, 3, d, tr_img[0], 4 * 784);
+    char err[DATA_ERR_LEN];
+    int inside = 1, accepted = 0;
+    for (int t = 0; t < 3000; t++) {
+        memcpy(buf, good, len);
+        size_t n = len;
+        int kind = (int)(trand() % 3);
+        if (kind == 0) n = trand() % (len + 1);
+        else for (int f = 0; f < 1 + (int)(trand() % 4); f++) buf[trand() % 16] ^= (uint8_t)(1u << (trand() % 8));
+        if (kind == 2) n = trand() % (len + 1);
+        const uint8_t *data;
+        uint32_t dims[3];
+        int ndim = (trand() & 1) ? 3 : 1;
+        if (mnist_parse_idx(&data, dims, buf, n, ndim, "mutant", err, sizeof err) == 0) {
+            accepted++;
+            uint64_t total = 1;
+            for (int k = 0; k < ndim; k++) total *= dims[k];
+            if (data < buf || (size_t)(data - buf) + total != n) inside = 0;
+        }
+    }
+    CHECK(inside, "accepted mutants describe exactly their bytes (%d accepted)", accepted);
+}
+
 static void test_real_data(void) {
     if (!real_data("mnist")) return;
     char err[DATA_ERR_LEN];
@@ -225,6 +253,7 @@ int main(void) {
     tmpdir_make();
     test_good();
     test_malformed();
+    test_parse_mutations();
     test_real_data();
     tmpdir_remove();
     TEST_END();
