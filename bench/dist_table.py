@@ -140,7 +140,7 @@ def main():
         rows.append(s)
     metric = "val ppl" if a.lm else "test acc"
     lines = [
-        f"| configuration | steps | {metric} | bits/value up | bits/value down | codec ratio | vs fp32 every step | compute s/step "
+        f"| configuration | steps | {metric} | bits/value up | bits/value down | codec ratio | 32 / bits up | compute s/step "
         f"| codec s/step | modeled comm s/step @ {a.bandwidth} |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
