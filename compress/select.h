@@ -30,8 +30,13 @@
  *      a frame holds exactly k values;
  *   4. if the sample threshold was too high (fewer than k candidates), fall
  *      back to exact selection over all nonzero keys (rare; still O(n)).
- * Every k-th-largest search is a 4-pass radix select on the 32-bit keys:
- * O(n) worst case, no sort, no data-dependent recursion.
+ * Every k-th-largest search is a radix select on the 32-bit keys with
+ * digits of 12, 12 and 8 bits (the first covers sign, exponent and 3 mantissa
+ * bits of the float): O(n) worst case, no sort, no data-dependent recursion.
+ *
+ * Single-threaded (the codecs ignore CodecSide.threads). Scratch memory is
+ * allocated per call: O(sample + candidates), about 8 bytes per candidate;
+ * the exact path and the fallback take 8 bytes per nonzero value.
  */
 #ifndef GC_SELECT_H
 #define GC_SELECT_H
