@@ -95,11 +95,12 @@ static inline uint32_t dense_absmax_bits(const float *x, size_t n, int T) {
 #define DENSE_FINITE_MAX 0x7F7FFFFFu /* bits of FLT_MAX */
 
 /* ---- deterministic block sums ----
- * dense_moments: sum and sum of squares (TernGrad's sigma).
+ * dense_moments: sum and sum of squares (TernGrad's sigma), and max|x| bits.
  * dense_signed_sums: sum and count of the non-negative values and sum of the
  * negative ones (1-bit SGD's two reconstruction values). Both in double. */
 typedef struct {
     double a, b, c; /* moments: a = sum, b = sum of squares; signed: a = sum(x>=0), b = sum(x<0), c = count(x>=0) */
+    uint32_t m;     /* moments: max over the bit patterns of |x| (as dense_absmax_bits), in the same pass */
 } DenseSums;
 
 /* The block loops use GCC/clang vector extensions with a FIXED width (two
@@ -108,6 +109,7 @@ typedef struct {
 typedef float dense_v8f __attribute__((vector_size(32)));
 typedef double dense_v8d __attribute__((vector_size(64)));
 typedef int32_t dense_v8i __attribute__((vector_size(32)));
+typedef uint32_t dense_v8u __attribute__((vector_size(32)));
 
 /* lanes of a then b, in order (pointers: passing 64-byte vectors by value
  * changes the ABI without AVX-512, which compilers warn about) */
@@ -121,6 +123,9 @@ static inline double dense_hsum(const dense_v8d *a, const dense_v8d *b) {
 /* x: [n], n <= DENSE_BLOCK */
 static inline DenseSums dense_moments_block(const float *x, size_t n) {
     dense_v8d s0 = {0}, s1 = {0}, q0 = {0}, q1 = {0};
+    dense_v8u m0 = {0}, m1 = {0};
+    const dense_v8u absmask = {0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu,
+                               0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FFFFFFFu};
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         dense_v8f a, b;
@@ -131,12 +136,22 @@ static inline DenseSums dense_moments_block(const float *x, size_t n) {
         s1 += db;
         q0 += da * da;
         q1 += db * db;
+        dense_v8u ua = (dense_v8u)a & absmask, ub = (dense_v8u)b & absmask;
+        dense_v8u ka = (dense_v8u)(ua > m0), kb = (dense_v8u)(ub > m1); /* all ones where larger */
+        m0 = (m0 & ~ka) | (ua & ka);
+        m1 = (m1 & ~kb) | (ub & kb);
     }
-    DenseSums r = {dense_hsum(&s0, &s1), dense_hsum(&q0, &q1), 0};
+    DenseSums r = {dense_hsum(&s0, &s1), dense_hsum(&q0, &q1), 0, 0};
+    for (int k = 0; k < 8; k++) {
+        r.m = m0[k] > r.m ? m0[k] : r.m;
+        r.m = m1[k] > r.m ? m1[k] : r.m;
+    }
     for (; i < n; i++) {
         double v = (double)x[i];
         r.a += v;
         r.b += v * v;
+        uint32_t u = dense_bits(x[i]) & 0x7FFFFFFFu;
+        r.m = u > r.m ? u : r.m;
     }
     return r;
 }
@@ -161,7 +176,7 @@ static inline DenseSums dense_signed_block(const float *x, size_t n) {
         c0 -= ka;
         c1 -= kb;
     }
-    DenseSums r = {dense_hsum(&p0, &p1), dense_hsum(&m0, &m1), 0};
+    DenseSums r = {dense_hsum(&p0, &p1), dense_hsum(&m0, &m1), 0, 0};
     for (int k = 0; k < 8; k++) r.c += (double)c0[k] + (double)c1[k];
     for (; i < n; i++) {
         float v = x[i];
@@ -179,7 +194,7 @@ static inline DenseSums dense_signed_block(const float *x, size_t n) {
  * Returns 0 or -GC_ERR_NOMEM. x: [n] */
 static inline int dense_block_sums(DenseSums *out, const float *x, size_t n, int kind, int T) {
     size_t nb = (n + DENSE_BLOCK - 1) / DENSE_BLOCK;
-    DenseSums r = {0, 0, 0};
+    DenseSums r = {0, 0, 0, 0};
     if (T <= 1 || nb <= 1) {
         for (size_t b = 0; b < nb; b++) {
             size_t lo = b * DENSE_BLOCK, len = n - lo < DENSE_BLOCK ? n - lo : DENSE_BLOCK;
@@ -187,6 +202,7 @@ static inline int dense_block_sums(DenseSums *out, const float *x, size_t n, int
             r.a += v.a;
             r.b += v.b;
             r.c += v.c;
+            r.m = v.m > r.m ? v.m : r.m;
         }
         *out = r;
         return 0;
@@ -203,6 +219,7 @@ static inline int dense_block_sums(DenseSums *out, const float *x, size_t n, int
         r.a += part[b].a;
         r.b += part[b].b;
         r.c += part[b].c;
+        r.m = part[b].m > r.m ? part[b].m : r.m;
     }
     if (part != stackbuf) free(part);
     *out = r;

@@ -41,6 +41,13 @@
 #include "compress/codec.h"
 #include "compress/dense.h"
 
+/* The random-number loops (five 64-bit multiplies per value) run about 1.5x
+ * faster with 512-bit vectors where the target has AVX-512 (gcc otherwise
+ * prefers 256-bit ones); the results are identical bit for bit. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
+
 #define SEED_MAX 9007199254740992.0 /* 2^53: every integer below is exact in a double */
 
 static const CodecParamDesc terngrad_params[] = {
@@ -63,18 +70,19 @@ typedef struct {
 /* The local scalar and clip threshold (TernGrad 3.3), or -GC_ERR_PARAM for
  * non-finite input, -GC_ERR_NOMEM. x: [n] */
 static int tg_local(float *clip, float *s, const Codec *c, const float *x, size_t n, int T) {
-    uint32_t mb = dense_absmax_bits(x, n, T);
-    if (mb > DENSE_FINITE_MAX) return -GC_ERR_PARAM;
-    float maxabs = dense_float(mb);
     double cc = c->spec.v[0];
     if (cc <= 0.0 || n == 0) {
-        *clip = maxabs;
-        *s = maxabs;
+        uint32_t mb = dense_absmax_bits(x, n, T);
+        if (mb > DENSE_FINITE_MAX) return -GC_ERR_PARAM;
+        *clip = dense_float(mb);
+        *s = *clip;
         return 0;
     }
-    DenseSums m;
+    DenseSums m; /* sum, sum of squares and max|x| in one pass */
     int rc = dense_block_sums(&m, x, n, 0, T);
     if (rc) return rc;
+    if (m.m > DENSE_FINITE_MAX) return -GC_ERR_PARAM; /* NaN or inf in the input */
+    float maxabs = dense_float(m.m);
     double mean = m.a / (double)n, var = m.b / (double)n - mean * mean;
     double sigma = sqrt(var > 0.0 ? var : 0.0);
     float thr = (float)(cc * sigma);
