@@ -13,6 +13,13 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
+/* the tiles below only stay in registers when their fixed-count loops unroll */
+#if defined(__clang__)
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL _Pragma("GCC unroll 16")
+#endif
+
 int conv3x3_ok(const Conv2dShape *s) {
     return s->KH == 3 && s->KW == 3 && s->stride == 1 && s->pad == 1 && (s->H * s->W) % 16 == 0;
 }
@@ -55,24 +62,32 @@ static inline __attribute__((always_inline)) void fwd_tile(float *out, const flo
                                                            const int *vi, int NVI, int CI, int CO, size_t P,
                                                            size_t J, int oc0, const int MR, const int NV) {
     __m512 acc[8][3];
+    UNROLL
     for (int r = 0; r < MR; r++)
+        UNROLL
         for (int q = 0; q < NV; q++) acc[r][q] = bias ? _mm512_set1_ps(bias[oc0 + r]) : _mm512_setzero_ps();
     for (int t = 0; t < 9; t++) {
         __mmask16 m[3];
+        UNROLL
         for (int q = 0; q < NV; q++) m[q] = mk[t * NVI + vi[q]];
         const float *src = at(in, (ptrdiff_t)J + sh[t]);
         const float *wt = wp + (size_t)t * CI * CO + oc0;
         for (int c = 0; c < CI; c++) {
             __m512 x[3];
+            UNROLL
             for (int q = 0; q < NV; q++) x[q] = _mm512_maskz_loadu_ps(m[q], src + (size_t)c * P + 16 * q);
             const float *wc = wt + (size_t)c * CO;
+            UNROLL
             for (int r = 0; r < MR; r++) {
                 __m512 wv = _mm512_set1_ps(wc[r]);
+                UNROLL
                 for (int q = 0; q < NV; q++) acc[r][q] = _mm512_fmadd_ps(wv, x[q], acc[r][q]);
             }
         }
     }
+    UNROLL
     for (int r = 0; r < MR; r++)
+        UNROLL
         for (int q = 0; q < NV; q++) _mm512_storeu_ps(out + (size_t)(oc0 + r) * P + J + 16 * q, acc[r][q]);
 }
 
@@ -133,21 +148,29 @@ static inline __attribute__((always_inline)) void wgrad_tile(float *dwp /*OC,C,9
                                                              int NVI, int C, size_t P, size_t v0, size_t v1,
                                                              int oc0, int c, const int MR) {
     __m512 acc[3][9];
+    UNROLL
     for (int r = 0; r < MR; r++)
+        UNROLL
         for (int t = 0; t < 9; t++) acc[r][t] = _mm512_setzero_ps();
     const float *xin = in + (size_t)c * P;
     int vi = (int)(v0 % (size_t)NVI);
     for (size_t v = v0; v < v1; v++) {
         size_t J = 16 * v;
         __m512 d[3];
+        UNROLL
         for (int r = 0; r < MR; r++) d[r] = _mm512_loadu_ps(dout + (size_t)(oc0 + r) * P + J);
+        UNROLL
         for (int t = 0; t < 9; t++) {
-            __m512 x = _mm512_maskz_loadu_ps(mk[t * NVI + vi], at(xin, (ptrdiff_t)J + sh[t]));
+            /* kmovw straight from memory: a load, not a port-5 move from a GPR */
+            __m512 x = _mm512_maskz_loadu_ps(_load_mask16((__mmask16 *)&mk[t * NVI + vi]), at(xin, (ptrdiff_t)J + sh[t]));
+            UNROLL
             for (int r = 0; r < MR; r++) acc[r][t] = _mm512_fmadd_ps(d[r], x, acc[r][t]);
         }
         if (++vi == NVI) vi = 0;
     }
+    UNROLL
     for (int r = 0; r < MR; r++)
+        UNROLL
         for (int t = 0; t < 9; t++) dwp[((size_t)(oc0 + r) * C + c) * 9 + t] += _mm512_reduce_add_ps(acc[r][t]);
 }
 
@@ -182,8 +205,9 @@ void conv3x3_backward(float *dinp /*C,N,H,W, overwritten; NULL = skip*/, float *
             size_t c1 = v1 - c0 < chunk ? v1 : c0 + chunk;
             for (int c = 0; c < C; c++) {
                 int oc0 = 0;
-                for (; oc0 + 2 <= OC; oc0 += 2) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, P, c0, c1, oc0, c, 2);
-                if (OC - oc0 == 1) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, P, c0, c1, oc0, c, 1);
+                for (; oc0 + 3 <= OC; oc0 += 3) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, P, c0, c1, oc0, c, 3);
+                if (OC - oc0 == 2) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, P, c0, c1, oc0, c, 2);
+                else if (OC - oc0 == 1) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, P, c0, c1, oc0, c, 1);
             }
         }
         if (db) /* forward: out[oc, p] += b[oc]  =>  db[oc] += sum_p dout[oc, p] */

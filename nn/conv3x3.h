@@ -12,7 +12,7 @@
  *   data grad din[c, q] = sum_{oc,t} w[oc,c,8-t] * dout[oc, q + sh_t] * valid_t(q)
  *             (the same kernel with flipped, transposed weights)
  *   weight grad dw[oc,c,t] += sum_p dout[oc, p] * in[c, p + sh_t] * valid_t(p)
- * Register tiles: 8 output channels x 48 positions (forward), 2 output
+ * Register tiles: 8 output channels x 48 positions (forward), 3 output
  * channels x 9 taps with 16-lane partial sums (weight gradient).
  *
  * Gradients: dw and db ACCUMULATE (+=); dinp is OVERWRITTEN (as conv2d). */

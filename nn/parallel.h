@@ -22,7 +22,7 @@ static inline int gc_thread_id(void) { return omp_get_thread_num(); }
 static inline int gc_in_parallel(void) { return omp_in_parallel(); }
 #else
 #define OMP_SIMD_REDUCE(...)
-#define OMP_PARALLEL(nt)
+#define OMP_PARALLEL(nt) (void)(nt);
 #define OMP_BARRIER
 #define OMP_FOR_IN
 #define OMP_FOR

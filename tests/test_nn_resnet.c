@@ -21,8 +21,26 @@
 
 #include "nn/parallel.h"
 #include "nn/resnet.h"
+#include "nn/summary.h"
 
-static void test_cifar(const char *path, int max_extra) {
+/* model_print_summary output contains want */
+static void check_summary(const Model *m, const char *want) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    model_print_summary(f, m, 1);
+    fclose(f);
+    CHECK(buf && strstr(buf, want) != NULL, "summary mentions %s", want);
+    if (buf) {
+        char *end = strrchr(buf, '\n');
+        if (end) *end = 0;
+        end = strrchr(buf, '\n');
+        printf("  summary: %s\n", end ? end + 1 : buf);
+    }
+    free(buf);
+}
+
+static void test_cifar(const char *path, int max_extra, int counts_too) {
     NnFixture fx = nnfx_load(path);
     const int *c = nnfx_i(&fx, "cfg", 8);
     ResNetConfig cfg = resnet_cifar_config(c[0]);
@@ -59,6 +77,11 @@ static void test_cifar(const char *path, int max_extra) {
 #endif
     free(g1);
 
+    if (!counts_too) {
+        model_free(m);
+        nnfx_free(&fx);
+        return;
+    }
     /* parameter counts of the full-size models */
     static const struct {
         const char *key;
@@ -79,6 +102,8 @@ static void test_cifar(const char *path, int max_extra) {
         printf("  ResNet-%d option %c: %zu parameters (%s), PyTorch %d\n", counts[i].depth,
                counts[i].sc == RESNET_SHORTCUT_A ? 'A' : 'B', got, s, want);
         CHECK(got == (size_t)want, "%s", counts[i].key);
+        if (counts[i].depth == 20 && counts[i].sc == RESNET_SHORTCUT_A) check_summary(f, "(0.27M)");
+        if (counts[i].depth == 110) check_summary(f, "(1.73M)");
         model_free(f);
     }
     model_free(m);
@@ -117,6 +142,7 @@ static void test_resnet50(void) {
     int want = nnfx_i(&fx, "count.resnet50", 1)[0];
     printf("  ResNet-50 (1000 classes): %zu parameters (%s), PyTorch %d\n", got, s, want);
     CHECK(got == (size_t)want, "ResNet-50 parameter count");
+    check_summary(f, "(25.6M)");
     model_free(f);
     nnfx_free(&fx);
 }
@@ -132,8 +158,8 @@ static void test_bad_configs(void) {
 }
 
 int main(void) {
-    test_cifar("tests/fixtures/nn_resnet8a.bin", 0);
-    test_cifar("tests/fixtures/nn_resnet8b.bin", 3);
+    test_cifar("tests/fixtures/nn_resnet8a.bin", 0, 1);
+    test_cifar("tests/fixtures/nn_resnet8b.bin", 3, 0);
     test_resnet50();
     test_bad_configs();
     TEST_END();
