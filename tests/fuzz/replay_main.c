@@ -31,10 +31,10 @@ static uint8_t *read_all(const char *path, size_t *n) {
     return buf;
 }
 
-#define MAX_INPUT ((size_t)1 << 26) /* corpus files are small; larger ones are skipped */
+#define REPLAY_MAX_INPUT ((size_t)1 << 26) /* corpus files are small; larger ones are skipped */
 
 static int run_one(const uint8_t *data, size_t n) {
-    if (n > MAX_INPUT) return 0;
+    if (n > REPLAY_MAX_INPUT) return 0;
     /* exact-size heap copy so ASan catches any read past the end */
     uint8_t *copy = malloc(n ? n : 1);
     if (n) memcpy(copy, data, n);
