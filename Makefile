@@ -88,12 +88,37 @@ ifeq ($(HAVE_NVCC),1)
   endif
 endif
 
+# CUDA build: every .cu under the library folders joins the library; CUDA C
+# (kernels + extern "C" host wrappers keeping the CPU signatures)
+ifeq ($(HAVE_NVCC),1)
+  CUDA_ARCH ?= -gencode=arch=compute_90,code=[sm_90,compute_90]
+  NVCC_FLAGS := -O3 -std=c++17 $(CUDA_ARCH) -I. -DHAVE_CUDA -Xcompiler -fPIC,-Wall -MMD -MP
+  CFLAGS += -DHAVE_CUDA -I$(CUDA_HOME)/include
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
+  ifeq ($(HAVE_CUDNN),1)
+    NVCC_FLAGS += -DHAVE_CUDNN
+    CFLAGS += -DHAVE_CUDNN
+    CUDA_LIBS += -lcudnn
+  endif
+  ifeq ($(HAVE_NCCL),1)
+    NVCC_FLAGS += -DHAVE_NCCL
+    CFLAGS += -DHAVE_NCCL
+    CUDA_LIBS += -lnccl
+  endif
+  CUDA_LIBS += -lstdc++
+  LDLIBS += $(CUDA_LIBS)
+endif
+
 # --------------------------------------------------------------- sources ----
 BIN_NAMES := train_resnet train_lstm train_lenet gcx
 LIB_DIRS  := common nn optim compress datasets dist
 LIB_SRCS  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)) \
              $(filter-out $(addprefix examples/,$(addsuffix .c,$(BIN_NAMES))),$(wildcard examples/*.c))
 LIB_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
+ifeq ($(HAVE_NVCC),1)
+  CUDA_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu))
+  LIB_OBJS  += $(patsubst %.cu,$(BUILD)/%.cu.o,$(CUDA_SRCS))
+endif
 LIB       := $(BUILD)/libgcx.a
 
 BINS      := $(notdir $(basename $(wildcard $(addprefix examples/,$(addsuffix .c,$(BIN_NAMES))))))
@@ -113,7 +138,7 @@ ASAN_BINS := $(patsubst tests/%.c,$(BUILD)/asan/tests/%,$(ASAN_TEST_SRCS)) \
              $(patsubst tests/fuzz/%.c,$(BUILD)/asan/fuzz/%_replay,$(FUZZ_SRCS))
 
 # ---------------------------------------------------------------- rules ----
-.PHONY: all test test-cuda fuzz bench deps clean probe fixtures
+.PHONY: all test test-cuda build-cuda-tests fuzz bench deps clean probe fixtures
 all: probe $(BINS)
 
 probe:
@@ -122,6 +147,10 @@ probe:
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJS)
 	@rm -f $@
@@ -149,6 +178,22 @@ $(BUILD)/asan/tests/%: tests/%.c $(ASAN_LIB_OBJS) tests/test.h
 $(BUILD)/asan/fuzz/%_replay: tests/fuzz/%.c tests/fuzz/replay_main.c $(ASAN_LIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -O1 -DCORPUS_DIR='"tests/fuzz/corpus/$*"' $< tests/fuzz/replay_main.c $(ASAN_LIB_OBJS) $(LDFLAGS) $(ASAN_FLAGS) $(LDLIBS) -o $@
+
+# CUDA parity tests (tests/cuda/test_*.c): every CUDA op, optimizer and codec
+# kernel against its CPU twin; needs a GPU to run, builds wherever nvcc is
+CUDA_TEST_SRCS := $(wildcard tests/cuda/test_*.c)
+CUDA_TEST_BINS := $(patsubst tests/cuda/%.c,$(BUILD)/tests/cuda/%,$(CUDA_TEST_SRCS))
+$(BUILD)/tests/cuda/%: tests/cuda/%.c $(LIB) tests/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+test-cuda: all $(CUDA_TEST_BINS)
+ifneq ($(HAVE_NVCC),1)
+	@echo "test-cuda: nvcc not found; nothing to run" && exit 1
+endif
+	@tests/run.sh $(CUDA_TEST_BINS)
+
+build-cuda-tests: $(CUDA_TEST_BINS)
 
 test: all $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS)
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS)
