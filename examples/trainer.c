@@ -360,6 +360,14 @@ static int worker_sections(Worker *w, CkptSection *s, int cap, uint8_t *pos_buf)
     snprintf(s[n].name, CKPT_NAME_MAX, "state");
     s[n].data = w->m->state;
     s[n++].len = w->m->nstate * sizeof(float);
+    if (w->m->ops->ckpt_sections) {
+        CkptSection ms[8];
+        int k = w->m->ops->ckpt_sections(w->m, ms, 8);
+        for (int i = 0; i < k && n < cap; i++, n++) {
+            s[n] = ms[i];
+            snprintf(s[n].name, CKPT_NAME_MAX, "m.%.28s", ms[i].name);
+        }
+    }
     int k = optim_ckpt_sections(&w->opt, s + n, cap - n, "opt.");
     if (k > 0) n += k;
     n += exchange_ckpt_sections(w->ex, s + n, cap - n, "ex.");
@@ -507,6 +515,14 @@ static int evaluate(Worker *w, DataIter *it, EvalResult *res) {
     memcpy(m->params, b.p, np * sizeof(float));
     if (ns) memcpy(m->state, b.p + np * sizeof(float), ns * sizeof(float));
     bytebuf_free(&b);
+    /* training state beyond params/state (an LSTM's carried hidden state) is
+     * kept aside so evaluating never changes what training continues from */
+    CkptSection extra[8];
+    int nextra = m->ops->ckpt_sections ? m->ops->ckpt_sections(m, extra, 8) : 0;
+    size_t extra_bytes = 0;
+    for (int i = 0; i < nextra; i++) extra_bytes += extra[i].len;
+    uint8_t *keep = mallocCheck(extra_bytes + 1), *at = keep;
+    for (int i = 0; i < nextra; i++, at += extra[i - 1].len) memcpy(at, extra[i].data, extra[i].len);
     if (m->ops->reset_state) m->ops->reset_state(m);
     double sums[4] = {0, 0, 0, 0}; /* loss * count, correct, count, error */
     Batch batch;
@@ -525,7 +541,9 @@ static int evaluate(Worker *w, DataIter *it, EvalResult *res) {
     comm_allreduce_f64(w->comm, sums, 4, COMM_SUM);
     memcpy(m->params, w->backup_params, np * sizeof(float));
     if (ns) memcpy(m->state, w->backup_state, ns * sizeof(float));
-    if (m->ops->reset_state) m->ops->reset_state(m);
+    at = keep;
+    for (int i = 0; i < nextra; i++, at += extra[i - 1].len) memcpy((void *)extra[i].data, at, extra[i].len);
+    free(keep);
     w->comm->sent = s0;
     w->comm->received = r0;
     if (sums[3] > 0) return -1;

@@ -417,10 +417,33 @@ static void lstm_lm_free(Model *m) {
     free(m);
 }
 
+/* the carried (h, c) of every layer, how many sequences it holds, and the
+ * dropout step: what an exact resume needs beyond the parameters */
+static int lstm_lm_ckpt_sections(Model *m, CkptSection *out, int cap) {
+    LstmLm *lm = m->impl;
+    size_t n = (size_t)lm->cfg.layers * (size_t)lm->max_batch * (size_t)lm->cfg.hidden * sizeof(float);
+    const struct {
+        const char *name;
+        void *p;
+        size_t len;
+    } s[] = {{"carry_h", lm->carry_h, n},
+             {"carry_c", lm->carry_c, n},
+             {"carry_n", &lm->carry_n, sizeof lm->carry_n},
+             {"drop_step", &lm->drop_step, sizeof lm->drop_step}};
+    int k = 0;
+    for (size_t i = 0; i < sizeof s / sizeof s[0] && k < cap; i++, k++) {
+        snprintf(out[k].name, CKPT_NAME_MAX, "%s", s[i].name);
+        out[k].data = s[i].p;
+        out[k].len = s[i].len;
+    }
+    return k;
+}
+
 static const ModelOps lstm_lm_ops = {
     .name = "lstm_lm",
     .forward = lstm_lm_forward,
     .backward = lstm_lm_backward,
     .reset_state = lstm_lm_reset_state,
+    .ckpt_sections = lstm_lm_ckpt_sections,
     .free = lstm_lm_free,
 };

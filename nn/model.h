@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "common/ckpt.h"
 #include "nn/params.h"
 
 /* One minibatch. Image models use x (N*C*H*W floats, NCHW) and y (N labels).
@@ -44,6 +45,10 @@ typedef struct {
     void (*backward)(Model *m);
     /* language models: reset the carried hidden state (start of an epoch / evaluation) */
     void (*reset_state)(Model *m);
+    /* optional: training state beyond params and state that a checkpoint must
+     * keep for an exact resume (an LSTM's carried hidden state and dropout
+     * step); fills up to cap sections pointing into the model, returns the count */
+    int (*ckpt_sections)(Model *m, CkptSection *out, int cap);
     void (*free)(Model *m);
 } ModelOps;
 
