@@ -131,7 +131,7 @@ FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRCS))
 
 # codec tests and fuzz replays also run under AddressSanitizer + UBSan
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-ASAN_LIB_SRCS := $(wildcard common/*.c compress/*.c)
+ASAN_LIB_SRCS := $(wildcard common/*.c compress/*.c) datasets/decode.c datasets/stb_image_impl.c
 ASAN_LIB_OBJS := $(patsubst %.c,$(BUILD)/asan/%.o,$(ASAN_LIB_SRCS))
 ASAN_TEST_SRCS := $(wildcard tests/test_codec*.c)
 ASAN_BINS := $(patsubst tests/%.c,$(BUILD)/asan/tests/%,$(ASAN_TEST_SRCS)) \
@@ -153,8 +153,7 @@ $(BUILD)/%.cu.o: %.cu
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJS)
-	@rm -f $@
-	ar rcs $@ $^
+	@rm -f $@.tmp.$$$$ && ar rcs $@.tmp.$$$$ $^ && mv -f $@.tmp.$$$$ $@
 
 $(BINS): %: examples/%.c $(LIB)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@

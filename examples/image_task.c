@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/check.h"
 #include "datasets/cifar10.h"
@@ -94,6 +95,8 @@ DataIter *image_data_iter(Task *t, int split, int rank, int world, int batch, ui
     lo.nworkers = world;
     lo.shard = d->shard_fixed ? DATA_SHARD_FIXED : DATA_SHARD_EPOCH;
     lo.image_size = d->image_size;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    lo.threads = cpus / world > 1 ? (int)(cpus / world) : 1; /* folders: decode threads per worker */
     ImageLoader *l = NULL;
     int rc = d->loaded ? imageset_loader(&l, train ? &d->train : &d->test, 0, &lo, err, errlen)
                        : image_loader_open(&l, d->dataset, train, &lo, err, errlen);
