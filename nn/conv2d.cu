@@ -1,0 +1,252 @@
+/* 2-D convolution on the GPU through cuDNN (see nn/cuda_ops.h; the CPU twin is
+ * nn/conv2d.c). Activations NCHW, weights [OC, C, KH, KW] (PyTorch's layout,
+ * which is cuDNN's NCHW filter format), cross-correlation, groups 1, dilation 1.
+ *
+ * Gradients: dw and db ACCUMULATE (+=, cuDNN beta = 1); dinp is OVERWRITTEN.
+ *
+ * A plan per shape (N, C, H, W, OC, KH, KW, stride, pad) holds the tensor,
+ * filter and convolution descriptors and the algorithm of each direction,
+ * chosen ONCE with cudnnFind* (timed on the device: the fastest one that is
+ * deterministic when nn_cuda_set_deterministic is on, succeeded, and needs at
+ * most the workspace limit), with the math type the search reported for it
+ * (CUDNN_FMA_MATH, i.e. strict fp32, unless TF32 is allowed). Each direction
+ * has its own convolution descriptor so the three can use different math types.
+ * Plans live in the calling thread's context; the workspace is the context's,
+ * grown to the largest a chosen algorithm needs.
+ *
+ * Shape letters: N batch, C input channels, H,W input, OC output channels,
+ * KH,KW kernel, OH,OW output.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/ctx_cuda.h"
+#include "nn/cuda_ops.h"
+
+#ifdef HAVE_CUDNN
+
+enum { DIR_FWD, DIR_BWD_DATA, DIR_BWD_FILTER, DIR_N };
+
+typedef struct {
+    int key[9]; /* N, C, H, W, OC, KH, KW, stride, pad */
+    int generation;
+    cudnnTensorDescriptor_t x, y, bias;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv[DIR_N];
+    int chosen[DIR_N];
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    size_t ws[DIR_N];
+} ConvPlan;
+
+static thread_local ConvPlan **t_plans = NULL;
+static thread_local int t_nplans = 0, t_capplans = 0;
+
+static void plan_destroy(ConvPlan *p) {
+    cudnnCheck(cudnnDestroyTensorDescriptor(p->x));
+    cudnnCheck(cudnnDestroyTensorDescriptor(p->y));
+    cudnnCheck(cudnnDestroyTensorDescriptor(p->bias));
+    cudnnCheck(cudnnDestroyFilterDescriptor(p->w));
+    for (int d = 0; d < DIR_N; d++) cudnnCheck(cudnnDestroyConvolutionDescriptor(p->conv[d]));
+    free(p);
+}
+
+static void release_plans(void) {
+    for (int i = 0; i < t_nplans; i++) plan_destroy(t_plans[i]);
+    free(t_plans);
+    t_plans = NULL;
+    t_nplans = t_capplans = 0;
+}
+
+static void shape_key(int key[9], const Conv2dShape *s) {
+    key[0] = s->N, key[1] = s->C, key[2] = s->H, key[3] = s->W, key[4] = s->OC;
+    key[5] = s->KH, key[6] = s->KW, key[7] = s->stride, key[8] = s->pad;
+}
+
+static ConvPlan *get_plan(NnCudaCtx *ctx, const Conv2dShape *s) {
+    int key[9];
+    shape_key(key, s);
+    NnCudaSettings st = nn_cuda_settings();
+    for (int i = 0; i < t_nplans; i++) {
+        ConvPlan *p = t_plans[i];
+        if (memcmp(p->key, key, sizeof key) != 0) continue;
+        if (p->generation != st.generation) { /* settings changed: choose the algorithms again */
+            for (int d = 0; d < DIR_N; d++) {
+                p->chosen[d] = 0;
+                cudnnCheck(cudnnSetConvolutionMathType(p->conv[d], st.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+            }
+            p->generation = st.generation;
+        }
+        return p;
+    }
+    (void)ctx;
+    if (s->N < 1 || s->C < 1 || s->H < 1 || s->W < 1 || s->OC < 1 || s->KH < 1 || s->KW < 1 || s->stride < 1 ||
+        s->pad < 0 || s->OH < 1 || s->OW < 1) {
+        fprintf(stderr, "error: conv2d CUDA: bad shape N=%d C=%d H=%d W=%d OC=%d K=%dx%d stride %d pad %d\n", s->N,
+                s->C, s->H, s->W, s->OC, s->KH, s->KW, s->stride, s->pad);
+        exit(1);
+    }
+    ConvPlan *p = (ConvPlan *)callocCheck(1, sizeof(ConvPlan));
+    memcpy(p->key, key, sizeof key);
+    p->generation = st.generation;
+    cudnnCheck(cudnnCreateTensorDescriptor(&p->x));
+    cudnnCheck(cudnnCreateTensorDescriptor(&p->y));
+    cudnnCheck(cudnnCreateTensorDescriptor(&p->bias));
+    cudnnCheck(cudnnCreateFilterDescriptor(&p->w));
+    cudnnCheck(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->N, s->C, s->H, s->W));
+    cudnnCheck(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->N, s->OC, s->OH, s->OW));
+    cudnnCheck(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, s->OC, 1, 1));
+    cudnnCheck(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s->OC, s->C, s->KH, s->KW));
+    for (int d = 0; d < DIR_N; d++) {
+        cudnnCheck(cudnnCreateConvolutionDescriptor(&p->conv[d]));
+        cudnnCheck(cudnnSetConvolution2dDescriptor(p->conv[d], s->pad, s->pad, s->stride, s->stride, 1, 1,
+                                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        cudnnCheck(cudnnSetConvolutionMathType(p->conv[d], st.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    }
+    /* the shape must agree with cuDNN's own output size */
+    int n, c, h, w;
+    cudnnCheck(cudnnGetConvolution2dForwardOutputDim(p->conv[DIR_FWD], p->x, p->w, &n, &c, &h, &w));
+    if (n != s->N || c != s->OC || h != s->OH || w != s->OW) {
+        fprintf(stderr, "error: conv2d CUDA: shape says output %dx%dx%dx%d, cuDNN computes %dx%dx%dx%d\n", s->N,
+                s->OC, s->OH, s->OW, n, c, h, w);
+        exit(1);
+    }
+    if (t_nplans == t_capplans) {
+        t_capplans = t_capplans ? 2 * t_capplans : 16;
+        t_plans = (ConvPlan **)realloc(t_plans, (size_t)t_capplans * sizeof(ConvPlan *));
+        if (!t_plans) {
+            fprintf(stderr, "error: out of memory (conv plans)\n");
+            exit(1);
+        }
+    }
+    t_plans[t_nplans++] = p;
+    nn_cuda_on_release(release_plans);
+    return p;
+}
+
+/* Index of the result to use: results come sorted by time; take the first that
+ * succeeded, fits the workspace limit and (when asked) is deterministic.
+ * -1 when none qualifies. */
+template <typename Perf>
+static int pick(const Perf *perf, int got, const NnCudaSettings *st, int need_det) {
+    for (int i = 0; i < got; i++) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+        if (perf[i].memory > st->workspace_limit) continue;
+        if (need_det && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+        return i;
+    }
+    return -1;
+}
+
+template <typename Perf>
+static int pick_any(const Perf *perf, int got, const NnCudaSettings *st) {
+    int i = pick(perf, got, st, st->deterministic);
+    if (i < 0 && st->deterministic) i = pick(perf, got, st, 0); /* none deterministic: the fastest that works */
+    return i;
+}
+
+static void no_algo(const char *dir, const ConvPlan *p) {
+    fprintf(stderr,
+            "error: conv2d CUDA: cuDNN offers no %s algorithm for N=%d C=%d H=%d W=%d OC=%d K=%dx%d stride %d pad %d "
+            "within the workspace limit\n",
+            dir, p->key[0], p->key[1], p->key[2], p->key[3], p->key[4], p->key[5], p->key[6], p->key[7], p->key[8]);
+    exit(1);
+}
+
+static void choose(NnCudaCtx *ctx, ConvPlan *p, int d) {
+    if (p->chosen[d]) return;
+    NnCudaSettings st = nn_cuda_settings();
+    int got = 0, i;
+    if (d == DIR_FWD) {
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        cudnnCheck(cudnnFindConvolutionForwardAlgorithm(ctx->cudnn, p->x, p->w, p->conv[d], p->y,
+                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+        if ((i = pick_any(perf, got, &st)) < 0) no_algo("forward", p);
+        p->fwd = perf[i].algo;
+        p->ws[d] = perf[i].memory;
+        cudnnCheck(cudnnSetConvolutionMathType(p->conv[d], perf[i].mathType));
+    } else if (d == DIR_BWD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        cudnnCheck(cudnnFindConvolutionBackwardDataAlgorithm(ctx->cudnn, p->w, p->y, p->conv[d], p->x,
+                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
+        if ((i = pick_any(perf, got, &st)) < 0) no_algo("backward-data", p);
+        p->bwd_data = perf[i].algo;
+        p->ws[d] = perf[i].memory;
+        cudnnCheck(cudnnSetConvolutionMathType(p->conv[d], perf[i].mathType));
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        cudnnCheck(cudnnFindConvolutionBackwardFilterAlgorithm(ctx->cudnn, p->x, p->y, p->conv[d], p->w,
+                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
+        if ((i = pick_any(perf, got, &st)) < 0) no_algo("backward-filter", p);
+        p->bwd_filter = perf[i].algo;
+        p->ws[d] = perf[i].memory;
+        cudnnCheck(cudnnSetConvolutionMathType(p->conv[d], perf[i].mathType));
+    }
+    if (getenv("GCX_CUDNN_VERBOSE"))
+        fprintf(stderr, "conv2d CUDA plan N=%d C=%d %dx%d OC=%d K=%d s=%d p=%d dir %d: algo %d, workspace %zu\n",
+                p->key[0], p->key[1], p->key[2], p->key[3], p->key[4], p->key[5], p->key[7], p->key[8], d,
+                d == DIR_FWD ? (int)p->fwd : d == DIR_BWD_DATA ? (int)p->bwd_data : (int)p->bwd_filter, p->ws[d]);
+    p->chosen[d] = 1;
+}
+
+extern "C" void conv2d_forward_cuda(float *out /*N,OC,OH,OW*/, float *work /*unused, NULL*/,
+                                    const float *inp /*N,C,H,W*/, const float *w /*OC,C,KH,KW*/,
+                                    const float *b /*OC or NULL*/, const Conv2dShape *s) {
+    (void)work;
+    NnCudaCtx *ctx = nn_cuda_ctx();
+    ConvPlan *p = get_plan(ctx, s);
+    choose(ctx, p, DIR_FWD);
+    void *ws = p->ws[DIR_FWD] ? nn_cuda_workspace(ctx, p->ws[DIR_FWD]) : NULL;
+    const float one = 1.0f, zero = 0.0f;
+    /* out = conv(inp, w) */
+    cudnnCheck(cudnnConvolutionForward(ctx->cudnn, &one, p->x, inp, p->w, w, p->conv[DIR_FWD], p->fwd, ws,
+                                       p->ws[DIR_FWD], &zero, p->y, out));
+    /* out += b (broadcast over N, OH, OW) */
+    if (b) cudnnCheck(cudnnAddTensor(ctx->cudnn, &one, p->bias, b, &one, p->y, out));
+}
+
+extern "C" void conv2d_backward_cuda(float *dinp /*N,C,H,W, overwritten; NULL = skip*/,
+                                     float *dw /*OC,C,KH,KW, +=*/, float *db /*OC, +=, NULL = skip*/,
+                                     float *work /*unused, NULL*/, const float *dout /*N,OC,OH,OW*/,
+                                     const float *inp /*N,C,H,W*/, const float *w /*OC,C,KH,KW*/,
+                                     const Conv2dShape *s) {
+    (void)work;
+    NnCudaCtx *ctx = nn_cuda_ctx();
+    ConvPlan *p = get_plan(ctx, s);
+    const float one = 1.0f, zero = 0.0f;
+    /* forward: out[n,o,y,x] = sum_{c,i,j} inp[n,c,y*s-p+i,x*s-p+j] * w[o,c,i,j] + b[o] */
+    if (dinp) { /* dinp[n,c,.,.] = sum_{o,i,j} dout[n,o,.,.] * w[o,c,i,j] (transposed convolution), overwritten */
+        choose(ctx, p, DIR_BWD_DATA);
+        void *ws = p->ws[DIR_BWD_DATA] ? nn_cuda_workspace(ctx, p->ws[DIR_BWD_DATA]) : NULL;
+        cudnnCheck(cudnnConvolutionBackwardData(ctx->cudnn, &one, p->w, w, p->y, dout, p->conv[DIR_BWD_DATA],
+                                                p->bwd_data, ws, p->ws[DIR_BWD_DATA], &zero, p->x, dinp));
+    }
+    /* dw[o,c,i,j] += sum_{n,y,x} dout[n,o,y,x] * inp[n,c,y*s-p+i,x*s-p+j] */
+    choose(ctx, p, DIR_BWD_FILTER);
+    void *ws = p->ws[DIR_BWD_FILTER] ? nn_cuda_workspace(ctx, p->ws[DIR_BWD_FILTER]) : NULL;
+    cudnnCheck(cudnnConvolutionBackwardFilter(ctx->cudnn, &one, p->x, inp, p->y, dout, p->conv[DIR_BWD_FILTER],
+                                              p->bwd_filter, ws, p->ws[DIR_BWD_FILTER], &one, p->w, dw));
+    /* db[o] += sum_{n,y,x} dout[n,o,y,x] */
+    if (db) cudnnCheck(cudnnConvolutionBackwardBias(ctx->cudnn, &one, p->y, dout, &one, p->bias, db));
+}
+
+#else /* no cuDNN: the ops exist but refuse to run */
+
+static void no_cudnn(void) {
+    fprintf(stderr, "error: conv2d CUDA: this build has no cuDNN (rebuild with cuDNN, or use the CPU model)\n");
+    exit(1);
+}
+extern "C" void conv2d_forward_cuda(float *out, float *work, const float *inp, const float *w, const float *b,
+                                    const Conv2dShape *s) {
+    (void)out, (void)work, (void)inp, (void)w, (void)b, (void)s;
+    no_cudnn();
+}
+extern "C" void conv2d_backward_cuda(float *dinp, float *dw, float *db, float *work, const float *dout,
+                                     const float *inp, const float *w, const Conv2dShape *s) {
+    (void)dinp, (void)dw, (void)db, (void)work, (void)dout, (void)inp, (void)w, (void)s;
+    no_cudnn();
+}
+
+#endif

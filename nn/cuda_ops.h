@@ -1,0 +1,144 @@
+/* CUDA twins of the image-model ops (nn/conv2d.h, batchnorm.h, activation.h,
+ * pool.h, linear.h, softmax_ce.h, layout.h), fp32.
+ *
+ * Each op keeps the CPU op's name with a `_cuda` suffix, its argument order and
+ * its accumulate/overwrite contract; every float/int pointer is a DEVICE pointer
+ * unless its comment says "host". Shared constants (BN eps and momentum) come
+ * from nn/constants.h, as on the CPU.
+ *
+ * Layout. cuDNN's natural layout is NCHW, so the GPU image ops and the GPU
+ * models (nn/resnet_cuda.h, nn/lenet_cuda.h) keep activations in NCHW
+ * (element (n, c, h, w) at ((n*C + c)*H + h)*W + w), where the CPU ops use CNHW.
+ * Where the CPU op's sizes cannot describe NCHW the CUDA op takes the finer
+ * ones in the same place: batch norm takes (N, C, HW) where the CPU takes
+ * (C, M = N*HW). Ops that do not care about the layout (elementwise, max
+ * pooling over planes, linear, softmax) take exactly the CPU arguments.
+ * swap01_cuda converts between the layouts (NCHW <-> CNHW) like swap01.
+ * The parity tests (tests/cuda/test_nn_cuda*.c) run the CPU op in CNHW and
+ * compare after converting.
+ *
+ * Libraries: convolutions and batch normalization go through cuDNN (legacy
+ * API), GEMMs through cuBLAS, the rest are plain CUDA kernels. Everything runs
+ * on the legacy default stream (stream 0), so ops are ordered with each other
+ * and with plain cudaMemcpy calls; a result is ready for the host after any
+ * synchronizing copy.
+ *
+ * Context. Each host thread has its own cuDNN and cuBLAS handles, convolution
+ * and batch-norm plans (descriptors + chosen algorithms, made ONCE per shape)
+ * and workspace, created on first use on the device current at that time
+ * (cudaSetDevice first when there are several). nn_cuda_release frees the
+ * calling thread's context.
+ *
+ * Numerics. By default fp32 is strict (no TF32: cuDNN CUDNN_FMA_MATH, cuBLAS
+ * default math) and cuDNN algorithms are chosen among the deterministic ones
+ * (cudnnFind*, fastest deterministic that fits the workspace limit), so two runs
+ * give identical results on the same GPU. nn_cuda_set_tf32(1) allows TF32
+ * tensor cores; nn_cuda_set_deterministic(0) lets the fastest algorithm win.
+ * Both settings apply to plans made afterwards (existing plans are re-made).
+ *
+ * Shape letters: N batch, C channels, H,W spatial, HW = H*W, OC output
+ * channels, P planes, V classes, IN/OUT features.
+ */
+#ifndef GC_NN_CUDA_OPS_H
+#define GC_NN_CUDA_OPS_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "nn/conv2d.h" /* Conv2dShape */
+
+/* ------------------------------------------------------------- context ---- */
+
+/* number of usable CUDA devices; 0 when none (or the driver fails) */
+int nn_cuda_device_count(void);
+/* NULL when the GPU ops can run here; else a sentence saying why not
+ * (no device, built without cuDNN, ...) */
+const char *nn_cuda_unavailable(void);
+void nn_cuda_set_tf32(int enable);
+void nn_cuda_set_deterministic(int enable);
+/* workspace limit for cuDNN algorithm choice, bytes (default 1 GiB) */
+void nn_cuda_set_workspace_limit(size_t bytes);
+/* free the calling thread's handles, plans and scratch (the next op re-creates them) */
+void nn_cuda_release(void);
+
+/* ---------------------------------------------------------- convolution ---- */
+/* conv2d_shape (CPU, nn/conv2d.h) makes the shape; only its sizes are used.
+ * work: unused (pass NULL): the cuDNN workspace belongs to the cached plan.
+ * Gradients: dw and db ACCUMULATE (+=); dinp is OVERWRITTEN. */
+void conv2d_forward_cuda(float *out /*N,OC,OH,OW*/, float *work /*unused, NULL*/, const float *inp /*N,C,H,W*/,
+                         const float *w /*OC,C,KH,KW*/, const float *b /*OC or NULL*/, const Conv2dShape *s);
+
+void conv2d_backward_cuda(float *dinp /*N,C,H,W, overwritten; NULL = skip*/, float *dw /*OC,C,KH,KW, +=*/,
+                          float *db /*OC, +=, NULL = skip*/, float *work /*unused, NULL*/,
+                          const float *dout /*N,OC,OH,OW*/, const float *inp /*N,C,H,W*/,
+                          const float *w /*OC,C,KH,KW*/, const Conv2dShape *s);
+
+/* ------------------------------------------------------- batch norm ---- */
+/* As nn/batchnorm.h over NCHW: y = (x - mean)/sqrt(var + eps)*gamma + beta [+ res] [ReLU],
+ * batch statistics over N*HW values per channel, running statistics updated with
+ * momentum GC_BN_MOMENTUM and the unbiased variance. out may alias inp.
+ * dgamma, dbeta ACCUMULATE; dinp and dres are OVERWRITTEN; dinp may alias dout,
+ * dres may alias dout (not dinp). */
+void batchnorm_forward_train_cuda(float *out /*N,C,HW*/, float *mean /*C, saved for backward*/,
+                                  float *rstd /*C, saved: 1/sqrt(var + eps)*/, float *running_mean /*C, updated*/,
+                                  float *running_var /*C, updated*/, const float *inp /*N,C,HW*/,
+                                  const float *gamma /*C*/, const float *beta /*C*/,
+                                  const float *res /*N,C,HW or NULL*/, int relu, int N, int C, int HW);
+
+void batchnorm_forward_eval_cuda(float *out /*N,C,HW*/, const float *inp /*N,C,HW*/, const float *gamma /*C*/,
+                                 const float *beta /*C*/, const float *running_mean /*C*/,
+                                 const float *running_var /*C*/, const float *res /*N,C,HW or NULL*/, int relu,
+                                 int N, int C, int HW);
+
+void batchnorm_backward_cuda(float *dinp /*N,C,HW, overwritten*/, float *dres /*N,C,HW, overwritten; NULL = skip*/,
+                             float *dgamma /*C, +=*/, float *dbeta /*C, +=*/, const float *dout /*N,C,HW*/,
+                             const float *out /*N,C,HW or NULL (no ReLU)*/, const float *inp /*N,C,HW*/,
+                             const float *mean /*C*/, const float *rstd /*C*/, const float *gamma /*C*/, int N,
+                             int C, int HW);
+
+/* ------------------------------------------------- elementwise, layout ---- */
+void relu_forward_cuda(float *out /*n*/, const float *inp /*n*/, size_t n);
+void relu_backward_cuda(float *dinp /*n*/, const float *dout /*n*/, const float *out /*n*/, size_t n);
+void add_forward_cuda(float *out /*n*/, const float *a /*n*/, const float *b /*n*/, size_t n);
+void add_inplace_cuda(float *acc /*n*/, const float *x /*n*/, size_t n);
+/* out[b, a, s] = inp[a, b, s] (NCHW <-> CNHW); out must not alias inp */
+void swap01_cuda(float *out /*B,A,S*/, const float *inp /*A,B,S*/, int A, int B, int S);
+
+/* ------------------------------------------------------------- pooling ---- */
+/* out[n, c] = mean over HW of inp[n, c, :] (NCHW) */
+void avgpool_global_forward_cuda(float *out /*N,C*/, const float *inp /*N,C,HW*/, int N, int C, int HW);
+void avgpool_global_backward_cuda(float *dinp /*N,C,HW, overwritten*/, const float *dout /*N,C*/, int N, int C,
+                                  int HW);
+/* max pooling over P planes of H x W (torch.nn.MaxPool2d, ties to the first, NaN propagates);
+ * argmax is the index within the plane; maxpool2d_out_size (nn/pool.h) gives OH, OW */
+void maxpool2d_forward_cuda(float *out /*P,OH,OW*/, int *argmax /*P,OH,OW*/, const float *inp /*P,H,W*/, int P,
+                            int H, int W, int K, int stride, int pad);
+void maxpool2d_backward_cuda(float *dinp /*P,H,W, overwritten*/, const float *dout /*P,OH,OW*/,
+                             const int *argmax /*P,OH,OW*/, int P, int H, int W, int K, int stride, int pad);
+
+/* -------------------------------------------------------------- linear ---- */
+/* out = inp @ w^T + b through cuBLAS. dw, db ACCUMULATE; dinp is OVERWRITTEN. */
+void linear_forward_cuda(float *out /*N,OUT*/, const float *inp /*N,IN*/, const float *w /*OUT,IN*/,
+                         const float *b /*OUT or NULL*/, int N, int IN, int OUT);
+void linear_backward_cuda(float *dinp /*N,IN, overwritten; NULL = skip*/, float *dw /*OUT,IN, +=*/,
+                          float *db /*OUT, +=, NULL = skip*/, const float *dout /*N,OUT*/,
+                          const float *inp /*N,IN*/, const float *w /*OUT,IN*/, int N, int IN, int OUT);
+
+/* -------------------------------------------------- softmax cross-entropy ---- */
+/* Returns the MEAN loss (host float; synchronizes) and stores the number of rows
+ * whose argmax equals the target in *correct (HOST pointer, may be NULL).
+ * A target outside [0, V) prints the row and value and exits(1), as the CPU op. */
+float softmax_ce_forward_cuda(float *probs /*N,V*/, long *correct /*host*/, const float *logits /*N,V*/,
+                              const int *targets /*N*/, int N, int V);
+/* dlogits = (probs - onehot(target)) * scale, OVERWRITTEN */
+void softmax_ce_backward_cuda(float *dlogits /*N,V*/, const float *probs /*N,V*/, const int *targets /*N*/,
+                              float scale, int N, int V);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
