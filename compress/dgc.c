@@ -18,7 +18,7 @@
  * Selection: exactly the k = max(1, round(density*n)) largest |x|, zeros never
  * selected, ties broken by lowest index; non-finite input gives -GC_ERR_PARAM.
  *
- * Payload (docs/format_sparse.md), little-endian:
+ * Payload (docs/FORMAT.md section 9), little-endian:
  *   offset   size   field
  *   0        4      k: number of values (u32, <= n)
  *   4        4k     values (f32) in increasing index order; finite, nonzero

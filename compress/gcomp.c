@@ -36,7 +36,7 @@
  * computed in a first pass, so the bytes do not depend on the thread count.
  * Each chunk has three byte-aligned segments: exponent codes, 2-bit levels
  * (for values with a nonzero exponent), mantissas. Full byte layout:
- * docs/format_gcomp.md.
+ * docs/FORMAT.md section 10.
  *
  * State: an encoder table + exponent histogram since the last rebuild, and a
  * decoder table, kept separately so one instance may both encode and decode. */

@@ -25,7 +25,7 @@
  * Tie mu+ == |mu-| sends the positive side (Algorithm 2's ">=").
  * Non-finite input gives -GC_ERR_PARAM.
  *
- * Payload (docs/format_sparse.md), little-endian:
+ * Payload (docs/FORMAT.md section 9), little-endian:
  *   offset  size  field
  *   0       4     m: number of positions (u32, <= n)
  *   4       4     mu: the value at every position (f32); finite and nonzero

@@ -11,7 +11,7 @@
  * |x|, zeros never selected, ties broken by lowest index; non-finite input is
  * rejected with -GC_ERR_PARAM.
  *
- * Payload (docs/format_sparse.md), little-endian:
+ * Payload (docs/FORMAT.md section 9), little-endian:
  *   offset        size        field
  *   0             4           k: number of values sent (u32, <= n)
  *   4             ceil(n/8)   bitmap: bit i = value i sent; MSB first within

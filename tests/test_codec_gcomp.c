@@ -30,7 +30,7 @@ static Codec *mk(const char *spec) {
     return codec_new(&s);
 }
 
-/* expected decode of x at level L, as docs/format_gcomp.md defines it:
+/* expected decode of x at level L, as docs/FORMAT.md section 10 defines it:
  * exponent 0 -> zero of the same sign; exponent 255 -> exact; else the low
  * 6*L mantissa bits cleared (truncation toward zero) */
 static uint32_t expect_bits(uint32_t u, int L) {
@@ -149,7 +149,7 @@ static void test_lut_golden(void) {
           "n_theta out of range");
 }
 
-/* ---- complete small frames, by hand (docs/format_gcomp.md) ---- */
+/* ---- complete small frames, by hand (docs/FORMAT.md section 10) ---- */
 static void test_frame_golden(void) {
     Codec *enc = mk("gcomp:ntheta=3,every=1000");
     Codec *dec = mk("gcomp");

@@ -1,5 +1,5 @@
 /* GCOMP against an independent reference encoder: tests/ref/codec_gcomp_fixtures.py
- * (Python + PyTorch, written from docs/format_gcomp.md and the paper) encodes
+ * (Python + PyTorch, written from docs/FORMAT.md section 10 and the paper) encodes
  * two multi-frame sequences (bootstrap table, escapes, rebuilds every K,
  * ZSIGN, denormals, inf/NaN, an empty tensor, several chunks); the C encoder
  * must produce the same payload bytes and flags frame by frame, and decoding

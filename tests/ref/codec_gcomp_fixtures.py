@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Reference payloads for the GCOMP codec (tests/test_codec_gcomp_ref.c): an
-independent encoder written in Python + PyTorch from docs/format_gcomp.md and
+independent encoder written in Python + PyTorch from docs/FORMAT.md section 10 and
 the paper (Li et al., SoCC 2024, sections 4-6), sharing no code with
 compress/gcomp.c. The C test runs the same encoder sequences and must produce
 byte-identical payloads, flags, and decoded values.
