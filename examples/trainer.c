@@ -724,7 +724,7 @@ static void worker_main(Shared *sh, Comm *comm) {
         log_header(sh);
     }
     /* ---- the loop ---- */
-    double t_start = now_s(), t_last = t_start, ema_step = 0;
+    double t_start = now_s(), t_last = t_start, ema_step = 0, t_eval = 0; /* t_eval: seconds spent evaluating */
     double acc_sums[12] = {0}; /* since the last print: see below */
     long acc_steps = 0;
     size_t nvalues = param_table_count(&w->m->pt);
@@ -805,6 +805,10 @@ static void worker_main(Shared *sh, Comm *comm) {
             fmt_eta(eta, sizeof eta, ema_step * (double)(stop - w->step));
             format_bytes(ub, sizeof ub, up);
             format_bytes(db, sizeof db, down);
+            if (up == 0 && down == 0) {
+                snprintf(ub, sizeof ub, "-");
+                snprintf(db, sizeof db, "-");
+            }
             printf("step %6ld/%ld ep %6.2f | loss %.4f %s %6.2f%s | lr %.4g | up %s down %s /step x%.1f | "
                    "%.0f ms/step %.0f %s/s | eta %s\n",
                    w->step, total, (double)w->step / spe, mean_loss, task->lm ? "ppl" : "acc",
@@ -825,11 +829,17 @@ static void worker_main(Shared *sh, Comm *comm) {
         }
         if (epoch_end && o->eval_every > 0 && (w->step / spe) % o->eval_every == 0 && w->step < stop) {
             EvalResult e;
+            double te = now_s();
             if (evaluate(w, w->eval, &e)) {
                 sh->status = 1;
                 break;
             }
+            t_eval += now_s() - te;
             report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, now_s() - t_start);
+            if (w->rank == 0)
+                printf("epoch %ld: %.1f s training (%.1f s per epoch so far), %.1f s evaluating in total\n",
+                       w->step / spe, now_s() - t_start - t_eval, (now_s() - t_start - t_eval) * spe / (double)w->step,
+                       t_eval);
             if (sh->sched.kind == LR_PLATEAU) lr_sched_observe(&sh->sched, e.loss);
             t_last = now_s();
         }
@@ -842,6 +852,7 @@ static void worker_main(Shared *sh, Comm *comm) {
     }
     if (sh->status == 0) {
         EvalResult e;
+        double t_train = now_s() - t_start - t_eval, te = now_s();
         if (evaluate(w, w->eval, &e) == 0) {
             report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, now_s() - t_start);
             if (task->has_valid) {
@@ -854,9 +865,11 @@ static void worker_main(Shared *sh, Comm *comm) {
         } else {
             sh->status = 1;
         }
+        t_eval += now_s() - te;
         if (w->rank == 0)
-            printf("done: %ld steps in %.1f s (%.3f s/step)\n", w->step, now_s() - t_start,
-                   (now_s() - t_start) / (double)(w->step > 0 ? w->step : 1));
+            printf("done: %ld steps in %.1f s of training (%.3f s/step, %.1f s per epoch) + %.1f s evaluating\n",
+                   w->step, t_train, t_train / (double)(w->step > 0 ? w->step : 1),
+                   t_train * spe / (double)(w->step > 0 ? w->step : 1), t_eval);
         if (o->save[0] && save_checkpoint(w, o->save) == 0 && w->rank == 0) printf("saved %s\n", o->save);
     }
 done:
