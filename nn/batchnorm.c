@@ -1,5 +1,6 @@
 /* Batch normalization over CNHW activations (see batchnorm.h).
- * Shape letters: C channels, M = N*H*W values per channel (contiguous).
+ * Shape letters: C channels, M = N*H*W values per channel (contiguous), ld the
+ * channel stride (>= M).
  * dgamma, dbeta ACCUMULATE (+=); dinp, dres are OVERWRITTEN.
  * Channels are split over OpenMP threads; sums are taken in double. */
 #include "nn/batchnorm.h"
@@ -67,14 +68,14 @@ static void sumsq_channel(double *s2 /*out*/, const float *x /*M*/, float mu, in
     *s2 = acc;
 }
 
-void batchnorm_forward_train(float *out /*C,M*/, float *mean /*C, saved for backward*/,
+void batchnorm_forward_train(float *out /*C,ld*/, float *mean /*C, saved for backward*/,
                              float *rstd /*C, saved: 1/sqrt(var + eps)*/, float *running_mean /*C, updated*/,
-                             float *running_var /*C, updated*/, const float *inp /*C,M*/,
-                             const float *gamma /*C*/, const float *beta /*C*/, const float *res /*C,M or NULL*/,
-                             int relu, int C, int M) {
+                             float *running_var /*C, updated*/, const float *inp /*C,ld*/,
+                             const float *gamma /*C*/, const float *beta /*C*/, const float *res /*C,ld or NULL*/,
+                             int relu, int C, int M, size_t ld) {
     OMP_FOR
     for (int c = 0; c < C; c++) {
-        const float *x = inp + (size_t)c * M;
+        const float *x = inp + (size_t)c * ld;
         double s, q;
         sum_channel(&s, x, M);
         double mu = s / M;
@@ -92,34 +93,36 @@ void batchnorm_forward_train(float *out /*C,M*/, float *mean /*C, saved for back
         running_var[c] = (1.0f - GC_BN_MOMENTUM) * running_var[c] + GC_BN_MOMENTUM * (float)unbiased;
         float a = gamma[c] * rs;
         float b = beta[c] - muf * a;
-        affine_channel(out + (size_t)c * M, x, res ? res + (size_t)c * M : NULL, a, b, relu, M);
+        affine_channel(out + (size_t)c * ld, x, res ? res + (size_t)c * ld : NULL, a, b, relu, M);
     }
 }
 
-void batchnorm_forward_eval(float *out /*C,M*/, const float *inp /*C,M*/, const float *gamma /*C*/,
+void batchnorm_forward_eval(float *out /*C,ld*/, const float *inp /*C,ld*/, const float *gamma /*C*/,
                             const float *beta /*C*/, const float *running_mean /*C*/,
-                            const float *running_var /*C*/, const float *res /*C,M or NULL*/, int relu, int C,
-                            int M) {
+                            const float *running_var /*C*/, const float *res /*C,ld or NULL*/, int relu, int C,
+                            int M, size_t ld) {
     OMP_FOR
     for (int c = 0; c < C; c++) {
         float rs = (float)(1.0 / sqrt((double)running_var[c] + GC_BN_EPS));
         float a = gamma[c] * rs;
         float b = beta[c] - running_mean[c] * a;
-        affine_channel(out + (size_t)c * M, inp + (size_t)c * M, res ? res + (size_t)c * M : NULL, a, b, relu, M);
+        affine_channel(out + (size_t)c * ld, inp + (size_t)c * ld, res ? res + (size_t)c * ld : NULL, a, b, relu,
+                       M);
     }
 }
 
-void batchnorm_backward(float *dinp /*C,M, overwritten*/, float *dres /*C,M, overwritten; NULL = skip*/,
-                        float *dgamma /*C, +=*/, float *dbeta /*C, +=*/, const float *dout /*C,M*/,
-                        const float *out /*C,M or NULL*/, const float *inp /*C,M*/, const float *mean /*C*/,
-                        const float *rstd /*C*/, const float *gamma /*C*/, int C, int M) {
+void batchnorm_backward(float *dinp /*C,ld, overwritten*/, float *dres /*C,ld, overwritten; NULL = skip*/,
+                        float *dgamma /*C, +=*/, float *dbeta /*C, +=*/, const float *dout /*C,ld*/,
+                        const float *out /*C,ld or NULL*/, const float *inp /*C,ld*/, const float *mean /*C*/,
+                        const float *rstd /*C*/, const float *gamma /*C*/, int C, int M,
+                        size_t ld) {
     /* forward: z = xhat*gamma + beta [+ res], xhat = (x - mean)*rstd, y = relu(z) or z
      *   g = dL/dz = dout * [y > 0]       (dres = g)
      *   dgamma += sum g*xhat,  dbeta += sum g
      *   dx = gamma*rstd * (g - sum(g)/M - xhat * sum(g*xhat)/M)   (mean, var depend on x) */
     OMP_FOR
     for (int c = 0; c < C; c++) {
-        const size_t off = (size_t)c * M;
+        const size_t off = (size_t)c * ld;
         const float *dy = dout + off, *x = inp + off;
         const float *y = out ? out + off : NULL;
         float *dr = dres ? dres + off : NULL;

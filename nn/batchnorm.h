@@ -1,6 +1,6 @@
 /* 2-D batch normalization (torch.nn.BatchNorm2d, affine, track_running_stats),
  * fp32, CPU, over CNHW activations: channel c's M = N*H*W values are contiguous
- * at [c*M, (c+1)*M).
+ * at [c*ld, c*ld + M) (ld >= M: the channel stride, M when dense).
  *
  *   y = (x - mean) / sqrt(var + eps) * gamma + beta   [+ res]   [then ReLU]
  *
@@ -13,28 +13,31 @@
  * tail "relu(bn(x) + shortcut)" into one pass.
  *
  * Gradients: dgamma and dbeta ACCUMULATE (+=); dinp and dres are OVERWRITTEN.
- * Shape letters: C channels, M = N*H*W values per channel.
+ * Shape letters: C channels, M = N*H*W values per channel, ld channel stride.
  */
 #ifndef GC_NN_BATCHNORM_H
 #define GC_NN_BATCHNORM_H
 
-void batchnorm_forward_train(float *out /*C,M*/, float *mean /*C, saved for backward*/,
-                             float *rstd /*C, saved: 1/sqrt(var + eps)*/, float *running_mean /*C, updated*/,
-                             float *running_var /*C, updated*/, const float *inp /*C,M*/,
-                             const float *gamma /*C*/, const float *beta /*C*/, const float *res /*C,M or NULL*/,
-                             int relu, int C, int M);
+#include <stddef.h>
 
-void batchnorm_forward_eval(float *out /*C,M*/, const float *inp /*C,M*/, const float *gamma /*C*/,
+void batchnorm_forward_train(float *out /*C,ld*/, float *mean /*C, saved for backward*/,
+                             float *rstd /*C, saved: 1/sqrt(var + eps)*/, float *running_mean /*C, updated*/,
+                             float *running_var /*C, updated*/, const float *inp /*C,ld*/,
+                             const float *gamma /*C*/, const float *beta /*C*/, const float *res /*C,ld or NULL*/,
+                             int relu, int C, int M, size_t ld);
+
+void batchnorm_forward_eval(float *out /*C,ld*/, const float *inp /*C,ld*/, const float *gamma /*C*/,
                             const float *beta /*C*/, const float *running_mean /*C*/,
-                            const float *running_var /*C*/, const float *res /*C,M or NULL*/, int relu, int C,
-                            int M);
+                            const float *running_var /*C*/, const float *res /*C,ld or NULL*/, int relu, int C,
+                            int M, size_t ld);
 
 /* Backward of a TRAINING forward. out is the forward output (needed only when
  * relu was on, for its mask; pass NULL otherwise). dres (optional) receives the
  * gradient w.r.t. res, i.e. dout after the ReLU mask. dinp may alias dout. */
-void batchnorm_backward(float *dinp /*C,M, overwritten*/, float *dres /*C,M, overwritten; NULL = skip*/,
-                        float *dgamma /*C, +=*/, float *dbeta /*C, +=*/, const float *dout /*C,M*/,
-                        const float *out /*C,M or NULL*/, const float *inp /*C,M*/, const float *mean /*C*/,
-                        const float *rstd /*C*/, const float *gamma /*C*/, int C, int M);
+void batchnorm_backward(float *dinp /*C,ld, overwritten*/, float *dres /*C,ld, overwritten; NULL = skip*/,
+                        float *dgamma /*C, +=*/, float *dbeta /*C, +=*/, const float *dout /*C,ld*/,
+                        const float *out /*C,ld or NULL*/, const float *inp /*C,ld*/, const float *mean /*C*/,
+                        const float *rstd /*C*/, const float *gamma /*C*/, int C, int M,
+                        size_t ld);
 
 #endif

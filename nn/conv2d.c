@@ -2,7 +2,8 @@
  * Shape letters: N batch, C input channels, H,W input, OC output channels, KH,KW
  * kernel, OH,OW output; CKK = C*KH*KW (rows of the column matrix), a "unit" is
  * one output row (n, oh) of OW columns; units are numbered u = n*OH + oh, so the
- * columns of the batch matrix [*, N*OH*OW] are u*OW + ow.
+ * columns of the batch matrix [*, N*OH*OW] are u*OW + ow; ldi, ldo are the
+ * channel strides of the input and output activations (>= N*H*W, N*OH*OW).
  * dw and db ACCUMULATE (+=); dinp is OVERWRITTEN. */
 #include "nn/conv2d.h"
 
@@ -48,6 +49,8 @@ int conv2d_shape(Conv2dShape *s, int N, int C, int H, int W, int OC, int KH, int
     s->OW = (W + 2 * pad - KW) / stride + 1;
     s->threads = gc_num_threads();
     s->chunk = chunk_units(s);
+    s->ldi = (size_t)N * H * W;
+    s->ldo = (size_t)N * s->OH * s->OW;
     return 0;
 }
 
@@ -96,7 +99,7 @@ static inline void valid_rows(int *va, int *vb, int oa, int ob, int kh, const Co
 
 /* col[r, i*OW + ow] = inp[c, n, oh*stride - pad + kh, ow*stride - pad + kw] (0 outside),
  * r = (c*KH + kh)*KW + kw, for units u0 .. u0+nu-1 (u = n*OH + oh). */
-static void im2col(float *col /*CKK, nu*OW*/, const float *inp /*C,N,H,W*/, int u0, int nu, const Conv2dShape *s) {
+static void im2col(float *col /*CKK, nu*OW*/, const float *inp /*C,ldi*/, int u0, int nu, const Conv2dShape *s) {
     const int OW = s->OW, st = s->stride, OH = s->OH;
     const size_t cols = (size_t)nu * OW;
     const int fast = same_width(s);
@@ -116,7 +119,7 @@ static void im2col(float *col /*CKK, nu*OW*/, const float *inp /*C,N,H,W*/, int 
                     if (va > oa) memset(d0, 0, sizeof(float) * (size_t)(va - oa) * OW);
                     if (vb < ob) memset(d0 + (size_t)(vb - oa) * OW, 0, sizeof(float) * (size_t)(ob - vb) * OW);
                     if (vb > va) {
-                        const float *plane = inp + ((size_t)c * s->N + n) * s->H * s->W;
+                        const float *plane = inp + (size_t)c * s->ldi + (size_t)n * s->H * s->W;
                         float *d = d0 + (size_t)(va - oa) * OW;
                         if (fast) {
                             int sh = kw - s->pad;
@@ -149,7 +152,7 @@ static void im2col(float *col /*CKK, nu*OW*/, const float *inp /*C,N,H,W*/, int 
 
 /* the adjoint of im2col: dinp[c, n, ih, iw] += dcol[r, i*OW + ow] (dcol's border
  * entries are zeroed on the way: it is scratch) */
-static void col2im(float *dinp /*C,N,H,W*/, float *dcol /*CKK, nu*OW*/, int u0, int nu, const Conv2dShape *s) {
+static void col2im(float *dinp /*C,ldi*/, float *dcol /*CKK, nu*OW*/, int u0, int nu, const Conv2dShape *s) {
     const int OW = s->OW, st = s->stride, OH = s->OH;
     const size_t cols = (size_t)nu * OW;
     const int fast = same_width(s);
@@ -165,7 +168,7 @@ static void col2im(float *dinp /*C,N,H,W*/, float *dcol /*CKK, nu*OW*/, int u0, 
                     int va, vb;
                     valid_rows(&va, &vb, oa, ob, kh, s);
                     if (vb > va) {
-                        float *plane = dinp + ((size_t)c * s->N + n) * s->H * s->W;
+                        float *plane = dinp + (size_t)c * s->ldi + (size_t)n * s->H * s->W;
                         float *g = src0 + (size_t)(u - u0 + va - oa) * OW;
                         if (fast) {
                             int sh = kw - s->pad;
@@ -198,15 +201,15 @@ static void col2im(float *dinp /*C,N,H,W*/, float *dcol /*CKK, nu*OW*/, int u0, 
 /* the team actually used: at most s->threads, and no more than there are images */
 static int team_for(const Conv2dShape *s) { return s->threads < s->N ? s->threads : s->N; }
 
-void conv2d_forward(float *out /*OC,N,OH,OW*/, float *work /*conv2d_work_floats*/,
-                    const float *inp /*C,N,H,W*/, const float *w /*OC,C,KH,KW*/,
+void conv2d_forward(float *out /*OC,ldo*/, float *work /*conv2d_work_floats*/,
+                    const float *inp /*C,ldi*/, const float *w /*OC,C,KH,KW*/,
                     const float *b /*OC or NULL*/, const Conv2dShape *s) {
     if (g_direct && conv3x3_ok(s)) {
         conv3x3_forward(out, work, inp, w, b, s);
         return;
     }
     const int CKK = s->C * s->KH * s->KW, OW = s->OW;
-    const int ldo = s->N * s->OH * OW; /* row stride of out (and of dout) */
+    const int ldo = (int)s->ldo; /* channel stride of out (and of dout) */
     const int cu = s->chunk, direct = is_direct(s);
     const size_t ptf = per_thread_floats(s, cu);
     const int team = team_for(s);
@@ -221,7 +224,7 @@ void conv2d_forward(float *out /*OC,N,OH,OW*/, float *work /*conv2d_work_floats*
             int ldb;
             if (direct) {
                 B = inp + (size_t)u0 * OW;
-                ldb = s->N * s->H * s->W;
+                ldb = (int)s->ldi;
             } else {
                 im2col(col, inp, u0, nu, s);
                 B = col;
@@ -240,17 +243,17 @@ void conv2d_forward(float *out /*OC,N,OH,OW*/, float *work /*conv2d_work_floats*
     }
 }
 
-void conv2d_backward(float *dinp /*C,N,H,W, overwritten; NULL = skip*/, float *dw /*OC,C,KH,KW, +=*/,
+void conv2d_backward(float *dinp /*C,ldi, overwritten; NULL = skip*/, float *dw /*OC,C,KH,KW, +=*/,
                      float *db /*OC, +=, NULL = skip*/, float *work /*conv2d_work_floats*/,
-                     const float *dout /*OC,N,OH,OW*/, const float *inp /*C,N,H,W*/,
+                     const float *dout /*OC,ldo*/, const float *inp /*C,ldi*/,
                      const float *w /*OC,C,KH,KW*/, const Conv2dShape *s) {
     if (g_direct && conv3x3_ok(s)) {
         conv3x3_backward(dinp, dw, db, work, dout, inp, w, s);
         return;
     }
     const int CKK = s->C * s->KH * s->KW, OW = s->OW;
-    const int ldo = s->N * s->OH * OW;
-    const int ldi = s->N * s->H * s->W;
+    const int ldo = (int)s->ldo;
+    const int ldi = (int)s->ldi;
     const int cu = s->chunk, direct = is_direct(s);
     const size_t ptf = per_thread_floats(s, cu);
     const size_t ncol = direct ? 0 : (size_t)CKK * cu * OW;
@@ -269,7 +272,7 @@ void conv2d_backward(float *dinp /*C,N,H,W, overwritten; NULL = skip*/, float *d
         }
         if (dinp && !direct)
             for (int c = 0; c < s->C; c++)
-                memset(dinp + ((size_t)c * s->N + n0) * s->H * s->W, 0, sizeof(float) * (n1 - n0) * s->H * s->W);
+                memset(dinp + (size_t)c * s->ldi + (size_t)n0 * s->H * s->W, 0, sizeof(float) * (n1 - n0) * s->H * s->W);
         for (int u0 = n0 * s->OH; u0 < n1 * s->OH; u0 += cu) {
             int nu = n1 * s->OH - u0 < cu ? n1 * s->OH - u0 : cu;
             int cols = nu * OW;

@@ -1,8 +1,9 @@
 /* 2-D convolution (torch.nn.Conv2d, groups = 1, dilation = 1), fp32, CPU.
  *
  * Layout: activations are CNHW ("channel-major across the batch": element
- * (c, n, h, w) at ((c*N + n)*H + h)*W + w), which makes the whole batch ONE
- * matrix per tensor:
+ * (c, n, h, w) at c*ld + (n*H + h)*W + w, with channel stride ld = N*H*W when
+ * dense, or more: see ldi/ldo below), which makes the whole batch ONE matrix
+ * per tensor:
  *     out[OC, N*OH*OW] = w[OC, C*KH*KW] x col[C*KH*KW, N*OH*OW]
  * (im2col). Weights keep PyTorch's layout [OC, C, KH, KW]. The batch is split
  * over threads by whole images; each thread builds the columns of a chunk of
@@ -28,6 +29,9 @@ typedef struct {
     int threads;      /* team size the scratch is sized for: omp_get_max_threads()
                          when conv2d_shape ran; forward/backward never use more */
     int chunk;        /* output rows (n, oh) per im2col chunk, fixed when the shape is made */
+    size_t ldi, ldo;  /* channel strides (floats) of inp/dinp and out/dout: conv2d_shape sets the
+                         dense N*H*W and N*OH*OW; a caller may raise them (padded channel rows,
+                         which avoid cache-set conflicts between channels 4 KiB apart) */
 } Conv2dShape;
 
 /* Fills s; returns 0, or -GC_ERR_PARAM (and prints why) for an impossible
@@ -37,13 +41,13 @@ int conv2d_shape(Conv2dShape *s, int N, int C, int H, int W, int OC, int KH, int
 /* floats of scratch that conv2d_forward/backward need for this shape */
 size_t conv2d_work_floats(const Conv2dShape *s);
 
-void conv2d_forward(float *out /*OC,N,OH,OW*/, float *work /*conv2d_work_floats*/,
-                    const float *inp /*C,N,H,W*/, const float *w /*OC,C,KH,KW*/,
+void conv2d_forward(float *out /*OC,ldo*/, float *work /*conv2d_work_floats*/,
+                    const float *inp /*C,ldi*/, const float *w /*OC,C,KH,KW*/,
                     const float *b /*OC or NULL*/, const Conv2dShape *s);
 
-void conv2d_backward(float *dinp /*C,N,H,W, overwritten; NULL = skip*/, float *dw /*OC,C,KH,KW, +=*/,
+void conv2d_backward(float *dinp /*C,ldi, overwritten; NULL = skip*/, float *dw /*OC,C,KH,KW, +=*/,
                      float *db /*OC, +=, NULL = skip*/, float *work /*conv2d_work_floats*/,
-                     const float *dout /*OC,N,OH,OW*/, const float *inp /*C,N,H,W*/,
+                     const float *dout /*OC,ldo*/, const float *inp /*C,ldi*/,
                      const float *w /*OC,C,KH,KW*/, const Conv2dShape *s);
 
 /* Tuning knob for benchmarks: target floats per im2col chunk (default 48K);

@@ -56,11 +56,12 @@ static inline const float *at(const float *row, ptrdiff_t off) {
 }
 
 /* out[oc0+r, J + 16q] = bias + sum_{t,c} wp[t][c][oc0+r] * in[c, J + 16q + sh_t] (masked),
- * r < MR, q < NV. in has CI rows of P; wp is [9][CI][CO]. */
+ * r < MR, q < NV. in has CI rows (stride ldi), out CO rows (stride ldo); wp is [9][CI][CO]. */
 static inline __attribute__((always_inline)) void fwd_tile(float *out, const float *in, const float *wp,
                                                            const float *bias, const uint16_t *mk, const int *sh,
-                                                           const int *vi, int NVI, int CI, int CO, size_t P,
-                                                           size_t J, int oc0, const int MR, const int NV) {
+                                                           const int *vi, int NVI, int CI, int CO, size_t ldi,
+                                                           size_t ldo, size_t J, int oc0, const int MR,
+                                                           const int NV) {
     __m512 acc[8][3];
     UNROLL
     for (int r = 0; r < MR; r++)
@@ -75,7 +76,7 @@ static inline __attribute__((always_inline)) void fwd_tile(float *out, const flo
         for (int c = 0; c < CI; c++) {
             __m512 x[3];
             UNROLL
-            for (int q = 0; q < NV; q++) x[q] = _mm512_maskz_loadu_ps(m[q], src + (size_t)c * P + 16 * q);
+            for (int q = 0; q < NV; q++) x[q] = _mm512_maskz_loadu_ps(m[q], src + (size_t)c * ldi + 16 * q);
             const float *wc = wt + (size_t)c * CO;
             UNROLL
             for (int r = 0; r < MR; r++) {
@@ -88,22 +89,22 @@ static inline __attribute__((always_inline)) void fwd_tile(float *out, const flo
     UNROLL
     for (int r = 0; r < MR; r++)
         UNROLL
-        for (int q = 0; q < NV; q++) _mm512_storeu_ps(out + (size_t)(oc0 + r) * P + J + 16 * q, acc[r][q]);
+        for (int q = 0; q < NV; q++) _mm512_storeu_ps(out + (size_t)(oc0 + r) * ldo + J + 16 * q, acc[r][q]);
 }
 
 #define FWD_ROWS(NVc)                                                                                   \
     do {                                                                                                \
         int oc0 = 0;                                                                                    \
-        for (; oc0 + 8 <= CO; oc0 += 8) fwd_tile(out, in, wp, bias, mk, sh, vi, NVI, CI, CO, P, J, oc0, 8, NVc); \
-        if (CO - oc0 >= 4) fwd_tile(out, in, wp, bias, mk, sh, vi, NVI, CI, CO, P, J, oc0, 4, NVc), oc0 += 4; \
-        if (CO - oc0 >= 2) fwd_tile(out, in, wp, bias, mk, sh, vi, NVI, CI, CO, P, J, oc0, 2, NVc), oc0 += 2; \
-        if (CO - oc0 >= 1) fwd_tile(out, in, wp, bias, mk, sh, vi, NVI, CI, CO, P, J, oc0, 1, NVc);     \
+        for (; oc0 + 8 <= CO; oc0 += 8) fwd_tile(out, in, wp, bias, mk, sh, vi, NVI, CI, CO, ldi, ldo, J, oc0, 8, NVc); \
+        if (CO - oc0 >= 4) fwd_tile(out, in, wp, bias, mk, sh, vi, NVI, CI, CO, ldi, ldo, J, oc0, 4, NVc), oc0 += 4; \
+        if (CO - oc0 >= 2) fwd_tile(out, in, wp, bias, mk, sh, vi, NVI, CI, CO, ldi, ldo, J, oc0, 2, NVc), oc0 += 2; \
+        if (CO - oc0 >= 1) fwd_tile(out, in, wp, bias, mk, sh, vi, NVI, CI, CO, ldi, ldo, J, oc0, 1, NVc);     \
     } while (0)
 
-/* the shared "same" 3x3 kernel over vectors [v0, v1) of the row */
-static void fwd_range(float *out /*CO,P*/, const float *in /*CI,P*/, const float *wp /*9,CI,CO*/,
+/* the shared "same" 3x3 kernel over vectors [v0, v1) of the rows */
+static void fwd_range(float *out /*CO,ldo*/, const float *in /*CI,ldi*/, const float *wp /*9,CI,CO*/,
                       const float *bias /*CO or NULL*/, const uint16_t *mk, const int *sh, int HW, int CI, int CO,
-                      size_t P, size_t v0, size_t v1) {
+                      size_t ldi, size_t ldo, size_t v0, size_t v1) {
     const int NVI = HW / 16;
     for (size_t v = v0; v < v1; v += 3) {
         size_t J = 16 * v;
@@ -120,7 +121,7 @@ static void make_shifts(int *sh, int W) {
     for (int t = 0; t < 9; t++) sh[t] = (t / 3 - 1) * W + (t % 3 - 1);
 }
 
-void conv3x3_forward(float *out /*OC,N,H,W*/, float *work, const float *inp /*C,N,H,W*/,
+void conv3x3_forward(float *out /*OC,ldo*/, float *work, const float *inp /*C,ldi*/,
                      const float *w /*OC,C,3,3*/, const float *b /*OC or NULL*/, const Conv2dShape *s) {
     const int C = s->C, OC = s->OC, HW = s->H * s->W;
     const size_t P = (size_t)s->N * HW, V = P / 16;
@@ -137,7 +138,7 @@ void conv3x3_forward(float *out /*OC,N,H,W*/, float *work, const float *inp /*C,
     OMP_PARALLEL(team) {
         int T = gc_team_size(), id = gc_thread_id();
         size_t v0 = V * id / T, v1 = V * (id + 1) / T;
-        fwd_range(out, inp, wp, b, mk, sh, HW, C, OC, P, v0, v1);
+        fwd_range(out, inp, wp, b, mk, sh, HW, C, OC, s->ldi, s->ldo, v0, v1);
     }
 }
 
@@ -145,20 +146,20 @@ void conv3x3_forward(float *out /*OC,N,H,W*/, float *work, const float *inp /*C,
  * added into dwp[(oc0+r)][c][t] */
 static inline __attribute__((always_inline)) void wgrad_tile(float *dwp /*OC,C,9*/, const float *dout,
                                                              const float *in, const uint16_t *mk, const int *sh,
-                                                             int NVI, int C, size_t P, size_t v0, size_t v1,
-                                                             int oc0, int c, const int MR) {
+                                                             int NVI, int C, size_t ldi, size_t ldo, size_t v0,
+                                                             size_t v1, int oc0, int c, const int MR) {
     __m512 acc[3][9];
     UNROLL
     for (int r = 0; r < MR; r++)
         UNROLL
         for (int t = 0; t < 9; t++) acc[r][t] = _mm512_setzero_ps();
-    const float *xin = in + (size_t)c * P;
+    const float *xin = in + (size_t)c * ldi;
     int vi = (int)(v0 % (size_t)NVI);
     for (size_t v = v0; v < v1; v++) {
         size_t J = 16 * v;
         __m512 d[3];
         UNROLL
-        for (int r = 0; r < MR; r++) d[r] = _mm512_loadu_ps(dout + (size_t)(oc0 + r) * P + J);
+        for (int r = 0; r < MR; r++) d[r] = _mm512_loadu_ps(dout + (size_t)(oc0 + r) * ldo + J);
         UNROLL
         for (int t = 0; t < 9; t++) {
             /* kmovw straight from memory: a load, not a port-5 move from a GPR */
@@ -174,9 +175,9 @@ static inline __attribute__((always_inline)) void wgrad_tile(float *dwp /*OC,C,9
         for (int t = 0; t < 9; t++) dwp[((size_t)(oc0 + r) * C + c) * 9 + t] += _mm512_reduce_add_ps(acc[r][t]);
 }
 
-void conv3x3_backward(float *dinp /*C,N,H,W, overwritten; NULL = skip*/, float *dw /*OC,C,3,3, +=*/,
-                      float *db /*OC, +=, NULL = skip*/, float *work, const float *dout /*OC,N,H,W*/,
-                      const float *inp /*C,N,H,W*/, const float *w /*OC,C,3,3*/, const Conv2dShape *s) {
+void conv3x3_backward(float *dinp /*C,ldi, overwritten; NULL = skip*/, float *dw /*OC,C,3,3, +=*/,
+                      float *db /*OC, +=, NULL = skip*/, float *work, const float *dout /*OC,ldo*/,
+                      const float *inp /*C,ldi*/, const float *w /*OC,C,3,3*/, const Conv2dShape *s) {
     const int C = s->C, OC = s->OC, HW = s->H * s->W, NVI = HW / 16;
     const size_t P = (size_t)s->N * HW, V = P / 16, nw = (size_t)9 * C * OC;
     uint16_t *mk = (uint16_t *)work;
@@ -197,7 +198,7 @@ void conv3x3_backward(float *dinp /*C,N,H,W, overwritten; NULL = skip*/, float *
         int T = gc_team_size(), id = gc_thread_id();
         size_t v0 = V * id / T, v1 = V * (id + 1) / T;
         /* forward: out = conv(in)  =>  din = conv(dout) with flipped, transposed weights */
-        if (dinp) fwd_range(dinp, dout, wp, NULL, mk, sh, HW, OC, C, P, v0, v1);
+        if (dinp) fwd_range(dinp, dout, wp, NULL, mk, sh, HW, OC, C, s->ldo, s->ldi, v0, v1);
         float *dwp = id == 0 ? dw : part + (size_t)id * pstride;
         float *dbp = id == 0 ? db : part + (size_t)id * pstride + nw;
         if (id != 0) memset(dwp, 0, sizeof(float) * (nw + OC));
@@ -205,15 +206,15 @@ void conv3x3_backward(float *dinp /*C,N,H,W, overwritten; NULL = skip*/, float *
             size_t c1 = v1 - c0 < chunk ? v1 : c0 + chunk;
             for (int c = 0; c < C; c++) {
                 int oc0 = 0;
-                for (; oc0 + 3 <= OC; oc0 += 3) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, P, c0, c1, oc0, c, 3);
-                if (OC - oc0 == 2) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, P, c0, c1, oc0, c, 2);
-                else if (OC - oc0 == 1) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, P, c0, c1, oc0, c, 1);
+                for (; oc0 + 3 <= OC; oc0 += 3) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 3);
+                if (OC - oc0 == 2) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 2);
+                else if (OC - oc0 == 1) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 1);
             }
         }
         if (db) /* forward: out[oc, p] += b[oc]  =>  db[oc] += sum_p dout[oc, p] */
             for (int oc = 0; oc < OC; oc++) {
                 __m512 a = _mm512_setzero_ps();
-                for (size_t v = v0; v < v1; v++) a = _mm512_add_ps(a, _mm512_loadu_ps(dout + (size_t)oc * P + 16 * v));
+                for (size_t v = v0; v < v1; v++) a = _mm512_add_ps(a, _mm512_loadu_ps(dout + (size_t)oc * s->ldo + 16 * v));
                 dbp[oc] += _mm512_reduce_add_ps(a);
             }
         OMP_BARRIER

@@ -2,7 +2,8 @@
  * activations with AVX-512 kernels: no im2col buffer. conv2d_forward/backward
  * (nn/conv2d.h) route eligible shapes here; callers use conv2d.
  *
- * Idea: in CNHW a channel of the whole batch is one row of P = N*H*W values,
+ * Idea: in CNHW a channel of the whole batch is one row of P = N*H*W values
+ * (rows ldi / ldo apart, see Conv2dShape),
  * and tap (kh, kw) of the kernel reads that row shifted by
  * (kh-1)*W + (kw-1), with the lanes that fall outside the image masked to zero.
  * When H*W is a multiple of 16, every 16-lane vector lies inside one image, so
@@ -29,10 +30,10 @@ int conv3x3_ok(const Conv2dShape *s);
 /* floats of scratch the routines below need */
 size_t conv3x3_work_floats(const Conv2dShape *s);
 
-void conv3x3_forward(float *out /*OC,N,H,W*/, float *work, const float *inp /*C,N,H,W*/,
+void conv3x3_forward(float *out /*OC,ldo*/, float *work, const float *inp /*C,ldi*/,
                      const float *w /*OC,C,3,3*/, const float *b /*OC or NULL*/, const Conv2dShape *s);
-void conv3x3_backward(float *dinp /*C,N,H,W, overwritten; NULL = skip*/, float *dw /*OC,C,3,3, +=*/,
-                      float *db /*OC, +=, NULL = skip*/, float *work, const float *dout /*OC,N,H,W*/,
-                      const float *inp /*C,N,H,W*/, const float *w /*OC,C,3,3*/, const Conv2dShape *s);
+void conv3x3_backward(float *dinp /*C,ldi, overwritten; NULL = skip*/, float *dw /*OC,C,3,3, +=*/,
+                      float *db /*OC, +=, NULL = skip*/, float *work, const float *dout /*OC,ldo*/,
+                      const float *inp /*C,ldi*/, const float *w /*OC,C,3,3*/, const Conv2dShape *s);
 
 #endif

@@ -7,26 +7,28 @@
 
 #include "nn/parallel.h"
 
-void avgpool_global_forward(float *out /*N,C*/, const float *inp /*C,N,HW*/, int N, int C, int HW) {
+void avgpool_global_forward(float *out /*N,C*/, const float *inp /*C,ld*/, int N, int C, int HW, size_t ld) {
     const float inv = 1.0f / HW;
     OMP_FOR2
     for (int c = 0; c < C; c++)
         for (int n = 0; n < N; n++) {
-            const float *x = inp + ((size_t)c * N + n) * HW;
+            const float *x = inp + (size_t)c * ld + (size_t)n * HW;
             float s = 0.0f;
             for (int i = 0; i < HW; i++) s += x[i];
             out[(size_t)n * C + c] = s * inv;
         }
 }
 
-void avgpool_global_backward(float *dinp /*C,N,HW, overwritten*/, const float *dout /*N,C*/, int N, int C, int HW) {
-    /* forward: out[n,c] = (1/HW) sum_i inp[c,n,i]  =>  dinp[c,n,i] = dout[n,c] / HW */
+void avgpool_global_backward(float *dinp /*C,ld, overwritten*/, const float *dout /*N,C*/, int N, int C, int HW,
+                             size_t ld) {
+    /* forward: out[n,c] = (1/HW) sum_i inp[c,n,i]  =>  dinp[c,n,i] = dout[n,c] / HW
+     * (only the N*HW values of each channel row are written) */
     const float inv = 1.0f / HW;
     OMP_FOR2
     for (int c = 0; c < C; c++)
         for (int n = 0; n < N; n++) {
             float g = dout[(size_t)n * C + c] * inv;
-            float *d = dinp + ((size_t)c * N + n) * HW;
+            float *d = dinp + (size_t)c * ld + (size_t)n * HW;
             for (int i = 0; i < HW; i++) d[i] = g;
         }
 }

@@ -11,9 +11,12 @@
 #ifndef GC_NN_POOL_H
 #define GC_NN_POOL_H
 
-/* out[n, c] = mean over HW of inp[c, n, :] */
-void avgpool_global_forward(float *out /*N,C*/, const float *inp /*C,N,HW*/, int N, int C, int HW);
-void avgpool_global_backward(float *dinp /*C,N,HW, overwritten*/, const float *dout /*N,C*/, int N, int C, int HW);
+#include <stddef.h>
+
+/* out[n, c] = mean over HW of inp[c*ld + n*HW + :]   (ld >= N*HW: channel stride) */
+void avgpool_global_forward(float *out /*N,C*/, const float *inp /*C,ld*/, int N, int C, int HW, size_t ld);
+void avgpool_global_backward(float *dinp /*C,ld, overwritten*/, const float *dout /*N,C*/, int N, int C, int HW,
+                             size_t ld);
 
 /* output size along one axis: (H + 2*pad - K) / stride + 1 */
 int maxpool2d_out_size(int H, int K, int stride, int pad);

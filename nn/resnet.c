@@ -1,7 +1,10 @@
 /* ResNet for CIFAR and ResNet-50 (see resnet.h).
  *
- * Activations are CNHW: [C, N, H, W]. Shape letters: N batch, C channels, H,W
- * spatial size, OC output channels, M = N*H*W values per channel.
+ * Activations are CNHW: [C, N, H, W], each channel row padded to a stride ld
+ * (act_ld: a multiple of 16 floats that is not a multiple of 4 KiB, so the
+ * channels of one position do not all fall into the same cache sets).
+ * Shape letters: N batch, C channels, H,W spatial size, OC output channels,
+ * M = N*H*W values per channel, ld the channel stride.
  * Model-level backward OVERWRITES m->grads (zeroed first); the ops below it
  * accumulate.
  *
@@ -20,7 +23,6 @@
 
 #include "common/check.h"
 #include "common/rng.h"
-#include "nn/activation.h"
 #include "nn/batchnorm.h"
 #include "nn/conv2d.h"
 #include "nn/layout.h"
@@ -34,8 +36,9 @@ typedef struct {
     size_t rm, rv;    /* running mean / var offsets in Model.state */
     int C, OC, K, stride, pad;
     int H, W, OH, OW; /* per-image input and output size */
+    size_t ldi, ldo;  /* channel strides of its input and output */
     int relu;
-    float *c, *y;     /* [OC, N, OH, OW]: conv output, unit output */
+    float *c, *y;     /* [OC, ldo]: conv output, unit output */
     float *mean, *rstd; /* [OC] batch statistics saved for backward */
 } ConvBN;
 
@@ -57,12 +60,13 @@ typedef struct {
     ConvBN stem;
     int pool;            /* ResNet-50: 3x3/2 max pool after the stem */
     int PH, PW;          /* pooled size */
-    float *pool_out;     /* [64, N, PH, PW] */
+    float *pool_out;     /* [64, ldp] */
     int *pool_arg;
     Block *blocks;
     int nblocks;
     int fc_w, fc_b, feat, FH, FW; /* fc indices, its input features, final map size */
-    float *x;            /* input, CNHW */
+    float *x;            /* input, CNHW [in_c, ldx] */
+    size_t ldx, ldp, ldf; /* channel strides: input, pool output, final feature map */
     float *pooled;       /* [N, feat] */
     float *dpooled;      /* [N, feat] */
     float *logits, *probs, *dlogits; /* [N, classes] */
@@ -103,6 +107,13 @@ typedef struct {
     int max_batch;
 } Builder;
 
+/* channel stride for rows of p values */
+static size_t act_ld(size_t p) {
+    size_t ld = (p + 15) & ~(size_t)15;
+    if (ld % 1024 == 0) ld += 16;
+    return ld;
+}
+
 static int add_param(Builder *bd, const char *name, ParamKind kind, int ndim, int d0, int d1, int d2, int d3) {
     int shape[4] = {d0, d1, d2, d3};
     return param_table_add(bd->pt, name, kind, ndim, shape);
@@ -116,6 +127,8 @@ static void convbn_make(ConvBN *u, Builder *bd, const char *convname, const char
     u->C = C, u->OC = OC, u->K = K, u->stride = stride, u->pad = pad, u->H = H, u->W = W, u->relu = relu;
     u->OH = (H + 2 * pad - K) / stride + 1;
     u->OW = (W + 2 * pad - K) / stride + 1;
+    u->ldi = act_ld((size_t)bd->max_batch * H * W);
+    u->ldo = act_ld((size_t)bd->max_batch * u->OH * u->OW);
     snprintf(name, sizeof name, "%s.weight", convname);
     u->w = add_param(bd, name, PK_CONV_WEIGHT, 4, OC, C, K, K);
     snprintf(name, sizeof name, "%s.weight", bnname);
@@ -125,14 +138,15 @@ static void convbn_make(ConvBN *u, Builder *bd, const char *convname, const char
     u->rm = bd->nstate;
     u->rv = bd->nstate + OC;
     bd->nstate += 2 * (size_t)OC;
-    size_t act = (size_t)OC * bd->max_batch * u->OH * u->OW;
+    size_t act = (size_t)OC * u->ldo;
     if (act > bd->maxact) bd->maxact = act;
 }
 
 static void convbn_alloc(ConvBN *u, int max_batch) {
-    size_t act = (size_t)u->OC * max_batch * u->OH * u->OW;
-    u->c = mallocCheck(act * sizeof(float));
-    u->y = mallocCheck(act * sizeof(float));
+    (void)max_batch;
+    size_t act = (size_t)u->OC * u->ldo;
+    u->c = callocCheck(act, sizeof(float));
+    u->y = callocCheck(act, sizeof(float));
     u->mean = mallocCheck((size_t)u->OC * sizeof(float));
     u->rstd = mallocCheck((size_t)u->OC * sizeof(float));
 }
@@ -169,14 +183,18 @@ static Model *finish(ResNet *r, Builder *bd, ParamTable *pt, const ModelOps *ops
         if (b->sc == SC_PROJ) convbn_alloc(&b->ds, N);
     }
     r->maxact = bd->maxact;
-    size_t xin = (size_t)r->in_c * N * r->in_h * r->in_w;
+    r->ldx = act_ld((size_t)N * r->in_h * r->in_w);
+    size_t xin = (size_t)r->in_c * r->ldx;
     if (xin > r->maxact) r->maxact = xin;
     if (r->pool) {
-        size_t np = (size_t)r->stem.OC * N * r->PH * r->PW;
-        r->pool_out = mallocCheck(np * sizeof(float));
-        r->pool_arg = mallocCheck(np * sizeof(int));
+        r->ldp = act_ld((size_t)N * r->PH * r->PW);
+        size_t np = (size_t)r->stem.OC * r->ldp;
+        r->pool_out = callocCheck(np, sizeof(float));
+        r->pool_arg = callocCheck(np, sizeof(int));
+        if (np > r->maxact) r->maxact = np;
     }
-    r->x = mallocCheck(xin * sizeof(float));
+    r->ldf = act_ld((size_t)N * r->FH * r->FW);
+    r->x = callocCheck(xin, sizeof(float));
     r->pooled = mallocCheck((size_t)N * r->feat * sizeof(float));
     r->dpooled = mallocCheck((size_t)N * r->feat * sizeof(float));
     size_t nl = (size_t)N * r->num_classes;
@@ -184,8 +202,8 @@ static Model *finish(ResNet *r, Builder *bd, ParamTable *pt, const ModelOps *ops
     r->probs = mallocCheck(nl * sizeof(float));
     r->dlogits = mallocCheck(nl * sizeof(float));
     r->labels = mallocCheck((size_t)N * sizeof(int));
-    for (int k = 0; k < 4; k++) r->gbuf[k] = mallocCheck(r->maxact * sizeof(float));
-    r->sc = mallocCheck(r->maxact * sizeof(float));
+    for (int k = 0; k < 4; k++) r->gbuf[k] = callocCheck(r->maxact, sizeof(float));
+    r->sc = callocCheck(r->maxact, sizeof(float));
 
     Model *m = callocCheck(1, sizeof(Model));
     m->ops = ops;
@@ -398,11 +416,13 @@ static void convbn_shape(Conv2dShape *s, const ConvBN *u, int N) {
         fprintf(stderr, "error: ResNet: impossible convolution shape (input too small?)\n");
         exit(1);
     }
+    s->ldi = u->ldi;
+    s->ldo = u->ldo;
 }
 
 /* y = [relu](bn(conv(x)) [+ res]) */
-static void convbn_forward(ResNet *r, Model *m, ConvBN *u, const float *x /*C,N,H,W*/,
-                           const float *res /*OC,N,OH,OW or NULL*/, int N, int train) {
+static void convbn_forward(ResNet *r, Model *m, ConvBN *u, const float *x /*C,ldi*/,
+                           const float *res /*OC,ldo or NULL*/, int N, int train) {
     Conv2dShape s;
     convbn_shape(&s, u, N);
     ensure_work(r, &s);
@@ -412,19 +432,21 @@ static void convbn_forward(ResNet *r, Model *m, ConvBN *u, const float *x /*C,N,
     int M = N * u->OH * u->OW;
     if (train)
         batchnorm_forward_train(u->y, u->mean, u->rstd, m->state + u->rm, m->state + u->rv, u->c, g, b, res, u->relu,
-                                u->OC, M);
+                                u->OC, M, u->ldo);
     else
-        batchnorm_forward_eval(u->y, u->c, g, b, m->state + u->rm, m->state + u->rv, res, u->relu, u->OC, M);
+        batchnorm_forward_eval(u->y, u->c, g, b, m->state + u->rm, m->state + u->rv, res, u->relu, u->OC, M,
+                               u->ldo);
     if (r->profiling) r->prof[PR_BN_F] += wall() - t0;
 }
 
 /* option A: out[c, n, oh, ow] = x[c - lo, n, oh*stride, ow*stride] for lo <= c < lo + Cin, else 0 */
-static void shortcut_pad_forward(float *out /*Cout,N,OH,OW*/, const float *x /*Cin,N,H,W*/, const Block *b, int N) {
+static void shortcut_pad_forward(float *out /*Cout,ldo*/, const float *x /*Cin,ldi*/, const Block *b, int N) {
     int lo = (b->Cout - b->Cin) / 2;
     size_t plane = (size_t)N * b->OH * b->OW;
+    const size_t ldi = b->cb[0].ldi, ldo = b->cb[b->ncb - 1].ldo;
     OMP_FOR
     for (int c = 0; c < b->Cout; c++) {
-        float *o = out + (size_t)c * plane;
+        float *o = out + (size_t)c * ldo;
         int ci = c - lo;
         if (ci < 0 || ci >= b->Cin) {
             memset(o, 0, plane * sizeof(float));
@@ -432,7 +454,7 @@ static void shortcut_pad_forward(float *out /*Cout,N,OH,OW*/, const float *x /*C
         }
         for (int n = 0; n < N; n++)
             for (int oh = 0; oh < b->OH; oh++) {
-                const float *src = x + (((size_t)ci * N + n) * b->H + (size_t)oh * b->stride) * b->W;
+                const float *src = x + (size_t)ci * ldi + ((size_t)n * b->H + (size_t)oh * b->stride) * b->W;
                 float *dst = o + ((size_t)n * b->OH + oh) * b->OW;
                 for (int ow = 0; ow < b->OW; ow++) dst[ow] = src[(size_t)ow * b->stride];
             }
@@ -440,15 +462,16 @@ static void shortcut_pad_forward(float *out /*Cout,N,OH,OW*/, const float *x /*C
 }
 
 /* adjoint of shortcut_pad_forward, accumulated: dx[ci, n, oh*s, ow*s] += dout[ci + lo, n, oh, ow] */
-static void shortcut_pad_backward(float *dx /*Cin,N,H,W, +=*/, const float *dout /*Cout,N,OH,OW*/, const Block *b,
+static void shortcut_pad_backward(float *dx /*Cin,ldi, +=*/, const float *dout /*Cout,ldo*/, const Block *b,
                                   int N) {
     int lo = (b->Cout - b->Cin) / 2;
+    const size_t ldi = b->cb[0].ldi, ldo = b->cb[b->ncb - 1].ldo;
     OMP_FOR
     for (int ci = 0; ci < b->Cin; ci++)
         for (int n = 0; n < N; n++)
             for (int oh = 0; oh < b->OH; oh++) {
-                float *dst = dx + (((size_t)ci * N + n) * b->H + (size_t)oh * b->stride) * b->W;
-                const float *src = dout + (((size_t)(ci + lo) * N + n) * b->OH + oh) * b->OW;
+                float *dst = dx + (size_t)ci * ldi + ((size_t)n * b->H + (size_t)oh * b->stride) * b->W;
+                const float *src = dout + (size_t)(ci + lo) * ldo + ((size_t)n * b->OH + oh) * b->OW;
                 for (int ow = 0; ow < b->OW; ow++) dst[(size_t)ow * b->stride] += src[ow];
             }
 }
@@ -480,11 +503,14 @@ static float resnet_forward(Model *m, const Batch *bt, int train, BatchStats *st
         exit(1);
     }
     /* NCHW -> CNHW */
-    TIMED(r, PR_OTHER_F, swap01(r->x, bt->x, N, r->in_c, r->in_h * r->in_w));
+    TIMED(r, PR_OTHER_F,
+          swap01_ld(r->x, bt->x, N, r->in_c, r->in_h * r->in_w, r->ldx, (size_t)r->in_c * r->in_h * r->in_w));
     convbn_forward(r, m, &r->stem, r->x, NULL, N, train);
     float *cur = r->stem.y;
     if (r->pool) {
-        maxpool2d_forward(r->pool_out, r->pool_arg, r->stem.y, r->stem.OC * N, r->stem.OH, r->stem.OW, 3, 2, 1);
+        for (int c = 0; c < r->stem.OC; c++)
+            maxpool2d_forward(r->pool_out + c * r->ldp, r->pool_arg + c * r->ldp, r->stem.y + c * r->stem.ldo, N,
+                              r->stem.OH, r->stem.OW, 3, 2, 1);
         cur = r->pool_out;
     }
     for (int i = 0; i < r->nblocks; i++) {
@@ -492,7 +518,7 @@ static float resnet_forward(Model *m, const Batch *bt, int train, BatchStats *st
         cur = r->blocks[i].cb[r->blocks[i].ncb - 1].y;
     }
     double t0 = r->profiling ? wall() : 0.0;
-    avgpool_global_forward(r->pooled, cur, N, r->feat, r->FH * r->FW);
+    avgpool_global_forward(r->pooled, cur, N, r->feat, r->FH * r->FW, r->ldf);
     linear_forward(r->logits, r->pooled, m->params + m->pt.t[r->fc_w].offset, m->params + m->pt.t[r->fc_b].offset, N,
                    r->feat, r->num_classes);
     float loss = 0.0f;
@@ -515,17 +541,27 @@ static float resnet_forward(Model *m, const Batch *bt, int train, BatchStats *st
 
 /* ------------------------------------------------------------ backward ---- */
 
+/* acc[c*ld + i] += x[c*ld + i] for i < M */
+static void add_rows(float *acc /*C,ld*/, const float *x /*C,ld*/, int C, int M, size_t ld) {
+    OMP_FOR
+    for (int c = 0; c < C; c++) {
+        float *a = acc + (size_t)c * ld;
+        const float *b = x + (size_t)c * ld;
+        for (int i = 0; i < M; i++) a[i] += b[i];
+    }
+}
+
 /* dy (in *dyp) -> dx (into dx, OVERWRITTEN; NULL = skip). Uses tmp as scratch.
  * If dres is non-NULL the gradient w.r.t. the residual input is left there
  * (it may be the same buffer as dy). dy is destroyed. */
-static void convbn_backward(ResNet *r, Model *m, ConvBN *u, float *dx /*C,N,H,W*/, float *dres, float *dy /*OC,N,OH,OW*/,
-                            float *tmp, const float *x /*C,N,H,W*/, int N) {
+static void convbn_backward(ResNet *r, Model *m, ConvBN *u, float *dx /*C,ldi*/, float *dres /*OC,ldo*/,
+                            float *dy /*OC,ldo*/, float *tmp /*OC,ldo*/, const float *x /*C,ldi*/, int N) {
     int M = N * u->OH * u->OW;
     float *g = m->params + m->pt.t[u->g].offset;
     float *dc = dres ? tmp : dy; /* BN backward may write dinp over dout, but not when dres also does */
     TIMED(r, PR_BN_B,
           batchnorm_backward(dc, dres, m->grads + m->pt.t[u->g].offset, m->grads + m->pt.t[u->b].offset, dy,
-                             u->relu ? u->y : NULL, u->c, u->mean, u->rstd, g, u->OC, M));
+                             u->relu ? u->y : NULL, u->c, u->mean, u->rstd, g, u->OC, M, u->ldo));
     Conv2dShape s;
     convbn_shape(&s, u, N);
     ensure_work(r, &s);
@@ -551,13 +587,12 @@ static void block_backward(ResNet *r, Model *m, Block *b, float *Q, float *P, fl
     }
     (void)other;
     /* now Q = d(block input) through the main path; add the shortcut path */
-    size_t nin = (size_t)b->Cin * N * b->H * b->W;
-    if (b->sc == SC_IDENTITY) TIMED(r, PR_OTHER_B, add_inplace(Q, P, nin));
+    if (b->sc == SC_IDENTITY) TIMED(r, PR_OTHER_B, add_rows(Q, P, b->Cin, N * b->H * b->W, b->cb[0].ldi));
     else if (b->sc == SC_PAD) TIMED(r, PR_OTHER_B, shortcut_pad_backward(Q, P, b, N));
     else {
         /* projection: res = bn(conv1x1(x)); its gradient is P; R and S are free now */
         convbn_backward(r, m, &b->ds, S, NULL, P, NULL, b->x, N);
-        add_inplace(Q, S, nin);
+        add_rows(Q, S, b->Cin, N * b->H * b->W, b->cb[0].ldi);
     }
 }
 
@@ -574,7 +609,7 @@ static void resnet_backward(Model *m) {
     linear_backward(r->dpooled, m->grads + m->pt.t[r->fc_w].offset, m->grads + m->pt.t[r->fc_b].offset, r->dlogits,
                     r->pooled, m->params + m->pt.t[r->fc_w].offset, N, r->feat, r->num_classes);
     float *P = r->gbuf[0], *Q = r->gbuf[1], *R = r->gbuf[2], *S = r->gbuf[3];
-    avgpool_global_backward(P, r->dpooled, N, r->feat, r->FH * r->FW);
+    avgpool_global_backward(P, r->dpooled, N, r->feat, r->FH * r->FW, r->ldf);
     if (r->profiling) r->prof[PR_OTHER_B] += wall() - t0;
     for (int i = r->nblocks - 1; i >= 0; i--) {
         block_backward(r, m, &r->blocks[i], Q, P, R, S, N);
@@ -584,7 +619,9 @@ static void resnet_backward(Model *m) {
     }
     /* P = d(stem output, or pool output) */
     if (r->pool) {
-        maxpool2d_backward(Q, P, r->pool_arg, r->stem.OC * N, r->stem.OH, r->stem.OW, 3, 2, 1);
+        for (int c = 0; c < r->stem.OC; c++)
+            maxpool2d_backward(Q + c * r->stem.ldo, P + c * r->ldp, r->pool_arg + c * r->ldp, N, r->stem.OH,
+                               r->stem.OW, 3, 2, 1);
         float *t = P;
         P = Q;
         Q = t;

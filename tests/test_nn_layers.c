@@ -12,7 +12,8 @@
  * ACCUMULATE (the test pre-fills them with 1.0 and subtracts), input gradients
  * OVERWRITE (pre-filled with garbage). Convolutions run with 1 thread and all
  * threads, with a tiny im2col chunk to cross chunk boundaries, and with the
- * direct 3x3 kernels (nn/conv3x3.h) both on and off. */
+ * direct 3x3 kernels (nn/conv3x3.h) both on and off, and with padded channel
+ * strides (ldi/ldo above the dense size). */
 #include "tests/test.h"
 #include "tests/test_nn_fixture.h"
 
@@ -38,7 +39,7 @@ static void sub_one(float *a, size_t n) {
     for (size_t i = 0; i < n; i++) a[i] -= 1.0f;
 }
 
-static void test_conv(const NnFixture *fx, int threads, size_t chunk, int direct) {
+static void test_conv(const NnFixture *fx, int threads, size_t chunk, int direct, int padded) {
     int count = nnfx_i(fx, "conv.count", 1)[0];
 #ifdef HAVE_OPENMP
     omp_set_num_threads(threads);
@@ -54,23 +55,28 @@ static void test_conv(const NnFixture *fx, int threads, size_t chunk, int direct
         Conv2dShape s;
         CHECK(conv2d_shape(&s, N, C, H, W, OC, KH, KW, st, pad) == 0, "conv%d shape", i);
         size_t nin = (size_t)N * C * H * W, nout = (size_t)N * OC * s.OH * s.OW, nw = (size_t)OC * C * KH * KW;
+        if (padded) { /* channel rows padded: ldi, ldo larger than dense */
+            s.ldi += 16 * (size_t)padded;
+            s.ldo += 48;
+        }
         const float *x = nnfx_f(fx, nnfx_key(p, "x"), nin);
         const float *w = nnfx_f(fx, nnfx_key(p, "w"), nw);
         const float *y = nnfx_f(fx, nnfx_key(p, "y"), nout);
         const float *dy = nnfx_f(fx, nnfx_key(p, "dy"), nout);
         const float *b = bias ? nnfx_f(fx, nnfx_key(p, "b"), OC) : NULL;
-        float *xc = falloc(nin, 0), *yc = falloc(nout, 7), *yn = falloc(nout, 0), *dyc = falloc(nout, 0);
-        float *dxc = falloc(nin, 123.0f), *dxn = falloc(nin, 0), *dw = falloc(nw, 1.0f), *db = falloc(OC, 1.0f);
+        size_t pin = (size_t)C * s.ldi, pout = (size_t)OC * s.ldo;
+        float *xc = falloc(pin, 0), *yc = falloc(pout, 7), *yn = falloc(nout, 0), *dyc = falloc(pout, 0);
+        float *dxc = falloc(pin, 123.0f), *dxn = falloc(nin, 0), *dw = falloc(nw, 1.0f), *db = falloc(OC, 1.0f);
         float *work = falloc(conv2d_work_floats(&s), 0);
-        swap01(xc, x, N, C, H * W);
+        swap01_ld(xc, x, N, C, H * W, s.ldi, (size_t)C * H * W);
         conv2d_forward(yc, work, xc, w, b, &s);
-        swap01(yn, yc, OC, N, s.OH * s.OW);
-        snprintf(what, sizeof what, "conv%d %dx%d K%dx%d s%d p%d T%d c%zu%s y", i, H, W, KH, KW, st, pad, threads,
-                 chunk, direct ? "" : " im2col");
+        swap01_ld(yn, yc, OC, N, s.OH * s.OW, (size_t)OC * s.OH * s.OW, s.ldo);
+        snprintf(what, sizeof what, "conv%d %dx%d K%dx%d s%d p%d T%d c%zu%s%s y", i, H, W, KH, KW, st, pad, threads,
+                 chunk, direct ? "" : " im2col", padded ? " ld+" : "");
         NNFX_CLOSE(what, yn, y, nout, RTOL, AFRAC);
-        swap01(dyc, dy, N, OC, s.OH * s.OW);
+        swap01_ld(dyc, dy, N, OC, s.OH * s.OW, s.ldo, (size_t)OC * s.OH * s.OW);
         conv2d_backward(dxc, dw, bias ? db : NULL, work, dyc, xc, w, &s);
-        swap01(dxn, dxc, C, N, H * W);
+        swap01_ld(dxn, dxc, C, N, H * W, (size_t)C * H * W, s.ldi);
         what[strlen(what) - 1] = 0;
         NNFX_CLOSE(nnfx_key(what, "dx"), dxn, nnfx_f(fx, nnfx_key(p, "dx"), nin), nin, RTOL, AFRAC);
         sub_one(dw, nw);
@@ -113,14 +119,14 @@ static void test_bn(const NnFixture *fx) {
         }
         memcpy(rm, nnfx_f(fx, "bn.rm0", C), C * sizeof(float));
         memcpy(rv, nnfx_f(fx, "bn.rv0", C), C * sizeof(float));
-        batchnorm_forward_train(yc, mean, rstd, rm, rv, xc, g, b, r, fused, C, M);
+        batchnorm_forward_train(yc, mean, rstd, rm, rv, xc, g, b, r, fused, C, M, (size_t)M);
         swap01(yn, yc, C, N, HW);
         NNFX_CLOSE(fused ? "bn+res+relu train y" : "bn train y", yn, nnfx_f(fx, nnfx_key(p, "y"), n), n, RTOL, AFRAC);
         NNFX_CLOSE("bn running_mean", rm, nnfx_f(fx, "bn.rm", C), C, RTOL, AFRAC);
         NNFX_CLOSE("bn running_var (unbiased)", rv, nnfx_f(fx, "bn.rv", C), C, RTOL, AFRAC);
         for (int c = 0; c < C; c++) dg[c] = dbt[c] = 1.0f;
         swap01(dyc, nnfx_f(fx, nnfx_key(p, "dy"), n), N, C, HW);
-        batchnorm_backward(dxc, fused ? drc : NULL, dg, dbt, dyc, fused ? yc : NULL, xc, mean, rstd, g, C, M);
+        batchnorm_backward(dxc, fused ? drc : NULL, dg, dbt, dyc, fused ? yc : NULL, xc, mean, rstd, g, C, M, (size_t)M);
         swap01(dxn, dxc, C, N, HW);
         NNFX_CLOSE(fused ? "bn+res+relu dx" : "bn dx", dxn, nnfx_f(fx, nnfx_key(p, "dx"), n), n, RTOL, AFRAC);
         sub_one(dg, C);
@@ -133,12 +139,12 @@ static void test_bn(const NnFixture *fx) {
             /* in-place: dres aliases dout, dinp separate (how the ResNet uses it) */
             float *dxc2 = falloc(n, 5);
             for (int c = 0; c < C; c++) dg[c] = dbt[c] = 0.0f;
-            batchnorm_backward(dxc2, dyc, dg, dbt, dyc, yc, xc, mean, rstd, g, C, M);
+            batchnorm_backward(dxc2, dyc, dg, dbt, dyc, yc, xc, mean, rstd, g, C, M, (size_t)M);
             CHECK(memcmp(dxc2, dxc, n * sizeof(float)) == 0 && memcmp(dyc, drc, n * sizeof(float)) == 0,
                   "bn backward with dres == dout gives identical results");
             free(dxc2);
         }
-        batchnorm_forward_eval(yc, xc, g, b, rm, rv, r, fused, C, M);
+        batchnorm_forward_eval(yc, xc, g, b, rm, rv, r, fused, C, M, (size_t)M);
         swap01(yn, yc, C, N, HW);
         NNFX_CLOSE(fused ? "bn+res+relu eval y" : "bn eval y", yn, nnfx_f(fx, nnfx_key(p, "yeval"), n), n, RTOL,
                    AFRAC);
@@ -189,9 +195,9 @@ static void test_pools(const NnFixture *fx) {
     size_t nin = (size_t)N * C * HW;
     float *xc = falloc(nin, 0), *y = falloc((size_t)N * C, 0), *dxc = falloc(nin, 8), *dxn = falloc(nin, 0);
     swap01(xc, nnfx_f(fx, "avgpool.x", nin), N, C, HW);
-    avgpool_global_forward(y, xc, N, C, HW);
+    avgpool_global_forward(y, xc, N, C, HW, (size_t)N * HW);
     NNFX_CLOSE("avgpool y", y, nnfx_f(fx, "avgpool.y", (size_t)N * C), (size_t)N * C, RTOL, AFRAC);
-    avgpool_global_backward(dxc, nnfx_f(fx, "avgpool.dy", (size_t)N * C), N, C, HW);
+    avgpool_global_backward(dxc, nnfx_f(fx, "avgpool.dy", (size_t)N * C), N, C, HW, (size_t)N * HW);
     swap01(dxn, dxc, C, N, HW);
     NNFX_CLOSE("avgpool dx", dxn, nnfx_f(fx, "avgpool.dx", nin), nin, RTOL, AFRAC);
     free(xc), free(y), free(dxc), free(dxn);
@@ -242,15 +248,15 @@ int main(void) {
     NnFixture fx = nnfx_load("tests/fixtures/nn_layers.bin");
     int maxt = gc_num_threads();
     printf("conv2d, %d thread(s):\n", maxt);
-    test_conv(&fx, maxt, 48 * 1024, 1);
+    test_conv(&fx, maxt, 48 * 1024, 1, 0);
     printf("conv2d, %d thread(s), im2col + sgemm for every shape:\n", maxt);
-    test_conv(&fx, maxt, 48 * 1024, 0);
+    test_conv(&fx, maxt, 48 * 1024, 0, 0);
     printf("conv2d, 1 thread, 1-row chunks:\n");
-    test_conv(&fx, 1, 1, 1);
-    printf("conv2d, %d thread(s), 1-row chunks, im2col:\n", maxt > 1 ? maxt : 3);
-    test_conv(&fx, maxt > 1 ? maxt : 3, 1, 0);
-    printf("conv2d, 3 threads (more than the batch of some shapes):\n");
-    test_conv(&fx, 3, 48 * 1024, 1);
+    test_conv(&fx, 1, 1, 1, 0);
+    printf("conv2d, %d thread(s), 1-row chunks, im2col, padded channel rows:\n", maxt > 1 ? maxt : 3);
+    test_conv(&fx, maxt > 1 ? maxt : 3, 1, 0, 1);
+    printf("conv2d, 3 threads (more than the batch of some shapes), padded channel rows:\n");
+    test_conv(&fx, 3, 48 * 1024, 1, 3);
     test_conv_bad_shape();
     printf("batchnorm:\n");
     test_bn(&fx);
