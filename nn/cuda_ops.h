@@ -119,6 +119,16 @@ void maxpool2d_forward_cuda(float *out /*P,OH,OW*/, int *argmax /*P,OH,OW*/, con
 void maxpool2d_backward_cuda(float *dinp /*P,H,W, overwritten*/, const float *dout /*P,OH,OW*/,
                              const int *argmax /*P,OH,OW*/, int P, int H, int W, int K, int stride, int pad);
 
+/* ------------------------------------------------- ResNet option A shortcut ---- */
+/* (the CPU twins are static in nn/resnet.c) He et al. 2016, section 4.2, option A:
+ * identity with stride subsampling and zero-padded channels, lo = (Cout - Cin)/2:
+ * out[n, c, oh, ow] = x[n, c - lo, oh*stride, ow*stride] for lo <= c < lo + Cin, else 0 */
+void resnet_shortcut_pad_forward_cuda(float *out /*N,Cout,OH,OW*/, const float *x /*N,Cin,H,W*/, int N, int Cin,
+                                      int Cout, int H, int W, int OH, int OW, int stride);
+/* the adjoint, ACCUMULATED: dx[n, ci, oh*stride, ow*stride] += dout[n, ci + lo, oh, ow] */
+void resnet_shortcut_pad_backward_cuda(float *dx /*N,Cin,H,W, +=*/, const float *dout /*N,Cout,OH,OW*/, int N,
+                                       int Cin, int Cout, int H, int W, int OH, int OW, int stride);
+
 /* -------------------------------------------------------------- linear ---- */
 /* out = inp @ w^T + b through cuBLAS. dw, db ACCUMULATE; dinp is OVERWRITTEN. */
 void linear_forward_cuda(float *out /*N,OUT*/, const float *inp /*N,IN*/, const float *w /*OUT,IN*/,

@@ -1,0 +1,65 @@
+/* The host/device mirror behind the GPU models (nn/resnet_cuda.h, nn/lenet_cuda.h).
+ *
+ * A GPU model is a normal Model (nn/model.h): its parameter table, parameter,
+ * gradient and state arenas are HOST memory with the CPU model's names, offsets
+ * and initialization, so the trainer, the optimizers, checkpoints and the
+ * distributed layer use it unchanged. The host arenas are page-locked
+ * (cudaMallocHost) so copies run at full PCIe/NVLink speed. The model keeps
+ * device copies of the three arenas:
+ *   forward   uploads params and state (the host copy is the master: an
+ *             optimizer step, a checkpoint load or an averaging step may have
+ *             changed it) and the batch; a training forward downloads the
+ *             updated BN running statistics at its end
+ *   backward  zeroes the device gradients, runs, downloads the gradients
+ * CudaMirror counts the bytes and the host time spent in these copies
+ * (model_cuda_copy_stats), so the benchmark can report their share of a step.
+ * Built only with CUDA (HAVE_CUDA).
+ */
+#ifndef GC_NN_MODEL_CUDA_H
+#define GC_NN_MODEL_CUDA_H
+
+#include <stddef.h>
+
+#include "nn/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    double up_s, down_s;      /* host wall time in the copies (they synchronize) */
+    size_t up_bytes, down_bytes;
+    long uploads, downloads;  /* number of arena transfers */
+} ModelCudaCopyStats;
+
+typedef struct {
+    float *d_params, *d_grads, *d_state; /* device arenas, same offsets as the host ones */
+    size_t total, nstate;
+    ModelCudaCopyStats stats;
+} CudaMirror;
+
+/* device allocation of `bytes` (zeroed); 0, or -1 after printing what failed */
+int cuda_dev_alloc(void **p, size_t bytes, const char *what);
+/* page-locked, zeroed host arena of n floats (at least 1); NULL after printing on failure */
+float *cuda_host_arena_alloc(size_t n);
+void cuda_host_arena_free(float *p);
+
+/* allocates the device arenas for m (m->pt.total, m->nstate); 0 or -1 */
+int cuda_mirror_init(CudaMirror *mr, const Model *m);
+/* params (and state when with_state) host -> device */
+void cuda_mirror_upload(CudaMirror *mr, const Model *m, int with_state);
+/* device gradients -> m->grads */
+void cuda_mirror_download_grads(CudaMirror *mr, Model *m);
+/* device state -> m->state */
+void cuda_mirror_download_state(CudaMirror *mr, Model *m);
+void cuda_mirror_free(CudaMirror *mr);
+
+/* copy statistics of a GPU model made by this library (NULL for other models) */
+const ModelCudaCopyStats *model_cuda_copy_stats(const Model *m);
+void model_cuda_copy_stats_reset(Model *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
