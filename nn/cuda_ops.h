@@ -11,8 +11,11 @@
  * (element (n, c, h, w) at ((n*C + c)*H + h)*W + w), where the CPU ops use CNHW.
  * Where the CPU op's sizes cannot describe NCHW the CUDA op takes the finer
  * ones in the same place: batch norm takes (N, C, HW) where the CPU takes
- * (C, M = N*HW). Ops that do not care about the layout (elementwise, max
- * pooling over planes, linear, softmax) take exactly the CPU arguments.
+ * (C, M = N*HW, ld). The CPU's padded channel strides (ld, and ldi/ldo of a
+ * Conv2dShape) have no NCHW counterpart: GPU tensors are dense and those fields
+ * are ignored; global average pooling drops its ld argument. Ops that do not
+ * care about the layout (elementwise, max pooling over planes, linear, softmax)
+ * take exactly the CPU arguments.
  * swap01_cuda converts between the layouts (NCHW <-> CNHW) like swap01.
  * The parity tests (tests/cuda/test_nn_cuda*.c) run the CPU op in CNHW and
  * compare after converting.

@@ -1,0 +1,124 @@
+/* Helpers shared by the GPU parity tests of the nn/ ops and models
+ * (tests/cuda/test_nn_cuda*.c, test_resnet_cuda.c). Include after tests/test.h.
+ *
+ * GPU_SKIP_IF_NONE() ends the test cleanly (one passed check and a note) when
+ * the build has no CUDA or the machine has no usable GPU, so `make test-cuda`
+ * reports instead of crashing there. */
+#ifndef GC_TEST_NN_CUDA_H
+#define GC_TEST_NN_CUDA_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "common/rng.h"
+
+#ifndef HAVE_CUDA
+#define GPU_SKIP_IF_NONE()                                                            \
+    do {                                                                              \
+        printf("note: built without CUDA (no nvcc); GPU parity tests skipped\n");    \
+        CHECK(1, "skipped");                                                          \
+        TEST_END();                                                                   \
+    } while (0)
+#else
+#include "common/cuda_check.h"
+#include "nn/cuda_ops.h"
+
+#define GPU_SKIP_IF_NONE()                                                            \
+    do {                                                                              \
+        const char *why_ = nn_cuda_unavailable();                                     \
+        if (why_) {                                                                   \
+            printf("note: %s; GPU parity tests skipped\n", why_);                     \
+            CHECK(1, "skipped");                                                      \
+            TEST_END();                                                               \
+        }                                                                             \
+        struct cudaDeviceProp prop_;                                                  \
+        int dev_ = 0;                                                                 \
+        cudaCheck(cudaGetDevice(&dev_));                                              \
+        cudaCheck(cudaGetDeviceProperties(&prop_, dev_));                             \
+        printf("GPU %d: %s, compute capability %d.%d\n", dev_, prop_.name, prop_.major, prop_.minor); \
+    } while (0)
+
+/* device copy of n host floats (n may be 0) */
+static inline float *dev_upload(const float *h, size_t n) {
+    float *d = NULL;
+    cudaCheck(cudaMalloc((void **)&d, (n ? n : 1) * sizeof(float)));
+    if (n) cudaCheck(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+static inline int *dev_upload_int(const int *h, size_t n) {
+    int *d = NULL;
+    cudaCheck(cudaMalloc((void **)&d, (n ? n : 1) * sizeof(int)));
+    if (n) cudaCheck(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
+    return d;
+}
+/* device buffer of n floats filled with the value v (a "garbage" marker for overwrite checks) */
+static inline float *dev_fill(size_t n, float v) {
+    float *h = mallocCheck((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = v;
+    float *d = dev_upload(h, n);
+    free(h);
+    return d;
+}
+/* new host array with the device contents */
+static inline float *dev_download(const float *d, size_t n) {
+    float *h = mallocCheck((n ? n : 1) * sizeof(float));
+    if (n) cudaCheck(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+}
+static inline int *dev_download_int(const int *d, size_t n) {
+    int *h = mallocCheck((n ? n : 1) * sizeof(int));
+    if (n) cudaCheck(cudaMemcpy(h, d, n * sizeof(int), cudaMemcpyDeviceToHost));
+    return h;
+}
+#endif
+
+/* n normal values times scale */
+static inline float *rand_normal(Rng *r, size_t n, float scale) {
+    float *h = mallocCheck((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = scale * rng_normal(r);
+    return h;
+}
+
+static inline float *copy_floats(const float *a, size_t n) {
+    float *h = mallocCheck((n ? n : 1) * sizeof(float));
+    memcpy(h, a, n * sizeof(float));
+    return h;
+}
+
+static inline float max_abs(const float *a, size_t n) {
+    float m = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        if (fabsf(a[i]) > m) m = fabsf(a[i]);
+    return m;
+}
+
+/* |got - want| <= rtol*|want| + afrac*max|want| element by element; prints the
+ * max differences and how many elements are bit-identical */
+static inline int close_scaled(const char *what, const float *got, const float *want, size_t n, float rtol,
+                               float afrac) {
+    size_t same = 0;
+    for (size_t i = 0; i < n; i++) same += memcmp(&got[i], &want[i], sizeof(float)) == 0;
+    char label[200];
+    snprintf(label, sizeof label, "%.120s [%zu/%zu identical]", what, same, n);
+    return CHECK_CLOSE(label, got, want, n, rtol, afrac * max_abs(want, n));
+}
+
+/* exact equality (bit patterns) of n floats */
+static inline int same_floats(const char *what, const float *got, const float *want, size_t n) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+            if (!bad) first = i;
+            bad++;
+        }
+    printf("  %-40s n=%-8zu %s\n", what, n, bad ? "DIFFERENT" : "bit-identical");
+    CHECK(bad == 0, "%s: %zu of %zu differ; first at %zu: got %.9g want %.9g", what, bad, n, first,
+          bad ? got[first] : 0.0f, bad ? want[first] : 0.0f);
+    return bad == 0;
+}
+
+#endif
