@@ -24,7 +24,8 @@ int conv3x3_ok(const Conv2dShape *s) {
     return s->KH == 3 && s->KW == 3 && s->stride == 1 && s->pad == 1 && (s->H * s->W) % 16 == 0;
 }
 
-static size_t mask_floats(const Conv2dShape *s) { return ((size_t)9 * (s->H * s->W / 16) + 1) / 2 + 16; }
+/* mask tables: 9 tap masks, an "interior" flag and 2 column masks per vector position */
+static size_t mask_floats(const Conv2dShape *s) { return ((size_t)12 * (s->H * s->W / 16) + 1) / 2 + 16; }
 
 size_t conv3x3_work_floats(const Conv2dShape *s) {
     size_t nw = (size_t)9 * s->C * s->OC;
@@ -33,9 +34,13 @@ size_t conv3x3_work_floats(const Conv2dShape *s) {
 }
 
 /* mk[t * NV + v]: lane i of vector v (positions 16v..16v+15 of an image) is
- * valid for tap t when the tap reads inside the image */
-static void build_masks(uint16_t *mk /*9, HW/16*/, int H, int W) {
+ * valid for tap t when the tap reads inside the image. After the 9 tables:
+ * inter[v] = 1 when no lane of v reads above or below the image (then tap t's
+ * mask is the column mask of its kw), and cm[2v], cm[2v+1] the column masks
+ * for kw = 0 and kw = 2 (kw = 1 needs none). */
+static void build_masks(uint16_t *mk /*12, HW/16*/, int H, int W) {
     int NV = H * W / 16;
+    uint16_t *inter = mk + 9 * NV, *cm = inter + NV;
     for (int t = 0; t < 9; t++) {
         int kh = t / 3, kw = t % 3;
         for (int v = 0; v < NV; v++) {
@@ -46,6 +51,13 @@ static void build_masks(uint16_t *mk /*9, HW/16*/, int H, int W) {
             }
             mk[t * NV + v] = (uint16_t)m;
         }
+    }
+    for (int v = 0; v < NV; v++) {
+        int in = 1;
+        for (int t = 0; t < 9; t++) in &= mk[t * NV + v] == mk[(3 + t % 3) * NV + v];
+        inter[v] = (uint16_t)in;
+        cm[2 * v] = mk[3 * NV + v];
+        cm[2 * v + 1] = mk[5 * NV + v];
     }
 }
 
@@ -154,18 +166,33 @@ static inline __attribute__((always_inline)) void wgrad_tile(float *dwp /*OC,C,9
         UNROLL
         for (int t = 0; t < 9; t++) acc[r][t] = _mm512_setzero_ps();
     const float *xin = in + (size_t)c * ldi;
+    const uint16_t *inter = mk + 9 * NVI, *cm = inter + NVI;
     int vi = (int)(v0 % (size_t)NVI);
     for (size_t v = v0; v < v1; v++) {
         size_t J = 16 * v;
         __m512 d[3];
         UNROLL
         for (int r = 0; r < MR; r++) d[r] = _mm512_loadu_ps(dout + (size_t)(oc0 + r) * ldo + J);
-        UNROLL
-        for (int t = 0; t < 9; t++) {
-            /* kmovw straight from memory: a load, not a port-5 move from a GPR */
-            __m512 x = _mm512_maskz_loadu_ps(_load_mask16((__mmask16 *)&mk[t * NVI + vi]), at(xin, (ptrdiff_t)J + sh[t]));
+        if (inter[vi]) {
+            /* no row border: two column masks serve all nine taps */
+            __mmask16 m0 = _load_mask16((__mmask16 *)&cm[2 * vi]), m2 = _load_mask16((__mmask16 *)&cm[2 * vi + 1]);
             UNROLL
-            for (int r = 0; r < MR; r++) acc[r][t] = _mm512_fmadd_ps(d[r], x, acc[r][t]);
+            for (int t = 0; t < 9; t++) {
+                const float *src = at(xin, (ptrdiff_t)J + sh[t]);
+                __m512 x = t % 3 == 0 ? _mm512_maskz_loadu_ps(m0, src)
+                                      : (t % 3 == 2 ? _mm512_maskz_loadu_ps(m2, src) : _mm512_loadu_ps(src));
+                UNROLL
+                for (int r = 0; r < MR; r++) acc[r][t] = _mm512_fmadd_ps(d[r], x, acc[r][t]);
+            }
+        } else {
+            UNROLL
+            for (int t = 0; t < 9; t++) {
+                /* kmovw straight from memory: a load, not a port-5 move from a GPR */
+                __m512 x = _mm512_maskz_loadu_ps(_load_mask16((__mmask16 *)&mk[t * NVI + vi]),
+                                                 at(xin, (ptrdiff_t)J + sh[t]));
+                UNROLL
+                for (int r = 0; r < MR; r++) acc[r][t] = _mm512_fmadd_ps(d[r], x, acc[r][t]);
+            }
         }
         if (++vi == NVI) vi = 0;
     }
