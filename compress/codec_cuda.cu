@@ -1,0 +1,1046 @@
+/* GPU codecs: the CodecCuda object, frames, shared device primitives, and the
+ * dense codecs (fp32, fp16, int8, terngrad, stoch3, 3lc, onebit). The sparse
+ * codecs live in compress/sparse_cuda.cu, gcomp in compress/gcomp_cuda.cu.
+ * Contract: compress/codec_cuda.h. Wire formats: docs/FORMAT.md.
+ *
+ * Exactness rules followed by every kernel here:
+ *  - nvcc contracts a*b+c into an FMA by default (-fmad=true); the CPU build is
+ *    ISO C and contracts nothing. Every float expression that mixes a product
+ *    and a sum is therefore written with __fmul_rn / __fadd_rn (never fused),
+ *    e.g. decode-accumulate out + weight*v.
+ *  - Divisions and square roots are IEEE (__fdiv_rn; nvcc's defaults
+ *    -prec-div=true -prec-sqrt=true, no -use_fast_math, no flush to zero).
+ *  - Scalars are reduced in the CPU's order: max|x| is order-free (an integer
+ *    max over bit patterns); TernGrad's sum / sum of squares and 1-bit SGD's
+ *    signed sums follow compress/dense.h exactly: blocks of DENSE_BLOCK values,
+ *    16 double lanes per block (lane k sums values 16t+k in order t), lanes
+ *    added 0..15, the block's last len%16 values added one by one, blocks
+ *    combined in block order on the host.
+ *  - Random numbers are rng_hash_uniform(seed, i) (common/rng.h, __host__
+ *    __device__), a pure function of the value's index.
+ * Each kernel thread that writes repr[i] has read x[i] itself first, so repr
+ * may alias x as on the CPU.
+ */
+#define GC_CODEC_CUDA_INTERNAL
+extern "C" {
+#include "common/crc32c.h"
+#include "common/errors.h"
+#include "common/rng.h"
+#include "compress/base3.h"
+#include "compress/codec.h"
+}
+#include "compress/codec_cuda.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <cub/cub.cuh>
+
+#include "common/cuda_check.h"
+
+/* ====================================================== device primitives == */
+
+#define TPB 256
+#define GRID_STRIDE(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
+
+/* the default pool keeps freed blocks (no release at every synchronization) */
+static void pool_setup(void) {
+    static int done[64];
+    int dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= 64 || done[dev]) return;
+    cudaMemPool_t pool;
+    cudaCheck(cudaDeviceGetDefaultMemPool(&pool, dev));
+    uint64_t keep = UINT64_MAX;
+    cudaCheck(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    done[dev] = 1;
+}
+
+void *gcx_dmalloc(size_t bytes) {
+    void *p = NULL;
+    cudaCheck(cudaMallocAsync(&p, bytes < 16 ? 16 : bytes, 0));
+    return p;
+}
+
+void gcx_dfree(void *p) {
+    if (p) cudaCheck(cudaFreeAsync(p, 0));
+}
+
+unsigned gcx_grid(size_t work) {
+    size_t b = (work + TPB - 1) / TPB;
+    if (b > 65536) b = 65536;
+    return b ? (unsigned)b : 1u;
+}
+
+void gcx_exclusive_sum_u64(uint64_t *out, const uint64_t *in, size_t n) {
+    if (n == 0) return;
+    size_t tb = 0;
+    cudaCheck(cub::DeviceScan::ExclusiveSum(NULL, tb, in, out, (int64_t)n));
+    void *t = gcx_dmalloc(tb);
+    cudaCheck(cub::DeviceScan::ExclusiveSum(t, tb, in, out, (int64_t)n));
+    gcx_dfree(t);
+}
+
+void gcx_exclusive_sum_u32(uint32_t *out, const uint32_t *in, size_t n) {
+    if (n == 0) return;
+    size_t tb = 0;
+    cudaCheck(cub::DeviceScan::ExclusiveSum(NULL, tb, in, out, (int64_t)n));
+    void *t = gcx_dmalloc(tb);
+    cudaCheck(cub::DeviceScan::ExclusiveSum(t, tb, in, out, (int64_t)n));
+    gcx_dfree(t);
+}
+
+struct MaxU32 {
+    __host__ __device__ uint32_t operator()(uint32_t a, uint32_t b) const { return a > b ? a : b; }
+};
+
+void gcx_inclusive_max_u32(uint32_t *out, const uint32_t *in, size_t n) {
+    if (n == 0) return;
+    size_t tb = 0;
+    cudaCheck(cub::DeviceScan::InclusiveScan(NULL, tb, in, out, MaxU32(), (int64_t)n));
+    void *t = gcx_dmalloc(tb);
+    cudaCheck(cub::DeviceScan::InclusiveScan(t, tb, in, out, MaxU32(), (int64_t)n));
+    gcx_dfree(t);
+}
+
+template <typename T>
+static size_t select_flagged(T *out, const T *in, const uint8_t *flags, size_t n) {
+    if (n == 0) return 0;
+    int64_t *d_num = (int64_t *)gcx_dmalloc(sizeof(int64_t));
+    size_t tb = 0;
+    cudaCheck(cub::DeviceSelect::Flagged(NULL, tb, in, flags, out, d_num, (int64_t)n));
+    void *t = gcx_dmalloc(tb);
+    cudaCheck(cub::DeviceSelect::Flagged(t, tb, in, flags, out, d_num, (int64_t)n));
+    int64_t num = 0;
+    cudaCheck(cudaMemcpy(&num, d_num, sizeof num, cudaMemcpyDeviceToHost));
+    gcx_dfree(t);
+    gcx_dfree(d_num);
+    return (size_t)num;
+}
+
+size_t gcx_select_flagged_u8(uint8_t *out, const uint8_t *in, const uint8_t *flags, size_t n) {
+    return select_flagged(out, in, flags, n);
+}
+size_t gcx_select_flagged_u32(uint32_t *out, const uint32_t *in, const uint8_t *flags, size_t n) {
+    return select_flagged(out, in, flags, n);
+}
+
+/* ---- max|x| as a bit pattern (compress/dense.h dense_absmax_bits) ---- */
+
+__global__ void k_absmax(uint32_t *out, const float *x, size_t n) {
+    uint32_t m = 0;
+    GRID_STRIDE(i, n) {
+        uint32_t u = __float_as_uint(x[i]) & 0x7FFFFFFFu;
+        m = u > m ? u : m;
+    }
+    for (int o = 16; o; o >>= 1) {
+        uint32_t v = __shfl_down_sync(0xFFFFFFFFu, m, o);
+        m = v > m ? v : m;
+    }
+    if ((threadIdx.x & 31) == 0 && m) atomicMax(out, m);
+}
+
+uint32_t gcx_absmax_bits(const float *x, size_t n) {
+    if (n == 0) return 0;
+    uint32_t *d = (uint32_t *)gcx_dmalloc(sizeof(uint32_t));
+    cudaCheck(cudaMemsetAsync(d, 0, sizeof(uint32_t), 0));
+    k_absmax<<<gcx_grid(n), TPB>>>(d, x, n);
+    cudaCheckLast();
+    uint32_t m = 0;
+    cudaCheck(cudaMemcpy(&m, d, sizeof m, cudaMemcpyDeviceToHost));
+    gcx_dfree(d);
+    return m;
+}
+
+/* ---- deterministic block sums (compress/dense.h dense_block_sums) ---- */
+
+#define DENSE_BLOCK_GPU ((size_t)1 << 16) /* = DENSE_BLOCK of compress/dense.h */
+#define DENSE_FINITE_MAX_GPU 0x7F7FFFFFu  /* bits of FLT_MAX */
+#define SUM_TILE 4096                     /* values staged in shared memory at a time (multiple of 16) */
+
+typedef struct {
+    double a, b, c; /* kind 0: sum, sum of squares; kind 1: sum(x >= 0), sum(x < 0), count(x >= 0) */
+    uint32_t m;     /* kind 0: max bits of |x| */
+} GpuSums;
+
+/* One block of 256 threads per DENSE_BLOCK values. Threads 0..15 are the 16
+ * lanes of the CPU's two 8-wide double vectors (lane k: values 16t + k of the
+ * block, t increasing); everybody stages tiles and computes the max.
+ *   out: [nblocks]; x: [n] */
+__global__ void k_block_sums(GpuSums *out, const float *x, size_t n, int kind) {
+    __shared__ float tile[SUM_TILE];
+    __shared__ double la[16], lb[16];
+    __shared__ uint32_t lc[16];
+    __shared__ uint32_t bmax;
+    const size_t lo = (size_t)blockIdx.x * DENSE_BLOCK_GPU;
+    const size_t len = n - lo < DENSE_BLOCK_GPU ? n - lo : DENSE_BLOCK_GPU;
+    const size_t full = len / 16 * 16;
+    const float *xb = x + lo;
+    const int t = threadIdx.x;
+    double sa = 0.0, sb = 0.0;
+    uint32_t cnt = 0, m = 0;
+    if (t == 0) bmax = 0;
+    for (size_t t0 = 0; t0 < full; t0 += SUM_TILE) {
+        size_t tc = full - t0 < SUM_TILE ? full - t0 : SUM_TILE;
+        for (size_t k = t; k < tc; k += blockDim.x) tile[k] = xb[t0 + k];
+        __syncthreads();
+        if (t < 16) {
+            for (size_t j = t; j < tc; j += 16) {
+                float f = tile[j];
+                if (kind == 0) {
+                    double d = (double)f;
+                    sa = __dadd_rn(sa, d);
+                    sb = __dadd_rn(sb, __dmul_rn(d, d)); /* exact product: float * float fits a double */
+                } else {
+                    float pf = f >= 0.0f ? f : 0.0f; /* the CPU masks the bits: +0 where not selected */
+                    float nf = f >= 0.0f ? 0.0f : f;
+                    sa = __dadd_rn(sa, (double)pf);
+                    sb = __dadd_rn(sb, (double)nf);
+                    cnt += f >= 0.0f ? 1u : 0u;
+                }
+            }
+        }
+        if (kind == 0)
+            for (size_t k = t; k < tc; k += blockDim.x) {
+                uint32_t u = __float_as_uint(tile[k]) & 0x7FFFFFFFu;
+                m = u > m ? u : m;
+            }
+        __syncthreads();
+    }
+    if (t < 16) {
+        la[t] = sa;
+        lb[t] = sb;
+        lc[t] = cnt;
+    }
+    for (int o = 16; o; o >>= 1) {
+        uint32_t v = __shfl_down_sync(0xFFFFFFFFu, m, o);
+        m = v > m ? v : m;
+    }
+    __syncthreads(); /* bmax = 0 is visible */
+    if ((t & 31) == 0 && m) atomicMax(&bmax, m);
+    __syncthreads();
+    if (t == 0) {
+        double ra = 0.0, rb = 0.0, rc = 0.0;
+        for (int k = 0; k < 16; k++) ra = __dadd_rn(ra, la[k]); /* dense_hsum: lanes 0..7 then 8..15 */
+        for (int k = 0; k < 16; k++) rb = __dadd_rn(rb, lb[k]);
+        if (kind == 1)
+            for (int k = 0; k < 8; k++) rc = __dadd_rn(rc, __dadd_rn((double)lc[k], (double)lc[k + 8]));
+        uint32_t mm = bmax;
+        for (size_t i = full; i < len; i++) {
+            float f = xb[i];
+            if (kind == 0) {
+                double v = (double)f;
+                ra = __dadd_rn(ra, v);
+                rb = __dadd_rn(rb, __dmul_rn(v, v));
+                uint32_t u = __float_as_uint(f) & 0x7FFFFFFFu;
+                mm = u > mm ? u : mm;
+            } else if (f >= 0.0f) {
+                ra = __dadd_rn(ra, (double)f);
+                rc = __dadd_rn(rc, 1.0);
+            } else {
+                rb = __dadd_rn(rb, (double)f);
+            }
+        }
+        GpuSums r;
+        r.a = ra;
+        r.b = rb;
+        r.c = rc;
+        r.m = kind == 0 ? mm : 0;
+        out[blockIdx.x] = r;
+    }
+}
+
+/* the whole-tensor sums, blocks combined in block order on the host. x: [n] device */
+static GpuSums block_sums(const float *x, size_t n, int kind) {
+    GpuSums r = {0.0, 0.0, 0.0, 0};
+    size_t nb = (n + DENSE_BLOCK_GPU - 1) / DENSE_BLOCK_GPU;
+    if (nb == 0) return r;
+    GpuSums *d = (GpuSums *)gcx_dmalloc(nb * sizeof(GpuSums));
+    k_block_sums<<<(unsigned)nb, TPB>>>(d, x, n, kind);
+    cudaCheckLast();
+    GpuSums *h = (GpuSums *)malloc(nb * sizeof(GpuSums));
+    if (!h) {
+        fprintf(stderr, "error: out of memory at %s:%d\n", __FILE__, __LINE__);
+        exit(1);
+    }
+    cudaCheck(cudaMemcpy(h, d, nb * sizeof(GpuSums), cudaMemcpyDeviceToHost));
+    gcx_dfree(d);
+    for (size_t b = 0; b < nb; b++) {
+        r.a += h[b].a;
+        r.b += h[b].b;
+        r.c += h[b].c;
+        r.m = h[b].m > r.m ? h[b].m : r.m;
+    }
+    free(h);
+    return r;
+}
+
+/* ---- small device helpers ---- */
+
+static inline float bits2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint32_t f2bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* out[i] = v (acc == 0) or out[i] + weight * v, both roundings separate as on the CPU */
+__device__ __forceinline__ void store_out(float *out, size_t i, float v, float weight, int acc) {
+    out[i] = acc ? __fadd_rn(out[i], __fmul_rn(weight, v)) : v;
+}
+
+/* set *flag when any byte of p[n] matches the codec's invalid-byte test */
+enum { BAD_TERN = 1, BAD_B3 = 2, BAD_I8 = 3 };
+__global__ void k_bad_bytes(uint32_t *flag, const uint8_t *p, size_t n, int what) {
+    uint32_t bad = 0;
+    GRID_STRIDE(j, n) {
+        uint32_t b = p[j];
+        if (what == BAD_TERN) bad |= b & (b >> 1) & 0x55u; /* a code 3 */
+        else if (what == BAD_B3) bad |= b > B3_MAXLIT;     /* not a base-3^5 byte */
+        else bad |= b == 0x80u;                            /* int8 -128 is not a level */
+    }
+    if (__any_sync(0xFFFFFFFFu, bad != 0) && (threadIdx.x & 31) == 0) atomicOr(flag, 1u);
+}
+
+static int any_bad_bytes(const uint8_t *p_dev, size_t n, int what) {
+    if (n == 0) return 0;
+    uint32_t *d = (uint32_t *)gcx_dmalloc(4);
+    cudaCheck(cudaMemsetAsync(d, 0, 4, 0));
+    k_bad_bytes<<<gcx_grid(n), TPB>>>(d, p_dev, n, what);
+    cudaCheckLast();
+    uint32_t h = 0;
+    cudaCheck(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
+    gcx_dfree(d);
+    return h != 0;
+}
+
+/* a device copy of host bytes. p: [len] host */
+static uint8_t *upload(const uint8_t *p, size_t len) {
+    uint8_t *d = (uint8_t *)gcx_dmalloc(len);
+    if (len) cudaCheck(cudaMemcpy(d, p, len, cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* ================================================================ fp32 ==== */
+
+__global__ void k_acc_f32(float *out, const float *v, size_t n, float weight) {
+    GRID_STRIDE(i, n) store_out(out, i, v[i], weight, 1);
+}
+
+static int64_t fp32_enc(uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
+    if (cap < 4 * n) return -GC_ERR_NOSPACE;
+    if (n) cudaCheck(cudaMemcpyAsync(pay, x, 4 * n, cudaMemcpyDeviceToDevice, 0));
+    if (side->repr && side->repr != x && n)
+        cudaCheck(cudaMemcpyAsync(side->repr, x, 4 * n, cudaMemcpyDeviceToDevice, 0));
+    return (int64_t)(4 * n);
+}
+
+static int fp32_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+    if (flags) return -GC_ERR_CORRUPT;
+    if (len != 4 * n) return len < 4 * n ? -GC_ERR_TRUNCATED : -GC_ERR_OVERSIZED;
+    if (n == 0) return 0;
+    if (!acc) {
+        cudaCheck(cudaMemcpy(out, p, 4 * n, cudaMemcpyHostToDevice));
+        return 0;
+    }
+    float *v = (float *)upload(p, 4 * n);
+    k_acc_f32<<<gcx_grid(n), TPB>>>(out, v, n, weight);
+    cudaCheckLast();
+    gcx_dfree(v);
+    return 0;
+}
+
+/* ================================================================ fp16 ==== */
+
+/* compress/half.h half_from_float, bit for bit (the subnormal path rounds with
+ * the float adder: round to nearest even, no flush to zero on the GPU either) */
+__device__ __forceinline__ uint16_t d_half_from_float(float f) {
+    uint32_t u = __float_as_uint(f);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7FFFFFFFu;
+    uint32_t h;
+    if (a >= 0x47800000u) {
+        if (a > 0x7F800000u) h = 0x7E00u | ((a >> 13) & 0x3FFu);
+        else h = 0x7C00u;
+    } else if (a < 0x38800000u) {
+        const uint32_t magic = ((127 - 15) + (23 - 10) + 1) << 23;
+        float fa = __fadd_rn(__uint_as_float(a), __uint_as_float(magic));
+        h = __float_as_uint(fa) - magic;
+    } else {
+        uint32_t odd = (a >> 13) & 1u;
+        h = (a + ((uint32_t)(15 - 127) << 23) + 0xFFFu + odd) >> 13;
+    }
+    return (uint16_t)(sign | h);
+}
+
+/* compress/half.h half_to_float (exact) */
+__device__ __forceinline__ float d_half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu, u;
+    if (e == 0) {
+        u = __float_as_uint(__fmul_rn((float)m, 1.0f / 16777216.0f)) | sign;
+    } else if (e == 31) {
+        u = sign | 0x7F800000u | (m << 13);
+    } else {
+        u = sign | ((e + 112) << 23) | (m << 13);
+    }
+    return __uint_as_float(u);
+}
+
+__global__ void k_fp16_enc(uint16_t *p, float *repr, const float *x, size_t n) {
+    GRID_STRIDE(i, n) {
+        uint16_t h = d_half_from_float(x[i]);
+        p[i] = h;
+        if (repr) repr[i] = d_half_to_float(h);
+    }
+}
+
+__global__ void k_fp16_dec(float *out, const uint16_t *p, size_t n, float weight, int acc) {
+    GRID_STRIDE(i, n) store_out(out, i, d_half_to_float(p[i]), weight, acc);
+}
+
+static int64_t fp16_enc(uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
+    if (cap < 2 * n) return -GC_ERR_NOSPACE;
+    if (n) {
+        k_fp16_enc<<<gcx_grid(n), TPB>>>((uint16_t *)pay, side->repr, x, n);
+        cudaCheckLast();
+    }
+    return (int64_t)(2 * n);
+}
+
+static int fp16_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+    if (flags) return -GC_ERR_CORRUPT;
+    if (n > SIZE_MAX / 2) return -GC_ERR_COUNT;
+    if (len != 2 * n) return len < 2 * n ? -GC_ERR_TRUNCATED : -GC_ERR_OVERSIZED;
+    if (n == 0) return 0;
+    uint8_t *d = upload(p, len);
+    k_fp16_dec<<<gcx_grid(n), TPB>>>(out, (const uint16_t *)d, n, weight, acc);
+    cudaCheckLast();
+    gcx_dfree(d);
+    return 0;
+}
+
+/* ================================================================ int8 ==== */
+
+__global__ void k_int8_enc(int8_t *q, float *repr, const float *x, size_t n, float scale) {
+    GRID_STRIDE(i, n) {
+        int8_t v = 0;
+        if (scale != 0.0f) {
+            float r = rintf(__fdiv_rn(x[i], scale)); /* round half to even */
+            r = r > 127.0f ? 127.0f : r;
+            r = r < -127.0f ? -127.0f : r;
+            v = (int8_t)(int)r;
+        }
+        q[i] = v;
+        if (repr) repr[i] = __fmul_rn((float)v, scale);
+    }
+}
+
+__global__ void k_int8_dec(float *out, const int8_t *q, size_t n, float scale, float weight, int acc) {
+    GRID_STRIDE(i, n) store_out(out, i, __fmul_rn((float)q[i], scale), weight, acc);
+}
+
+static int64_t int8_enc(uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
+    if (cap < 4 + n) return -GC_ERR_NOSPACE;
+    uint32_t mb = gcx_absmax_bits(x, n);
+    if (mb > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
+    /* compress/int8.c, the same host arithmetic */
+    float maxabs = bits2f(mb), scale = maxabs / 127.0f;
+    if (scale < 0x1p-126f && (double)scale * 127.0 < (double)maxabs) scale = nextafterf(scale, 1.0f);
+    if (isinf(127.0f * scale)) scale = nextafterf(scale, 0.0f);
+    uint8_t hdr[4];
+    put_f32(hdr, scale);
+    cudaCheck(cudaMemcpy(pay, hdr, 4, cudaMemcpyHostToDevice));
+    if (n) {
+        k_int8_enc<<<gcx_grid(n), TPB>>>((int8_t *)(pay + 4), side->repr, x, n, scale);
+        cudaCheckLast();
+    }
+    return (int64_t)(4 + n);
+}
+
+static int int8_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+    if (flags) return -GC_ERR_CORRUPT;
+    if (len < 4 || len - 4 < n) return -GC_ERR_TRUNCATED;
+    if (len - 4 > n) return -GC_ERR_OVERSIZED;
+    uint32_t sb = get_u32(p);
+    if (sb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
+    if (isinf(127.0f * bits2f(sb))) return -GC_ERR_CORRUPT;
+    if (n == 0) return 0;
+    uint8_t *d = upload(p + 4, n);
+    int rc = 0;
+    if (any_bad_bytes(d, n, BAD_I8)) rc = -GC_ERR_CORRUPT;
+    else {
+        k_int8_dec<<<gcx_grid(n), TPB>>>(out, (const int8_t *)d, n, bits2f(sb), weight, acc);
+        cudaCheckLast();
+    }
+    gcx_dfree(d);
+    return rc;
+}
+
+/* ===================================================== terngrad, stoch3 ==== */
+
+typedef struct {
+    float clip; /* |f(g)| = min(|g|, clip) */
+    float s;    /* the scalar sent */
+    uint64_t seed;
+} TgQ;
+
+/* compress/terngrad.c tg_local: the clip threshold (TernGrad 3.3, eq. 21) and
+ * the local scalar (3.1 eq. 2), from device reductions in the CPU's order */
+static int tg_local(float *clip, float *s, double cc, const float *x, size_t n) {
+    if (cc <= 0.0 || n == 0) {
+        uint32_t mb = gcx_absmax_bits(x, n);
+        if (mb > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
+        *clip = bits2f(mb);
+        *s = *clip;
+        return 0;
+    }
+    GpuSums m = block_sums(x, n, 0);
+    if (m.m > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
+    float maxabs = bits2f(m.m);
+    double mean = m.a / (double)n, var = m.b / (double)n - mean * mean;
+    double sigma = sqrt(var > 0.0 ? var : 0.0);
+    float thr = (float)(cc * sigma);
+    *clip = thr;
+    *s = maxabs < thr ? maxabs : thr;
+    return 0;
+}
+
+static int tg_prepare(TgQ *q, const Codec *c, const float *x, size_t n, const CodecSide *side) {
+    int rc = tg_local(&q->clip, &q->s, c->spec.v[0], x, n);
+    if (rc) return rc;
+    if (side->scalar) { /* scalar sharing (TernGrad 3.1, eq. 4) */
+        float sh = *side->scalar;
+        if (!(sh >= 0.0f) || f2bits(sh) > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
+        q->s = sh;
+    }
+    /* compress/dense.h dense_seed */
+    q->seed = side->seed ^ ((uint64_t)c->spec.v[1] * 0x9E3779B97F4A7C15ULL);
+    return 0;
+}
+
+/* 0 for 0, 1 for +1, 2 for -1 (compress/terngrad.c tg_code) */
+__device__ __forceinline__ uint32_t d_tg_code(float v, uint64_t i, TgQ q) {
+    float a = fabsf(v);
+    a = a < q.clip ? a : q.clip;
+    uint32_t b = __fmul_rn(rng_hash_uniform(q.seed, i), q.s) < a;
+    return b ? (v < 0.0f ? 2u : 1u) : 0u;
+}
+
+__device__ __forceinline__ float d_tg_value(uint32_t code, float s) {
+    return __fmul_rn((float)((int32_t)(code & 1u) - (int32_t)(code >> 1)), s);
+}
+
+/* byte j: values 4j .. 4j+3 (LSB first), unused codes 0. dst: [nb]; repr: [n] or NULL */
+__global__ void k_tern_enc(uint8_t *dst, float *repr, const float *x, size_t n, size_t nb, TgQ q) {
+    GRID_STRIDE(j, nb) {
+        uint32_t b = 0;
+        for (int k = 0; k < 4; k++) {
+            size_t i = 4 * j + (size_t)k;
+            if (i >= n) break;
+            uint32_t code = d_tg_code(x[i], i, q);
+            b |= code << (2 * k);
+            if (repr) repr[i] = d_tg_value(code, q.s);
+        }
+        dst[j] = (uint8_t)b;
+    }
+}
+
+__global__ void k_tern_dec(float *out, const uint8_t *p, size_t n, float s, float weight, int acc) {
+    GRID_STRIDE(i, n) {
+        uint32_t code = (uint32_t)(p[i >> 2] >> (2 * (i & 3))) & 3u;
+        store_out(out, i, d_tg_value(code, s), weight, acc);
+    }
+}
+
+/* base-3^5 digit (t + 1) of value i (compress/terngrad.c stoch3_digit) */
+__device__ __forceinline__ uint32_t d_stoch3_digit(float v, uint64_t i, TgQ q) {
+    uint32_t code = d_tg_code(v, i, q);
+    return code == 1 ? 2u : code == 2 ? 0u : 1u;
+}
+
+/* byte j holds values j, L+j, 2L+j, 3L+j, 4L+j, the first most significant;
+ * padding digits (index >= n) are 0 (3LC 3.2). dst: [L]; repr: [n] or NULL */
+__global__ void k_stoch3_enc(uint8_t *dst, float *repr, const float *x, size_t n, size_t L, TgQ q) {
+    GRID_STRIDE(j, L) {
+        uint32_t b = 0;
+        for (int k = 0; k < 5; k++) {
+            size_t i = (size_t)k * L + j;
+            uint32_t d = 0;
+            if (i < n) {
+                d = d_stoch3_digit(x[i], i, q);
+                if (repr) repr[i] = __fmul_rn((float)((int32_t)d - 1), q.s);
+            }
+            b = 3 * b + d;
+        }
+        dst[j] = (uint8_t)b;
+    }
+}
+
+/* dequantize base-3^5 bytes (no run codes): value (digit - 1) * m.
+ * Used by stoch3 and by 3lc after run expansion. src: [L]; out: [n] */
+__global__ void k_b3_dec(float *out, const uint8_t *src, size_t n, size_t L, float m, float weight, int acc) {
+    GRID_STRIDE(j, L) {
+        uint32_t b = src[j];
+        uint32_t pw = 81;
+        for (int k = 0; k < 5; k++, pw /= 3) {
+            size_t i = (size_t)k * L + j;
+            if (i >= n) continue;
+            float v = __fmul_rn((float)((int32_t)((b / pw) % 3) - 1), m);
+            store_out(out, i, v, weight, acc);
+        }
+    }
+}
+
+static int64_t terngrad_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
+    size_t nb = n / 4 + (n % 4 != 0);
+    if (cap < 4 + nb) return -GC_ERR_NOSPACE;
+    TgQ q;
+    int rc = tg_prepare(&q, c, x, n, side);
+    if (rc) return rc;
+    uint8_t hdr[4];
+    put_f32(hdr, q.s);
+    cudaCheck(cudaMemcpy(pay, hdr, 4, cudaMemcpyHostToDevice));
+    if (nb) {
+        k_tern_enc<<<gcx_grid(nb), TPB>>>(pay + 4, side->repr, x, n, nb, q);
+        cudaCheckLast();
+    }
+    return (int64_t)(4 + nb);
+}
+
+static int terngrad_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+    if (flags) return -GC_ERR_CORRUPT;
+    size_t nb = n / 4 + (n % 4 != 0);
+    if (len < 4 || len - 4 < nb) return -GC_ERR_TRUNCATED;
+    if (len - 4 > nb) return -GC_ERR_OVERSIZED;
+    uint32_t sb = get_u32(p);
+    if (sb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
+    if (nb == 0) return 0;
+    uint8_t *d = upload(p + 4, nb);
+    int rc = 0;
+    if (any_bad_bytes(d, nb, BAD_TERN)) rc = -GC_ERR_CORRUPT;
+    else if (n % 4 && (p[4 + nb - 1] >> (2 * (n % 4)))) rc = -GC_ERR_CORRUPT; /* padding codes not 0 */
+    else {
+        k_tern_dec<<<gcx_grid(n), TPB>>>(out, d, n, bits2f(sb), weight, acc);
+        cudaCheckLast();
+    }
+    gcx_dfree(d);
+    return rc;
+}
+
+static int64_t stoch3_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
+    size_t L = b3_len(n);
+    if (cap < 4 + L) return -GC_ERR_NOSPACE;
+    TgQ q;
+    int rc = tg_prepare(&q, c, x, n, side);
+    if (rc) return rc;
+    uint8_t hdr[4];
+    put_f32(hdr, q.s);
+    cudaCheck(cudaMemcpy(pay, hdr, 4, cudaMemcpyHostToDevice));
+    if (L) {
+        k_stoch3_enc<<<gcx_grid(L), TPB>>>(pay + 4, side->repr, x, n, L, q);
+        cudaCheckLast();
+    }
+    return (int64_t)(4 + L);
+}
+
+static int stoch3_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+    if (flags) return -GC_ERR_CORRUPT;
+    size_t L = b3_len(n), full = b3_full(n, L);
+    if (len < 4 || len - 4 < L) return -GC_ERR_TRUNCATED;
+    if (len - 4 > L) return -GC_ERR_OVERSIZED;
+    uint32_t sb = get_u32(p);
+    if (sb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
+    if (L == 0) return 0;
+    uint8_t *d = upload(p + 4, L);
+    int rc = 0;
+    if (any_bad_bytes(d, L, BAD_B3)) rc = -GC_ERR_CORRUPT;
+    for (size_t j = full; j < L && !rc; j++) /* at most 5 bytes hold padding digits */
+        if (!b3_pad_ok(p[4 + j], j, n, L)) rc = -GC_ERR_CORRUPT;
+    if (!rc) {
+        k_b3_dec<<<gcx_grid(L), TPB>>>(out, d, n, L, bits2f(sb), weight, acc);
+        cudaCheckLast();
+    }
+    gcx_dfree(d);
+    return rc;
+}
+
+/* terngrad/stoch3 local scalar (codec_local_scalar) */
+static float tg_local_scalar(const Codec *c, const float *x, size_t n) {
+    float clip, s;
+    if (tg_local(&clip, &s, c->spec.v[0], x, n)) return NAN;
+    return s;
+}
+
+/* ================================================================= 3lc ==== */
+
+/* digit (trit + 1) of v: 1 + [2v > m] - [2v < -m] (compress/tlc.c tlc_digit) */
+__device__ __forceinline__ uint32_t d_tlc_digit(float v, float m) {
+    float v2 = __fadd_rn(v, v);
+    return 1u + (uint32_t)(v2 > m) - (uint32_t)(v2 < -m);
+}
+
+/* base-3^5 bytes of the quantized x (3LC 3.1, 3.2), plus repr. dst: [L] */
+__global__ void k_tlc_pack(uint8_t *dst, float *repr, const float *x, size_t n, size_t L, float m) {
+    GRID_STRIDE(j, L) {
+        uint32_t b = 0;
+        for (int k = 0; k < 5; k++) {
+            size_t i = (size_t)k * L + j;
+            uint32_t d = 0;
+            if (i < n) {
+                d = d_tlc_digit(x[i], m);
+                if (repr) repr[i] = __fmul_rn((float)((int32_t)d - 1), m);
+            }
+            b = 3 * b + d;
+        }
+        dst[j] = (uint8_t)b;
+    }
+}
+
+/* zero-run encoding (3LC 3.3), step 1: R[j] = j + 1 for a byte that is not
+ * 121, else 0; its inclusive max-scan S[j] is the start of the zero run byte j
+ * is in (the position after the last non-121 byte before it). */
+__global__ void k_zre_mark(uint32_t *R, const uint8_t *B, size_t L) {
+    GRID_STRIDE(j, L) R[j] = B[j] != B3_ZERO ? (uint32_t)(j + 1) : 0u;
+}
+
+/* step 2: every literal byte is emitted as is; a maximal run of r bytes 121 is
+ * cut into groups of 14 from its start, and each group emits one byte: 255 for
+ * 14, 243 + (g - 2) for g >= 2, a literal 121 for g = 1. That is exactly the
+ * canonical serial encoding (floor(r/14) bytes 255, then the remainder code).
+ * ob: [L] byte to emit at j; fl: [L] 1 where j emits */
+__global__ void k_zre_emit(uint8_t *ob, uint8_t *fl, const uint8_t *B, const uint32_t *S, size_t L) {
+    GRID_STRIDE(j, L) {
+        uint32_t b = B[j];
+        if (b != B3_ZERO) {
+            ob[j] = (uint8_t)b;
+            fl[j] = 1;
+            continue;
+        }
+        size_t t = j - (size_t)S[j]; /* offset inside the run */
+        if (t % B3_RUNMAX) {
+            fl[j] = 0;
+            ob[j] = 0;
+            continue;
+        }
+        uint32_t g = 1;
+        while (g < B3_RUNMAX && j + g < L && B[j + g] == B3_ZERO) g++;
+        ob[j] = (uint8_t)(g == 1 ? B3_ZERO : B3_RUN0 + g - 2);
+        fl[j] = 1;
+    }
+}
+
+static int64_t tlc_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
+    if (cap < 4) return -GC_ERR_NOSPACE;
+    size_t L = b3_len(n);
+    uint32_t mb = gcx_absmax_bits(x, n);
+    if (mb > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
+    float m = bits2f(mb) * (float)c->spec.v[0]; /* m = max|x| * s (3LC 3.1), float product as on the CPU */
+    if (f2bits(m) > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
+    uint8_t hdr[4];
+    put_f32(hdr, m);
+    cudaCheck(cudaMemcpy(pay, hdr, 4, cudaMemcpyHostToDevice));
+    if (L == 0) return 4;
+    uint8_t *B = (uint8_t *)gcx_dmalloc(L), *ob = (uint8_t *)gcx_dmalloc(L), *fl = (uint8_t *)gcx_dmalloc(L);
+    uint32_t *R = (uint32_t *)gcx_dmalloc(L * 4), *S = (uint32_t *)gcx_dmalloc(L * 4);
+    k_tlc_pack<<<gcx_grid(L), TPB>>>(B, side->repr, x, n, L, m);
+    cudaCheckLast();
+    k_zre_mark<<<gcx_grid(L), TPB>>>(R, B, L);
+    cudaCheckLast();
+    gcx_inclusive_max_u32(S, R, L);
+    k_zre_emit<<<gcx_grid(L), TPB>>>(ob, fl, B, S, L);
+    cudaCheckLast();
+    /* pay holds max_payload = 4 + L bytes, the longest zero-run stream */
+    size_t z = gcx_select_flagged_u8(pay + 4, ob, fl, L);
+    gcx_dfree(B);
+    gcx_dfree(ob);
+    gcx_dfree(fl);
+    gcx_dfree(R);
+    gcx_dfree(S);
+    if (z > cap - 4) return -GC_ERR_NOSPACE;
+    return (int64_t)(4 + z);
+}
+
+/* run expansion: e[i] = bytes byte i expands to (1, or k for a run code) */
+__global__ void k_zre_len(uint64_t *e, const uint8_t *z, size_t zlen) {
+    GRID_STRIDE(i, zlen + 1) e[i] = i == zlen ? 0 : (z[i] >= B3_RUN0 ? (uint64_t)(z[i] - B3_RUN0 + 2) : 1);
+}
+
+__device__ __forceinline__ int d_b3_pad_ok(uint32_t b, size_t j, size_t n, size_t L) {
+    uint32_t pw = 81;
+    for (int k = 0; k < 5; k++, pw /= 3)
+        if ((size_t)k * L + j >= n && (b / pw) % 3 != 0) return 0;
+    return 1;
+}
+
+/* compress/tlc.c tlc_validate, one byte per thread: every byte that starts
+ * before L (the bytes the serial walk reads) is checked. pos: exclusive scan of
+ * the expansion lengths. */
+__global__ void k_zre_check(uint32_t *bad, const uint8_t *z, const uint64_t *pos, size_t zlen, size_t n, size_t L,
+                            size_t full) {
+    uint32_t f = 0;
+    GRID_STRIDE(i, zlen) {
+        uint64_t j = pos[i];
+        if (j >= L) continue;
+        uint32_t b = z[i];
+        if (b >= B3_RUN0) {
+            uint64_t k = b - B3_RUN0 + 2;
+            if (k > L - j || j + k > full) f = 1; /* run past n, or over padding digits */
+        } else if (j >= full && !d_b3_pad_ok(b, (size_t)j, n, L)) {
+            f = 1;
+        }
+    }
+    if (f) atomicOr(bad, 1u);
+}
+
+__global__ void k_zre_expand(uint8_t *B, const uint8_t *z, const uint64_t *pos, size_t zlen, size_t L) {
+    GRID_STRIDE(i, zlen) {
+        uint64_t j = pos[i];
+        if (j >= L) continue;
+        uint32_t b = z[i];
+        if (b < B3_RUN0) {
+            B[j] = (uint8_t)b;
+        } else {
+            uint32_t k = b - B3_RUN0 + 2;
+            for (uint32_t t = 0; t < k; t++) B[j + t] = B3_ZERO;
+        }
+    }
+}
+
+static int tlc_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+    if (flags) return -GC_ERR_CORRUPT;
+    if (len < 4) return -GC_ERR_TRUNCATED;
+    uint32_t mb = get_u32(p);
+    if (mb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
+    float m = bits2f(mb);
+    size_t L = b3_len(n), full = b3_full(n, L);
+    size_t zlen = len - 4;
+    if (zlen == 0) return L ? -GC_ERR_TRUNCATED : 0;
+    uint8_t *z = upload(p + 4, zlen);
+    uint64_t *e = (uint64_t *)gcx_dmalloc((zlen + 1) * 8), *pos = (uint64_t *)gcx_dmalloc((zlen + 1) * 8);
+    uint32_t *bad = (uint32_t *)gcx_dmalloc(4);
+    cudaCheck(cudaMemsetAsync(bad, 0, 4, 0));
+    k_zre_len<<<gcx_grid(zlen + 1), TPB>>>(e, z, zlen);
+    cudaCheckLast();
+    gcx_exclusive_sum_u64(pos, e, zlen + 1); /* pos[zlen] = total expansion */
+    k_zre_check<<<gcx_grid(zlen), TPB>>>(bad, z, pos, zlen, n, L, full);
+    cudaCheckLast();
+    uint32_t hbad = 0;
+    uint64_t total = 0;
+    cudaCheck(cudaMemcpy(&hbad, bad, 4, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(&total, pos + zlen, 8, cudaMemcpyDeviceToHost));
+    int rc = 0;
+    if (hbad) rc = -GC_ERR_CORRUPT;
+    else if (total < L) rc = -GC_ERR_TRUNCATED;
+    else if (total > L) rc = -GC_ERR_OVERSIZED; /* no run crosses L (checked), so bytes are left over */
+    if (!rc && L) {
+        uint8_t *B = (uint8_t *)gcx_dmalloc(L);
+        k_zre_expand<<<gcx_grid(zlen), TPB>>>(B, z, pos, zlen, L);
+        cudaCheckLast();
+        k_b3_dec<<<gcx_grid(L), TPB>>>(out, B, n, L, m, weight, acc);
+        cudaCheckLast();
+        gcx_dfree(B);
+    }
+    gcx_dfree(z);
+    gcx_dfree(e);
+    gcx_dfree(pos);
+    gcx_dfree(bad);
+    return rc;
+}
+
+/* ============================================================== onebit ==== */
+
+/* byte j: bits of values 8j .. 8j+7, bit k = [x >= 0] (-0 included) */
+__global__ void k_onebit_enc(uint8_t *dst, float *repr, const float *x, size_t n, size_t nb, float pos, float neg) {
+    GRID_STRIDE(j, nb) {
+        uint32_t b = 0;
+        for (int k = 0; k < 8; k++) {
+            size_t i = 8 * j + (size_t)k;
+            if (i >= n) break;
+            uint32_t bit = x[i] >= 0.0f;
+            b |= bit << k;
+            if (repr) repr[i] = bit ? pos : neg;
+        }
+        dst[j] = (uint8_t)b;
+    }
+}
+
+__global__ void k_onebit_dec(float *out, const uint8_t *p, size_t n, float pos, float neg, float weight, int acc) {
+    GRID_STRIDE(i, n) store_out(out, i, (p[i >> 3] >> (i & 7)) & 1 ? pos : neg, weight, acc);
+}
+
+static int64_t onebit_enc(uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
+    size_t nb = n / 8 + (n % 8 != 0);
+    if (cap < 8 + nb) return -GC_ERR_NOSPACE;
+    GpuSums s = block_sums(x, n, 1);
+    if (!isfinite(s.a) || !isfinite(s.b)) return -GC_ERR_PARAM;
+    double cpos = s.c, cneg = (double)n - s.c;
+    float pos = cpos > 0 ? (float)(s.a / cpos) : 0.0f;
+    float neg = cneg > 0 ? (float)(s.b / cneg) : 0.0f;
+    uint8_t hdr[8];
+    put_f32(hdr, pos);
+    put_f32(hdr + 4, neg);
+    cudaCheck(cudaMemcpy(pay, hdr, 8, cudaMemcpyHostToDevice));
+    if (nb) {
+        k_onebit_enc<<<gcx_grid(nb), TPB>>>(pay + 8, side->repr, x, n, nb, pos, neg);
+        cudaCheckLast();
+    }
+    return (int64_t)(8 + nb);
+}
+
+static int onebit_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+    if (flags) return -GC_ERR_CORRUPT;
+    size_t nb = n / 8 + (n % 8 != 0);
+    if (len < 8 || len - 8 < nb) return -GC_ERR_TRUNCATED;
+    if (len - 8 > nb) return -GC_ERR_OVERSIZED;
+    uint32_t pb = get_u32(p), qb = get_u32(p + 4);
+    if (pb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
+    if (qb != 0 && (qb < 0x80000000u || qb > 0x80000000u + DENSE_FINITE_MAX_GPU)) return -GC_ERR_CORRUPT;
+    if (n % 8 && (p[8 + nb - 1] >> (n % 8))) return -GC_ERR_CORRUPT;
+    if (n == 0) return 0;
+    uint8_t *d = upload(p + 8, nb);
+    k_onebit_dec<<<gcx_grid(n), TPB>>>(out, d, n, bits2f(pb), bits2f(qb), weight, acc);
+    cudaCheckLast();
+    gcx_dfree(d);
+    return 0;
+}
+
+/* ============================================================ dispatch ==== */
+
+int codec_cuda_available(void) { return 1; }
+
+CodecCuda *codec_cuda_new(const CodecSpec *spec) {
+    pool_setup();
+    CodecCuda *g = (CodecCuda *)calloc(1, sizeof *g);
+    if (!g) {
+        fprintf(stderr, "error: out of memory at %s:%d\n", __FILE__, __LINE__);
+        exit(1);
+    }
+    g->spec = *spec;
+    g->cpu = codec_new(spec);
+    if (spec->ops->id == CODEC_GCOMP) g->gp = gcx_gcomp_state_new();
+    return g;
+}
+
+void codec_cuda_free(CodecCuda *g) {
+    if (!g) return;
+    if (g->gp) gcx_gcomp_state_free(g->gp);
+    codec_free(g->cpu);
+    free(g);
+}
+
+const CodecSpec *codec_cuda_spec(const CodecCuda *g) { return &g->spec; }
+
+size_t codec_cuda_max_frame(const CodecCuda *g, size_t n) { return codec_max_frame(g->cpu, n); }
+
+/* the codec's payload into pay (device, >= max_payload(n) bytes), at most cap bytes */
+static int64_t encode_payload(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
+                              const CodecSide *side) {
+    *flags = 0;
+    switch (g->spec.ops->id) {
+    case CODEC_FP32: return fp32_enc(pay, cap, x, n, side);
+    case CODEC_FP16: return fp16_enc(pay, cap, x, n, side);
+    case CODEC_INT8: return int8_enc(pay, cap, x, n, side);
+    case CODEC_TERNGRAD: return terngrad_enc(g->cpu, pay, cap, x, n, side);
+    case CODEC_STOCH3: return stoch3_enc(g->cpu, pay, cap, x, n, side);
+    case CODEC_3LC: return tlc_enc(g->cpu, pay, cap, x, n, side);
+    case CODEC_ONEBIT: return onebit_enc(pay, cap, x, n, side);
+    case CODEC_TOPK:
+    case CODEC_DGC:
+    case CODEC_SBC: return gcx_sparse_encode(g, pay, cap, flags, x, n, side);
+    case CODEC_GCOMP: return gcx_gcomp_encode(g, pay, cap, flags, x, n, side);
+    }
+    return -GC_ERR_CODEC;
+}
+
+int64_t codec_encode_cuda_payload(CodecCuda *g, uint8_t *payload, size_t cap, uint16_t *flags, const float *x,
+                                  size_t n, const CodecSide *side) {
+    static const CodecSide none = CodecSide();
+    if (!side) side = &none;
+    if (n > CODEC_MAX_COUNT) return -GC_ERR_PARAM;
+    size_t maxp = g->spec.ops->max_payload(g->cpu, n);
+    int64_t len;
+    if (cap >= maxp) {
+        len = encode_payload(g, payload, cap, flags, x, n, side);
+    } else { /* the kernels may use up to max_payload bytes: stage, then copy what fits */
+        uint8_t *tmp = (uint8_t *)gcx_dmalloc(maxp);
+        len = encode_payload(g, tmp, cap, flags, x, n, side);
+        if (len > 0) cudaCheck(cudaMemcpyAsync(payload, tmp, (size_t)len, cudaMemcpyDeviceToDevice, 0));
+        gcx_dfree(tmp);
+    }
+    cudaCheck(cudaStreamSynchronize(0));
+    return len;
+}
+
+int64_t codec_encode_cuda(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
+                          const CodecSide *side) {
+    static const CodecSide none = CodecSide();
+    if (!side) side = &none;
+    if (n > CODEC_MAX_COUNT) return -GC_ERR_PARAM;
+    if (cap < CODEC_HEADER_SIZE) return -GC_ERR_NOSPACE;
+    size_t maxp = g->spec.ops->max_payload(g->cpu, n);
+    uint8_t *pay = (uint8_t *)gcx_dmalloc(maxp);
+    uint16_t flags = 0;
+    int64_t len = encode_payload(g, pay, cap - CODEC_HEADER_SIZE, &flags, x, n, side);
+    if (len >= 0 && (uint64_t)len > 0xFFFFFFFFu) len = -GC_ERR_NOSPACE;
+    if (len > 0) cudaCheck(cudaMemcpy(frame + CODEC_HEADER_SIZE, pay, (size_t)len, cudaMemcpyDeviceToHost));
+    gcx_dfree(pay);
+    cudaCheck(cudaStreamSynchronize(0));
+    if (len < 0) return len;
+    /* the common header (compress/codec.c codec_encode) */
+    memcpy(frame, CODEC_MAGIC, 4);
+    frame[4] = CODEC_VERSION;
+    frame[5] = (uint8_t)g->spec.ops->id;
+    put_u16(frame + 6, flags);
+    put_u32(frame + 8, (uint32_t)n);
+    put_u32(frame + 12, (uint32_t)len);
+    put_u32(frame + 16, crc32c(0, frame + CODEC_HEADER_SIZE, (size_t)len));
+    return CODEC_HEADER_SIZE + len;
+}
+
+static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
+                        size_t len) {
+    FrameHeader h;
+    int rc = frame_header_read(&h, frame, len);
+    if (rc) return rc;
+    if (h.codec != (uint8_t)g->spec.ops->id) return -GC_ERR_CODEC;
+    if ((size_t)h.count != n) return -GC_ERR_COUNT;
+    const uint8_t *p = frame + CODEC_HEADER_SIZE;
+    if (crc32c(0, p, h.payload_len) != h.crc) return -GC_ERR_CHECKSUM;
+    size_t pl = h.payload_len;
+    switch (g->spec.ops->id) {
+    case CODEC_FP32: rc = fp32_dec(out, n, weight, acc, p, pl, h.flags); break;
+    case CODEC_FP16: rc = fp16_dec(out, n, weight, acc, p, pl, h.flags); break;
+    case CODEC_INT8: rc = int8_dec(out, n, weight, acc, p, pl, h.flags); break;
+    case CODEC_TERNGRAD: rc = terngrad_dec(out, n, weight, acc, p, pl, h.flags); break;
+    case CODEC_STOCH3: rc = stoch3_dec(out, n, weight, acc, p, pl, h.flags); break;
+    case CODEC_3LC: rc = tlc_dec(out, n, weight, acc, p, pl, h.flags); break;
+    case CODEC_ONEBIT: rc = onebit_dec(out, n, weight, acc, p, pl, h.flags); break;
+    case CODEC_TOPK:
+    case CODEC_DGC:
+    case CODEC_SBC: rc = gcx_sparse_decode(g, out, n, weight, acc, p, pl, h.flags); break;
+    case CODEC_GCOMP: rc = gcx_gcomp_decode(g, out, n, weight, acc, p, pl, h.flags); break;
+    default: rc = -GC_ERR_CODEC;
+    }
+    cudaCheck(cudaStreamSynchronize(0));
+    return rc;
+}
+
+int codec_decode_cuda(CodecCuda *g, float *out, size_t n, const uint8_t *frame, size_t len) {
+    return decode_frame(g, out, n, 1.0f, 0, frame, len);
+}
+
+int codec_decode_acc_cuda(CodecCuda *g, float *out, size_t n, float weight, const uint8_t *frame, size_t len) {
+    return decode_frame(g, out, n, weight, 1, frame, len);
+}
+
+float codec_local_scalar_cuda(CodecCuda *g, const float *x, size_t n) {
+    CodecId id = g->spec.ops->id;
+    if (id != CODEC_TERNGRAD && id != CODEC_STOCH3) return NAN;
+    return tg_local_scalar(g->cpu, x, n);
+}

@@ -1,0 +1,130 @@
+/* Codecs on the GPU: the same frames as the CPU codecs (compress/codec.h),
+ * byte for byte, from float tensors in device memory.
+ *
+ * A CodecCuda is the GPU twin of a Codec: built from the same CodecSpec, it
+ * keeps the GPU-side state a codec carries across calls (gcomp's encoder and
+ * decoder Huffman tables, docs/format_gcomp.md "table schedule") next to a CPU
+ * Codec of the same spec. The functions mirror codec_encode / codec_decode /
+ * codec_decode_acc / codec_local_scalar / codec_max_frame argument for argument,
+ * with CodecCuda in place of Codec and device pointers for the tensors:
+ *
+ *   frame (encode out, decode in)  HOST memory, [cap] / [len] bytes
+ *   x (encode in), out (decode)    DEVICE memory, [n] floats
+ *   CodecSide.repr, CodecSide.mask DEVICE memory ([n] floats / [n] bytes), or NULL
+ *   CodecSide.levels               DEVICE memory ([n] bytes, gcomp), or NULL
+ *   CodecSide.scalar               HOST pointer to one float (terngrad/stoch3 sharing)
+ *   CodecSide.seed, .density       as on the CPU; .threads is ignored
+ *
+ * For the same input, seed, levels and call sequence a CodecCuda produces
+ * exactly the bytes its CPU twin produces (every scalar, e.g. max|x|,
+ * TernGrad's sigma, the 1-bit means, SBC's means, is reduced in the CPU's
+ * summation order), and decodes into exactly the floats the CPU decoder
+ * writes, returning the same error codes for bad frames. Return conventions
+ * are the CPU's: encode returns the frame length or a negative GcError, decode
+ * 0 or a negative GcError.
+ *
+ * Work runs on the legacy default CUDA stream; each call returns when its
+ * results are complete (the frame in host memory, out/repr/mask on the device).
+ * Scratch memory comes from the stream-ordered allocator (cudaMallocAsync).
+ * CUDA failures (out of memory, a bad pointer) print file and line and exit,
+ * like every other checking macro of the project. Not thread-safe per
+ * CodecCuda; different CodecCuda objects may be used from different threads.
+ *
+ * Every codec of the registry has a GPU path: fp32, fp16, int8, terngrad,
+ * stoch3, 3lc, onebit, topk, dgc, sbc (Golomb coding of the O(k) positions on
+ * the host), gcomp. docs/GPU.md ("Codecs and NCCL") describes the kernels.
+ *
+ * Only built with CUDA (HAVE_CUDA): without it codec_cuda_available() is 0 and
+ * codec_cuda_new returns NULL with a message.
+ */
+#ifndef GC_CODEC_CUDA_H
+#define GC_CODEC_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compress/codec.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CodecCuda CodecCuda;
+
+/* 1 when this build has the GPU codecs (a GPU may still be missing at run time) */
+int codec_cuda_available(void);
+/* a GPU twin of codec spec; NULL (message on stderr) without CUDA */
+CodecCuda *codec_cuda_new(const CodecSpec *spec);
+void codec_cuda_free(CodecCuda *g);
+/* the spec it was built from */
+const CodecSpec *codec_cuda_spec(const CodecCuda *g);
+/* worst-case frame bytes (header included) for n values, as codec_max_frame */
+size_t codec_cuda_max_frame(const CodecCuda *g, size_t n);
+
+/* Encode x[n] (device) into frame (host, cap bytes): the frame codec_encode
+ * gives for the same values. Returns the frame length or a negative GcError.
+ *   frame: [cap] host out;  x: [n] device;  side: see above (may be NULL) */
+int64_t codec_encode_cuda(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
+                          const CodecSide *side);
+
+/* The payload only (no 20-byte header, no CRC), left in DEVICE memory: what
+ * the kernels produce before the copy to the host (benchmarks, device-resident
+ * pipelines). *flags receives the header flags. Returns the payload length or a
+ * negative GcError.
+ *   payload: [cap] device out;  x: [n] device */
+int64_t codec_encode_cuda_payload(CodecCuda *g, uint8_t *payload, size_t cap, uint16_t *flags, const float *x,
+                                  size_t n, const CodecSide *side);
+
+/* Decode a whole frame (host, len bytes) holding n values into out (device),
+ * as codec_decode; out unchanged on error where the CPU decoder leaves it so.
+ *   out: [n] device;  frame: [len] host */
+int codec_decode_cuda(CodecCuda *g, float *out, size_t n, const uint8_t *frame, size_t len);
+/* out += weight * decode(frame), as codec_decode_acc.  out: [n] device */
+int codec_decode_acc_cuda(CodecCuda *g, float *out, size_t n, float weight, const uint8_t *frame, size_t len);
+
+/* terngrad/stoch3: the scalar the codec would use for x (TernGrad 3.1), as
+ * codec_local_scalar; NaN for other codecs or non-finite input.  x: [n] device */
+float codec_local_scalar_cuda(CodecCuda *g, const float *x, size_t n);
+
+/* ---- internal: shared by the compress .cu files only (define GC_CODEC_CUDA_INTERNAL) ----
+ * Plain C types, so this header stays includable from C. */
+#ifdef GC_CODEC_CUDA_INTERNAL
+struct CodecCuda {
+    CodecSpec spec;
+    Codec *cpu; /* CPU twin of the same spec: max_payload, parameters */
+    void *gp;   /* gcomp: GPU-side encoder/decoder tables (compress/gcomp_cuda.cu) */
+};
+/* device scratch from the stream-ordered pool (never NULL; at least 16 bytes) */
+void *gcx_dmalloc(size_t bytes);
+void gcx_dfree(void *p);
+/* blocks of 256 threads for a grid-stride loop over work items (1..65536) */
+unsigned gcx_grid(size_t work);
+/* device prefix sums and selections (CUB), all on the default stream */
+void gcx_exclusive_sum_u64(uint64_t *out, const uint64_t *in, size_t n);
+void gcx_exclusive_sum_u32(uint32_t *out, const uint32_t *in, size_t n);
+/* out[i] = max(in[0..i]) */
+void gcx_inclusive_max_u32(uint32_t *out, const uint32_t *in, size_t n);
+/* keep in[i] where flags[i] != 0, in order; returns how many */
+size_t gcx_select_flagged_u8(uint8_t *out, const uint8_t *in, const uint8_t *flags, size_t n);
+size_t gcx_select_flagged_u32(uint32_t *out, const uint32_t *in, const uint8_t *flags, size_t n);
+/* max over i of the bit pattern of |x[i]| (0 for n = 0), as compress/dense.h */
+uint32_t gcx_absmax_bits(const float *x, size_t n);
+/* per-codec GPU paths; pay is a device buffer of at least max_payload(n) bytes,
+ * cap the payload bytes the caller allows (GC_ERR_NOSPACE beyond) */
+int64_t gcx_sparse_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
+                          const CodecSide *side);
+int gcx_sparse_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len,
+                      uint16_t flags);
+void *gcx_gcomp_state_new(void);
+void gcx_gcomp_state_free(void *st);
+int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
+                         const CodecSide *side);
+int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len,
+                     uint16_t flags);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

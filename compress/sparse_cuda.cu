@@ -1,0 +1,695 @@
+/* GPU paths of the sparsifying codecs topk, dgc and sbc (docs/format_sparse.md;
+ * CPU twins compress/topk.c, dgc.c, sbc.c, selection compress/select.[ch]).
+ *
+ * Selection (DGC section 5, "sampling to reduce top-k selection time" and the
+ * precise threshold "calculated from the already-selected gradients"):
+ *   1. tensors above SELECT_EXACT_MAX values: a kernel gathers the keys of the
+ *      same strided sample as the CPU (select_sample_index), the host finds
+ *      the sample threshold t0 with the CPU's select_kth_largest;
+ *   2. compaction on the GPU (cub::DeviceSelect::If over the indices): the
+ *      candidates i with key(x[i]) >= t0, in increasing order; if fewer than k
+ *      pass a sampled t0, again with t0 = 1 (every nonzero key);
+ *   3. more than k candidates: the exact k-th largest candidate key T by a
+ *      radix select on the GPU (digits of 12, 12 and 8 bits as the CPU: one
+ *      histogram kernel per digit, the bucket found on the host), then the
+ *      candidates with key > T and the first k - #(key > T) with key == T
+ *      (lowest indices first: an exclusive scan of the ties), compacted.
+ * The set is the definition of select.h (the k largest keys, ties by lowest
+ * index), so it equals the CPU's whatever the sample.
+ *
+ * Payloads: topk's bitmap and values and dgc's values and 16-bit runs are
+ * written by kernels; sbc's means (double, in index order) and Golomb-Rice
+ * positions (SBC Algorithm 3) are computed on the host from the O(k) selected
+ * indices and values copied back. Decoders validate on the host where the walk
+ * is sequential (dgc runs, sbc Golomb codes: O(k)), on the GPU for topk's
+ * bitmap; then a kernel scatters the values into out.
+ */
+#define GC_CODEC_CUDA_INTERNAL
+extern "C" {
+#include "common/errors.h"
+#include "common/rng.h"
+#include "compress/codec.h"
+#include "compress/golomb.h"
+#include "compress/select.h"
+}
+#include "compress/codec_cuda.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cub/cub.cuh>
+#include <thrust/iterator/counting_iterator.h>
+
+#include "common/cuda_check.h"
+
+#define TPB 256
+#define GRID_STRIDE(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
+#define DGC_RUN_SKIP 0xFFFFu
+
+static void *host_alloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "error: out of memory allocating %zu bytes at %s:%d\n", bytes, __FILE__, __LINE__);
+        exit(1);
+    }
+    return p;
+}
+
+/* ============================================================ selection ==== */
+
+/* compress/select.h select_key */
+__device__ __forceinline__ uint32_t d_key(float f, int mode) {
+    uint32_t u = __float_as_uint(f), mag = u & 0x7FFFFFFFu, sign = u >> 31;
+    if (mode == SELECT_MAG) return mag;
+    if (mode == SELECT_POS) return mag & (sign - 1u);
+    return mag & (0u - sign);
+}
+
+/* the sample keys: one per stratum, at select_sample_index(n, m, j). s: [m] */
+__global__ void k_sample(uint32_t *s, const float *x, size_t n, size_t m, int mode) {
+    GRID_STRIDE(j, m) {
+        uint64_t lo = (uint64_t)j * n / m, hi = (uint64_t)(j + 1) * n / m;
+        uint64_t i = lo + (((rng_hash64(SELECT_SEED ^ (uint64_t)n, j) >> 32) * (hi - lo)) >> 32);
+        s[j] = d_key(x[i], mode);
+    }
+}
+
+struct KeyGe {
+    const float *x;
+    uint32_t t;
+    int mode;
+    __device__ bool operator()(const uint32_t &i) const { return d_key(x[i], mode) >= t; }
+};
+
+/* indices i < n (increasing) with key(x[i]) >= t into out ([n] device); returns the count */
+static size_t compact_ge(uint32_t *out, const float *x, size_t n, uint32_t t, int mode) {
+    if (n == 0) return 0;
+    KeyGe pred = {x, t, mode};
+    thrust::counting_iterator<uint32_t> first(0);
+    int64_t *d_num = (int64_t *)gcx_dmalloc(sizeof(int64_t));
+    size_t tb = 0;
+    cudaCheck(cub::DeviceSelect::If(NULL, tb, first, out, d_num, (int64_t)n, pred));
+    void *tmp = gcx_dmalloc(tb);
+    cudaCheck(cub::DeviceSelect::If(tmp, tb, first, out, d_num, (int64_t)n, pred));
+    int64_t num = 0;
+    cudaCheck(cudaMemcpy(&num, d_num, sizeof num, cudaMemcpyDeviceToHost));
+    gcx_dfree(tmp);
+    gcx_dfree(d_num);
+    return (size_t)num;
+}
+
+__global__ void k_gather_keys(uint32_t *keys, const uint32_t *idx, const float *x, size_t c, int mode) {
+    GRID_STRIDE(j, c) keys[j] = d_key(x[idx[j]], mode);
+}
+
+/* histogram of the digit (key >> sh) & dm over the keys whose bits above
+ * hsh equal hpre (all keys when hsh == 32). hist: [dm + 1] accumulated */
+__global__ void k_digit_hist(uint32_t *hist, const uint32_t *keys, size_t c, int sh, uint32_t dm, int hsh,
+                             uint32_t hpre) {
+    __shared__ uint32_t h[4096];
+    for (uint32_t b = threadIdx.x; b <= dm; b += blockDim.x) h[b] = 0;
+    __syncthreads();
+    GRID_STRIDE(i, c) {
+        uint32_t k = keys[i];
+        if (hsh < 32 && (k >> hsh) != hpre) continue;
+        atomicAdd(&h[(k >> sh) & dm], 1u);
+    }
+    __syncthreads();
+    for (uint32_t b = threadIdx.x; b <= dm; b += blockDim.x)
+        if (h[b]) atomicAdd(&hist[b], h[b]);
+}
+
+/* the k-th largest of keys[c] (1 <= k <= c) and the number of keys above it:
+ * compress/select.c rs_rest, one digit level at a time (bits 31..20, 19..8, 7..0) */
+static uint32_t kth_largest(size_t *above, const uint32_t *keys, size_t c, size_t k) {
+    static const int sh[3] = {20, 8, 0}, width[3] = {12, 12, 8};
+    uint32_t *dh = (uint32_t *)gcx_dmalloc(4096 * sizeof(uint32_t));
+    uint32_t hist[4096];
+    uint32_t prefix = 0;
+    size_t greater = 0;
+    for (int level = 0; level < 3; level++) {
+        int nb = 1 << width[level];
+        uint32_t dm = (uint32_t)nb - 1;
+        int hsh = level == 0 ? 32 : sh[level - 1];
+        uint32_t hpre = level == 0 ? 0 : prefix >> hsh;
+        cudaCheck(cudaMemsetAsync(dh, 0, (size_t)nb * sizeof(uint32_t), 0));
+        k_digit_hist<<<gcx_grid(c), TPB>>>(dh, keys, c, sh[level], dm, hsh, hpre);
+        cudaCheckLast();
+        cudaCheck(cudaMemcpy(hist, dh, (size_t)nb * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+        size_t cum = 0;
+        int b = nb - 1;
+        for (; b > 0; b--) {
+            if (cum + hist[b] >= k) break;
+            cum += hist[b];
+        }
+        greater += cum;
+        k -= cum;
+        prefix |= (uint32_t)b << sh[level];
+    }
+    gcx_dfree(dh);
+    *above = greater;
+    return prefix;
+}
+
+__global__ void k_ties(uint32_t *eq, const uint32_t *keys, size_t c, uint32_t T) {
+    GRID_STRIDE(j, c) eq[j] = keys[j] == T ? 1u : 0u;
+}
+
+/* every key > T, and the first q keys == T (rank: exclusive count of ties before) */
+__global__ void k_pick(uint8_t *fl, const uint32_t *keys, const uint32_t *rank, size_t c, uint32_t T, uint64_t q) {
+    GRID_STRIDE(j, c) {
+        uint32_t k = keys[j];
+        fl[j] = (k > T || (k == T && (uint64_t)rank[j] < q)) ? 1 : 0;
+    }
+}
+
+/* The top k keys of x[n] (select.h's definition), indices increasing, into
+ * idx ([k] device). Returns min(k, number of nonzero keys). */
+static size_t gpu_select(uint32_t *idx, const float *x, size_t n, size_t k, int mode) {
+    if (k > n) k = n;
+    if (k == 0) return 0;
+    uint32_t t0 = 1;
+    if (n > SELECT_EXACT_MAX) {
+        size_t m = (size_t)ceil((double)n * SELECT_SAMPLE_FRAC);
+        if (m < SELECT_MIN_SAMPLE) m = SELECT_MIN_SAMPLE;
+        if (m > n) m = n;
+        uint32_t *ds = (uint32_t *)gcx_dmalloc(m * 4);
+        k_sample<<<gcx_grid(m), TPB>>>(ds, x, n, m, mode);
+        cudaCheckLast();
+        uint32_t *s = (uint32_t *)host_alloc(m * 4);
+        cudaCheck(cudaMemcpy(s, ds, m * 4, cudaMemcpyDeviceToHost));
+        gcx_dfree(ds);
+        size_t nz = 0;
+        for (size_t j = 0; j < m; j++) {
+            uint32_t key = s[j];
+            s[nz] = key;
+            nz += key != 0;
+        }
+        double e = (double)k * (double)m / (double)n;
+        double jr = ceil(e + 3.0 * sqrt(e) + 1.0);
+        if (jr <= (double)nz) {
+            size_t above;
+            t0 = select_kth_largest(&above, s, nz, (size_t)jr);
+        }
+        free(s);
+    }
+    uint32_t *cand = (uint32_t *)gcx_dmalloc(n * 4);
+    size_t c = compact_ge(cand, x, n, t0, mode);
+    if (c < k && t0 > 1) c = compact_ge(cand, x, n, 1, mode); /* the sample threshold was too high */
+    if (c <= k) {
+        if (c) cudaCheck(cudaMemcpyAsync(idx, cand, c * 4, cudaMemcpyDeviceToDevice, 0));
+        gcx_dfree(cand);
+        return c;
+    }
+    uint32_t *keys = (uint32_t *)gcx_dmalloc(c * 4), *eq = (uint32_t *)gcx_dmalloc(c * 4),
+             *rank = (uint32_t *)gcx_dmalloc(c * 4);
+    uint8_t *fl = (uint8_t *)gcx_dmalloc(c);
+    k_gather_keys<<<gcx_grid(c), TPB>>>(keys, cand, x, c, mode);
+    cudaCheckLast();
+    size_t above = 0;
+    uint32_t T = kth_largest(&above, keys, c, k);
+    k_ties<<<gcx_grid(c), TPB>>>(eq, keys, c, T);
+    cudaCheckLast();
+    gcx_exclusive_sum_u32(rank, eq, c);
+    k_pick<<<gcx_grid(c), TPB>>>(fl, keys, rank, c, T, (uint64_t)(k - above));
+    cudaCheckLast();
+    size_t got = gcx_select_flagged_u32(idx, cand, fl, c);
+    gcx_dfree(keys);
+    gcx_dfree(eq);
+    gcx_dfree(rank);
+    gcx_dfree(fl);
+    gcx_dfree(cand);
+    if (got != k) {
+        fprintf(stderr, "internal error: GPU top-k picked %zu of %zu at %s:%d\n", got, k, __FILE__, __LINE__);
+        exit(1);
+    }
+    return k;
+}
+
+/* ============================================================= helpers ==== */
+
+__global__ void k_gather_vals(float *v, const uint32_t *idx, const float *x, size_t c) {
+    GRID_STRIDE(j, c) v[j] = x[idx[j]];
+}
+
+/* *flag |= 1 when some v[j] is NaN or infinite */
+__global__ void k_nonfinite(uint32_t *flag, const float *v, size_t c) {
+    uint32_t f = 0;
+    GRID_STRIDE(j, c) f |= (__float_as_uint(v[j]) & 0x7F800000u) == 0x7F800000u;
+    if (f) atomicOr(flag, 1u);
+}
+
+static int all_finite(const float *v, size_t c) {
+    if (c == 0) return 1;
+    uint32_t *d = (uint32_t *)gcx_dmalloc(4), h = 0;
+    cudaCheck(cudaMemsetAsync(d, 0, 4, 0));
+    k_nonfinite<<<gcx_grid(c), TPB>>>(d, v, c);
+    cudaCheckLast();
+    cudaCheck(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
+    gcx_dfree(d);
+    return h == 0;
+}
+
+__global__ void k_scatter_mask(uint8_t *mask, const uint32_t *idx, size_t c) {
+    GRID_STRIDE(j, c) mask[idx[j]] = 1;
+}
+
+/* out[idx[j]] = v[j] (or += weight * v[j]); v == NULL: the constant cv */
+__global__ void k_scatter(float *out, const uint32_t *idx, const float *v, float cv, size_t c, float weight,
+                          int acc) {
+    GRID_STRIDE(j, c) {
+        uint32_t i = idx[j];
+        float val = v ? v[j] : cv;
+        out[i] = acc ? __fadd_rn(out[i], __fmul_rn(weight, val)) : val;
+    }
+}
+
+/* CodecSide.mask and CodecSide.repr of a selection (repr may alias x: the
+ * values were gathered before). idx: [c] device; v: [c] device or NULL */
+static void side_outputs(const CodecSide *side, const uint32_t *idx, const float *v, float cv, size_t c, size_t n) {
+    if (side->mask && n) {
+        cudaCheck(cudaMemsetAsync(side->mask, 0, n, 0));
+        if (c) {
+            k_scatter_mask<<<gcx_grid(c), TPB>>>(side->mask, idx, c);
+            cudaCheckLast();
+        }
+    }
+    if (side->repr && n) {
+        cudaCheck(cudaMemsetAsync(side->repr, 0, n * sizeof(float), 0));
+        if (c) {
+            k_scatter<<<gcx_grid(c), TPB>>>(side->repr, idx, v, cv, c, 1.0f, 0);
+            cudaCheckLast();
+        }
+    }
+}
+
+static void put_u32_dev(uint8_t *dst, uint32_t v) {
+    uint8_t b[4];
+    put_u32(b, v);
+    cudaCheck(cudaMemcpy(dst, b, 4, cudaMemcpyHostToDevice));
+}
+
+/* ================================================================ topk ==== */
+
+/* bitmap bit of value i: bit 7 - (i % 8) of byte 4 + i/8 of the payload, set
+ * through the aligned 32-bit word holding it (pay is 256-byte aligned) */
+__global__ void k_topk_bits(uint32_t *pay32, const uint32_t *idx, size_t c) {
+    GRID_STRIDE(j, c) {
+        uint32_t i = idx[j];
+        uint64_t byte = 4 + (uint64_t)(i >> 3);
+        atomicOr(&pay32[byte >> 2], (0x80u >> (i & 7)) << (8 * (byte & 3)));
+    }
+}
+
+/* value j (float, little-endian) at byte off + 4j, any alignment */
+__global__ void k_put_vals_bytes(uint8_t *pay, size_t off, const float *v, size_t c) {
+    GRID_STRIDE(j, c) {
+        uint32_t u = __float_as_uint(v[j]);
+        uint8_t *d = pay + off + 4 * j;
+        d[0] = (uint8_t)u;
+        d[1] = (uint8_t)(u >> 8);
+        d[2] = (uint8_t)(u >> 16);
+        d[3] = (uint8_t)(u >> 24);
+    }
+}
+
+static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
+    double ratio;
+    if (select_density(&ratio, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
+    size_t k = select_count(ratio, n);
+    uint32_t *idx = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4);
+    size_t cnt = gpu_select(idx, x, n, k, SELECT_MAG);
+    float *v = (float *)gcx_dmalloc((cnt ? cnt : 1) * 4);
+    if (cnt) {
+        k_gather_vals<<<gcx_grid(cnt), TPB>>>(v, idx, x, cnt);
+        cudaCheckLast();
+    }
+    int64_t rc = 0;
+    size_t bm = (n + 7) / 8, len = 4 + bm + 4 * cnt;
+    if (!all_finite(v, cnt)) rc = -GC_ERR_PARAM;
+    else if (cap < len) rc = -GC_ERR_NOSPACE;
+    if (!rc) {
+        cudaCheck(cudaMemsetAsync(pay, 0, 4 + bm, 0));
+        put_u32_dev(pay, (uint32_t)cnt);
+        if (cnt) {
+            k_topk_bits<<<gcx_grid(cnt), TPB>>>((uint32_t *)pay, idx, cnt);
+            cudaCheckLast();
+            k_put_vals_bytes<<<gcx_grid(cnt), TPB>>>(pay, 4 + bm, v, cnt);
+            cudaCheckLast();
+        }
+        side_outputs(side, idx, v, 0.0f, cnt, n);
+        rc = (int64_t)len;
+    }
+    gcx_dfree(idx);
+    gcx_dfree(v);
+    return rc;
+}
+
+__global__ void k_popcnt(uint32_t *pc, const uint8_t *bitmap, size_t bm) {
+    GRID_STRIDE(b, bm + 1) pc[b] = b < bm ? (uint32_t)__popc(bitmap[b]) : 0u;
+}
+
+/* *flag |= 1 for a value that is +-0, NaN or +-inf. vals: [k] little-endian floats, any alignment */
+__global__ void k_bad_vals(uint32_t *flag, const uint8_t *vals, size_t k) {
+    uint32_t f = 0;
+    GRID_STRIDE(j, k) {
+        const uint8_t *p = vals + 4 * j;
+        uint32_t u = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+        f |= (u & 0x7FFFFFFFu) == 0 || (u & 0x7F800000u) == 0x7F800000u;
+    }
+    if (f) atomicOr(flag, 1u);
+}
+
+/* byte b of the bitmap: its set bits (MSB first = lowest index) take values
+ * rank[b], rank[b] + 1, ... */
+__global__ void k_topk_dec(float *out, const uint8_t *bitmap, const uint8_t *vals, const uint32_t *rank, size_t bm,
+                           size_t n, float weight, int acc) {
+    GRID_STRIDE(b, bm) {
+        uint32_t w = bitmap[b], r = rank[b];
+        for (int t = 0; t < 8 && w; t++) {
+            if (!(w & (0x80u >> t))) continue;
+            size_t i = 8 * b + (size_t)t;
+            const uint8_t *p = vals + 4 * (size_t)r++;
+            uint32_t u = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+            if (i < n) out[i] = acc ? __fadd_rn(out[i], __fmul_rn(weight, __uint_as_float(u))) : __uint_as_float(u);
+        }
+    }
+}
+
+static int topk_dec(float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len, uint16_t flags) {
+    if (flags) return -GC_ERR_CORRUPT;
+    if (len < 4) return -GC_ERR_TRUNCATED;
+    uint64_t k = get_u32(payload);
+    if (k > n) return -GC_ERR_CORRUPT;
+    size_t bm = (n + 7) / 8;
+    uint64_t need = 4 + (uint64_t)bm + 4 * k;
+    if ((uint64_t)len < need) return -GC_ERR_TRUNCATED;
+    if ((uint64_t)len > need) return -GC_ERR_OVERSIZED;
+    if ((n & 7) && (payload[4 + bm - 1] & (0xFFu >> (n & 7)))) return -GC_ERR_CORRUPT;
+    if (n == 0) return 0;
+    uint8_t *d = (uint8_t *)gcx_dmalloc(len);
+    cudaCheck(cudaMemcpy(d, payload, len, cudaMemcpyHostToDevice));
+    uint32_t *pc = (uint32_t *)gcx_dmalloc((bm + 1) * 4), *rank = (uint32_t *)gcx_dmalloc((bm + 1) * 4);
+    uint32_t *flag = (uint32_t *)gcx_dmalloc(4);
+    k_popcnt<<<gcx_grid(bm + 1), TPB>>>(pc, d + 4, bm);
+    cudaCheckLast();
+    gcx_exclusive_sum_u32(rank, pc, bm + 1); /* rank[bm] = popcount (< 2^32: at most n bits) */
+    uint32_t pop = 0, bad = 0;
+    cudaCheck(cudaMemcpy(&pop, rank + bm, 4, cudaMemcpyDeviceToHost));
+    int rc = 0;
+    if (pop != k) rc = -GC_ERR_CORRUPT;
+    if (!rc && k) {
+        cudaCheck(cudaMemsetAsync(flag, 0, 4, 0));
+        k_bad_vals<<<gcx_grid(k), TPB>>>(flag, d + 4 + bm, k);
+        cudaCheckLast();
+        cudaCheck(cudaMemcpy(&bad, flag, 4, cudaMemcpyDeviceToHost));
+        if (bad) rc = -GC_ERR_CORRUPT;
+    }
+    if (!rc) {
+        if (!acc) cudaCheck(cudaMemsetAsync(out, 0, n * sizeof(float), 0));
+        k_topk_dec<<<gcx_grid(bm), TPB>>>(out, d + 4, d + 4 + bm, rank, bm, n, weight, acc);
+        cudaCheckLast();
+    }
+    gcx_dfree(d);
+    gcx_dfree(pc);
+    gcx_dfree(rank);
+    gcx_dfree(flag);
+    return rc;
+}
+
+/* ================================================================= dgc ==== */
+
+/* entries of value j: floor(gap / 65535) skips + 1, gap = zeros before it. e: [c + 1] */
+__global__ void k_dgc_entries(uint64_t *e, const uint32_t *idx, size_t c) {
+    GRID_STRIDE(j, c + 1) {
+        if (j == c) {
+            e[j] = 0;
+        } else {
+            uint64_t prev_end = j ? (uint64_t)idx[j - 1] + 1 : 0;
+            e[j] = ((uint64_t)idx[j] - prev_end) / 65535 + 1;
+        }
+    }
+}
+
+/* values at 4 + 4j, run entries from byte 4 + 4c (u16, 2-byte aligned) */
+__global__ void k_dgc_write(uint8_t *pay, const uint32_t *idx, const float *v, const uint64_t *off, size_t c) {
+    GRID_STRIDE(j, c) {
+        ((float *)(pay + 4))[j] = v[j];
+        uint16_t *runs = (uint16_t *)(pay + 4 + 4 * c) + off[j];
+        uint64_t prev_end = j ? (uint64_t)idx[j - 1] + 1 : 0;
+        uint64_t g = (uint64_t)idx[j] - prev_end;
+        uint64_t s = 0;
+        for (; g >= 65535; g -= 65535) runs[s++] = (uint16_t)DGC_RUN_SKIP;
+        runs[s] = (uint16_t)g;
+    }
+}
+
+static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
+    double density;
+    if (select_density(&density, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
+    size_t k = select_count(density, n);
+    uint32_t *idx = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4);
+    size_t cnt = gpu_select(idx, x, n, k, SELECT_MAG);
+    float *v = (float *)gcx_dmalloc((cnt ? cnt : 1) * 4);
+    uint64_t *e = (uint64_t *)gcx_dmalloc((cnt + 1) * 8), *off = (uint64_t *)gcx_dmalloc((cnt + 1) * 8);
+    int64_t rc = 0;
+    if (cnt) {
+        k_gather_vals<<<gcx_grid(cnt), TPB>>>(v, idx, x, cnt);
+        cudaCheckLast();
+    }
+    if (!all_finite(v, cnt)) rc = -GC_ERR_PARAM;
+    uint64_t entries = 0;
+    if (!rc) {
+        k_dgc_entries<<<gcx_grid(cnt + 1), TPB>>>(e, idx, cnt);
+        cudaCheckLast();
+        gcx_exclusive_sum_u64(off, e, cnt + 1);
+        cudaCheck(cudaMemcpy(&entries, off + cnt, 8, cudaMemcpyDeviceToHost));
+        if (cap < 4 + 4 * cnt + 2 * entries) rc = -GC_ERR_NOSPACE;
+    }
+    if (!rc) {
+        put_u32_dev(pay, (uint32_t)cnt);
+        if (cnt) {
+            k_dgc_write<<<gcx_grid(cnt), TPB>>>(pay, idx, v, off, cnt);
+            cudaCheckLast();
+        }
+        side_outputs(side, idx, v, 0.0f, cnt, n);
+        rc = (int64_t)(4 + 4 * cnt + 2 * entries);
+    }
+    gcx_dfree(idx);
+    gcx_dfree(v);
+    gcx_dfree(e);
+    gcx_dfree(off);
+    return rc;
+}
+
+/* compress/dgc.c dgc_walk (validation), recording each value's index. pos: [k] host */
+static int dgc_walk_host(uint32_t *pos_out, size_t n, const uint8_t *payload, size_t len, uint64_t k) {
+    size_t p = 4 + 4 * (size_t)k;
+    uint64_t pos = 0;
+    for (uint64_t j = 0; j < k; j++) {
+        for (;;) {
+            if (p + 2 > len) return -GC_ERR_TRUNCATED;
+            uint32_t r = get_u16(payload + p);
+            p += 2;
+            pos += r;
+            if (r != DGC_RUN_SKIP) break;
+            if (pos >= n) return -GC_ERR_CORRUPT;
+        }
+        if (pos >= n) return -GC_ERR_CORRUPT;
+        pos_out[j] = (uint32_t)pos;
+        pos++;
+    }
+    if (p != len) return -GC_ERR_OVERSIZED;
+    return 0;
+}
+
+static int dgc_dec(float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len, uint16_t flags) {
+    if (flags) return -GC_ERR_CORRUPT;
+    if (len < 4) return -GC_ERR_TRUNCATED;
+    uint64_t k = get_u32(payload);
+    if (k > n) return -GC_ERR_CORRUPT;
+    if ((uint64_t)len < 4 + 6 * k) return -GC_ERR_TRUNCATED;
+    for (uint64_t j = 0; j < k; j++) {
+        uint32_t u = get_u32(payload + 4 + 4 * j);
+        if ((u & 0x7FFFFFFFu) == 0 || (u & 0x7F800000u) == 0x7F800000u) return -GC_ERR_CORRUPT;
+    }
+    uint32_t *pos = (uint32_t *)host_alloc(k * 4);
+    int rc = dgc_walk_host(pos, n, payload, len, k);
+    if (!rc && n) {
+        if (!acc) cudaCheck(cudaMemsetAsync(out, 0, n * sizeof(float), 0));
+        if (k) {
+            uint32_t *dpos = (uint32_t *)gcx_dmalloc(k * 4);
+            float *dv = (float *)gcx_dmalloc(k * 4);
+            cudaCheck(cudaMemcpy(dpos, pos, k * 4, cudaMemcpyHostToDevice));
+            cudaCheck(cudaMemcpy(dv, payload + 4, k * 4, cudaMemcpyHostToDevice));
+            k_scatter<<<gcx_grid(k), TPB>>>(out, dpos, dv, 0.0f, k, weight, acc);
+            cudaCheckLast();
+            gcx_dfree(dpos);
+            gcx_dfree(dv);
+        }
+    }
+    free(pos);
+    return rc;
+}
+
+/* ================================================================= sbc ==== */
+
+#define SBC_HEADER 9
+
+static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
+    double p;
+    if (select_density(&p, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
+    size_t k = select_count(p, n);
+    uint32_t *dpos = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4), *dneg = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4);
+    size_t cp = gpu_select(dpos, x, n, k, SELECT_POS);
+    size_t cn = gpu_select(dneg, x, n, k, SELECT_NEG);
+    /* the O(k) selections to the host: positions and values, in index order */
+    float *dv = (float *)gcx_dmalloc((cp + cn ? cp + cn : 1) * 4);
+    if (cp) {
+        k_gather_vals<<<gcx_grid(cp), TPB>>>(dv, dpos, x, cp);
+        cudaCheckLast();
+    }
+    if (cn) {
+        k_gather_vals<<<gcx_grid(cn), TPB>>>(dv + cp, dneg, x, cn);
+        cudaCheckLast();
+    }
+    uint32_t *ipos = (uint32_t *)host_alloc((cp + cn) * 4), *ineg = ipos + cp;
+    float *vals = (float *)host_alloc((cp + cn) * 4);
+    if (cp) cudaCheck(cudaMemcpy(ipos, dpos, cp * 4, cudaMemcpyDeviceToHost));
+    if (cn) cudaCheck(cudaMemcpy(ineg, dneg, cn * 4, cudaMemcpyDeviceToHost));
+    if (cp + cn) cudaCheck(cudaMemcpy(vals, dv, (cp + cn) * 4, cudaMemcpyDeviceToHost));
+    gcx_dfree(dv);
+    int64_t rc = 0;
+    for (size_t j = 0; j < cp + cn; j++) {
+        uint32_t u;
+        memcpy(&u, &vals[j], 4);
+        if ((u & 0x7F800000u) == 0x7F800000u) rc = -GC_ERR_PARAM;
+    }
+    /* Algorithm 2: the two means (double, in index order), the larger side */
+    double sp = 0, sn = 0;
+    for (size_t j = 0; j < cp; j++) sp += (double)vals[j];
+    for (size_t j = 0; j < cn; j++) sn += (double)vals[cp + j];
+    double mu_pos = cp ? sp / (double)cp : 0.0;
+    double mu_neg = cn ? -sn / (double)cn : 0.0;
+    const uint32_t *idx = NULL, *didx = NULL;
+    size_t m = 0;
+    float mean = 0.0f;
+    if (cp || cn) {
+        if (cp && mu_pos >= mu_neg) {
+            idx = ipos, didx = dpos, m = cp;
+            mean = (float)mu_pos;
+        } else {
+            idx = ineg, didx = dneg, m = cn;
+            mean = -(float)mu_neg;
+        }
+    }
+    if (!rc && m && (!isfinite(mean) || mean == 0.0f)) rc = -GC_ERR_PARAM;
+    /* Algorithm 3: gaps, Golomb-Rice with the optimal parameter (equation 5) */
+    int b = golomb_rice_bits(p);
+    uint64_t bits = 0, prev = (uint64_t)-1;
+    for (size_t j = 0; j < m; j++) {
+        bits += rice_len(idx[j] - prev - 1, b);
+        prev = idx[j];
+    }
+    size_t len = SBC_HEADER + (size_t)((bits + 7) / 8);
+    if (!rc && cap < len) rc = -GC_ERR_NOSPACE;
+    if (!rc) {
+        uint8_t *hp = (uint8_t *)host_alloc(len);
+        put_u32(hp, (uint32_t)m);
+        put_f32(hp + 4, mean);
+        hp[8] = (uint8_t)b;
+        BitWriter w;
+        bw_init(&w, hp + SBC_HEADER, len - SBC_HEADER);
+        prev = (uint64_t)-1;
+        for (size_t j = 0; j < m; j++) {
+            rice_put(&w, idx[j] - prev - 1, b);
+            prev = idx[j];
+        }
+        if (bw_finish(&w) != len - SBC_HEADER || w.overflow) rc = -GC_ERR_STATE;
+        else cudaCheck(cudaMemcpy(pay, hp, len, cudaMemcpyHostToDevice));
+        free(hp);
+    }
+    if (!rc) {
+        side_outputs(side, didx, NULL, mean, m, n);
+        rc = (int64_t)len;
+    }
+    free(ipos);
+    free(vals);
+    gcx_dfree(dpos);
+    gcx_dfree(dneg);
+    return rc;
+}
+
+/* compress/sbc.c sbc_walk (Algorithm 4, validation), recording the positions. pos: [m] host */
+static int sbc_walk_host(uint32_t *pos_out, size_t n, int b, uint64_t m, const uint8_t *bits, size_t nbytes) {
+    BitReader r;
+    br_init(&r, bits, nbytes);
+    uint64_t next = 0;
+    for (uint64_t j = 0; j < m; j++) {
+        uint64_t gap;
+        if (next >= n) return -GC_ERR_CORRUPT;
+        int rc = rice_get(&gap, &r, b, n - 1 - next);
+        if (rc) return rc;
+        uint64_t pos = next + gap;
+        pos_out[j] = (uint32_t)pos;
+        next = pos + 1;
+    }
+    uint64_t left = br_bits_left(&r);
+    if (left >= 8) return -GC_ERR_OVERSIZED;
+    if (left && br_peek(&r, (int)left) != 0) return -GC_ERR_CORRUPT;
+    return 0;
+}
+
+static int sbc_dec(float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len, uint16_t flags) {
+    if (flags) return -GC_ERR_CORRUPT;
+    if (len < SBC_HEADER) return -GC_ERR_TRUNCATED;
+    uint64_t m = get_u32(payload);
+    uint32_t mu_bits = get_u32(payload + 4);
+    float mean = get_f32(payload + 4);
+    int b = payload[8];
+    if (m > n || b > 31) return -GC_ERR_CORRUPT;
+    if (m == 0 && mu_bits != 0) return -GC_ERR_CORRUPT;
+    if (m > 0 && (!isfinite(mean) || mean == 0.0f)) return -GC_ERR_CORRUPT;
+    uint64_t have = 8 * (uint64_t)(len - SBC_HEADER);
+    if (m * (uint64_t)(b + 1) > have) return -GC_ERR_TRUNCATED;
+    uint32_t *pos = (uint32_t *)host_alloc(m * 4);
+    int rc = sbc_walk_host(pos, n, b, m, payload + SBC_HEADER, len - SBC_HEADER);
+    if (!rc && n) {
+        if (!acc) cudaCheck(cudaMemsetAsync(out, 0, n * sizeof(float), 0));
+        if (m) {
+            uint32_t *dpos = (uint32_t *)gcx_dmalloc(m * 4);
+            cudaCheck(cudaMemcpy(dpos, pos, m * 4, cudaMemcpyHostToDevice));
+            /* the CPU adds weight * mean, rounded once, to every position */
+            k_scatter<<<gcx_grid(m), TPB>>>(out, dpos, NULL, mean, m, weight, acc);
+            cudaCheckLast();
+            gcx_dfree(dpos);
+        }
+    }
+    free(pos);
+    return rc;
+}
+
+/* ============================================================ dispatch ==== */
+
+int64_t gcx_sparse_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
+                          const CodecSide *side) {
+    *flags = 0;
+    switch (g->spec.ops->id) {
+    case CODEC_TOPK: return topk_enc(g, pay, cap, x, n, side);
+    case CODEC_DGC: return dgc_enc(g, pay, cap, x, n, side);
+    case CODEC_SBC: return sbc_enc(g, pay, cap, x, n, side);
+    default: return -GC_ERR_CODEC;
+    }
+}
+
+int gcx_sparse_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len,
+                      uint16_t flags) {
+    switch (g->spec.ops->id) {
+    case CODEC_TOPK: return topk_dec(out, n, weight, acc, payload, len, flags);
+    case CODEC_DGC: return dgc_dec(out, n, weight, acc, payload, len, flags);
+    case CODEC_SBC: return sbc_dec(out, n, weight, acc, payload, len, flags);
+    default: return -GC_ERR_CODEC;
+    }
+}
