@@ -21,6 +21,8 @@
  *    three terms of similar size).
  *  - linear (cuBLAS sgemm): rtol 1e-5, afrac 1e-5 (sums of IN or N products);
  *    db exact (same order as the CPU).
+ *  - ResNet option A shortcut (nn/resnet.c keeps its CPU twin static): EXACT
+ *    against the plain loops of the definition here.
  * Gradient contracts: parameter gradients are pre-filled with 0.5 and must
  * ACCUMULATE; input gradients are pre-filled with garbage and must be OVERWRITTEN. */
 #include "tests/test.h"
@@ -417,6 +419,45 @@ static void test_batchnorm(Rng *r) {
     }
 }
 
+/* ------------------------------------------------------ option A shortcut ---- */
+
+static void test_shortcut(Rng *r) {
+    printf("ResNet option A shortcut (subsample + zero-padded channels): exact\n");
+    /* N, Cin, Cout, H, W, stride */
+    const int cases[][6] = {{2, 16, 32, 32, 32, 2}, {3, 5, 9, 7, 7, 2}, {2, 4, 4, 6, 6, 1}, {1, 32, 64, 9, 8, 2}};
+    for (int k = 0; k < 4; k++) {
+        int N = cases[k][0], Cin = cases[k][1], Cout = cases[k][2], H = cases[k][3], W = cases[k][4],
+            st = cases[k][5];
+        int OH = (H - 1) / st + 1, OW = (W - 1) / st + 1, lo = (Cout - Cin) / 2; /* a 3x3 pad-1 conv's output */
+        size_t nx = (size_t)N * Cin * H * W, no = (size_t)N * Cout * OH * OW;
+        float *x = rand_normal(r, nx, 1.0f), *g = rand_normal(r, no, 1.0f), *dx0 = rand_normal(r, nx, 1.0f);
+        float *ref = mallocCheck(no * sizeof(float)), *refd = copy_floats(dx0, nx);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < Cout; c++)
+                for (int oh = 0; oh < OH; oh++)
+                    for (int ow = 0; ow < OW; ow++) {
+                        int ci = c - lo;
+                        size_t o = (((size_t)n * Cout + c) * OH + oh) * OW + ow;
+                        size_t i = (((size_t)n * Cin + ci) * H + (size_t)oh * st) * W + (size_t)ow * st;
+                        ref[o] = (ci < 0 || ci >= Cin) ? 0.0f : x[i];
+                        if (ci >= 0 && ci < Cin) refd[i] += g[o];
+                    }
+        float *d_x = dev_upload(x, nx), *d_o = dev_fill(no, 1e3f), *d_g = dev_upload(g, no), *d_dx = dev_upload(dx0, nx);
+        resnet_shortcut_pad_forward_cuda(d_o, d_x, N, Cin, Cout, H, W, OH, OW, st);
+        resnet_shortcut_pad_backward_cuda(d_dx, d_g, N, Cin, Cout, H, W, OH, OW, st);
+        char what[96];
+        snprintf(what, sizeof what, "shortcut A N=%d %d->%d %dx%d s=%d fwd", N, Cin, Cout, H, W, st);
+        float *t = dev_download(d_o, no);
+        same_floats(what, t, ref, no);
+        free(t);
+        t = dev_download(d_dx, nx);
+        same_floats("  backward (accumulates)", t, refd, nx);
+        free(t);
+        free(x), free(g), free(dx0), free(ref), free(refd);
+        cudaCheck(cudaFree(d_x)), cudaCheck(cudaFree(d_o)), cudaCheck(cudaFree(d_g)), cudaCheck(cudaFree(d_dx));
+    }
+}
+
 /* ---------------------------------------------------------------- linear ---- */
 
 static void test_linear(Rng *r) {
@@ -526,6 +567,7 @@ int main(void) {
     test_swap01(&r);
     test_avgpool(&r);
     test_maxpool(&r);
+    test_shortcut(&r);
     test_linear(&r);
     test_softmax(&r);
     test_conv(&r);
