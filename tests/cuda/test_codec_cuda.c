@@ -1,0 +1,521 @@
+/* GPU codecs against their CPU twins (compress/codec_cuda.h vs compress/codec.h).
+ *
+ * For every codec (defaults and parameter variants), many sizes (0, 1, odd
+ * sizes, block and partition edges, > 2^24), input distributions (Gaussian,
+ * zeros and -0, all zeros, wide exponent range with denormals, ties, NaN/inf,
+ * constant) and seeds:
+ *   - encode: the GPU frame equals the CPU frame byte for byte (same length or
+ *     the same error code), and so do CodecSide.repr and CodecSide.mask; the
+ *     device-payload variant equals the frame's payload; repr aliasing x;
+ *     TernGrad scalar sharing; gcomp levels; sparse density overrides; a too
+ *     small capacity gives GC_ERR_NOSPACE on both;
+ *   - decode: the GPU decoder writes the same floats (bit for bit) as the CPU
+ *     decoder, plain and accumulating (out += weight * decoded);
+ *   - corrupt frames (truncated, extended, bytes flipped, with the CRC fixed so
+ *     the payload decoder sees them): the same error code, and the same output
+ *     when both accept;
+ *   - gcomp across calls: a sequence of encodes with table rebuilds gives the
+ *     same frames, and a GPU decoder follows the table state like the CPU's.
+ * Tolerance: none. Every comparison is exact (bits), because the GPU codecs
+ * promise byte-identical frames and bit-identical decodes.
+ * Skips (one passed check) without CUDA or without a GPU.
+ * GCX_CODEC_CUDA_BIG=0 leaves out the > 2^24 case (it takes a few seconds). */
+#include "tests/test.h"
+
+#ifndef HAVE_CUDA
+int main(void) {
+    printf("built without CUDA: GPU codec parity skipped\n");
+    CHECK(1, "skipped");
+    TEST_END();
+}
+#else
+
+#include <stdint.h>
+
+#include "common/cuda_check.h"
+#include "common/rng.h"
+#include "compress/codec.h"
+#include "compress/codec_cuda.h"
+
+static int shown; /* failures printed in detail */
+#define SHOW_MAX 25
+
+static const char *const specs[] = {
+    "fp32", "fp16", "int8", "terngrad", "terngrad:c=0", "terngrad:c=1,seed=7", "stoch3", "stoch3:c=2.5", "3lc",
+    "3lc:s=1.5", "onebit", "topk", "topk:ratio=0.3", "dgc", "dgc:density=0.02", "sbc", "sbc:p=0.01", "sbc:p=0.2",
+    "gcomp", "gcomp:ntheta=3,chunk=64", "gcomp:ntheta=16,chunk=1000", "gcomp:ntheta=5,chunk=777",
+};
+#define NSPECS ((int)(sizeof specs / sizeof specs[0]))
+
+static const size_t sizes[] = {0,    1,    2,    3,    4,    5,    6,     7,     8,     9,     13,    16,
+                               17,   31,   32,   33,   63,   64,   65,    100,   127,   128,   129,   640,
+                               1000, 4095, 4096, 4097, 8191, 8192, 8193,  65535, 65536, 65537, 131089, 300001};
+#define NSIZES ((int)(sizeof sizes / sizeof sizes[0]))
+#define NDIST 7
+
+static const char *dist_name[NDIST] = {"gauss", "zeros", "allzero", "wide", "ties", "nonfinite", "const"};
+
+/* x[n] of distribution d */
+static void gen(float *x, size_t n, int d, uint64_t seed) {
+    Rng r;
+    rng_init(&r, seed, (uint64_t)d);
+    static const float tie[7] = {0.0f, 1.0f, -1.0f, 2.0f, -2.0f, 0.5f, -0.5f};
+    for (size_t i = 0; i < n; i++) {
+        switch (d) {
+        case 0: x[i] = rng_normal(&r) * 1e-3f; break;
+        case 1: {
+            float u = rng_uniform(&r);
+            x[i] = u < 0.4f ? 0.0f : u < 0.5f ? -0.0f : rng_normal(&r) * 0.01f;
+            break;
+        }
+        case 2: x[i] = 0.0f; break;
+        case 3: x[i] = ldexpf(rng_normal(&r), (int)(rng_u64(&r) % 271) - 170); break; /* denormals to 2^100 */
+        case 4: x[i] = tie[rng_u64(&r) % 7]; break;
+        case 5: x[i] = rng_normal(&r); break;
+        default: x[i] = 0.25f; break;
+        }
+    }
+    if (d == 5 && n) { /* a few non-finite values */
+        union {
+            uint32_t u;
+            float f;
+        } nan1 = {0x7FC00123u}, nan2 = {0xFFA00001u};
+        x[rng_u64(&r) % n] = INFINITY;
+        x[rng_u64(&r) % n] = -INFINITY;
+        x[rng_u64(&r) % n] = nan1.f;
+        x[rng_u64(&r) % n] = nan2.f;
+    }
+}
+
+static float *dalloc_f(size_t n) {
+    float *p = NULL;
+    cudaCheck(cudaMalloc((void **)&p, (n ? n : 1) * sizeof(float)));
+    return p;
+}
+static uint8_t *dalloc_b(size_t n) {
+    uint8_t *p = NULL;
+    cudaCheck(cudaMalloc((void **)&p, n ? n : 1));
+    return p;
+}
+static void up(void *d, const void *h, size_t bytes) {
+    if (bytes) cudaCheck(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+}
+static void down(void *h, const void *d, size_t bytes) {
+    if (bytes) cudaCheck(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+}
+
+/* first differing byte or -1 */
+static long first_diff(const void *a, const void *b, size_t bytes) {
+    const uint8_t *p = a, *q = b;
+    for (size_t i = 0; i < bytes; i++)
+        if (p[i] != q[i]) return (long)i;
+    return -1;
+}
+
+#define CASEF "%s n=%zu %s seed=%llu"
+#define CASEA(spec, n, d, seed) (spec), (n), dist_name[d], (unsigned long long)(seed)
+
+/* one exact comparison; details for the first SHOW_MAX failures */
+#define SAME(ok, ...)                                        \
+    do {                                                     \
+        if (ok) {                                            \
+            test_passed_++;                                  \
+        } else {                                             \
+            test_failed_++;                                  \
+            if (shown++ < SHOW_MAX) {                        \
+                printf("FAIL %s:%d: ", __FILE__, __LINE__);  \
+                printf(__VA_ARGS__);                         \
+                printf("\n");                                \
+            }                                                \
+        }                                                    \
+    } while (0)
+
+static int is_sparse(CodecId id) { return id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC; }
+
+/* rewrite the header of a frame whose payload now has plen bytes (CRC included) */
+static void refresh(uint8_t *frame, size_t plen) {
+    put_u32(frame + 12, (uint32_t)plen);
+    put_u32(frame + 16, crc32c(0, frame + CODEC_HEADER_SIZE, plen));
+}
+
+/* decode frame[len] on the CPU (fresh decoder) and the GPU (fresh decoder), plain
+ * and accumulating, and compare codes and outputs */
+static void cmp_decode(const CodecSpec *spec, const char *text, const uint8_t *frame, size_t len, size_t n, int d,
+                       uint64_t seed, const char *what) {
+    float *oc = malloc((n ? n : 1) * sizeof(float)), *og = malloc((n ? n : 1) * sizeof(float)),
+          *init = malloc((n ? n : 1) * sizeof(float));
+    float *dout = dalloc_f(n);
+    Rng r;
+    rng_init(&r, seed ^ 0xABCDEFu, 99);
+    for (size_t i = 0; i < n; i++) init[i] = rng_normal(&r);
+    for (int acc = 0; acc < 2; acc++) {
+        Codec *cd = codec_new(spec);
+        CodecCuda *gd = codec_cuda_new(spec);
+        memcpy(oc, init, n * sizeof(float));
+        up(dout, init, n * sizeof(float));
+        float w = -0.375f;
+        int rc = acc ? codec_decode_acc(cd, oc, n, w, frame, len) : codec_decode(cd, oc, n, frame, len);
+        int rg = acc ? codec_decode_acc_cuda(gd, dout, n, w, frame, len) : codec_decode_cuda(gd, dout, n, frame, len);
+        SAME(rc == rg, CASEF " %s %s: decode rc cpu %d gpu %d", CASEA(text, n, d, seed), what, acc ? "acc" : "plain",
+             rc, rg);
+        down(og, dout, n * sizeof(float));
+        /* gcomp leaves out unspecified on error; the others leave it untouched */
+        if (rc == rg && (rc == 0 || spec->ops->id != CODEC_GCOMP)) {
+            long at = first_diff(oc, og, n * sizeof(float));
+            SAME(at < 0, CASEF " %s %s: decoded floats differ at value %ld: cpu %a gpu %a", CASEA(text, n, d, seed),
+                 what, acc ? "acc" : "plain", at / 4, at >= 0 ? oc[at / 4] : 0.0f, at >= 0 ? og[at / 4] : 0.0f);
+        }
+        codec_free(cd);
+        codec_cuda_free(gd);
+    }
+    free(oc);
+    free(og);
+    free(init);
+    cudaCheck(cudaFree(dout));
+}
+
+/* corrupted copies of a valid frame: both decoders agree */
+static void cmp_corrupt(const CodecSpec *spec, const char *text, const uint8_t *frame, size_t len, size_t n, int d,
+                        uint64_t seed) {
+    size_t plen = len - CODEC_HEADER_SIZE;
+    uint8_t *m = malloc(len + 16);
+    Rng r;
+    rng_init(&r, seed, 4242);
+    char what[64];
+    for (int t = 1; t <= 3 && (size_t)t <= plen; t++) { /* truncated payload */
+        memcpy(m, frame, len);
+        refresh(m, plen - (size_t)t);
+        snprintf(what, sizeof what, "truncated by %d", t);
+        cmp_decode(spec, text, m, len - (size_t)t, n, d, seed, what);
+    }
+    for (int v = 0; v < 2; v++) { /* one byte appended */
+        memcpy(m, frame, len);
+        m[len] = v ? (uint8_t)rng_u64(&r) : 0;
+        refresh(m, plen + 1);
+        snprintf(what, sizeof what, "extended by 0x%02x", m[len]);
+        cmp_decode(spec, text, m, len + 1, n, d, seed, what);
+    }
+    for (int k = 0; k < 12 && plen; k++) { /* one byte changed */
+        memcpy(m, frame, len);
+        size_t at = CODEC_HEADER_SIZE + (size_t)(rng_u64(&r) % plen);
+        uint8_t x = (uint8_t)(1u << (rng_u64(&r) % 8));
+        if (k >= 8) x = (uint8_t)(rng_u64(&r) | 1);
+        m[at] ^= x;
+        refresh(m, plen);
+        snprintf(what, sizeof what, "byte %zu ^= 0x%02x", at - CODEC_HEADER_SIZE, x);
+        cmp_decode(spec, text, m, len, n, d, seed, what);
+    }
+    memcpy(m, frame, len); /* nonzero flags */
+    put_u16(m + 6, 0x8000);
+    cmp_decode(spec, text, m, len, n, d, seed, "flags 0x8000");
+    free(m);
+}
+
+/* one case: encode on both, compare frames and side outputs, then decodes */
+static void one_case(const char *text, size_t n, int d, uint64_t seed, int corrupt) {
+    CodecSpec spec;
+    char err[256];
+    if (codec_parse(&spec, text, err, sizeof err)) {
+        CHECK(0, "spec %s: %s", text, err);
+        return;
+    }
+    CodecId id = spec.ops->id;
+    float *x = malloc((n ? n : 1) * sizeof(float));
+    gen(x, n, d, seed);
+    Codec *c = codec_new(&spec);
+    CodecCuda *g = codec_cuda_new(&spec), *g2 = codec_cuda_new(&spec);
+    size_t cap = codec_max_frame(c, n);
+    CHECK(codec_cuda_max_frame(g, n) == cap, "%s: max frame", text);
+    uint8_t *fc = malloc(cap), *fg = malloc(cap), *pay = malloc(cap);
+    float *rc_ = malloc((n ? n : 1) * sizeof(float)), *rg = malloc((n ? n : 1) * sizeof(float));
+    uint8_t *mc = malloc(n ? n : 1), *mg = malloc(n ? n : 1), *lv = malloc(n ? n : 1);
+    float *dx = dalloc_f(n), *drepr = dalloc_f(n);
+    uint8_t *dmask = dalloc_b(n), *dlv = dalloc_b(n), *dpay = dalloc_b(cap);
+    up(dx, x, n * sizeof(float));
+    Rng r;
+    rng_init(&r, seed, 7);
+    for (size_t i = 0; i < n; i++) lv[i] = (uint8_t)(rng_u64(&r) & 3);
+    up(dlv, lv, n);
+
+    CodecSide sc = {0}, sg = {0};
+    sc.seed = sg.seed = seed * 1000003u + n;
+    sc.repr = rc_;
+    sg.repr = drepr;
+    if (is_sparse(id)) {
+        sc.mask = mc;
+        sg.mask = dmask;
+    }
+    if (id == CODEC_GCOMP && (seed & 1)) {
+        sc.levels = lv;
+        sg.levels = dlv;
+    }
+    cudaCheck(cudaMemset(drepr, 0xFF, (n ? n : 1) * sizeof(float))); /* garbage that must be overwritten */
+    int64_t lc = codec_encode(c, fc, cap, x, n, &sc);
+    int64_t lg = codec_encode_cuda(g, fg, cap, dx, n, &sg);
+    SAME(lc == lg, CASEF ": encode length cpu %lld gpu %lld", CASEA(text, n, d, seed), (long long)lc, (long long)lg);
+    if (lc > 0 && lc == lg) {
+        long at = first_diff(fc, fg, (size_t)lc);
+        SAME(at < 0, CASEF ": frames differ at byte %ld (payload %ld): cpu %02x gpu %02x", CASEA(text, n, d, seed), at,
+             at - CODEC_HEADER_SIZE, at >= 0 ? fc[at] : 0, at >= 0 ? fg[at] : 0);
+        down(rg, drepr, n * sizeof(float));
+        at = first_diff(rc_, rg, n * sizeof(float));
+        SAME(at < 0, CASEF ": repr differs at value %ld: cpu %a gpu %a", CASEA(text, n, d, seed), at / 4,
+             at >= 0 ? rc_[at / 4] : 0.0f, at >= 0 ? rg[at / 4] : 0.0f);
+        if (is_sparse(id)) {
+            down(mg, dmask, n);
+            at = first_diff(mc, mg, n);
+            SAME(at < 0, CASEF ": mask differs at %ld", CASEA(text, n, d, seed), at);
+        }
+        /* the device payload variant, from a fresh GPU codec (gcomp state) */
+        uint16_t fl = 0xFFFF;
+        CodecSide sp = {0};
+        sp.seed = sg.seed;
+        sp.levels = sg.levels;
+        int64_t lp = codec_encode_cuda_payload(g2, dpay, cap, &fl, dx, n, &sp);
+        SAME(lp == lc - CODEC_HEADER_SIZE, CASEF ": payload variant length %lld", CASEA(text, n, d, seed),
+             (long long)lp);
+        if (lp == lc - CODEC_HEADER_SIZE) {
+            down(pay, dpay, (size_t)lp);
+            SAME(first_diff(pay, fc + CODEC_HEADER_SIZE, (size_t)lp) < 0 && fl == get_u16(fc + 6),
+                 CASEF ": payload variant bytes/flags differ", CASEA(text, n, d, seed));
+        }
+        /* decodes of the (common) frame */
+        cmp_decode(&spec, text, fc, (size_t)lc, n, d, seed, "valid");
+        if (corrupt) cmp_corrupt(&spec, text, fc, (size_t)lc, n, d, seed);
+        /* too small a frame buffer */
+        Codec *c3 = codec_new(&spec);
+        CodecCuda *g3 = codec_cuda_new(&spec);
+        CodecSide s0 = {0};
+        s0.seed = sg.seed;
+        s0.levels = sc.levels;
+        int64_t a = codec_encode(c3, fc, (size_t)lc - 1, x, n, &s0);
+        s0.levels = sg.levels;
+        int64_t b = codec_encode_cuda(g3, fg, (size_t)lc - 1, dx, n, &s0);
+        SAME(a == b && a == -GC_ERR_NOSPACE, CASEF ": cap %lld: cpu %lld gpu %lld", CASEA(text, n, d, seed),
+             (long long)lc - 1, (long long)a, (long long)b);
+        codec_free(c3);
+        codec_cuda_free(g3);
+    }
+    free(fc);
+    free(fg);
+    free(pay);
+    free(rc_);
+    free(rg);
+    free(mc);
+    free(mg);
+    free(lv);
+    free(x);
+    codec_free(c);
+    codec_cuda_free(g);
+    codec_cuda_free(g2);
+    cudaCheck(cudaFree(dx));
+    cudaCheck(cudaFree(drepr));
+    cudaCheck(cudaFree(dmask));
+    cudaCheck(cudaFree(dlv));
+    cudaCheck(cudaFree(dpay));
+}
+
+/* side variations: repr aliasing x, scalar sharing, density override, bad levels, local scalar */
+static void side_cases(const char *text, size_t n, int d, uint64_t seed) {
+    CodecSpec spec;
+    char err[256];
+    if (codec_parse(&spec, text, err, sizeof err)) return;
+    CodecId id = spec.ops->id;
+    float *x = malloc((n ? n : 1) * sizeof(float)), *xg = malloc((n ? n : 1) * sizeof(float));
+    gen(x, n, d, seed);
+    float *dx = dalloc_f(n);
+    Codec *c = codec_new(&spec);
+    CodecCuda *g = codec_cuda_new(&spec);
+    size_t cap = codec_max_frame(c, n);
+    uint8_t *fc = malloc(cap), *fg = malloc(cap);
+    /* repr == x */
+    {
+        up(dx, x, n * sizeof(float));
+        float *xc = malloc((n ? n : 1) * sizeof(float));
+        memcpy(xc, x, n * sizeof(float));
+        CodecSide sc = {0}, sg = {0};
+        sc.seed = sg.seed = seed + 11;
+        sc.repr = xc;
+        sg.repr = dx;
+        int64_t lc = codec_encode(c, fc, cap, xc, n, &sc);
+        int64_t lg = codec_encode_cuda(g, fg, cap, dx, n, &sg);
+        SAME(lc == lg && (lc <= 0 || first_diff(fc, fg, (size_t)lc) < 0), CASEF ": repr aliasing x: frames",
+             CASEA(text, n, d, seed));
+        down(xg, dx, n * sizeof(float));
+        if (lc > 0) SAME(first_diff(xc, xg, n * sizeof(float)) < 0, CASEF ": repr aliasing x: repr", CASEA(text, n, d, seed));
+        free(xc);
+    }
+    up(dx, x, n * sizeof(float));
+    if (id == CODEC_TERNGRAD || id == CODEC_STOCH3) {
+        float sl = codec_local_scalar(c, x, n), sgl = codec_local_scalar_cuda(g, dx, n);
+        uint32_t a, b;
+        memcpy(&a, &sl, 4);
+        memcpy(&b, &sgl, 4);
+        SAME(a == b, CASEF ": local scalar cpu %a gpu %a", CASEA(text, n, d, seed), sl, sgl);
+        float shared[3] = {isfinite(sl) ? sl * 1.75f : 1.0f, 0.0f, -1.0f}; /* larger, zero, invalid */
+        for (int k = 0; k < 3; k++) {
+            Codec *c2 = codec_new(&spec);
+            CodecCuda *g2 = codec_cuda_new(&spec);
+            CodecSide s = {0};
+            s.seed = seed;
+            s.scalar = &shared[k];
+            int64_t lc = codec_encode(c2, fc, cap, x, n, &s);
+            int64_t lg = codec_encode_cuda(g2, fg, cap, dx, n, &s);
+            SAME(lc == lg && (lc <= 0 || first_diff(fc, fg, (size_t)lc) < 0),
+                 CASEF ": shared scalar %a: cpu %lld gpu %lld", CASEA(text, n, d, seed), shared[k], (long long)lc,
+                 (long long)lg);
+            codec_free(c2);
+            codec_cuda_free(g2);
+        }
+    } else {
+        float sgl = codec_local_scalar_cuda(g, dx, n);
+        SAME(isnan(sgl), "%s: local scalar of a non-TernGrad codec is NaN", text);
+    }
+    if (is_sparse(id)) {
+        double dens[3] = {0.05, 1.0, 1.5}; /* override, everything, invalid */
+        for (int k = 0; k < 3; k++) {
+            CodecSide s = {0};
+            s.density = dens[k];
+            int64_t lc = codec_encode(c, fc, cap, x, n, &s);
+            int64_t lg = codec_encode_cuda(g, fg, cap, dx, n, &s);
+            SAME(lc == lg && (lc <= 0 || first_diff(fc, fg, (size_t)lc) < 0), CASEF ": density %g: cpu %lld gpu %lld",
+                 CASEA(text, n, d, seed), dens[k], (long long)lc, (long long)lg);
+        }
+    }
+    if (id == CODEC_GCOMP && n) {
+        uint8_t *lv = malloc(n), *dlv = dalloc_b(n);
+        memset(lv, 1, n);
+        lv[n / 2] = 4; /* not a level */
+        up(dlv, lv, n);
+        CodecSide sc = {0}, sg = {0};
+        sc.levels = lv;
+        sg.levels = dlv;
+        Codec *c2 = codec_new(&spec);
+        CodecCuda *g2 = codec_cuda_new(&spec);
+        int64_t lc = codec_encode(c2, fc, cap, x, n, &sc);
+        int64_t lg = codec_encode_cuda(g2, fg, cap, dx, n, &sg);
+        SAME(lc == lg && lc == -GC_ERR_PARAM, CASEF ": level 4: cpu %lld gpu %lld", CASEA(text, n, d, seed),
+             (long long)lc, (long long)lg);
+        codec_free(c2);
+        codec_cuda_free(g2);
+        free(lv);
+        cudaCheck(cudaFree(dlv));
+    }
+    free(x);
+    free(xg);
+    free(fc);
+    free(fg);
+    codec_free(c);
+    codec_cuda_free(g);
+    cudaCheck(cudaFree(dx));
+}
+
+/* gcomp's table schedule across calls: encoders and decoders in step */
+static void gcomp_sequence(const char *text) {
+    CodecSpec spec;
+    char err[256];
+    if (codec_parse(&spec, text, err, sizeof err)) {
+        CHECK(0, "%s: %s", text, err);
+        return;
+    }
+    Codec *ce = codec_new(&spec), *cd = codec_new(&spec);
+    CodecCuda *ge = codec_cuda_new(&spec), *gd = codec_cuda_new(&spec);
+    static const size_t ns[] = {5000, 0, 777, 12345, 64, 5000, 0, 30000, 1, 4097, 9000, 2500};
+    static const int ds[] = {0, 0, 3, 1, 4, 3, 2, 0, 1, 3, 6, 1};
+    for (int step = 0; step < (int)(sizeof ns / sizeof ns[0]); step++) {
+        size_t n = ns[step];
+        float *x = malloc((n ? n : 1) * sizeof(float)), *oc = malloc((n ? n : 1) * sizeof(float)),
+              *og = malloc((n ? n : 1) * sizeof(float));
+        gen(x, n, ds[step], 500 + (uint64_t)step);
+        float *dx = dalloc_f(n), *dout = dalloc_f(n);
+        up(dx, x, n * sizeof(float));
+        size_t cap = codec_max_frame(ce, n);
+        uint8_t *fc = malloc(cap), *fg = malloc(cap);
+        int64_t lc = codec_encode(ce, fc, cap, x, n, NULL);
+        int64_t lg = codec_encode_cuda(ge, fg, cap, dx, n, NULL);
+        SAME(lc == lg && lc > 0 && first_diff(fc, fg, (size_t)lc) < 0, "%s step %d n=%zu: frames (cpu %lld gpu %lld)",
+             text, step, n, (long long)lc, (long long)lg);
+        if (lc > 0) {
+            int a = codec_decode(cd, oc, n, fc, (size_t)lc);
+            int b = codec_decode_cuda(gd, dout, n, fc, (size_t)lc);
+            down(og, dout, n * sizeof(float));
+            SAME(a == b && a == 0 && first_diff(oc, og, n * sizeof(float)) < 0, "%s step %d: decode cpu %d gpu %d", text,
+                 step, a, b);
+        }
+        free(x);
+        free(oc);
+        free(og);
+        free(fc);
+        free(fg);
+        cudaCheck(cudaFree(dx));
+        cudaCheck(cudaFree(dout));
+    }
+    /* a frame without a table to fresh decoders: both GC_ERR_STATE */
+    {
+        size_t n = 100;
+        float x[100];
+        gen(x, n, 0, 77);
+        float *dx = dalloc_f(n);
+        up(dx, x, sizeof x);
+        uint8_t f[4096];
+        int64_t lc = codec_encode(ce, f, sizeof f, x, n, NULL);
+        Codec *c2 = codec_new(&spec);
+        CodecCuda *g2 = codec_cuda_new(&spec);
+        float o[100];
+        int a = lc > 0 ? codec_decode(c2, o, n, f, (size_t)lc) : -1;
+        int b = lc > 0 ? codec_decode_cuda(g2, dx, n, f, (size_t)lc) : -2;
+        SAME(a == b, "%s: table-less frame to a fresh decoder: cpu %d gpu %d (flags %u)", text, a, b,
+             lc > 0 ? get_u16(f + 6) : 0);
+        codec_free(c2);
+        codec_cuda_free(g2);
+        cudaCheck(cudaFree(dx));
+    }
+    codec_free(ce);
+    codec_free(cd);
+    codec_cuda_free(ge);
+    codec_cuda_free(gd);
+}
+
+int main(void) {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("no CUDA device: GPU codec parity skipped\n");
+        CHECK(1, "skipped");
+        TEST_END();
+    }
+    CHECK(codec_cuda_available(), "codec_cuda_available");
+    for (int s = 0; s < NSPECS; s++) {
+        int f0 = test_failed_, p0 = test_passed_;
+        for (int k = 0; k < NSIZES; k++) {
+            size_t n = sizes[k];
+            for (int d = 0; d < NDIST; d++) {
+                int seeds = n <= 4097 ? 2 : 1;
+                for (int sd = 0; sd < seeds; sd++) {
+                    uint64_t seed = 1 + (uint64_t)sd + 10u * (uint64_t)k;
+                    one_case(specs[s], n, d, seed, n <= 4097 && sd == 0 && d != 2 && d < 5);
+                }
+                if (n <= 65537 && (d == 0 || d == 1 || d == 4)) side_cases(specs[s], n, d, 3 + (uint64_t)k);
+            }
+        }
+        printf("  %-28s %6d checks, %d failed\n", specs[s], test_passed_ + test_failed_ - p0 - f0, test_failed_ - f0);
+        fflush(stdout);
+    }
+    gcomp_sequence("gcomp:ntheta=4,every=2,chunk=100");
+    gcomp_sequence("gcomp:every=3,chunk=4096");
+    gcomp_sequence("gcomp:ntheta=1,every=1,chunk=64");
+    const char *big = getenv("GCX_CODEC_CUDA_BIG");
+    if (!big || strcmp(big, "0")) { /* > 2^24 values: index arithmetic past 24 bits, many blocks and chunks */
+        size_t n = ((size_t)1 << 24) + 77;
+        for (int s = 0; s < codec_count(); s++) {
+            int f0 = test_failed_;
+            one_case(codec_ops_at(s)->name, n, 0, 1234, 0);
+            printf("  big n=%zu %-10s %s\n", n, codec_ops_at(s)->name, test_failed_ > f0 ? "FAILED" : "ok");
+            fflush(stdout);
+        }
+        one_case("3lc", n, 1, 99, 0);
+        one_case("onebit", n, 3, 99, 0);
+    }
+    if (shown > SHOW_MAX) printf("(%d failures not shown)\n", shown - SHOW_MAX);
+    TEST_END();
+}
+#endif
