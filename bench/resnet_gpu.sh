@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# ResNet-CIFAR training throughput on one GPU: gcx (build/bench/resnet_gpu:
+# forward + backward on the GPU, SGD on the host arenas, arena copies included)
+# against PyTorch eager (bench/resnet_gpu_torch.py: everything on the GPU,
+# cudnn.benchmark on), same models (option A), batch, step and fp32 mode.
+# The two alternate for ROUNDS rounds per depth; per engine the best step and
+# the median of the round medians count.
+#
+#   bench/resnet_gpu.sh [DEPTHS="20 56 110"] [BATCH=128] [STEPS=50] [ROUNDS=3] [TF32=0] [PY=python3]
+#   e.g. ROUNDS=5 bench/resnet_gpu.sh
+# PY must be a Python whose torch has CUDA; without one only gcx is measured.
+set -eu
+cd "$(dirname "$0")/.."
+DEPTHS=${DEPTHS:-"20 56 110"}
+BATCH=${BATCH:-128}
+STEPS=${STEPS:-50}
+ROUNDS=${ROUNDS:-3}
+TF32=${TF32:-0}
+PY=${PY:-python3}
+BIN=build/bench/resnet_gpu
+if [ -z "${NO_BUILD:-}" ]; then make -s "$BIN" >/dev/null; fi
+[ -x "$BIN" ] || { echo "missing $BIN (make bench on a machine with nvcc)"; exit 1; }
+GFLAG=""; TFLAG=""
+if [ "$TF32" = 1 ]; then GFLAG="--tf32"; TFLAG="--tf32"; fi
+have_torch=1
+if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    echo "note: $PY has no torch with CUDA; measuring gcx only"
+    have_torch=0
+fi
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true)
+echo "ResNet-CIFAR training, batch $BATCH, $ROUNDS rounds of $STEPS steps, fp32$([ "$TF32" = 1 ] && echo ' (TF32 allowed)'), GPU: ${gpu:-unknown}"
+med() { echo "$@" | tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
+summary=""
+for D in $DEPTHS; do
+    g_best=0; t_best=0; g_all=""; t_all=""
+    for r in $(seq 1 "$ROUNDS"); do
+        gout=$("$BIN" --depth "$D" --batch "$BATCH" --steps "$STEPS" $GFLAG)
+        g=$(echo "$gout" | grep '^gcx images/s')
+        [ "$r" = 1 ] && echo "$gout" | grep '^  per step' | sed "s/^/ResNet-$D gcx/"
+        gb=$(echo "$g" | awk '{print $3}'); gm=$(echo "$g" | awk '{print $5}' | tr -d ')')
+        g_all="$g_all $gm"
+        g_best=$(awk -v a="$g_best" -v b="$gb" 'BEGIN{print (b>a)?b:a}')
+        line="ResNet-$D round $r: $g"
+        if [ "$have_torch" = 1 ]; then
+            t=$("$PY" bench/resnet_gpu_torch.py --depth "$D" --batch "$BATCH" --steps "$STEPS" $TFLAG | grep '^torch images/s')
+            tb=$(echo "$t" | awk '{print $3}'); tm=$(echo "$t" | awk '{print $5}' | tr -d ')')
+            t_all="$t_all $tm"
+            t_best=$(awk -v a="$t_best" -v b="$tb" 'BEGIN{print (b>a)?b:a}')
+            line="$line | $t"
+        fi
+        echo "$line"
+    done
+    g_med=$(med $g_all)
+    if [ "$have_torch" = 1 ]; then
+        t_med=$(med $t_all)
+        res=$(awk -v d="$D" -v a="$g_best" -v b="$t_best" -v c="$g_med" -v e="$t_med" \
+            'BEGIN{printf "ResNet-%-4s gcx %9.1f img/s (median %9.1f) | torch %9.1f img/s (median %9.1f) | gcx/torch best %.2fx, median %.2fx", d, a, c, b, e, a/b, c/e}')
+    else
+        res=$(awk -v d="$D" -v a="$g_best" -v c="$g_med" 'BEGIN{printf "ResNet-%-4s gcx %9.1f img/s (median %9.1f)", d, a, c}')
+    fi
+    summary="$summary$res
+"
+done
+echo "== summary (images/s, higher is better)"
+printf '%s' "$summary"
