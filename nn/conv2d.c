@@ -8,12 +8,19 @@
 #include "nn/conv2d.h"
 
 #include <cblas.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/errors.h"
 #include "nn/conv3x3.h"
 #include "nn/parallel.h"
+
+/* row + off, computed without forming an out-of-range pointer in C terms
+ * (off may reach before the row; only in-range elements are dereferenced) */
+static inline const float *at(const float *row, ptrdiff_t off) {
+    return (const float *)((uintptr_t)row + (uintptr_t)(off * (ptrdiff_t)sizeof(float)));
+}
 
 static size_t g_chunk_floats = 48 * 1024;
 static int g_direct = 1;
@@ -79,6 +86,101 @@ static inline void valid_range(int *lo, int *hi, int kw, const Conv2dShape *s) {
     *lo = l, *hi = h;
 }
 
+/* Stride-2 rows: row[ow] = src[2*ow] for ow in [lo, hi), 0 for the other
+ * ow < OW (gather_s2), and its adjoint dst[2*ow] += row[ow] (scatter_add_s2),
+ * for nr rows at once: output rows OW apart, input rows sstride apart.
+ * src/dst may point before the input row: only indices 2*ow with ow in
+ * [lo, hi) are ever touched. AVX-512: per 16 outputs two masked loads and one
+ * two-source permute, with the masks worked out once for all rows. */
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+/* bits 2j for j in [a, b) (0 <= a, b <= 8) */
+static inline __mmask16 even_bits(int a, int b) {
+    unsigned m = 0;
+    for (int j = a; j < b; j++) m |= 1u << (2 * j);
+    return (__mmask16)m;
+}
+
+typedef struct {
+    __mmask16 ma, mb, mo, mn; /* input lanes of the two loads, valid outputs, outputs to store */
+} S2Chunk;
+
+/* at most 64 chunks (OW <= 1024); wider rows take the scalar loops */
+static int s2_plan(S2Chunk *ch, int lo, int hi, int OW) {
+    int k = 0;
+    for (int o = 0; o < OW; o += 16, k++) {
+        int n = OW - o < 16 ? OW - o : 16;
+        int a = lo - o, b = hi - o;
+        if (a < 0) a = 0;
+        if (b > n) b = n;
+        if (a > b) a = b;
+        ch[k].ma = even_bits(a < 8 ? a : 8, b < 8 ? b : 8);
+        ch[k].mb = even_bits(a > 8 ? a - 8 : 0, b > 8 ? b - 8 : 0);
+        ch[k].mo = (__mmask16)(((1u << b) - 1) & ~((1u << a) - 1));
+        ch[k].mn = (__mmask16)((1u << n) - 1);
+    }
+    return k;
+}
+
+static void gather_s2(float *row, const float *src, int lo, int hi, int OW, int nr, size_t sstride) {
+    if (OW > 1024) {
+        for (int r = 0; r < nr; r++)
+            for (int ow = 0; ow < OW; ow++)
+                row[(size_t)r * OW + ow] = (ow >= lo && ow < hi) ? src[r * (ptrdiff_t)sstride + 2 * (ptrdiff_t)ow] : 0.0f;
+        return;
+    }
+    const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    S2Chunk ch[64];
+    int nch = s2_plan(ch, lo, hi, OW);
+    for (int r = 0; r < nr; r++) {
+        const float *sp = src + r * (ptrdiff_t)sstride;
+        float *rp = row + (size_t)r * OW;
+        for (int k = 0; k < nch; k++) {
+            __m512 A = _mm512_maskz_loadu_ps(ch[k].ma, sp + 32 * k), B = _mm512_maskz_loadu_ps(ch[k].mb, sp + 32 * k + 16);
+            _mm512_mask_storeu_ps(rp + 16 * k, ch[k].mn, _mm512_permutex2var_ps(A, idx, B));
+        }
+    }
+}
+
+static void scatter_add_s2(float *dst, const float *row, int lo, int hi, int OW, int nr, size_t dstride) {
+    if (OW > 1024) {
+        for (int r = 0; r < nr; r++)
+            for (int ow = lo; ow < hi; ow++) dst[r * (ptrdiff_t)dstride + 2 * (ptrdiff_t)ow] += row[(size_t)r * OW + ow];
+        return;
+    }
+    const __m512i ia = _mm512_setr_epi32(0, 16, 1, 16, 2, 16, 3, 16, 4, 16, 5, 16, 6, 16, 7, 16);
+    const __m512i ib = _mm512_setr_epi32(8, 16, 9, 16, 10, 16, 11, 16, 12, 16, 13, 16, 14, 16, 15, 16);
+    const __m512 z = _mm512_setzero_ps();
+    S2Chunk ch[64];
+    int nch = s2_plan(ch, lo, hi, OW);
+    for (int r = 0; r < nr; r++) {
+        float *dp0 = dst + r * (ptrdiff_t)dstride;
+        const float *rp = row + (size_t)r * OW;
+        for (int k = 0; k < nch; k++) {
+            __m512 v = _mm512_maskz_loadu_ps(ch[k].mo, rp + 16 * k);
+            float *dp = dp0 + 32 * k;
+            if (ch[k].ma)
+                _mm512_mask_storeu_ps(dp, ch[k].ma, _mm512_add_ps(_mm512_maskz_loadu_ps(ch[k].ma, dp),
+                                                                  _mm512_permutex2var_ps(v, ia, z)));
+            if (ch[k].mb)
+                _mm512_mask_storeu_ps(dp + 16, ch[k].mb, _mm512_add_ps(_mm512_maskz_loadu_ps(ch[k].mb, dp + 16),
+                                                                       _mm512_permutex2var_ps(v, ib, z)));
+        }
+    }
+}
+#else
+static void gather_s2(float *row, const float *src, int lo, int hi, int OW, int nr, size_t sstride) {
+    for (int r = 0; r < nr; r++)
+        for (int ow = 0; ow < OW; ow++)
+            row[(size_t)r * OW + ow] = (ow >= lo && ow < hi) ? src[r * (ptrdiff_t)sstride + 2 * (ptrdiff_t)ow] : 0.0f;
+}
+static void scatter_add_s2(float *dst, const float *row, int lo, int hi, int OW, int nr, size_t dstride) {
+    for (int r = 0; r < nr; r++)
+        for (int ow = lo; ow < hi; ow++) dst[r * (ptrdiff_t)dstride + 2 * (ptrdiff_t)ow] += row[(size_t)r * OW + ow];
+}
+#endif
+
 /* Stride 1 with OW == W ("same" width): the valid rows of one image map to a
  * contiguous block of the input shifted by d = kw - pad, so a column row is one
  * long copy plus zeroed border columns (ow < lo or ow >= hi) instead of one
@@ -133,6 +235,9 @@ static void im2col(float *col /*CKK, nu*OW*/, const float *inp /*C,ldi*/, int u0
                                     for (int ow = 0; ow < lo; ow++) row[ow] = 0.0f;
                                     for (int ow = hi; ow < OW; ow++) row[ow] = 0.0f;
                                 }
+                        } else if (st == 2) {
+                            gather_s2(d, at(plane, (ptrdiff_t)(va * 2 - s->pad + kh) * s->W - s->pad + kw), lo, hi, OW,
+                                      vb - va, 2 * (size_t)s->W);
                         } else {
                             for (int oh = va; oh < vb; oh++) {
                                 const float *src = plane + (size_t)(oh * st - s->pad + kh) * s->W - s->pad + kw;
@@ -182,6 +287,9 @@ static void col2im(float *dinp /*C,ldi*/, float *dcol /*CKK, nu*OW*/, int u0, in
                                 }
                             float *dst = plane + (size_t)(va - s->pad + kh) * s->W + sh;
                             for (size_t i = s0; i + e0 < tot; i++) dst[i] += g[i];
+                        } else if (st == 2) {
+                            scatter_add_s2((float *)at(plane, (ptrdiff_t)(va * 2 - s->pad + kh) * s->W - s->pad + kw), g,
+                                           lo, hi, OW, vb - va, 2 * (size_t)s->W);
                         } else {
                             for (int oh = va; oh < vb; oh++) {
                                 float *dst = plane + (size_t)(oh * st - s->pad + kh) * s->W - s->pad + kw;
