@@ -28,6 +28,7 @@
 #include "nn/model_cuda.h"
 #endif
 
+#ifdef HAVE_CUDA
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -38,6 +39,7 @@ static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
+#endif
 
 static void usage(FILE *f) {
     fprintf(f,

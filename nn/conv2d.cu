@@ -135,6 +135,8 @@ static int pick(const Perf *perf, int got, const NnCudaSettings *st, int need_de
         if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
         if (perf[i].memory > st->workspace_limit) continue;
         if (need_det && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+        /* strict fp32: never a tensor-core (TF32/half conversion) result */
+        if (!st->tf32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
         return i;
     }
     return -1;
@@ -155,6 +157,11 @@ static void no_algo(const char *dir, const ConvPlan *p) {
     exit(1);
 }
 
+/* the chosen result's math type; strict fp32 keeps CUDNN_FMA_MATH (the search ran under it) */
+static void set_math(ConvPlan *p, int d, cudnnMathType_t found, const NnCudaSettings *st) {
+    cudnnCheck(cudnnSetConvolutionMathType(p->conv[d], st->tf32 ? found : CUDNN_FMA_MATH));
+}
+
 static void choose(NnCudaCtx *ctx, ConvPlan *p, int d) {
     if (p->chosen[d]) return;
     NnCudaSettings st = nn_cuda_settings();
@@ -166,7 +173,7 @@ static void choose(NnCudaCtx *ctx, ConvPlan *p, int d) {
         if ((i = pick_any(perf, got, &st)) < 0) no_algo("forward", p);
         p->fwd = perf[i].algo;
         p->ws[d] = perf[i].memory;
-        cudnnCheck(cudnnSetConvolutionMathType(p->conv[d], perf[i].mathType));
+        set_math(p, d, perf[i].mathType, &st);
     } else if (d == DIR_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         cudnnCheck(cudnnFindConvolutionBackwardDataAlgorithm(ctx->cudnn, p->w, p->y, p->conv[d], p->x,
@@ -174,7 +181,7 @@ static void choose(NnCudaCtx *ctx, ConvPlan *p, int d) {
         if ((i = pick_any(perf, got, &st)) < 0) no_algo("backward-data", p);
         p->bwd_data = perf[i].algo;
         p->ws[d] = perf[i].memory;
-        cudnnCheck(cudnnSetConvolutionMathType(p->conv[d], perf[i].mathType));
+        set_math(p, d, perf[i].mathType, &st);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         cudnnCheck(cudnnFindConvolutionBackwardFilterAlgorithm(ctx->cudnn, p->x, p->y, p->conv[d], p->w,
@@ -182,7 +189,7 @@ static void choose(NnCudaCtx *ctx, ConvPlan *p, int d) {
         if ((i = pick_any(perf, got, &st)) < 0) no_algo("backward-filter", p);
         p->bwd_filter = perf[i].algo;
         p->ws[d] = perf[i].memory;
-        cudnnCheck(cudnnSetConvolutionMathType(p->conv[d], perf[i].mathType));
+        set_math(p, d, perf[i].mathType, &st);
     }
     if (getenv("GCX_CUDNN_VERBOSE"))
         fprintf(stderr, "conv2d CUDA plan N=%d C=%d %dx%d OC=%d K=%d s=%d p=%d dir %d: algo %d, workspace %zu\n",
