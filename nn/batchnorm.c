@@ -39,33 +39,29 @@ static void affine_channel(float *y /*M*/, const float *x /*M*/, const float *r 
  * accurate to ~1e-7 relative for any M. */
 #define BLK 1024
 
-static void sum_channel(double *s1 /*out*/, const float *x /*M*/, int M) {
-    double acc = 0.0;
+/* Mean and biased variance of one channel in ONE pass: sums of d = x - x[0]
+ * and d*d (shifting by a sample keeps the cancellation in var = E[d^2] -
+ * E[d]^2 small: the shift is within a few standard deviations of the mean). */
+static void stats_channel(double *mean /*out*/, double *var /*out*/, const float *x /*M*/, int M) {
+    const float k = x[0];
+    double s1 = 0.0, s2 = 0.0;
     for (int i0 = 0; i0 < M; i0 += BLK) {
         int n = M - i0 < BLK ? M - i0 : BLK;
         const float *p = x + i0;
-        float a = 0.0f;
-        OMP_SIMD_REDUCE(+ : a)
-        for (int i = 0; i < n; i++) a += p[i];
-        acc += a;
-    }
-    *s1 = acc;
-}
-
-static void sumsq_channel(double *s2 /*out*/, const float *x /*M*/, float mu, int M) {
-    double acc = 0.0;
-    for (int i0 = 0; i0 < M; i0 += BLK) {
-        int n = M - i0 < BLK ? M - i0 : BLK;
-        const float *p = x + i0;
-        float a = 0.0f;
-        OMP_SIMD_REDUCE(+ : a)
+        float a = 0.0f, b = 0.0f;
+        OMP_SIMD_REDUCE(+ : a, b)
         for (int i = 0; i < n; i++) {
-            float d = p[i] - mu;
-            a += d * d;
+            float d = p[i] - k;
+            a += d;
+            b += d * d;
         }
-        acc += a;
+        s1 += a;
+        s2 += b;
     }
-    *s2 = acc;
+    double m1 = s1 / M;
+    double v = s2 / M - m1 * m1;
+    *mean = k + m1;
+    *var = v > 0.0 ? v : 0.0;
 }
 
 void batchnorm_forward_train(float *out /*C,ld*/, float *mean /*C, saved for backward*/,
@@ -76,15 +72,9 @@ void batchnorm_forward_train(float *out /*C,ld*/, float *mean /*C, saved for bac
     OMP_FOR
     for (int c = 0; c < C; c++) {
         const float *x = inp + (size_t)c * ld;
-        double s, q;
-        sum_channel(&s, x, M);
-        double mu = s / M;
+        double mu, var;
+        stats_channel(&mu, &var, x, M);
         float muf = (float)mu;
-        /* second pass around the (float) mean: exact enough even when |mean| >> std */
-        sumsq_channel(&q, x, muf, M);
-        double dm = mu - muf;
-        double var = q / M - dm * dm;
-        if (var < 0.0) var = 0.0;
         float rs = (float)(1.0 / sqrt(var + GC_BN_EPS));
         mean[c] = muf;
         rstd[c] = rs;

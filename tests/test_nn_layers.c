@@ -149,6 +149,17 @@ static void test_bn(const NnFixture *fx) {
         NNFX_CLOSE(fused ? "bn+res+relu eval y" : "bn eval y", yn, nnfx_f(fx, nnfx_key(p, "yeval"), n), n, RTOL,
                    AFRAC);
     }
+    /* data with mean 1000 and std 0.5 */
+    swap01(xc, nnfx_f(fx, "bnbig.x", n), N, C, HW);
+    memcpy(rm, nnfx_f(fx, "bn.rm0", C), C * sizeof(float));
+    memcpy(rv, nnfx_f(fx, "bn.rv0", C), C * sizeof(float));
+    batchnorm_forward_train(yc, mean, rstd, rm, rv, xc, g, b, NULL, 0, C, M, (size_t)M);
+    swap01(yn, yc, C, N, HW);
+    /* y = (x - mean)*rstd: x is only known to float precision near 1000
+     * (ulp 6e-5, i.e. 1.2e-4 std), so y carries ~2e-4 absolute error */
+    NNFX_CLOSE("bn train y, mean 1000 std 0.5", yn, nnfx_f(fx, "bnbig.y", n), n, 1e-3f, 0.5f);
+    NNFX_CLOSE("bn running_var, mean 1000", rv, nnfx_f(fx, "bnbig.rv", C), C, RTOL, AFRAC);
+    NNFX_CLOSE("bn running_mean, mean 1000", rm, nnfx_f(fx, "bnbig.rm", C), C, RTOL, AFRAC);
     free(xc), free(yc), free(yn), free(dyc), free(dxc), free(dxn), free(rc), free(drc), free(drn);
 }
 

@@ -178,6 +178,13 @@ def layers():
     T += [("bnf.r", r), ("bnf.y", y), ("bnf.dy", dy), ("bnf.dx", x.grad), ("bnf.dr", r.grad),
           ("bnf.dgamma", g.grad), ("bnf.dbeta", b.grad), ("bnf.yeval", ye)]
 
+    # train-mode statistics of data far from zero (mean 1000, std 0.5): the
+    # one-pass shifted sums must not lose the variance to cancellation
+    xb = rnd(N, C, H, W, scale=0.5, shift=1000.0)
+    rm, rv = rm0.clone(), rv0.clone()
+    yb = F.batch_norm(xb, rm, rv, g.detach(), b.detach(), training=True, momentum=0.1, eps=1e-5)
+    T += [("bnbig.x", xb), ("bnbig.y", yb), ("bnbig.rm", rm), ("bnbig.rv", rv)]
+
     # relu + add
     x = rnd(3, 17).requires_grad_()
     y = F.relu(x)
