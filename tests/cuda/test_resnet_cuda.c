@@ -12,10 +12,11 @@
  *    tests/test_nn_resnet.c does): loss, logits, gradients by relative L2 error
  *  - determinism: two GPU steps on the same input give bit-identical gradients
  *    (cuDNN algorithms are chosen among the deterministic ones)
- *  - a short training: 20 SGD steps (momentum 0.9, lr 0.05, weight decay 5e-4,
- *    the update done on the host arenas for both) on a fixed stream of
- *    synthetic batches, ResNet-8 width 16 on 3x32x32, batch 32: the loss of
- *    every step and the final parameters agree
+ *  - a short training: 20 SGD steps (momentum 0.9, lr 0.02, weight decay 5e-4,
+ *    the update done on the host arenas for both) over 4 fixed synthetic
+ *    batches (cycled; the label shifts one channel's mean), ResNet-8 width 16
+ *    on 3x32x32, batch 32: the loss of every step and the final parameters
+ *    agree, and the loss falls
  *  - copy statistics count the arena transfers
  *
  * Tolerances. Each op differs from its CPU twin by float rounding (~1e-6
@@ -26,9 +27,10 @@
  * of 1e-4 * max|logits|; gradients per tensor rtol 1e-3 with a floor of 2e-3 of
  * the tensor's max|g| (a wrong index or a missing term gives O(1) errors);
  * running statistics 1e-5. ResNet-50: relative L2 error of each gradient
- * tensor <= 5e-3. Training: the loss per step within 2e-3 relative (the two
- * trajectories drift apart by rounding, amplified by each step), parameters
- * after 20 steps within relative L2 error 2e-3 per tensor. */
+ * tensor <= 5e-3. Training: the loss per step within 2e-3 relative, parameters
+ * after 20 steps within relative L2 error 2e-3 per tensor: the trajectories
+ * drift apart by rounding, amplified by each step; two CPU runs of this setup
+ * whose initial weights differ by 1e-5 relative end 2e-4 apart in loss. */
 #include "tests/test.h"
 #include "tests/cuda/test_nn_cuda.h"
 
@@ -197,34 +199,41 @@ static void test_training(void) {
     CHECK(c && g, "create CPU and GPU models");
     if (!c || !g) return;
     float *mc = callocCheck(c->pt.total, sizeof(float)), *mg = callocCheck(g->pt.total, sizeof(float));
-    float *x = mallocCheck((size_t)N * 3 * HW * HW * sizeof(float));
-    int *y = mallocCheck((size_t)N * sizeof(int));
+    /* 4 fixed batches, cycled: the models can fit them, so the loss must fall */
+    enum { NB = 4 };
+    size_t nx = (size_t)N * 3 * HW * HW;
+    float *x = mallocCheck(NB * nx * sizeof(float));
+    int *y = mallocCheck((size_t)NB * N * sizeof(int));
     Rng r;
     rng_init(&r, 2024, 0);
-    double worst = 0;
-    int bad = 0;
-    float first = 0, last = 0;
-    for (int s = 0; s < steps; s++) {
-        fill_batch(&r, x, y, N, 3, HW, HW, 10);
+    for (int k = 0; k < NB; k++) {
+        float *xb = x + k * nx;
+        int *yb = y + k * N;
+        fill_batch(&r, xb, yb, N, 3, HW, HW, 10);
         /* a learnable signal: the label shifts the mean of channel 0 */
         for (int n = 0; n < N; n++)
-            for (int i = 0; i < HW * HW; i++) x[(size_t)n * 3 * HW * HW + i] += 0.3f * (float)(y[n] - 4.5f);
-        Batch b = {.x = x, .y = y, .N = N};
+            for (int i = 0; i < HW * HW; i++) xb[(size_t)n * 3 * HW * HW + i] += 0.3f * ((float)yb[n] - 4.5f);
+    }
+    double worst = 0, first = 0, last = 0;
+    int bad = 0;
+    for (int s = 0; s < steps; s++) {
+        Batch b = {.x = x + (s % NB) * nx, .y = y + (s % NB) * N, .N = N};
         float lc = model_forward(c, &b, 1, NULL);
         float lg = model_forward(g, &b, 1, NULL);
         model_backward(c);
         model_backward(g);
-        sgd(c, mc, 0.05f);
-        sgd(g, mg, 0.05f);
+        sgd(c, mc, 0.02f);
+        sgd(g, mg, 0.02f);
         double rel = fabs((double)lg - lc) / fabs((double)lc);
         if (rel > worst) worst = rel;
         if (!(rel <= 2e-3)) bad++;
         printf("  step %2d  loss CPU %.6f  GPU %.6f  rel diff %.2e\n", s + 1, lc, lg, rel);
-        if (s == 0) first = lc;
-        last = lc;
+        if (s < NB) first += lc / NB;
+        if (s >= steps - NB) last += lc / NB;
     }
     CHECK(bad == 0, "loss per step within 2e-3 relative (worst %.2e, %d steps beyond)", worst, bad);
-    CHECK(last < first, "the loss went down (%.4f -> %.4f), so the comparison covers real training", first, last);
+    CHECK(last < 0.9 * first, "the loss went down (mean of the first 4 steps %.4f, of the last 4 %.4f), so the "
+          "comparison covers real training", first, last);
     int pbad = 0;
     double pworst = 0;
     for (int i = 0; i < c->pt.n; i++) {
