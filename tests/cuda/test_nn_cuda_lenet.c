@@ -5,11 +5,13 @@
  * parameter gradient; evaluation logits; run-to-run determinism of the GPU
  * gradients; a 3-channel 32x32 variant.
  *
- * Tolerances: loss rtol 1e-5; logits rtol 1e-4, floor 1e-4 of max|logits|;
- * gradients per tensor rtol 1e-4 with a floor of 1e-4 of the tensor's max|g|:
+ * Tolerances: loss rtol 1e-5; logits rtol 1e-4, floor 1e-4 of max|logits|:
  * four layers of float sums (cuDNN and cuBLAS in other orders than im2col +
- * OpenBLAS), ~1e-6 relative typical; max pooling and ReLU masks are the same
- * on both sides except for values within rounding of a tie or of 0. */
+ * OpenBLAS), ~1e-6 relative typical. Gradients: fc2 (after the last ReLU)
+ * element by element, rtol 1e-4 with a floor of 1e-4 of max|g|; the others by
+ * relative L2 error <= 1e-2, because a value within rounding of 0 (ReLU) or of
+ * a tie (max pooling) may go the other way on one device and move the
+ * gradients around it (see compare_grads in test_nn_cuda.h). */
 #include "tests/test.h"
 #include "tests/cuda/test_nn_cuda.h"
 
@@ -45,12 +47,7 @@ static void run(int C, int HW, int N, int max_batch, uint64_t seed) {
     for (size_t i = 0; i < g->pt.total; i++) g->grads[i] = 1e3f;
     model_backward(c);
     model_backward(g);
-    for (int i = 0; i < c->pt.n; i++) {
-        const ParamInfo *t = &c->pt.t[i];
-        char what[80];
-        snprintf(what, sizeof what, "grad %s", t->name);
-        close_scaled(what, g->grads + t->offset, c->grads + t->offset, t->numel, 1e-4f, 1e-4f);
-    }
+    compare_grads(g, c, 1e-2, "fc2.", 1e-4f, 1e-4f);
     float *g1 = copy_floats(g->grads, g->pt.total);
     model_forward(g, &b, 1, NULL);
     model_backward(g);

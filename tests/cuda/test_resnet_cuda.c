@@ -9,7 +9,7 @@
  *    model made for 6), ResNet-20 (option A, 3x32x32, batch 8)
  *  - ResNet-50 (10 classes, 3x64x64, batch 2; each bottleneck's bn3 gamma set
  *    to 0.2 on both models, which keeps 50 float32 layers well conditioned, as
- *    tests/test_nn_resnet.c does): loss, logits, gradients by relative L2 error
+ *    tests/test_nn_resnet.c does): loss, logits, gradients
  *  - determinism: two GPU steps on the same input give bit-identical gradients
  *    (cuDNN algorithms are chosen among the deterministic ones)
  *  - a short training: 20 SGD steps (momentum 0.9, lr 0.02, weight decay 5e-4,
@@ -21,14 +21,15 @@
  *
  * Tolerances. Each op differs from its CPU twin by float rounding (~1e-6
  * relative; cuDNN sums in other orders); through 8-20 layers of conv + BN the
- * differences grow to ~1e-5 relative, and an activation within rounding of 0
- * may take the other side of a ReLU on one device, which moves the gradients
- * of the elements around it. So: loss rtol 1e-5; logits rtol 1e-4 with a floor
- * of 1e-4 * max|logits|; gradients per tensor rtol 1e-3 with a floor of 2e-3 of
- * the tensor's max|g| (a wrong index or a missing term gives O(1) errors);
- * running statistics 1e-5. ResNet-50: relative L2 error of each gradient
- * tensor <= 5e-3. Training: the loss per step within 2e-3 relative, parameters
- * after 20 steps within relative L2 error 2e-3 per tensor: the trajectories
+ * differences grow to ~1e-5 relative. Forward quantities are smooth in them:
+ * loss rtol 1e-5, logits rtol 1e-4 with a floor of 1e-4 * max|logits|, running
+ * statistics 1e-5. Gradients are not (an activation within rounding of 0 may
+ * take the other side of a ReLU: see compare_grads in test_nn_cuda.h): the
+ * classifier's ("fc.") element by element, rtol 1e-3 + 1e-3 * max|g|; every
+ * other tensor by relative L2 error <= 5e-2 (CPU-vs-CPU runs from weights 1e-5
+ * apart reach 1.6e-2; a wiring error gives O(1)). Training: the loss per step
+ * within 2e-3 relative, parameters after 20 steps within 2e-3 relative L2 over
+ * the arena and within 10% of each tensor's training change: the trajectories
  * drift apart by rounding, amplified by each step; two CPU runs of this setup
  * whose initial weights differ by 1e-5 relative end 2e-4 apart in loss. */
 #include "tests/test.h"
@@ -39,16 +40,6 @@
 
 #ifdef HAVE_CUDA
 #include "nn/model_cuda.h"
-
-static double rel_l2(const float *a, const float *b, size_t n) {
-    double d = 0, s = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = (double)a[i] - b[i];
-        d += e * e;
-        s += (double)b[i] * b[i];
-    }
-    return s > 0 ? sqrt(d / s) : sqrt(d);
-}
 
 /* the two models have the same table, params and state */
 static void check_same_start(const Model *g, const Model *c) {
@@ -63,33 +54,6 @@ static void check_same_start(const Model *g, const Model *c) {
     CHECK(memcmp(g->state, c->state, c->nstate * sizeof(float)) == 0, "initial state bit-identical");
 }
 
-/* per-tensor gradient comparison (elementwise, or relative L2 when l2tol > 0) */
-static void compare_grads(const Model *g, const Model *c, float rtol, float afrac, double l2tol) {
-    double worst = 0;
-    const char *worst_name = "";
-    int bad = 0;
-    for (int i = 0; i < c->pt.n; i++) {
-        const ParamInfo *t = &c->pt.t[i];
-        const float *a = g->grads + t->offset, *b = c->grads + t->offset;
-        if (l2tol > 0) {
-            double e = rel_l2(a, b, t->numel);
-            if (e > worst) worst = e, worst_name = t->name;
-            if (!(e <= l2tol)) {
-                bad++;
-                printf("  grad %-36s rel L2 error %.3e > %.1e\n", t->name, e, l2tol);
-            }
-        } else {
-            char what[96];
-            snprintf(what, sizeof what, "grad %s", t->name);
-            close_scaled(what, a, b, t->numel, rtol, afrac);
-        }
-    }
-    if (l2tol > 0) {
-        printf("  gradients: worst relative L2 error %.3e (%s) over %d tensors\n", worst, worst_name, c->pt.n);
-        CHECK(bad == 0, "%d gradient tensors beyond relative L2 error %.1e", bad, l2tol);
-    }
-}
-
 static void fill_batch(Rng *r, float *x, int *y, int N, int C, int H, int W, int classes) {
     for (size_t i = 0; i < (size_t)N * C * H * W; i++) x[i] = rng_normal(r);
     for (int n = 0; n < N; n++) y[n] = (int)rng_below(r, (uint64_t)classes);
@@ -97,7 +61,7 @@ static void fill_batch(Rng *r, float *x, int *y, int N, int C, int H, int W, int
 
 /* one training step on both models and every comparison; then an eval forward */
 static void step_and_compare(Model *g, Model *c, const float *x, const int *y, int N, int classes,
-                             const float *(*glogits)(const Model *), double grad_l2tol) {
+                             const float *(*glogits)(const Model *)) {
     Batch b = {.x = x, .y = y, .N = N};
     BatchStats sg, sc;
     float lc = model_forward(c, &b, 1, &sc);
@@ -110,7 +74,7 @@ static void step_and_compare(Model *g, Model *c, const float *x, const int *y, i
     for (size_t i = 0; i < g->pt.total; i++) g->grads[i] = 1e3f; /* backward must overwrite */
     model_backward(c);
     model_backward(g);
-    compare_grads(g, c, 1e-3f, 2e-3f, grad_l2tol);
+    compare_grads(g, c, 5e-2, "fc.", 1e-3f, 1e-3f);
     float ec = model_forward(c, &b, 0, NULL);
     float eg = model_forward(g, &b, 0, NULL);
     close_scaled("eval loss", &eg, &ec, 1, 1e-5f, 0.0f);
@@ -132,7 +96,7 @@ static void test_cifar(int depth, int width, ResNetShortcut sc, int HW, int N, i
     float *x = mallocCheck((size_t)N * 3 * HW * HW * sizeof(float));
     int *y = mallocCheck((size_t)N * sizeof(int));
     fill_batch(&r, x, y, N, 3, HW, HW, cfg.num_classes);
-    step_and_compare(g, c, x, y, N, cfg.num_classes, resnet_logits_cuda, 0.0);
+    step_and_compare(g, c, x, y, N, cfg.num_classes, resnet_logits_cuda);
 
     /* determinism: the same step again gives the same gradients, bit for bit
      * (the running statistics moved, which the train forward does not read) */
@@ -173,7 +137,7 @@ static void test_resnet50(void) {
     float *x = mallocCheck((size_t)N * 3 * 64 * 64 * sizeof(float));
     int y[2];
     fill_batch(&r, x, y, N, 3, 64, 64, 10);
-    step_and_compare(g, c, x, y, N, 10, resnet_logits_cuda, 5e-3);
+    step_and_compare(g, c, x, y, N, 10, resnet_logits_cuda);
     free(x);
     model_free(c);
     model_free(g);
@@ -199,6 +163,7 @@ static void test_training(void) {
     CHECK(c && g, "create CPU and GPU models");
     if (!c || !g) return;
     float *mc = callocCheck(c->pt.total, sizeof(float)), *mg = callocCheck(g->pt.total, sizeof(float));
+    float *p0 = copy_floats(c->params, c->pt.total);
     /* 4 fixed batches, cycled: the models can fit them, so the loss must fall */
     enum { NB = 4 };
     size_t nx = (size_t)N * 3 * HW * HW;
@@ -234,16 +199,27 @@ static void test_training(void) {
     CHECK(bad == 0, "loss per step within 2e-3 relative (worst %.2e, %d steps beyond)", worst, bad);
     CHECK(last < 0.9 * first, "the loss went down (mean of the first 4 steps %.4f, of the last 4 %.4f), so the "
           "comparison covers real training", first, last);
+    /* parameters: the whole arena within 2e-3 relative L2, and each tensor's
+     * difference within 10% of how far training moved it (a CPU run from weights
+     * perturbed by 1e-5 gives 3.5e-4 and 1.9e-2) */
+    CHECK(rel_l2(g->params, c->params, c->pt.total) <= 2e-3, "parameters after %d steps: relative L2 difference %.3e",
+          steps, rel_l2(g->params, c->params, c->pt.total));
     int pbad = 0;
     double pworst = 0;
     for (int i = 0; i < c->pt.n; i++) {
         const ParamInfo *t = &c->pt.t[i];
-        double e = rel_l2(g->params + t->offset, c->params + t->offset, t->numel);
+        double d = 0, u = 0;
+        for (size_t k = 0; k < t->numel; k++) {
+            double e = (double)g->params[t->offset + k] - c->params[t->offset + k];
+            double v = (double)c->params[t->offset + k] - p0[t->offset + k];
+            d += e * e, u += v * v;
+        }
+        double e = u > 0 ? sqrt(d / u) : sqrt(d);
         if (e > pworst) pworst = e;
-        if (!(e <= 2e-3)) pbad++;
+        if (!(e <= 0.1)) pbad++, printf("  %s: difference %.3e of the change\n", t->name, e);
     }
-    printf("  parameters after %d steps: worst relative L2 difference %.3e\n", steps, pworst);
-    CHECK(pbad == 0, "%d parameter tensors differ by more than 2e-3 (relative L2)", pbad);
+    printf("  parameters after %d steps: worst per-tensor difference %.3e of the training change\n", steps, pworst);
+    CHECK(pbad == 0, "%d parameter tensors differ by more than 10%% of their change", pbad);
     close_scaled("running statistics after training", g->state, c->state, c->nstate, 1e-3f, 1e-3f);
 
     const ModelCudaCopyStats *cs = model_cuda_copy_stats(g);
@@ -256,7 +232,7 @@ static void test_training(void) {
               "copy statistics: %zu bytes up (want %zu), %ld uploads, %ld downloads", cs->up_bytes, want_up,
               cs->uploads, cs->downloads);
     }
-    free(mc), free(mg), free(x), free(y);
+    free(mc), free(mg), free(p0), free(x), free(y);
     model_free(c);
     model_free(g);
 }
