@@ -63,15 +63,27 @@ int conv2d_shape(Conv2dShape *s, int N, int C, int H, int W, int OC, int KH, int
 
 static int is_direct(const Conv2dShape *s) { return s->KH == 1 && s->KW == 1 && s->stride == 1 && s->pad == 0; }
 
-static size_t per_thread_floats(const Conv2dShape *s, int cu) {
+/* Work items: the batch in at most MAX_ITEMS groups of whole images, handed
+ * to threads on demand. Each item keeps its own weight-gradient partial sums,
+ * added up in item order, so results do not depend on the thread count. */
+#define MAX_ITEMS 32
+static int n_items(const Conv2dShape *s) { return s->N < MAX_ITEMS ? s->N : MAX_ITEMS; }
+
+/* per-thread column buffer */
+static size_t col_floats(const Conv2dShape *s, int cu) {
     size_t ckk = (size_t)s->C * s->KH * s->KW;
     size_t col = is_direct(s) ? 0 : ckk * (size_t)cu * s->OW;
-    size_t n = col + (size_t)s->OC * ckk + (size_t)s->OC;
+    return (col + 15) & ~(size_t)15;
+}
+/* per-item partial sums of dw and db */
+static size_t part_floats(const Conv2dShape *s) {
+    size_t n = (size_t)s->OC * s->C * s->KH * s->KW + (size_t)s->OC;
     return (n + 15) & ~(size_t)15;
 }
 
 size_t conv2d_work_floats(const Conv2dShape *s) {
-    size_t a = (size_t)s->threads * per_thread_floats(s, s->chunk), b = conv3x3_work_floats(s);
+    size_t a = (size_t)s->threads * col_floats(s, s->chunk) + (size_t)n_items(s) * part_floats(s);
+    size_t b = conv3x3_work_floats(s);
     return a > b ? a : b;
 }
 
@@ -318,35 +330,37 @@ void conv2d_forward(float *out /*OC,ldo*/, float *work /*conv2d_work_floats*/,
     }
     const int CKK = s->C * s->KH * s->KW, OW = s->OW;
     const int ldo = (int)s->ldo; /* channel stride of out (and of dout) */
-    const int cu = s->chunk, direct = is_direct(s);
-    const size_t ptf = per_thread_floats(s, cu);
+    const int cu = s->chunk, direct = is_direct(s), NI = n_items(s);
+    const size_t cf = col_floats(s, cu);
     const int team = team_for(s);
     OMP_PARALLEL(team) {
-        int T = gc_team_size(), t = gc_thread_id();
-        int n0 = (int)((long)s->N * t / T), n1 = (int)((long)s->N * (t + 1) / T);
-        float *col = work + (size_t)t * ptf;
-        for (int u0 = n0 * s->OH; u0 < n1 * s->OH; u0 += cu) {
-            int nu = n1 * s->OH - u0 < cu ? n1 * s->OH - u0 : cu;
-            int cols = nu * OW;
-            const float *B;
-            int ldb;
-            if (direct) {
-                B = inp + (size_t)u0 * OW;
-                ldb = (int)s->ldi;
-            } else {
-                im2col(col, inp, u0, nu, s);
-                B = col;
-                ldb = cols;
-            }
-            float *o = out + (size_t)u0 * OW;
-            /* out[OC, cols] = w[OC, CKK] x col[CKK, cols] */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->OC, cols, CKK, 1.0f, w, CKK, B, ldb, 0.0f, o,
-                        ldo);
-            if (b)
-                for (int oc = 0; oc < s->OC; oc++) {
-                    float *orow = o + (size_t)oc * ldo;
-                    for (int j = 0; j < cols; j++) orow[j] += b[oc];
+        float *col = work + (size_t)gc_thread_id() * cf;
+        OMP_FOR_DYN_IN
+        for (int k = 0; k < NI; k++) {
+            int n0 = (int)((long)s->N * k / NI), n1 = (int)((long)s->N * (k + 1) / NI);
+            for (int u0 = n0 * s->OH; u0 < n1 * s->OH; u0 += cu) {
+                int nu = n1 * s->OH - u0 < cu ? n1 * s->OH - u0 : cu;
+                int cols = nu * OW;
+                const float *B;
+                int ldb;
+                if (direct) {
+                    B = inp + (size_t)u0 * OW;
+                    ldb = (int)s->ldi;
+                } else {
+                    im2col(col, inp, u0, nu, s);
+                    B = col;
+                    ldb = cols;
                 }
+                float *o = out + (size_t)u0 * OW;
+                /* out[OC, cols] = w[OC, CKK] x col[CKK, cols] */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->OC, cols, CKK, 1.0f, w, CKK, B, ldb, 0.0f,
+                            o, ldo);
+                if (b)
+                    for (int oc = 0; oc < s->OC; oc++) {
+                        float *orow = o + (size_t)oc * ldo;
+                        for (int j = 0; j < cols; j++) orow[j] += b[oc];
+                    }
+            }
         }
     }
 }
@@ -362,77 +376,74 @@ void conv2d_backward(float *dinp /*C,ldi, overwritten; NULL = skip*/, float *dw 
     const int CKK = s->C * s->KH * s->KW, OW = s->OW;
     const int ldo = (int)s->ldo;
     const int ldi = (int)s->ldi;
-    const int cu = s->chunk, direct = is_direct(s);
-    const size_t ptf = per_thread_floats(s, cu);
-    const size_t ncol = direct ? 0 : (size_t)CKK * cu * OW;
+    const int cu = s->chunk, direct = is_direct(s), NI = n_items(s);
+    const size_t cf = col_floats(s, cu), pf = part_floats(s);
     const int team = team_for(s);
     const size_t nw = (size_t)s->OC * CKK;
+    float *part = work + (size_t)s->threads * cf;
     OMP_PARALLEL(team) {
-        int T = gc_team_size(), t = gc_thread_id();
-        int n0 = (int)((long)s->N * t / T), n1 = (int)((long)s->N * (t + 1) / T);
-        float *col = work + (size_t)t * ptf;
-        /* thread 0 accumulates straight into dw/db, the others into private sums */
-        float *dwt = t == 0 ? dw : col + ncol;
-        float *dbt = t == 0 ? db : col + ncol + nw;
-        if (t != 0) {
-            memset(dwt, 0, sizeof(float) * nw);
-            memset(dbt, 0, sizeof(float) * s->OC);
-        }
-        if (dinp && !direct)
-            for (int c = 0; c < s->C; c++)
-                memset(dinp + (size_t)c * s->ldi + (size_t)n0 * s->H * s->W, 0, sizeof(float) * (n1 - n0) * s->H * s->W);
-        for (int u0 = n0 * s->OH; u0 < n1 * s->OH; u0 += cu) {
-            int nu = n1 * s->OH - u0 < cu ? n1 * s->OH - u0 : cu;
-            int cols = nu * OW;
-            const float *dO = dout + (size_t)u0 * OW;
-            const float *B;
-            int ldb;
-            if (direct) {
-                B = inp + (size_t)u0 * OW;
-                ldb = ldi;
-            } else {
-                im2col(col, inp, u0, nu, s);
-                B = col;
-                ldb = cols;
-            }
-            /* forward: out = w x col  =>  dw[OC, CKK] += dout[OC, cols] x col[CKK, cols]^T */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->OC, CKK, cols, 1.0f, dO, ldo, B, ldb, 1.0f, dwt,
-                        CKK);
-            if (db) /* forward: out[oc, j] += b[oc]  =>  db[oc] += sum_j dout[oc, j] */
-                for (int oc = 0; oc < s->OC; oc++) {
-                    const float *r = dO + (size_t)oc * ldo;
-                    float acc = 0.0f;
-                    OMP_SIMD_REDUCE(+ : acc)
-                    for (int j = 0; j < cols; j++) acc += r[j];
-                    dbt[oc] += acc;
-                }
-            if (dinp) {
-                /* dcol[CKK, cols] = w[OC, CKK]^T x dout[OC, cols] */
+        float *col = work + (size_t)gc_thread_id() * cf;
+        OMP_FOR_DYN_NOWAIT
+        for (int k = 0; k < NI; k++) {
+            int n0 = (int)((long)s->N * k / NI), n1 = (int)((long)s->N * (k + 1) / NI);
+            float *dwt = part + (size_t)k * pf, *dbt = dwt + nw;
+            memset(dwt, 0, sizeof(float) * (nw + s->OC));
+            if (dinp && !direct)
+                for (int c = 0; c < s->C; c++)
+                    memset(dinp + (size_t)c * s->ldi + (size_t)n0 * s->H * s->W, 0,
+                           sizeof(float) * (n1 - n0) * s->H * s->W);
+            for (int u0 = n0 * s->OH; u0 < n1 * s->OH; u0 += cu) {
+                int nu = n1 * s->OH - u0 < cu ? n1 * s->OH - u0 : cu;
+                int cols = nu * OW;
+                const float *dO = dout + (size_t)u0 * OW;
+                const float *B;
+                int ldb;
                 if (direct) {
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, cols, s->OC, 1.0f, w, CKK, dO, ldo,
-                                0.0f, dinp + (size_t)u0 * OW, ldi);
+                    B = inp + (size_t)u0 * OW;
+                    ldb = ldi;
                 } else {
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, cols, s->OC, 1.0f, w, CKK, dO, ldo,
-                                0.0f, col, cols);
-                    col2im(dinp, col, u0, nu, s);
+                    im2col(col, inp, u0, nu, s);
+                    B = col;
+                    ldb = cols;
+                }
+                /* forward: out = w x col  =>  dw[OC, CKK] += dout[OC, cols] x col[CKK, cols]^T */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->OC, CKK, cols, 1.0f, dO, ldo, B, ldb, 1.0f,
+                            dwt, CKK);
+                if (db) /* forward: out[oc, j] += b[oc]  =>  db[oc] += sum_j dout[oc, j] */
+                    for (int oc = 0; oc < s->OC; oc++) {
+                        const float *r = dO + (size_t)oc * ldo;
+                        float acc = 0.0f;
+                        OMP_SIMD_REDUCE(+ : acc)
+                        for (int j = 0; j < cols; j++) acc += r[j];
+                        dbt[oc] += acc;
+                    }
+                if (dinp) {
+                    /* dcol[CKK, cols] = w[OC, CKK]^T x dout[OC, cols] */
+                    if (direct) {
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, cols, s->OC, 1.0f, w, CKK, dO, ldo,
+                                    0.0f, dinp + (size_t)u0 * OW, ldi);
+                    } else {
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, cols, s->OC, 1.0f, w, CKK, dO, ldo,
+                                    0.0f, col, cols);
+                        col2im(dinp, col, u0, nu, s);
+                    }
                 }
             }
         }
         OMP_BARRIER
-        if (T > 1) {
+        /* partial sums in item order: the same result for any thread count */
+        OMP_FOR_IN
+        for (size_t i = 0; i < nw; i++) {
+            float acc = 0.0f;
+            for (int k = 0; k < NI; k++) acc += part[(size_t)k * pf + i];
+            dw[i] += acc;
+        }
+        if (db) {
             OMP_FOR_IN
-            for (size_t i = 0; i < nw; i++) {
+            for (int oc = 0; oc < s->OC; oc++) {
                 float acc = 0.0f;
-                for (int k = 1; k < T; k++) acc += work[(size_t)k * ptf + ncol + i];
-                dw[i] += acc;
-            }
-            if (db) {
-                OMP_FOR_IN
-                for (int oc = 0; oc < s->OC; oc++) {
-                    float acc = 0.0f;
-                    for (int k = 1; k < T; k++) acc += work[(size_t)k * ptf + ncol + nw + oc];
-                    db[oc] += acc;
-                }
+                for (int k = 0; k < NI; k++) acc += part[(size_t)k * pf + nw + oc];
+                db[oc] += acc;
             }
         }
     }

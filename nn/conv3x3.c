@@ -27,9 +27,20 @@ int conv3x3_ok(const Conv2dShape *s) {
 /* mask tables: 9 tap masks, an "interior" flag and 2 column masks per vector position */
 static size_t mask_floats(const Conv2dShape *s) { return ((size_t)12 * (s->H * s->W / 16) + 1) / 2 + 16; }
 
+/* The weight gradient is summed over WG_ITEMS or fewer work items of at least
+ * 256 vectors; each item has its own partial sums, added up in item order at
+ * the end, so the result does not depend on which thread took which item
+ * (nor on the number of threads). */
+#define WG_ITEMS 32
+static size_t wg_items(const Conv2dShape *s) {
+    size_t V = (size_t)s->N * s->H * s->W / 16;
+    size_t n = (V + 255) / 256;
+    return n < WG_ITEMS ? n : WG_ITEMS;
+}
+
 size_t conv3x3_work_floats(const Conv2dShape *s) {
     size_t nw = (size_t)9 * s->C * s->OC;
-    size_t part = (size_t)s->threads * (nw + (size_t)s->OC + 16);
+    size_t part = wg_items(s) * (nw + (size_t)s->OC + 16);
     return mask_floats(s) + nw + 16 + part;
 }
 
@@ -129,6 +140,9 @@ static void fwd_range(float *out /*CO,ldo*/, const float *in /*CI,ldi*/, const f
     }
 }
 
+/* vectors per work item handed to a thread (a multiple of the 3-vector tile) */
+#define FWD_BLOCK ((size_t)96)
+
 static void make_shifts(int *sh, int W) {
     for (int t = 0; t < 9; t++) sh[t] = (t / 3 - 1) * W + (t % 3 - 1);
 }
@@ -147,10 +161,12 @@ void conv3x3_forward(float *out /*OC,ldo*/, float *work, const float *inp /*C,ld
         for (int c = 0; c < C; c++)
             for (int t = 0; t < 9; t++) wp[((size_t)t * C + c) * OC + oc] = w[((size_t)oc * C + c) * 9 + t];
     int team = s->threads;
+    const size_t nb = (V + FWD_BLOCK - 1) / FWD_BLOCK;
     OMP_PARALLEL(team) {
-        int T = gc_team_size(), id = gc_thread_id();
-        size_t v0 = V * id / T, v1 = V * (id + 1) / T;
-        fwd_range(out, inp, wp, b, mk, sh, HW, C, OC, s->ldi, s->ldo, v0, v1);
+        OMP_FOR_DYN_IN
+        for (size_t k = 0; k < nb; k++)
+            fwd_range(out, inp, wp, b, mk, sh, HW, C, OC, s->ldi, s->ldo, k * FWD_BLOCK,
+                      (k + 1) * FWD_BLOCK < V ? (k + 1) * FWD_BLOCK : V);
     }
 }
 
@@ -218,47 +234,51 @@ void conv3x3_backward(float *dinp /*C,ldi, overwritten; NULL = skip*/, float *dw
     for (int oc = 0; oc < OC; oc++)
         for (int c = 0; c < C; c++)
             for (int t = 0; t < 9; t++) wp[((size_t)t * OC + oc) * C + c] = w[((size_t)oc * C + c) * 9 + (8 - t)];
-    /* weight-gradient chunk: bounded so that the dout and input rows it walks stay in cache */
-    const size_t chunk = 256; /* vectors = 4096 positions */
+    /* weight-gradient work items: nc items of chunk vectors, partial sums each */
+    const size_t nc = wg_items(s), chunk = (V + nc - 1) / nc;
     int team = s->threads;
+    const size_t nb = (V + FWD_BLOCK - 1) / FWD_BLOCK;
     OMP_PARALLEL(team) {
-        int T = gc_team_size(), id = gc_thread_id();
-        size_t v0 = V * id / T, v1 = V * (id + 1) / T;
         /* forward: out = conv(in)  =>  din = conv(dout) with flipped, transposed weights */
-        if (dinp) fwd_range(dinp, dout, wp, NULL, mk, sh, HW, OC, C, s->ldo, s->ldi, v0, v1);
-        float *dwp = id == 0 ? dw : part + (size_t)id * pstride;
-        float *dbp = id == 0 ? db : part + (size_t)id * pstride + nw;
-        if (id != 0) memset(dwp, 0, sizeof(float) * (nw + OC));
-        for (size_t c0 = v0; c0 < v1; c0 += chunk) {
-            size_t c1 = v1 - c0 < chunk ? v1 : c0 + chunk;
+        if (dinp) {
+            OMP_FOR_DYN_NOWAIT
+            for (size_t k = 0; k < nb; k++)
+                fwd_range(dinp, dout, wp, NULL, mk, sh, HW, OC, C, s->ldo, s->ldi, k * FWD_BLOCK,
+                          (k + 1) * FWD_BLOCK < V ? (k + 1) * FWD_BLOCK : V);
+        }
+        /* weight (and bias) gradient: item k sums into its own partial buffer */
+        OMP_FOR_DYN_NOWAIT
+        for (size_t k = 0; k < nc; k++) {
+            size_t c0 = k * chunk, c1 = c0 + chunk < V ? c0 + chunk : V;
+            float *dwp = part + k * pstride, *dbp = dwp + nw;
+            memset(dwp, 0, sizeof(float) * (nw + OC));
             for (int c = 0; c < C; c++) {
                 int oc0 = 0;
                 for (; oc0 + 3 <= OC; oc0 += 3) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 3);
                 if (OC - oc0 == 2) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 2);
                 else if (OC - oc0 == 1) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 1);
             }
-        }
-        if (db) /* forward: out[oc, p] += b[oc]  =>  db[oc] += sum_p dout[oc, p] */
-            for (int oc = 0; oc < OC; oc++) {
-                __m512 a = _mm512_setzero_ps();
-                for (size_t v = v0; v < v1; v++) a = _mm512_add_ps(a, _mm512_loadu_ps(dout + (size_t)oc * s->ldo + 16 * v));
-                dbp[oc] += _mm512_reduce_add_ps(a);
-            }
-        OMP_BARRIER
-        if (T > 1) {
-            OMP_FOR_IN
-            for (size_t i = 0; i < nw; i++) {
-                float a = 0.0f;
-                for (int k = 1; k < T; k++) a += part[(size_t)k * pstride + i];
-                dw[i] += a;
-            }
-            if (db) {
-                OMP_FOR_IN
+            if (db) /* forward: out[oc, p] += b[oc]  =>  db[oc] += sum_p dout[oc, p] */
                 for (int oc = 0; oc < OC; oc++) {
-                    float a = 0.0f;
-                    for (int k = 1; k < T; k++) a += part[(size_t)k * pstride + nw + oc];
-                    db[oc] += a;
+                    __m512 a = _mm512_setzero_ps();
+                    for (size_t v = c0; v < c1; v++)
+                        a = _mm512_add_ps(a, _mm512_loadu_ps(dout + (size_t)oc * s->ldo + 16 * v));
+                    dbp[oc] += _mm512_reduce_add_ps(a);
                 }
+        }
+        OMP_BARRIER
+        OMP_FOR_IN
+        for (size_t i = 0; i < nw; i++) {
+            float a = 0.0f;
+            for (size_t k = 0; k < nc; k++) a += part[k * pstride + i];
+            dw[i] += a;
+        }
+        if (db) {
+            OMP_FOR_IN
+            for (int oc = 0; oc < OC; oc++) {
+                float a = 0.0f;
+                for (size_t k = 0; k < nc; k++) a += part[k * pstride + nw + oc];
+                db[oc] += a;
             }
         }
     }

@@ -16,6 +16,11 @@
 #define OMP_PARALLEL(nt) GC_PRAGMA_(omp parallel num_threads(nt))
 #define OMP_BARRIER GC_PRAGMA_(omp barrier)
 #define OMP_FOR_IN GC_PRAGMA_(omp for schedule(static))
+/* work-shared loops handing out iterations on demand: a thread slowed down by
+ * other load on its core takes fewer of them (the machine may be shared) */
+#define OMP_FOR_DYN_IN GC_PRAGMA_(omp for schedule(dynamic))
+#define OMP_FOR_DYN_NOWAIT GC_PRAGMA_(omp for schedule(dynamic) nowait)
+#define OMP_FOR_DYN GC_PRAGMA_(omp parallel for schedule(dynamic))
 static inline int gc_num_threads(void) { return omp_get_max_threads(); }
 static inline int gc_team_size(void) { return omp_get_num_threads(); }
 static inline int gc_thread_id(void) { return omp_get_thread_num(); }
@@ -25,6 +30,9 @@ static inline int gc_in_parallel(void) { return omp_in_parallel(); }
 #define OMP_PARALLEL(nt) (void)(nt);
 #define OMP_BARRIER
 #define OMP_FOR_IN
+#define OMP_FOR_DYN_IN
+#define OMP_FOR_DYN_NOWAIT
+#define OMP_FOR_DYN
 #define OMP_FOR
 #define OMP_FOR2
 static inline int gc_num_threads(void) { return 1; }

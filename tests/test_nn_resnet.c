@@ -13,8 +13,9 @@
  *    vector, and sum|g|; tolerance 1e-4 of sum|g|), small gradients in full
  *    (rtol 1e-4), running statistics, eval logits.
  *  - parameter counts of the full-size models against PyTorch's.
- *  - the model's gradients are deterministic run to run and the same with 1
- *    thread as with all threads (up to float reassociation). */
+ *  - the model's gradients are bit-identical run to run and with 1 thread and
+ *    with all threads (the ops split work into items independent of the
+ *    thread count). */
 #include "tests/test.h"
 #include "tests/test_nn_fixture.h"
 #include "tests/test_nn_models.h"
@@ -74,6 +75,9 @@ static void test_cifar(const char *path, int max_extra, int counts_too) {
     model_backward(m);
     omp_set_num_threads(T);
     NNFX_CLOSE("gradients, 1 thread vs all threads", m->grads, g1, m->pt.total, 1e-5f, 0.01f);
+    /* work is split into items whose partial sums are added in item order */
+    CHECK(memcmp(m->grads, g1, m->pt.total * sizeof(float)) == 0,
+          "gradients bit-identical with 1 thread and with %d threads", T);
 #endif
     free(g1);
 
