@@ -69,7 +69,7 @@ void batchnorm_forward_train(float *out /*C,ld*/, float *mean /*C, saved for bac
                              float *running_var /*C, updated*/, const float *inp /*C,ld*/,
                              const float *gamma /*C*/, const float *beta /*C*/, const float *res /*C,ld or NULL*/,
                              int relu, int C, int M, size_t ld) {
-    OMP_FOR
+    OMP_FOR_DYN
     for (int c = 0; c < C; c++) {
         const float *x = inp + (size_t)c * ld;
         double mu, var;
@@ -91,7 +91,7 @@ void batchnorm_forward_eval(float *out /*C,ld*/, const float *inp /*C,ld*/, cons
                             const float *beta /*C*/, const float *running_mean /*C*/,
                             const float *running_var /*C*/, const float *res /*C,ld or NULL*/, int relu, int C,
                             int M, size_t ld) {
-    OMP_FOR
+    OMP_FOR_DYN
     for (int c = 0; c < C; c++) {
         float rs = (float)(1.0 / sqrt((double)running_var[c] + GC_BN_EPS));
         float a = gamma[c] * rs;
@@ -110,7 +110,7 @@ void batchnorm_backward(float *dinp /*C,ld, overwritten*/, float *dres /*C,ld, o
      *   g = dL/dz = dout * [y > 0]       (dres = g)
      *   dgamma += sum g*xhat,  dbeta += sum g
      *   dx = gamma*rstd * (g - sum(g)/M - xhat * sum(g*xhat)/M)   (mean, var depend on x) */
-    OMP_FOR
+    OMP_FOR_DYN
     for (int c = 0; c < C; c++) {
         const size_t off = (size_t)c * ld;
         const float *dy = dout + off, *x = inp + off;

@@ -444,7 +444,7 @@ static void shortcut_pad_forward(float *out /*Cout,ldo*/, const float *x /*Cin,l
     int lo = (b->Cout - b->Cin) / 2;
     size_t plane = (size_t)N * b->OH * b->OW;
     const size_t ldi = b->cb[0].ldi, ldo = b->cb[b->ncb - 1].ldo;
-    OMP_FOR
+    OMP_FOR_DYN
     for (int c = 0; c < b->Cout; c++) {
         float *o = out + (size_t)c * ldo;
         int ci = c - lo;
@@ -466,7 +466,7 @@ static void shortcut_pad_backward(float *dx /*Cin,ldi, +=*/, const float *dout /
                                   int N) {
     int lo = (b->Cout - b->Cin) / 2;
     const size_t ldi = b->cb[0].ldi, ldo = b->cb[b->ncb - 1].ldo;
-    OMP_FOR
+    OMP_FOR_DYN
     for (int ci = 0; ci < b->Cin; ci++)
         for (int n = 0; n < N; n++)
             for (int oh = 0; oh < b->OH; oh++) {
@@ -543,7 +543,7 @@ static float resnet_forward(Model *m, const Batch *bt, int train, BatchStats *st
 
 /* acc[c*ld + i] += x[c*ld + i] for i < M */
 static void add_rows(float *acc /*C,ld*/, const float *x /*C,ld*/, int C, int M, size_t ld) {
-    OMP_FOR
+    OMP_FOR_DYN
     for (int c = 0; c < C; c++) {
         float *a = acc + (size_t)c * ld;
         const float *b = x + (size_t)c * ld;
