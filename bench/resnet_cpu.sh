@@ -4,7 +4,8 @@
 # The two alternate for ROUNDS rounds so that load from other processes hits
 # both alike; per engine the best and the median step over all rounds count.
 #
-#   bench/resnet_cpu.sh [THREADS=2] [BATCH=128] [DEPTH=20] [STEPS=10] [ROUNDS=3]
+#   bench/resnet_cpu.sh   with environment THREADS=2 BATCH=128 DEPTH=20 STEPS=10 ROUNDS=3
+#                         TORCH_ARGS="--channels-last" (PyTorch's faster layout on CPU)
 #   e.g. THREADS=2 ROUNDS=5 bench/resnet_cpu.sh
 set -eu
 cd "$(dirname "$0")/.."
@@ -14,15 +15,17 @@ DEPTH=${DEPTH:-20}
 STEPS=${STEPS:-10}
 ROUNDS=${ROUNDS:-3}
 PY=${PY:-/usr/bin/python3}
+TORCH_ARGS=${TORCH_ARGS:---channels-last}
 BIN=build/bench/resnet_cpu
 if [ -z "${NO_BUILD:-}" ]; then make -s "$BIN" >/dev/null; fi
 [ -x "$BIN" ] || { echo "missing $BIN (make bench)"; exit 1; }
 export OMP_NUM_THREADS=$THREADS
-echo "ResNet-$DEPTH, batch $BATCH, $THREADS threads, $ROUNDS rounds of $STEPS steps; $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "ResNet-$DEPTH, batch $BATCH, $THREADS threads, $ROUNDS rounds of $STEPS steps, torch $TORCH_ARGS; $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 g_best=0; t_best=0; g_all=""; t_all=""
 for r in $(seq 1 "$ROUNDS"); do
     g=$("$BIN" --depth "$DEPTH" --batch "$BATCH" --threads "$THREADS" --steps "$STEPS" | grep '^gcx images/s')
-    t=$("$PY" bench/resnet_torch.py --depth "$DEPTH" --batch "$BATCH" --threads "$THREADS" --steps "$STEPS" | grep '^torch images/s')
+    # shellcheck disable=SC2086
+    t=$("$PY" bench/resnet_torch.py --depth "$DEPTH" --batch "$BATCH" --threads "$THREADS" --steps "$STEPS" $TORCH_ARGS | grep '^torch images/s')
     echo "round $r: $g | $t"
     gb=$(echo "$g" | awk '{print $3}'); gm=$(echo "$g" | awk '{print $5}' | tr -d ')')
     tb=$(echo "$t" | awk '{print $3}'); tm=$(echo "$t" | awk '{print $5}' | tr -d ')')
@@ -36,3 +39,4 @@ echo "gcx   images/s: best $g_best, median of round medians $g_med"
 echo "torch images/s: best $t_best, median of round medians $t_med"
 awk -v a="$g_best" -v b="$t_best" -v c="$g_med" -v d="$t_med" \
     'BEGIN{printf "ratio gcx/torch: best %.2fx, median %.2fx\n", a/b, c/d}'
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
