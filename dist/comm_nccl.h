@@ -1,0 +1,26 @@
+/* NCCL backend of the communicator (dist/comm.h): one GPU per process, the
+ * processes started by mpirun and bootstrapped through MPI (rank 0 makes the
+ * ncclUniqueId and broadcasts it; each process uses the GPU of its local rank
+ * on its node). The Comm works on HOST buffers like every backend (the
+ * distributed layer keeps host arenas): each call stages through device
+ * buffers and runs ncclAllReduce, ncclAllGather (frame sizes), grouped
+ * ncclSend/ncclRecv (frames, ring hops) and ncclBroadcast on its own stream.
+ * Byte accounting is identical to comm_local.c / comm_mpi.c (docs/DIST.md).
+ *
+ * Built with CUDA, NCCL and MPI (HAVE_CUDA, HAVE_NCCL, HAVE_MPI); otherwise
+ * comm_nccl_available() is 0 and comm_nccl_new prints how to rebuild and exits.
+ */
+#ifndef GC_COMM_NCCL_H
+#define GC_COMM_NCCL_H
+
+#include "dist/comm.h"
+
+/* 1 when this build has the NCCL backend */
+int comm_nccl_available(void);
+/* Initializes MPI if needed (MPI_Init_thread), selects GPU (local rank) and
+ * creates the NCCL communicator over MPI_COMM_WORLD. Exits with a message
+ * (MPI_Abort under mpirun) when a rank has no GPU of its own. Free with
+ * comm_free; finalize MPI with comm_mpi_finalize. */
+Comm *comm_nccl_new(int *argc, char ***argv);
+
+#endif
