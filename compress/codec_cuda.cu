@@ -378,14 +378,16 @@ __device__ __forceinline__ uint16_t d_half_from_float(float f) {
     return (uint16_t)(sign | h);
 }
 
-/* compress/half.h half_to_float (exact) */
+/* compress/half.h half_to_float (exact), except that a signalling NaN comes
+ * out quiet, as x86 F16C's vcvtph2ps (the CPU decoder's main path) makes it;
+ * the encoders never produce one, so only foreign frames see the difference */
 __device__ __forceinline__ float d_half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu, u;
     if (e == 0) {
         u = __float_as_uint(__fmul_rn((float)m, 1.0f / 16777216.0f)) | sign;
     } else if (e == 31) {
-        u = sign | 0x7F800000u | (m << 13);
+        u = sign | 0x7F800000u | (m << 13) | (m ? 0x00400000u : 0u);
     } else {
         u = sign | ((e + 112) << 23) | (m << 13);
     }

@@ -19,7 +19,8 @@
  * Tolerance: none. Every comparison is exact (bits), because the GPU codecs
  * promise byte-identical frames and bit-identical decodes.
  * Skips (one passed check) without CUDA or without a GPU.
- * GCX_CODEC_CUDA_BIG=0 leaves out the > 2^24 case (it takes a few seconds). */
+ * GCX_CODEC_CUDA_BIG=0 leaves out the > 2^24 case (it takes a few seconds);
+ * GCX_CODEC_CUDA_MAXN=N leaves out the sizes above N (quick runs). */
 #include "tests/test.h"
 
 #ifndef HAVE_CUDA
@@ -161,7 +162,17 @@ static void cmp_decode(const CodecSpec *spec, const char *text, const uint8_t *f
         down(og, dout, n * sizeof(float));
         /* gcomp leaves out unspecified on error; the others leave it untouched */
         if (rc == rg && (rc == 0 || spec->ops->id != CODEC_GCOMP)) {
+            /* NaN payloads: accumulating adds to a NaN, and GPU arithmetic returns the
+             * canonical NaN where x86 keeps the operand's payload; and in fp16 a signalling
+             * NaN half (corrupted frames only) widens to a quiet NaN on the GPU and in the
+             * CPU's F16C path but keeps its payload in the CPU's scalar tail
+             * (compress/half.h). There any NaN matches any NaN; elsewhere bits must match. */
+            int nan_any = acc || spec->ops->id == CODEC_FP16;
             long at = first_diff(oc, og, n * sizeof(float));
+            while (nan_any && at >= 0 && isnan(oc[at / 4]) && isnan(og[at / 4])) {
+                long nx = first_diff(oc + at / 4 + 1, og + at / 4 + 1, (n - (size_t)at / 4 - 1) * sizeof(float));
+                at = nx < 0 ? -1 : at / 4 * 4 + 4 + nx;
+            }
             SAME(at < 0, CASEF " %s %s: decoded floats differ at value %ld: cpu %a gpu %a", CASEA(text, n, d, seed),
                  what, acc ? "acc" : "plain", at / 4, at >= 0 ? oc[at / 4] : 0.0f, at >= 0 ? og[at / 4] : 0.0f);
         }
@@ -484,10 +495,13 @@ int main(void) {
         TEST_END();
     }
     CHECK(codec_cuda_available(), "codec_cuda_available");
+    const char *maxs = getenv("GCX_CODEC_CUDA_MAXN");
+    size_t maxn = maxs ? (size_t)strtoull(maxs, NULL, 10) : (size_t)-1;
     for (int s = 0; s < NSPECS; s++) {
         int f0 = test_failed_, p0 = test_passed_;
         for (int k = 0; k < NSIZES; k++) {
             size_t n = sizes[k];
+            if (n > maxn) continue;
             for (int d = 0; d < NDIST; d++) {
                 int seeds = n <= 4097 ? 2 : 1;
                 for (int sd = 0; sd < seeds; sd++) {
