@@ -6,6 +6,8 @@
 #
 #   bench/resnet_cpu.sh   with environment THREADS=2 BATCH=128 DEPTH=20 STEPS=10 ROUNDS=3
 #                         TORCH_ARGS="--channels-last" (PyTorch's faster layout on CPU)
+#                         OMP_WAIT_POLICY=passive (both engines use libgomp; on a loaded
+#                         machine spinning threads at barriers cost both 30-60%)
 #   e.g. THREADS=2 ROUNDS=5 bench/resnet_cpu.sh
 set -eu
 cd "$(dirname "$0")/.."
@@ -20,7 +22,8 @@ BIN=build/bench/resnet_cpu
 if [ -z "${NO_BUILD:-}" ]; then make -s "$BIN" >/dev/null; fi
 [ -x "$BIN" ] || { echo "missing $BIN (make bench)"; exit 1; }
 export OMP_NUM_THREADS=$THREADS
-echo "ResNet-$DEPTH, batch $BATCH, $THREADS threads, $ROUNDS rounds of $STEPS steps, torch $TORCH_ARGS; $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+echo "ResNet-$DEPTH, batch $BATCH, $THREADS threads, $ROUNDS rounds of $STEPS steps, torch $TORCH_ARGS, OMP_WAIT_POLICY=$OMP_WAIT_POLICY; $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 g_best=0; t_best=0; g_all=""; t_all=""
 for r in $(seq 1 "$ROUNDS"); do
     g=$("$BIN" --depth "$DEPTH" --batch "$BATCH" --threads "$THREADS" --steps "$STEPS" | grep '^gcx images/s')
