@@ -38,10 +38,11 @@ static size_t wg_items(const Conv2dShape *s) {
     return n < WG_ITEMS ? n : WG_ITEMS;
 }
 
+#define WG_SUB 128 /* vectors per packed sub-chunk of the weight gradient */
 size_t conv3x3_work_floats(const Conv2dShape *s) {
     size_t nw = (size_t)9 * s->C * s->OC;
     size_t part = wg_items(s) * (nw + (size_t)s->OC + 16);
-    return mask_floats(s) + nw + 16 + part;
+    return mask_floats(s) + nw + 16 + part + (size_t)s->threads * (9 * WG_SUB * 16 + 16);
 }
 
 /* mk[t * NV + v]: lane i of vector v (positions 16v..16v+15 of an image) is
@@ -218,6 +219,48 @@ static inline __attribute__((always_inline)) void wgrad_tile(float *dwp /*OC,C,9
         for (int t = 0; t < 9; t++) dwp[((size_t)(oc0 + r) * C + c) * 9 + t] += _mm512_reduce_add_ps(acc[r][t]);
 }
 
+/* col[t][i] (16 lanes) = tap t of channel row xin at vector v0 + i, masked */
+static void pack_taps(float *col /*9, nv*16*/, const float *xin, const uint16_t *mk, const int *sh, int NVI,
+                      size_t v0, size_t v1) {
+    const size_t nv = v1 - v0;
+    for (int t = 0; t < 9; t++) {
+        float *dst = col + (size_t)t * nv * 16;
+        const uint16_t *m = mk + t * NVI;
+        int vi = (int)(v0 % (size_t)NVI);
+        for (size_t v = v0; v < v1; v++) {
+            _mm512_store_ps(dst + (v - v0) * 16,
+                            _mm512_maskz_loadu_ps(_load_mask16((__mmask16 *)&m[vi]), at(xin, (ptrdiff_t)(16 * v) + sh[t])));
+            if (++vi == NVI) vi = 0;
+        }
+    }
+}
+
+/* dwp[(oc0+r)][c][t] += sum_i dout[oc0+r, v0+i] . col[t][i] */
+static inline __attribute__((always_inline)) void wgrad_tile_packed(float *dwp /*OC,C,9*/, const float *dout,
+                                                                    const float *col, size_t nv, size_t ldo,
+                                                                    size_t v0, int oc0, int c, int C, const int MR) {
+    __m512 acc[3][9];
+    UNROLL
+    for (int r = 0; r < MR; r++)
+        UNROLL
+        for (int t = 0; t < 9; t++) acc[r][t] = _mm512_setzero_ps();
+    for (size_t i = 0; i < nv; i++) {
+        __m512 d[3];
+        UNROLL
+        for (int r = 0; r < MR; r++) d[r] = _mm512_loadu_ps(dout + (size_t)(oc0 + r) * ldo + 16 * (v0 + i));
+        UNROLL
+        for (int t = 0; t < 9; t++) {
+            __m512 x = _mm512_load_ps(col + ((size_t)t * nv + i) * 16);
+            UNROLL
+            for (int r = 0; r < MR; r++) acc[r][t] = _mm512_fmadd_ps(d[r], x, acc[r][t]);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < MR; r++)
+        UNROLL
+        for (int t = 0; t < 9; t++) dwp[((size_t)(oc0 + r) * C + c) * 9 + t] += _mm512_reduce_add_ps(acc[r][t]);
+}
+
 void conv3x3_backward(float *dinp /*C,ldi, overwritten; NULL = skip*/, float *dw /*OC,C,3,3, +=*/,
                       float *db /*OC, +=, NULL = skip*/, float *work, const float *dout /*OC,ldo*/,
                       const float *inp /*C,ldi*/, const float *w /*OC,C,3,3*/, const Conv2dShape *s) {
@@ -227,9 +270,16 @@ void conv3x3_backward(float *dinp /*C,ldi, overwritten; NULL = skip*/, float *dw
     float *wp = work + mask_floats(s);
     float *part = wp + nw + 16;
     const size_t pstride = nw + (size_t)OC + 16;
+    float *colbase = part + wg_items(s) * pstride;
     int sh[9];
     make_shifts(sh, s->W);
     build_masks(mk, s->H, s->W);
+    /* Small images are mostly border vectors (nine masks each): there the taps
+     * are first packed, masked, per channel and sub-chunk, and the tile reads
+     * them with plain aligned loads. Larger images keep the in-place tile. */
+    int ninter = 0;
+    for (int v = 0; v < NVI; v++) ninter += mk[9 * NVI + v];
+    const int packed = 4 * ninter < 3 * NVI;
     /* data gradient weights: wp[t][oc][c] = w[oc][c][8 - t] */
     for (int oc = 0; oc < OC; oc++)
         for (int c = 0; c < C; c++)
@@ -252,11 +302,26 @@ void conv3x3_backward(float *dinp /*C,ldi, overwritten; NULL = skip*/, float *dw
             size_t c0 = k * chunk, c1 = c0 + chunk < V ? c0 + chunk : V;
             float *dwp = part + k * pstride, *dbp = dwp + nw;
             memset(dwp, 0, sizeof(float) * (nw + OC));
-            for (int c = 0; c < C; c++) {
-                int oc0 = 0;
-                for (; oc0 + 3 <= OC; oc0 += 3) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 3);
-                if (OC - oc0 == 2) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 2);
-                else if (OC - oc0 == 1) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 1);
+            if (!packed) {
+                for (int c = 0; c < C; c++) {
+                    int oc0 = 0;
+                    for (; oc0 + 3 <= OC; oc0 += 3)
+                        wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 3);
+                    if (OC - oc0 == 2) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 2);
+                    else if (OC - oc0 == 1) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 1);
+                }
+            }
+            float *col = colbase + (size_t)gc_thread_id() * (9 * WG_SUB * 16 + 16);
+            col = (float *)(((uintptr_t)col + 63) & ~(uintptr_t)63);
+            for (size_t s0 = c0; packed && s0 < c1; s0 += WG_SUB) {
+                size_t s1 = c1 - s0 < WG_SUB ? c1 : s0 + WG_SUB, nv = s1 - s0;
+                for (int c = 0; c < C; c++) {
+                    pack_taps(col, inp + (size_t)c * s->ldi, mk, sh, NVI, s0, s1);
+                    int oc0 = 0;
+                    for (; oc0 + 3 <= OC; oc0 += 3) wgrad_tile_packed(dwp, dout, col, nv, s->ldo, s0, oc0, c, C, 3);
+                    if (OC - oc0 == 2) wgrad_tile_packed(dwp, dout, col, nv, s->ldo, s0, oc0, c, C, 2);
+                    else if (OC - oc0 == 1) wgrad_tile_packed(dwp, dout, col, nv, s->ldo, s0, oc0, c, C, 1);
+                }
             }
             if (db) /* forward: out[oc, p] += b[oc]  =>  db[oc] += sum_p dout[oc, p] */
                 for (int oc = 0; oc < OC; oc++) {
