@@ -261,6 +261,35 @@ static inline __attribute__((always_inline)) void wgrad_tile_packed(float *dwp /
         for (int t = 0; t < 9; t++) dwp[((size_t)(oc0 + r) * C + c) * 9 + t] += _mm512_reduce_add_ps(acc[r][t]);
 }
 
+/* the weight gradient of vectors [c0, c1) into dwp, tiles reading the input in place */
+static __attribute__((noinline)) void wgrad_item(float *dwp, const float *dout, const float *inp, const uint16_t *mk,
+                                                 const int *sh, int NVI, int C, int OC, size_t ldi, size_t ldo,
+                                                 size_t c0, size_t c1) {
+    for (int c = 0; c < C; c++) {
+        int oc0 = 0;
+        for (; oc0 + 3 <= OC; oc0 += 3) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, ldi, ldo, c0, c1, oc0, c, 3);
+        if (OC - oc0 == 2) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, ldi, ldo, c0, c1, oc0, c, 2);
+        else if (OC - oc0 == 1) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, ldi, ldo, c0, c1, oc0, c, 1);
+    }
+}
+
+/* the same with the taps packed per channel and sub-chunk first */
+static __attribute__((noinline)) void wgrad_item_packed(float *dwp, float *col /*9*WG_SUB*16, aligned*/,
+                                                        const float *dout, const float *inp, const uint16_t *mk,
+                                                        const int *sh, int NVI, int C, int OC, size_t ldi,
+                                                        size_t ldo, size_t c0, size_t c1) {
+    for (size_t s0 = c0; s0 < c1; s0 += WG_SUB) {
+        size_t s1 = c1 - s0 < WG_SUB ? c1 : s0 + WG_SUB, nv = s1 - s0;
+        for (int c = 0; c < C; c++) {
+            pack_taps(col, inp + (size_t)c * ldi, mk, sh, NVI, s0, s1);
+            int oc0 = 0;
+            for (; oc0 + 3 <= OC; oc0 += 3) wgrad_tile_packed(dwp, dout, col, nv, ldo, s0, oc0, c, C, 3);
+            if (OC - oc0 == 2) wgrad_tile_packed(dwp, dout, col, nv, ldo, s0, oc0, c, C, 2);
+            else if (OC - oc0 == 1) wgrad_tile_packed(dwp, dout, col, nv, ldo, s0, oc0, c, C, 1);
+        }
+    }
+}
+
 void conv3x3_backward(float *dinp /*C,ldi, overwritten; NULL = skip*/, float *dw /*OC,C,3,3, +=*/,
                       float *db /*OC, +=, NULL = skip*/, float *work, const float *dout /*OC,ldo*/,
                       const float *inp /*C,ldi*/, const float *w /*OC,C,3,3*/, const Conv2dShape *s) {
@@ -302,26 +331,12 @@ void conv3x3_backward(float *dinp /*C,ldi, overwritten; NULL = skip*/, float *dw
             size_t c0 = k * chunk, c1 = c0 + chunk < V ? c0 + chunk : V;
             float *dwp = part + k * pstride, *dbp = dwp + nw;
             memset(dwp, 0, sizeof(float) * (nw + OC));
-            if (!packed) {
-                for (int c = 0; c < C; c++) {
-                    int oc0 = 0;
-                    for (; oc0 + 3 <= OC; oc0 += 3)
-                        wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 3);
-                    if (OC - oc0 == 2) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 2);
-                    else if (OC - oc0 == 1) wgrad_tile(dwp, dout, inp, mk, sh, NVI, C, s->ldi, s->ldo, c0, c1, oc0, c, 1);
-                }
-            }
-            float *col = colbase + (size_t)gc_thread_id() * (9 * WG_SUB * 16 + 16);
-            col = (float *)(((uintptr_t)col + 63) & ~(uintptr_t)63);
-            for (size_t s0 = c0; packed && s0 < c1; s0 += WG_SUB) {
-                size_t s1 = c1 - s0 < WG_SUB ? c1 : s0 + WG_SUB, nv = s1 - s0;
-                for (int c = 0; c < C; c++) {
-                    pack_taps(col, inp + (size_t)c * s->ldi, mk, sh, NVI, s0, s1);
-                    int oc0 = 0;
-                    for (; oc0 + 3 <= OC; oc0 += 3) wgrad_tile_packed(dwp, dout, col, nv, s->ldo, s0, oc0, c, C, 3);
-                    if (OC - oc0 == 2) wgrad_tile_packed(dwp, dout, col, nv, s->ldo, s0, oc0, c, C, 2);
-                    else if (OC - oc0 == 1) wgrad_tile_packed(dwp, dout, col, nv, s->ldo, s0, oc0, c, C, 1);
-                }
+            if (packed) {
+                float *col = colbase + (size_t)gc_thread_id() * (9 * WG_SUB * 16 + 16);
+                col = (float *)(((uintptr_t)col + 63) & ~(uintptr_t)63);
+                wgrad_item_packed(dwp, col, dout, inp, mk, sh, NVI, C, OC, s->ldi, s->ldo, c0, c1);
+            } else {
+                wgrad_item(dwp, dout, inp, mk, sh, NVI, C, OC, s->ldi, s->ldo, c0, c1);
             }
             if (db) /* forward: out[oc, p] += b[oc]  =>  db[oc] += sum_p dout[oc, p] */
                 for (int oc = 0; oc < OC; oc++) {
