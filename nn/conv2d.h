@@ -5,9 +5,12 @@
  * dense, or more: see ldi/ldo below), which makes the whole batch ONE matrix
  * per tensor:
  *     out[OC, N*OH*OW] = w[OC, C*KH*KW] x col[C*KH*KW, N*OH*OW]
- * (im2col). Weights keep PyTorch's layout [OC, C, KH, KW]. The batch is split
- * over threads by whole images; each thread builds the columns of a chunk of
- * output rows that fits in cache and calls a single-threaded sgemm on it. A 1x1
+ * (im2col). Weights keep PyTorch's layout [OC, C, KH, KW]. The batch is cut
+ * into work items of whole images that threads take on demand; a thread builds
+ * the columns of a chunk of output rows that fits in cache and calls a
+ * single-threaded sgemm on it. Each item sums its own weight gradient and the
+ * items are added in order, so every result is the same for any number of
+ * threads (and run to run). A 1x1
  * stride-1 unpadded convolution reads the input directly (no im2col), and a
  * 3x3 stride-1 "same" convolution uses direct AVX-512 kernels (nn/conv3x3.h).
  *

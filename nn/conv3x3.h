@@ -14,7 +14,11 @@
  *             (the same kernel with flipped, transposed weights)
  *   weight grad dw[oc,c,t] += sum_p dout[oc, p] * in[c, p + sh_t] * valid_t(p)
  * Register tiles: 8 output channels x 48 positions (forward), 3 output
- * channels x 9 taps with 16-lane partial sums (weight gradient).
+ * channels x 9 taps with 16-lane partial sums (weight gradient). Vectors with
+ * no row border need only two column masks; on small images (mostly border
+ * vectors) the weight gradient first packs the masked taps of a channel.
+ * Threads take blocks of positions on demand; the weight gradient is summed
+ * per work item and the items added in order (thread-count independent).
  *
  * Gradients: dw and db ACCUMULATE (+=); dinp is OVERWRITTEN (as conv2d). */
 #ifndef GC_NN_CONV3X3_H
