@@ -21,9 +21,10 @@ TORCH_ARGS=${TORCH_ARGS:---channels-last}
 BIN=build/bench/resnet_cpu
 if [ -z "${NO_BUILD:-}" ]; then make -s "$BIN" >/dev/null; fi
 [ -x "$BIN" ] || { echo "missing $BIN (make bench)"; exit 1; }
+CORES=$(nproc --all)
 export OMP_NUM_THREADS=$THREADS
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-echo "ResNet-$DEPTH, batch $BATCH, $THREADS threads, $ROUNDS rounds of $STEPS steps, torch $TORCH_ARGS, OMP_WAIT_POLICY=$OMP_WAIT_POLICY; $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "ResNet-$DEPTH, batch $BATCH, $THREADS threads, $ROUNDS rounds of $STEPS steps, torch $TORCH_ARGS, OMP_WAIT_POLICY=$OMP_WAIT_POLICY; $CORES cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 g_best=0; t_best=0; g_all=""; t_all=""
 for r in $(seq 1 "$ROUNDS"); do
     g=$("$BIN" --depth "$DEPTH" --batch "$BATCH" --threads "$THREADS" --steps "$STEPS" | grep '^gcx images/s')
