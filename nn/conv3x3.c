@@ -148,7 +148,7 @@ static void make_shifts(int *sh, int W) {
     for (int t = 0; t < 9; t++) sh[t] = (t / 3 - 1) * W + (t % 3 - 1);
 }
 
-void conv3x3_forward(float *out /*OC,ldo*/, float *work, const float *inp /*C,ldi*/,
+void conv3x3_forward(float *out /*OC,ldo*/, float *work /*conv3x3_work_floats*/, const float *inp /*C,ldi*/,
                      const float *w /*OC,C,3,3*/, const float *b /*OC or NULL*/, const Conv2dShape *s) {
     const int C = s->C, OC = s->OC, HW = s->H * s->W;
     const size_t P = (size_t)s->N * HW, V = P / 16;
@@ -261,7 +261,9 @@ static inline __attribute__((always_inline)) void wgrad_tile_packed(float *dwp /
         for (int t = 0; t < 9; t++) dwp[((size_t)(oc0 + r) * C + c) * 9 + t] += _mm512_reduce_add_ps(acc[r][t]);
 }
 
-/* the weight gradient of vectors [c0, c1) into dwp, tiles reading the input in place */
+/* the weight gradient of vectors [c0, c1) into dwp, tiles reading the input in place:
+ * forward out[oc, p] = sum_{c,t} w[oc,c,t] * in[c, p + sh_t] * valid_t(p)
+ *   =>  dw[oc,c,t] += sum_p dout[oc, p] * in[c, p + sh_t] * valid_t(p) */
 static __attribute__((noinline)) void wgrad_item(float *dwp, const float *dout, const float *inp, const uint16_t *mk,
                                                  const int *sh, int NVI, int C, int OC, size_t ldi, size_t ldo,
                                                  size_t c0, size_t c1) {
@@ -291,7 +293,8 @@ static __attribute__((noinline)) void wgrad_item_packed(float *dwp, float *col /
 }
 
 void conv3x3_backward(float *dinp /*C,ldi, overwritten; NULL = skip*/, float *dw /*OC,C,3,3, +=*/,
-                      float *db /*OC, +=, NULL = skip*/, float *work, const float *dout /*OC,ldo*/,
+                      float *db /*OC, +=, NULL = skip*/, float *work /*conv3x3_work_floats*/,
+                      const float *dout /*OC,ldo*/,
                       const float *inp /*C,ldi*/, const float *w /*OC,C,3,3*/, const Conv2dShape *s) {
     const int C = s->C, OC = s->OC, HW = s->H * s->W, NVI = HW / 16;
     const size_t P = (size_t)s->N * HW, V = P / 16, nw = (size_t)9 * C * OC;

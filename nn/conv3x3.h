@@ -34,10 +34,11 @@ int conv3x3_ok(const Conv2dShape *s);
 /* floats of scratch the routines below need */
 size_t conv3x3_work_floats(const Conv2dShape *s);
 
-void conv3x3_forward(float *out /*OC,ldo*/, float *work, const float *inp /*C,ldi*/,
+void conv3x3_forward(float *out /*OC,ldo*/, float *work /*conv3x3_work_floats*/, const float *inp /*C,ldi*/,
                      const float *w /*OC,C,3,3*/, const float *b /*OC or NULL*/, const Conv2dShape *s);
 void conv3x3_backward(float *dinp /*C,ldi, overwritten; NULL = skip*/, float *dw /*OC,C,3,3, +=*/,
-                      float *db /*OC, +=, NULL = skip*/, float *work, const float *dout /*OC,ldo*/,
+                      float *db /*OC, +=, NULL = skip*/, float *work /*conv3x3_work_floats*/,
+                      const float *dout /*OC,ldo*/,
                       const float *inp /*C,ldi*/, const float *w /*OC,C,3,3*/, const Conv2dShape *s);
 
 #endif
