@@ -55,7 +55,9 @@ static inline float half_to_float(uint16_t h) {
         memcpy(&u, &f, 4);
         u |= sign;
     } else if (e == 31) {
-        u = sign | 0x7F800000u | (m << 13);
+        /* inf, or NaN made quiet as the F16C instruction does, so a value
+         * decodes the same whichever path converts it */
+        u = sign | 0x7F800000u | (m << 13) | (m ? 0x00400000u : 0u);
     } else {
         u = sign | ((e + 112) << 23) | (m << 13);
     }

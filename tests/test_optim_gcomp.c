@@ -24,7 +24,7 @@
 #include "optim/optim.h"
 #include "tests/test.h"
 
-#define N 20000
+#define N 40000 /* above OPT_PAR_MIN (32768): the parallel loops are tested too */
 
 static int g_finite(float x) { return isfinite(x) && x != 0.0f; }
 
@@ -160,6 +160,13 @@ int main(void) {
         uint8_t lv2[100];
         optim_gcomp_levels_at(lv2, &o, pre + 500, grads[c->warm] + 500, c->lr, 500, 100);
         CHECK(!memcmp(lv2, lv + 500, 100), "%s: levels_at disagrees with levels", c->spec);
+        /* the whole (parallel, vectorized) range agrees with one-value calls */
+        uint8_t *lv3 = malloc(N);
+        for (int at = 0; at < N; at++) optim_gcomp_levels(lv3 + at, &o, pre, grads[c->warm], c->lr, (size_t)at, 1);
+        long differ = 0;
+        for (int i = 0; i < N; i++) differ += lv3[i] != lv[i];
+        CHECK(differ == 0, "%s: %ld levels of the whole range differ from one-value calls", c->spec, differ);
+        free(lv3);
         optim_free(&o);
         free(pre);
 
