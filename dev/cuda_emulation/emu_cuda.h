@@ -1,0 +1,88 @@
+/* Host emulation of the CUDA subset used by compress/*.cu: every block's threads
+ * are cooperative fibers; __syncthreads and warp intrinsics are barriers. */
+#ifndef EMU_CUDA_H
+#define EMU_CUDA_H
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#ifdef __cplusplus
+#include <functional>
+#include <type_traits>
+#endif
+
+typedef int cudaError_t;
+#define cudaSuccess 0
+typedef void *cudaStream_t;
+typedef void *cudaMemPool_t;
+enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
+enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold };
+static inline cudaError_t cudaMalloc(void **p, size_t n) { *p = malloc(n ? n : 1); memset(*p, 0xA5, n ? n : 1); return 0; }
+static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { (void)s; return cudaMalloc(p, n); }
+static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
+static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { (void)s; free(p); return 0; }
+static inline cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return 0; }
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { (void)s; memset(p, v, n); return 0; }
+static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) { (void)k; memmove(d, s, n); return 0; }
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) { (void)k; (void)st; memmove(d, s, n); return 0; }
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return 0; }
+static inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
+static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return 0; }
+static inline cudaError_t cudaGetDeviceCount(int *c) { *c = 1; return 0; }
+static inline cudaError_t cudaGetLastError(void) { return 0; }
+static inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *p, int d) { (void)d; *p = 0; return 0; }
+static inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t p, enum cudaMemPoolAttr a, void *v) { (void)p; (void)a; (void)v; return 0; }
+#define cudaCheck(x) do { if ((x) != 0) { fprintf(stderr, "emu cuda error %s:%d\n", __FILE__, __LINE__); exit(1); } } while (0)
+#define cudaCheckLast()
+
+#ifdef __cplusplus
+struct EmuDim { unsigned x, y, z; };
+extern EmuDim blockIdx, threadIdx, blockDim, gridDim;
+void emu_launch(size_t grid, size_t block, std::function<void()> fn);
+void __syncthreads();
+extern uint64_t emu_slot[1024];
+#define __global__ static
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline int __popc(uint32_t v) { return __builtin_popcount(v); }
+static inline int __ffs(uint32_t v) { return __builtin_ffs((int)v); }
+static inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+    uint64_t v = ((uint64_t)y << 32) | x; uint32_t r = 0;
+    for (int i = 0; i < 4; i++) { uint32_t sel = (s >> (4 * i)) & 7; r |= (uint32_t)((v >> (8 * sel)) & 0xFF) << (8 * i); }
+    return r;
+}
+template <class T> static inline T atomicOr(T *p, T v) { T o = *p; *p = o | v; return o; }
+template <class T> static inline T atomicAdd(T *p, T v) { T o = *p; *p = o + v; return o; }
+template <class T> static inline T atomicMax(T *p, T v) { T o = *p; *p = o > v ? o : v; return o; }
+/* warp ops: every thread of the block calls them at the same point */
+template <class T> static inline T __shfl_down_sync(unsigned m, T v, int o) {
+    (void)m; unsigned t = threadIdx.x; uint64_t w = 0; memcpy(&w, &v, sizeof v); emu_slot[t] = w; __syncthreads();
+    T r = v; unsigned lane = t & 31;
+    if (lane + o < 32 && t + o < blockDim.x) memcpy(&r, &emu_slot[t + o], sizeof r);
+    __syncthreads(); return r;
+}
+static inline int __any_sync(unsigned m, int p) {
+    (void)m; unsigned t = threadIdx.x; emu_slot[t] = p != 0; __syncthreads();
+    int r = 0; unsigned w0 = t & ~31u; for (unsigned k = w0; k < w0 + 32 && k < blockDim.x; k++) r |= (int)emu_slot[k];
+    __syncthreads(); return r;
+}
+static inline unsigned __match_any_sync(unsigned m, uint32_t v) {
+    (void)m; unsigned t = threadIdx.x; emu_slot[t] = v; __syncthreads();
+    unsigned r = 0, w0 = t & ~31u; for (unsigned k = w0; k < w0 + 32 && k < blockDim.x; k++) if ((uint32_t)emu_slot[k] == v) r |= 1u << (k - w0);
+    __syncthreads(); return r;
+}
+#endif
+#endif
