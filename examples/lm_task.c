@@ -7,6 +7,10 @@
 
 Model *lm_task_model(Task *t, int rank, int max_batch) {
     LmTask *lt = t->ctx;
+    if (t->cuda) {
+        if (rank == 0) fprintf(stderr, "error: the LSTM language model has no CUDA version yet (use --device cpu)\n");
+        return NULL;
+    }
     Model *m = lstm_lm_create(&lt->cfg, max_batch, lt->bptt);
     /* identical parameters everywhere, a dropout stream per worker */
     if (m) lstm_lm_set_dropout_seed(m, lt->seed * 1000003ULL + (uint64_t)rank + 1, 0);

@@ -10,6 +10,7 @@
 #include "examples/image_task.h"
 #include "examples/trainer.h"
 #include "nn/lenet.h"
+#include "nn/lenet_cuda.h"
 
 typedef struct {
     ImageData data; /* first: image_data_iter reads it */
@@ -18,7 +19,8 @@ typedef struct {
 
 static Model *lenet_new(Task *t, int rank, int max_batch) {
     (void)rank;
-    return lenet_create(&((LeNetTask *)t->ctx)->cfg, max_batch);
+    const LeNetConfig *cfg = &((LeNetTask *)t->ctx)->cfg;
+    return t->cuda ? lenet_create_cuda(cfg, max_batch) : lenet_create(cfg, max_batch);
 }
 
 enum { O_DATASET = 1, O_SHARD, O_HELP };

@@ -11,6 +11,7 @@
 #include "examples/image_task.h"
 #include "examples/trainer.h"
 #include "nn/resnet.h"
+#include "nn/resnet_cuda.h"
 
 typedef struct {
     ImageData data; /* first: image_data_iter reads it */
@@ -23,6 +24,8 @@ typedef struct {
 static Model *resnet_new(Task *t, int rank, int max_batch) {
     (void)rank;
     ResNetTask *rt = t->ctx;
+    if (t->cuda)
+        return rt->arch50 ? resnet50_create_cuda(&rt->cfg50, max_batch) : resnet_cifar_create_cuda(&rt->cfg, max_batch);
     return rt->arch50 ? resnet50_create(&rt->cfg50, max_batch) : resnet_cifar_create(&rt->cfg, max_batch);
 }
 

@@ -15,6 +15,7 @@
 #include "common/check.h"
 #include "common/ckpt.h"
 #include "common/units.h"
+#include "dist/comm_nccl.h"
 #include "optim/clip.h"
 
 /* ------------------------------------------------------------ options ---- */
@@ -22,7 +23,7 @@ enum {
     O_EPOCHS = TRAIN_OPT_BASE, O_STEPS, O_BATCH, O_LR, O_OPTIM, O_MOMENTUM, O_WD, O_NESTEROV, O_SCHEDULE, O_SEED,
     O_THREADS, O_EVAL_EVERY, O_PRINT_EVERY, O_LOG, O_SAVE, O_SAVE_EVERY, O_RESUME, O_WORKERS, O_BACKEND, O_CODEC,
     O_LAYER_CODEC, O_MIN_COMPRESS, O_TOPOLOGY, O_MEMORY, O_DELAY, O_BANDWIDTH, O_LATENCY, O_CODEC_THREADS, O_QUIET,
-    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT
+    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT, O_DEVICE
 };
 
 const struct option train_long_options[] = {
@@ -46,6 +47,7 @@ const struct option train_long_options[] = {
     {"resume", required_argument, 0, O_RESUME},
     {"workers", required_argument, 0, O_WORKERS},
     {"backend", required_argument, 0, O_BACKEND},
+    {"device", required_argument, 0, O_DEVICE},
     {"codec", required_argument, 0, O_CODEC},
     {"layer-codec", required_argument, 0, O_LAYER_CODEC},
     {"min-compress", required_argument, 0, O_MIN_COMPRESS},
@@ -168,8 +170,13 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
         o->workers = (int)v;
         return 1;
     case O_BACKEND:
-        if (strcmp(arg, "auto") && strcmp(arg, "local") && strcmp(arg, "mpi")) return bad("backend", arg, "auto, local or mpi");
+        if (strcmp(arg, "auto") && strcmp(arg, "local") && strcmp(arg, "mpi") && strcmp(arg, "nccl"))
+            return bad("backend", arg, "auto, local, mpi or nccl");
         snprintf(o->backend, sizeof o->backend, "%s", arg);
+        return 1;
+    case O_DEVICE:
+        if (strcmp(arg, "cpu") && strcmp(arg, "cuda")) return bad("device", arg, "cpu or cuda");
+        o->cuda = arg[0] == 'c' && arg[1] == 'u';
         return 1;
     case O_CODEC:
         if (dist_parse_codec(&o->dist, arg, err, sizeof err)) {
@@ -250,7 +257,9 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "Distributed (docs/DIST.md):\n"
             "  --workers N          data-parallel workers (default %d); threads of this process unless\n"
             "                       started by mpirun, where every process is one worker\n"
-            "  --backend B          auto (default), local (threads) or mpi\n"
+            "  --backend B          auto (default), local (threads), mpi, or nccl (one GPU per MPI process)\n"
+            "  --device cpu|cuda    where forward and backward run (default cpu); cuda models mirror the\n"
+            "                       parameters on the GPU (docs/GPU.md; written, not yet run on a GPU)\n"
             "  --codec SPEC         codec of every compressible tensor: NAME[:key=value,...] (default fp32);\n"
             "                       also: graddrop (Gradient Dropping), dgc:warmup=EPOCHS,clip=NORM,\n"
             "                       terngrad:share=0|1, any codec with memory=none|residual|dgc\n"
@@ -915,18 +924,21 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
         fprintf(stderr, "error: --schedule: %s\n", err);
         return 2;
     }
-    int use_mpi = !strcmp(o->backend, "mpi") || (!strcmp(o->backend, "auto") && comm_mpi_launched());
+    task->cuda = o->cuda;
+    int use_nccl = !strcmp(o->backend, "nccl");
+    int use_mpi = use_nccl || !strcmp(o->backend, "mpi") || (!strcmp(o->backend, "auto") && comm_mpi_launched());
     if (o->log[0]) {
         size_t l = strlen(o->log);
         sh.log_json = l > 6 && !strcmp(o->log + l - 6, ".jsonl");
     }
     int status;
     if (use_mpi) {
-        if (!comm_mpi_available()) {
-            fprintf(stderr, "error: this build has no MPI backend; rebuild with MPI installed (make deps; make)\n");
+        if (!comm_mpi_available() || (use_nccl && !comm_nccl_available())) {
+            fprintf(stderr, "error: this build has no %s backend; rebuild with %s installed (make deps; make)\n",
+                    use_nccl ? "NCCL" : "MPI", use_nccl ? "CUDA, NCCL and MPI" : "MPI");
             return 1;
         }
-        Comm *c = comm_mpi_new(argc, argv);
+        Comm *c = use_nccl ? comm_nccl_new(argc, argv) : comm_mpi_new(argc, argv);
         const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
         int local = ls ? atoi(ls) : 1;
         sh.threads_per_worker = o->threads ? o->threads : (ncores() / (local > 0 ? local : 1));

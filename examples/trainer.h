@@ -46,6 +46,7 @@ struct Task {
     int is_char;        /* character model: also bits per character */
     int has_valid;      /* a separate validation split exists (LM) */
     double clip_norm;   /* gradient clipping by global norm before the exchange (0 = off) */
+    int cuda;           /* set by train_run from --device: model_new builds the GPU model */
     /* a new model for worker rank, identically initialized on every worker from
      * the run seed (rank seeds only per-worker randomness such as dropout);
      * NULL after printing why */
@@ -78,7 +79,8 @@ typedef struct {
     long save_every;      /* steps (0 = only at the end) */
     /* distributed */
     int workers;
-    char backend[16];     /* "auto", "local", "mpi" */
+    char backend[16];     /* "auto", "local", "mpi", "nccl" */
+    int cuda;             /* --device cuda */
     DistConfig dist;
     char codec_text[512];
     int quiet;
