@@ -106,16 +106,10 @@ int main(int argc, char **argv) {
             if (end == optarg || *end || clip < 0) train_usage_error(argv[0], "--clip %s: expected a number >= 0", optarg);
             break;
         case O_TEXT: text = optarg; break;
-        case '?': train_usage_error(argv[0], "unknown or incomplete option '%s'", argv[optind - 1]); break;
-        default: {
-            int r = train_opts_handle(&o, c, optarg);
-            if (r < 0) train_usage_error(argv[0], "bad value for '%s'", argv[optind - 1]);
-            if (r == 0) train_usage_error(argv[0], "unknown option '%s'", argv[optind - 1]);
-        }
+        default: train_opts_getopt(&o, c, argv);
         }
     }
-    if (optind < argc) train_usage_error(argv[0], "unexpected argument '%s'", argv[optind]);
-    if (train_opts_finish(&o)) return 2;
+    train_opts_done(&o, argc, argv);
     char err[1024];
     int is_char = model[0] == 'c';
     if (is_char ? char_corpus_load(&lt.corpus, text, 0.1, err, sizeof err) : ptb_load(&lt.corpus, NULL, err, sizeof err)) {

@@ -103,18 +103,10 @@ int main(int argc, char **argv) {
             if (!strcmp(optarg, "fixed")) rt.data.shard_fixed = 1;
             else if (strcmp(optarg, "epoch")) train_usage_error(argv[0], "--shard %s: expected epoch or fixed", optarg);
             break;
-        case '?':
-            train_usage_error(argv[0], "unknown or incomplete option '%s'", argv[optind - 1]);
-            break;
-        default: {
-            int r = train_opts_handle(&o, c, optarg);
-            if (r < 0) train_usage_error(argv[0], "bad value for '%s'", argv[optind - 1]);
-            if (r == 0) train_usage_error(argv[0], "unknown option '%s'", argv[optind - 1]);
-        }
+        default: train_opts_getopt(&o, c, argv);
         }
     }
-    if (optind < argc) train_usage_error(argv[0], "unexpected argument '%s'", argv[optind]);
-    if (train_opts_finish(&o)) return 2;
+    train_opts_done(&o, argc, argv);
     char err[1024];
     if (image_data_open(&rt.data, dataset, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);

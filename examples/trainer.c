@@ -231,6 +231,18 @@ int train_opts_finish(TrainOpts *o) {
     return 0;
 }
 
+void train_opts_getopt(TrainOpts *o, int c, char **argv) {
+    if (c == '?') train_usage_error(argv[0], "unknown or incomplete option '%s'", argv[optind - 1]);
+    int r = train_opts_handle(o, c, optarg);
+    if (r < 0) train_usage_error(argv[0], "bad value for '%s'", argv[optind - 1]);
+    if (r == 0) train_usage_error(argv[0], "unknown option '%s'", argv[optind - 1]);
+}
+
+void train_opts_done(TrainOpts *o, int argc, char **argv) {
+    if (optind < argc) train_usage_error(argv[0], "unexpected argument '%s'", argv[optind]);
+    if (train_opts_finish(o)) exit(2);
+}
+
 void train_opts_help(FILE *fp, const TrainOpts *d) {
     fprintf(fp,
             "Training:\n"

@@ -97,6 +97,12 @@ void train_options_merge(struct option *out, int cap, const struct option *own);
 int train_opts_handle(TrainOpts *o, int id, const char *arg);
 /* after parsing: consistency checks; 0 or -1 (message printed) */
 int train_opts_finish(TrainOpts *o);
+/* For a binary's getopt_long loop: the value c was not one of the binary's own
+ * options, so it is a shared option ('?' = unknown); handles it or prints the
+ * usage hint and exits 2. */
+void train_opts_getopt(TrainOpts *o, int c, char **argv);
+/* After the loop: no stray arguments, consistent options; exits 2 otherwise. */
+void train_opts_done(TrainOpts *o, int argc, char **argv);
 /* the shared part of --help */
 void train_opts_help(FILE *fp, const TrainOpts *defaults);
 

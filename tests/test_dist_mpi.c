@@ -13,39 +13,9 @@
 #include "examples/image_task.h"
 #include "examples/trainer.h"
 #include "nn/resnet.h"
+#include "tests/synth_task.h"
 #include "tests/test.h"
 
-typedef struct {
-    ImageData data;
-    ResNetConfig cfg;
-} Ctx;
-
-static Model *new_model(Task *t, int rank, int max_batch) {
-    (void)rank;
-    return resnet_cifar_create(&((Ctx *)t->ctx)->cfg, max_batch);
-}
-
-static void synth(ImageSet *s, int n, uint64_t seed) {
-    memset(s, 0, sizeof *s);
-    s->n = n;
-    s->C = 3;
-    s->H = s->W = 16;
-    s->num_classes = 10;
-    s->x = malloc((size_t)n * 768);
-    s->y = malloc((size_t)n);
-    Rng r;
-    rng_init(&r, seed, 0);
-    for (int i = 0; i < n; i++) {
-        s->y[i] = (uint8_t)(i % 10);
-        for (int k = 0; k < 768; k++) s->x[(size_t)i * 768 + k] = (uint8_t)((rng_u64(&r) & 63) + 20 * s->y[i]);
-    }
-    for (int c = 0; c < 3; c++) {
-        s->mean[c] = 0.4f;
-        s->std[c] = 0.25f;
-    }
-    s->pad = 2;
-    s->flip = 1;
-}
 
 static int run(const char *codec, const char *backend, const char *save, int *argc, char ***argv) {
     TrainOpts o;
@@ -65,19 +35,9 @@ static int run(const char *codec, const char *backend, const char *save, int *ar
     if (dist_parse_codec(&o.dist, codec, err, sizeof err)) return -1;
     snprintf(o.codec_text, sizeof o.codec_text, "%s", codec);
     snprintf(o.save, sizeof o.save, "%s", save);
-    Ctx c;
-    memset(&c, 0, sizeof c);
-    synth(&c.data.train, 64, 21);
-    synth(&c.data.test, 8, 22);
-    c.data.loaded = 1;
-    c.cfg = resnet_cifar_config(8);
-    c.cfg.in_h = c.cfg.in_w = 16;
-    c.cfg.seed = 5;
-    Task t = {0};
-    t.name = "resnet8 synthetic";
-    t.model_new = new_model;
-    t.data_new = image_data_iter;
-    t.ctx = &c;
+    SynthCtx c;
+    Task t;
+    synth_task(&t, &c, 64, 8, 5);
     int rc = train_run(&o, &t, argc, argv);
     image_data_close(&c.data);
     return rc;
