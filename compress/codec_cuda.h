@@ -3,7 +3,7 @@
  *
  * A CodecCuda is the GPU twin of a Codec: built from the same CodecSpec, it
  * keeps the GPU-side state a codec carries across calls (gcomp's encoder and
- * decoder Huffman tables, docs/format_gcomp.md "table schedule") next to a CPU
+ * decoder Huffman tables, docs/FORMAT.md section 10 "table schedule") next to a CPU
  * Codec of the same spec. The functions mirror codec_encode / codec_decode /
  * codec_decode_acc / codec_local_scalar / codec_max_frame argument for argument,
  * with CodecCuda in place of Codec and device pointers for the tensors:

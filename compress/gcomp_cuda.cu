@@ -1,5 +1,5 @@
 /* GPU path of gcomp (Li et al., SoCC 2024; CPU twin compress/gcomp.c, format
- * docs/format_gcomp.md), byte-identical frames.
+ * docs/FORMAT.md section 10), byte-identical frames.
  *
  * Encode, as the CPU's two passes (Section 6.1, 6.2):
  *   1. one thread block per chunk: the exponent histogram (shared-memory

@@ -1,4 +1,4 @@
-/* GPU paths of the sparsifying codecs topk, dgc and sbc (docs/format_sparse.md;
+/* GPU paths of the sparsifying codecs topk, dgc and sbc (docs/FORMAT.md section 9;
  * CPU twins compress/topk.c, dgc.c, sbc.c, selection compress/select.[ch]).
  *
  * Selection (DGC section 5, "sampling to reduce top-k selection time" and the
