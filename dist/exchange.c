@@ -341,6 +341,10 @@ static int bundle_add(Exchange *ex, ByteBuf *b, int t, int chunk, Codec *c, cons
     b->len += ENTRY_HDR + (size_t)len;
     put_u32(b->p + 12, get_u32(b->p + 12) + 1);
     ex->st.raw_up += 4 * (uint64_t)n;
+    if (ex->pol[t].compressed) {
+        ex->st.comp_raw += 4 * (uint64_t)n;
+        ex->st.comp_bytes += ENTRY_HDR + (uint64_t)len;
+    }
     return 0;
 }
 

@@ -86,6 +86,8 @@ typedef struct {
     uint64_t up_bytes;    /* bytes of frames this worker sent (one copy; ring: all hops) */
     uint64_t down_bytes;  /* bytes of frames this worker received */
     uint64_t raw_up;      /* fp32 bytes of the values in those up frames (4 per value) */
+    uint64_t comp_raw, comp_bytes; /* the same for the compressed tensors alone: 4 x values, and
+                                      bytes of their frames (headers included) this worker encoded */
     uint64_t wire_sent, wire_received; /* on this rank's link, per the Comm's accounting */
     double codec_s;       /* seconds spent encoding and decoding */
     double comm_model_s;  /* modeled network time of the exchange (same on all ranks) */

@@ -579,7 +579,7 @@ static int evaluate(Worker *w, DataIter *it, EvalResult *res) {
 /* ---------------------------------------------------------------- log ---- */
 static void log_header(Shared *sh) {
     if (!sh->log || sh->log_json) return;
-    fprintf(sh->log, "kind,step,epoch,loss,acc,ppl,lr,up_bytes,down_bytes,bits_up,bits_down,ratio,density,"
+    fprintf(sh->log, "kind,step,epoch,loss,acc,ppl,lr,up_bytes,down_bytes,bits_up,bits_down,ratio,ratio_compressed,density,"
                      "compute_s,codec_s,comm_model_s,step_s,total_s,samples_per_s\n");
     fflush(sh->log);
 }
@@ -587,7 +587,7 @@ static void log_header(Shared *sh) {
 typedef struct {
     const char *kind;
     long step;
-    double epoch, loss, acc, ppl, lr, up, down, bits_up, bits_down, ratio, density, compute_s, codec_s, comm_s,
+    double epoch, loss, acc, ppl, lr, up, down, bits_up, bits_down, ratio, ratio_c, density, compute_s, codec_s, comm_s,
         step_s, total_s, rate;
 } LogRow;
 
@@ -596,15 +596,15 @@ static void log_row(Shared *sh, const LogRow *r) {
     if (sh->log_json)
         fprintf(sh->log,
                 "{\"kind\":\"%s\",\"step\":%ld,\"epoch\":%.4f,\"loss\":%.6g,\"acc\":%.6g,\"ppl\":%.6g,\"lr\":%.6g,"
-                "\"up_bytes\":%.0f,\"down_bytes\":%.0f,\"bits_up\":%.6g,\"bits_down\":%.6g,\"ratio\":%.6g,"
+                "\"up_bytes\":%.0f,\"down_bytes\":%.0f,\"bits_up\":%.6g,\"bits_down\":%.6g,\"ratio\":%.6g,\"ratio_compressed\":%.6g,"
                 "\"density\":%.6g,\"compute_s\":%.6g,\"codec_s\":%.6g,\"comm_model_s\":%.6g,\"step_s\":%.6g,"
                 "\"total_s\":%.6g,\"samples_per_s\":%.6g}\n",
                 r->kind, r->step, r->epoch, r->loss, r->acc, r->ppl, r->lr, r->up, r->down, r->bits_up, r->bits_down,
-                r->ratio, r->density, r->compute_s, r->codec_s, r->comm_s, r->step_s, r->total_s, r->rate);
+                r->ratio, r->ratio_c, r->density, r->compute_s, r->codec_s, r->comm_s, r->step_s, r->total_s, r->rate);
     else
-        fprintf(sh->log, "%s,%ld,%.4f,%.6g,%.6g,%.6g,%.6g,%.0f,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+        fprintf(sh->log, "%s,%ld,%.4f,%.6g,%.6g,%.6g,%.6g,%.0f,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
                 r->kind, r->step, r->epoch, r->loss, r->acc, r->ppl, r->lr, r->up, r->down, r->bits_up, r->bits_down,
-                r->ratio, r->density, r->compute_s, r->codec_s, r->comm_s, r->step_s, r->total_s, r->rate);
+                r->ratio, r->ratio_c, r->density, r->compute_s, r->codec_s, r->comm_s, r->step_s, r->total_s, r->rate);
     fflush(sh->log);
 }
 
@@ -802,7 +802,8 @@ static void worker_main(Shared *sh, Comm *comm) {
         w->step++;
         /* statistics of this step over all workers (not counted as traffic) */
         double v[12] = {st.loss, (double)st.correct, (double)st.count, t1 - t0, xs.codec_s, (double)xs.up_bytes,
-                        (double)xs.down_bytes, (double)xs.raw_up, xs.comm_model_s, xs.density, (double)xs.exchanged, 0};
+                        (double)xs.down_bytes, (double)xs.raw_up, xs.comm_model_s, xs.density, (double)xs.comp_raw,
+                        (double)xs.comp_bytes};
         s0 = comm->sent;
         r0 = comm->received;
         comm_allreduce_f64(comm, v, 12, COMM_SUM);
@@ -838,6 +839,7 @@ static void worker_main(Shared *sh, Comm *comm) {
             fflush(stdout);
             LogRow r = {"train", w->step, (double)w->step / spe, mean_loss, acc, exp(mean_loss), lr, up, down,
                         8 * up / (double)nvalues, 8 * down / (double)nvalues, ratio,
+                        acc_sums[11] > 0 ? acc_sums[10] / acc_sums[11] : 0,
                         acc_sums[9] / ((double)world * acc_steps), acc_sums[3] / ((double)world * acc_steps),
                         acc_sums[4] / ((double)world * acc_steps), acc_sums[8] / ((double)world * acc_steps), dt,
                         t_now - t_start, rate};
