@@ -90,6 +90,8 @@ def summarize(log_path):
         "bits_up": wmean("bits_up"),
         "bits_down": wmean("bits_down"),
         "up": up,
+        # total bytes one worker sent over the whole run (SBC Table II's "upstream per client")
+        "total_up": sum(float(r["up_bytes"]) * w for r, w in zip(train, weights)),
         "down": down,
         # codec ratio over the frames actually sent: raw = ratio * up per row
         "ratio": (sum(float(r["ratio"]) * float(r["up_bytes"]) * w for r, w in zip(train, weights)) / (up * total))
@@ -116,6 +118,7 @@ def main():
     ap.add_argument("--bandwidth", default="100mbit")
     ap.add_argument("--latency", default="0.5ms")
     ap.add_argument("--lm", action="store_true", help="report perplexity instead of accuracy")
+    ap.add_argument("--no-run", action="store_true", help="only tabulate the logs already in --out")
     ap.add_argument("trainer_args", nargs=argparse.REMAINDER, help="-- then flags for every run")
     a = ap.parse_args()
     extra = [x for x in a.trainer_args if x != "--"]
@@ -129,28 +132,36 @@ def main():
         log = os.path.join(a.out, tag + ".csv")
         cmd = [a.binary] + extra + shlex.split(flags) + [
             "--bandwidth", a.bandwidth, "--latency", a.latency, "--log", log, "--quiet"]
-        print("==", " ".join(cmd), flush=True)
         t0 = time.time()
-        with open(os.path.join(a.out, tag + ".txt"), "w") as out:
-            rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT)
+        if a.no_run:
+            rc = 0
+        else:
+            print("==", " ".join(cmd), flush=True)
+            with open(os.path.join(a.out, tag + ".txt"), "w") as out:
+                rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT)
         s = summarize(log) if rc == 0 and os.path.exists(log) else None
         if s is None:
             print(f"   failed (exit {rc}); see {os.path.join(a.out, tag + '.txt')}", flush=True)
             continue
         s["label"], s["cmd"], s["wall"] = label, " ".join(cmd), time.time() - t0
-        print(f"   {s['steps']} steps in {s['wall']:.0f} s: eval acc {s['eval_acc']:.4f} ppl {s['eval_ppl']:.2f}, "
-              f"ratio {s['ratio']:.1f}x", flush=True)
+        if not a.no_run:
+            print(f"   {s['steps']} steps in {s['wall']:.0f} s: eval acc {s['eval_acc']:.4f} ppl {s['eval_ppl']:.2f}, "
+                  f"ratio {s['ratio']:.1f}x", flush=True)
         rows.append(s)
     metric = "val ppl" if a.lm else "test acc"
+
+    def x(v):
+        return "-" if math.isnan(v) else f"{v:.1f}x"
+
     lines = [
-        f"| configuration | steps | {metric} | bits/value up | bits/value down | ratio (all / compressed tensors) | 32 / bits up | compute s/step "
+        f"| configuration | steps | {metric} | bits/value up | bits/value down | ratio (all / compressed tensors) | 32 / bits up | MB up per worker | compute s/step "
         f"| codec s/step | modeled comm s/step @ {a.bandwidth} |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in rows:
         m = f"{s['eval_ppl']:.1f}" if a.lm else f"{100 * s['eval_acc']:.2f}%"
         lines.append(f"| {s['label']} | {s['steps']} | {m} | {s['bits_up']:.4g} | {s['bits_down']:.4g} | "
-                     f"{s['ratio']:.1f}x / {s['ratio_c']:.1f}x | {s['effective']:.1f}x | {s['compute_s']:.3f} | {s['codec_s']:.4f} | {s['comm_s']:.4f} |")
+                     f"{x(s['ratio'])} / {x(s['ratio_c'])} | {x(s['effective'])} | {s['total_up'] / 1e6:.4g} | {s['compute_s']:.3f} | {s['codec_s']:.4f} | {s['comm_s']:.4f} |")
     table = "\n".join(lines)
     print()
     print(table)
