@@ -164,6 +164,18 @@ void codec_free(Codec *c) {
     free(c);
 }
 
+size_t codec_state_max(const Codec *c) { return c->spec.ops->state_save ? c->spec.ops->state_max : 0; }
+
+int64_t codec_state_save(const Codec *c, uint8_t *buf, size_t cap) {
+    if (!c->spec.ops->state_save) return 0;
+    return c->spec.ops->state_save(c, buf, cap);
+}
+
+int codec_state_load(Codec *c, const uint8_t *buf, size_t len) {
+    if (!c->spec.ops->state_load) return len ? -GC_ERR_STATE : 0;
+    return c->spec.ops->state_load(c, buf, len);
+}
+
 size_t codec_max_frame(const Codec *c, size_t n) { return CODEC_HEADER_SIZE + c->spec.ops->max_payload(c, n); }
 
 int64_t codec_encode(Codec *c, uint8_t *frame, size_t cap, const float *x, size_t n, const CodecSide *side) {

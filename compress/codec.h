@@ -96,6 +96,14 @@ typedef struct {
     size_t state_size;
     /* optional: release anything the state owns */
     void (*state_free)(struct Codec *c);
+    /* optional (codecs whose frames depend on earlier encodes, e.g. GCOMP's tables):
+     * the state as a self-contained blob for checkpoints. state_save writes at most
+     * state_max bytes and returns the length (or a negative GcError); state_load
+     * restores it, or returns a negative GcError for a blob that is not a valid
+     * state, leaving the codec unchanged */
+    size_t state_max;
+    int64_t (*state_save)(const struct Codec *c, uint8_t *buf, size_t cap);
+    int (*state_load)(struct Codec *c, const uint8_t *buf, size_t len);
     /* worst-case payload bytes for n values */
     size_t (*max_payload)(const struct Codec *c, size_t n);
     /* write the payload; set *flags; return payload length or negative GcError */
@@ -142,6 +150,12 @@ Codec *codec_new(const CodecSpec *spec);
 void codec_free(Codec *c);
 /* worst-case frame bytes (header included) for n values */
 size_t codec_max_frame(const Codec *c, size_t n);
+/* checkpoints of codec state (CodecOps.state_save/state_load): state_max is 0 for
+ * codecs without such state; save returns the blob length or a negative GcError;
+ * load returns 0 or a negative GcError and leaves the codec unchanged on error */
+size_t codec_state_max(const Codec *c);
+int64_t codec_state_save(const Codec *c, uint8_t *buf, size_t cap);
+int codec_state_load(Codec *c, const uint8_t *buf, size_t len);
 /* encode n values into frame (cap bytes); returns frame length or negative GcError */
 int64_t codec_encode(Codec *c, uint8_t *frame, size_t cap, const float *x, size_t n, const CodecSide *side);
 /* decode a whole frame of exactly len bytes holding n values into out */

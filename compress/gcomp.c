@@ -587,7 +587,8 @@ static int gp_decode_chunk(float *out, int *neg0, const GpDecTable *t, const GpC
 
 /* parse and validate a table section into t (lookup table included).
  * p: [len]; *used: bytes consumed */
-static int gp_table_read(GpDecTable *t, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
+/* a carried table (gp_table_write's layout) -> the code; its CRC-32C must be id */
+static int gp_table_parse(HuffCode *hc, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
     if (len < 2) return -GC_ERR_TRUNCATED;
     size_t k = get_u16(p);
     if (k > HUFF_NSYM) return -GC_ERR_CORRUPT;
@@ -602,7 +603,11 @@ static int gp_table_read(GpDecTable *t, size_t *used, const uint8_t *p, size_t l
     }
     *used = 2 + 2 * k;
     if (crc32c(0, p, *used) != id) return -GC_ERR_CORRUPT;
-    int rc = huff_code_build(&t->hc, lens, ntheta);
+    return huff_code_build(hc, lens, ntheta);
+}
+
+static int gp_table_read(GpDecTable *t, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
+    int rc = gp_table_parse(&t->hc, used, p, len, ntheta, id);
     if (rc) return rc;
     if (t->lut_n != ntheta || !t->lut) {
         free(t->lut);
@@ -612,6 +617,97 @@ static int gp_table_read(GpDecTable *t, size_t *used, const uint8_t *p, size_t l
     huff_lut_build(t->lut, &t->hc);
     t->id = id;
     t->have = 1;
+    return 0;
+}
+
+/* ------------------------------------------------------- checkpoints */
+
+/* The state a resumed run needs to code exactly as an uninterrupted one (the
+ * encoder's table, its id, the exponent counts and encodes since the last
+ * rebuild, Section 4.4; the decoder's current table). Layout, little-endian:
+ *   u8 version (1)
+ *   u8 encoder has a table; if so: u8 n_theta, u32 id, table as carried in frames
+ *   u64 encodes since the last rebuild, 256 x u64 exponent counts
+ *   u8 decoder has a table; if so: u8 n_theta, u32 id, table as carried in frames */
+#define GP_STATE_VERSION 1
+#define GP_STATE_MAX (1 + 2 * (1 + 1 + 4 + GP_TABLE_MAX) + 8 + 8 * HUFF_NSYM)
+
+static size_t gp_state_put_table(uint8_t *p, int have, const HuffCode *hc, uint32_t id) {
+    p[0] = (uint8_t)(have != 0);
+    if (!have) return 1;
+    p[1] = (uint8_t)hc->ntheta;
+    put_u32(p + 2, id);
+    return 6 + gp_table_write(p + 6, hc);
+}
+
+static int64_t gp_state_save(const Codec *c, uint8_t *buf, size_t cap) {
+    const GcompState *st = c->state;
+    if (cap < GP_STATE_MAX) return -GC_ERR_NOSPACE;
+    size_t at = 0;
+    buf[at++] = GP_STATE_VERSION;
+    at += gp_state_put_table(buf + at, st->enc_have, &st->enc, st->enc_id);
+    put_u64(buf + at, st->since);
+    at += 8;
+    for (int s = 0; s < HUFF_NSYM; s++, at += 8) put_u64(buf + at, st->hist[s]);
+    at += gp_state_put_table(buf + at, st->cur.have, &st->cur.hc, st->cur.id);
+    return (int64_t)at;
+}
+
+/* one table of a state blob: *have, and when set the code and its id */
+static int gp_state_get_table(const uint8_t *p, size_t len, size_t *used, int *have, HuffCode *hc, uint32_t *id) {
+    if (len < 1) return -GC_ERR_TRUNCATED;
+    if (p[0] > 1) return -GC_ERR_CORRUPT;
+    *have = p[0];
+    *used = 1;
+    if (!*have) return 0;
+    if (len < 6) return -GC_ERR_TRUNCATED;
+    int ntheta = p[1];
+    if (ntheta < 1 || ntheta > HUFF_MAX_NTHETA) return -GC_ERR_CORRUPT;
+    *id = get_u32(p + 2);
+    size_t tl = 0;
+    int rc = gp_table_parse(hc, &tl, p + 6, len - 6, ntheta, *id);
+    *used = 6 + tl;
+    return rc;
+}
+
+static int gp_state_load(Codec *c, const uint8_t *buf, size_t len) {
+    GcompState *st = c->state;
+    if (len < 1) return -GC_ERR_TRUNCATED;
+    if (buf[0] != GP_STATE_VERSION) return -GC_ERR_VERSION;
+    size_t at = 1, used = 0;
+    int enc_have = 0, dec_have = 0;
+    HuffCode enc, dec;
+    uint32_t enc_id = 0, dec_id = 0;
+    int rc = gp_state_get_table(buf + at, len - at, &used, &enc_have, &enc, &enc_id);
+    if (rc) return rc;
+    if (enc_have && enc.ntheta != (int)codec_param(&c->spec, "ntheta")) return -GC_ERR_PARAM;
+    at += used;
+    if (len - at < 8 + 8 * HUFF_NSYM) return -GC_ERR_TRUNCATED;
+    uint64_t since = get_u64(buf + at), hist[HUFF_NSYM];
+    at += 8;
+    for (int s = 0; s < HUFF_NSYM; s++, at += 8) hist[s] = get_u64(buf + at);
+    rc = gp_state_get_table(buf + at, len - at, &used, &dec_have, &dec, &dec_id);
+    if (rc) return rc;
+    if (at + used != len) return -GC_ERR_OVERSIZED;
+    /* valid: commit */
+    st->enc_have = enc_have;
+    if (enc_have) {
+        st->enc = enc;
+        st->enc_id = enc_id;
+    }
+    st->since = since;
+    memcpy(st->hist, hist, sizeof hist);
+    st->cur.have = dec_have;
+    if (dec_have) {
+        st->cur.hc = dec;
+        st->cur.id = dec_id;
+        if (st->cur.lut_n != dec.ntheta || !st->cur.lut) {
+            free(st->cur.lut);
+            st->cur.lut = mallocCheck(sizeof(uint16_t) << dec.ntheta);
+            st->cur.lut_n = dec.ntheta;
+        }
+        huff_lut_build(st->cur.lut, &st->cur.hc);
+    }
     return 0;
 }
 
@@ -712,6 +808,9 @@ const CodecOps codec_gcomp_ops = {
     .nparams = (int)(sizeof gcomp_params / sizeof gcomp_params[0]),
     .state_size = sizeof(GcompState),
     .state_free = gp_state_free,
+    .state_max = GP_STATE_MAX,
+    .state_save = gp_state_save,
+    .state_load = gp_state_load,
     .max_payload = gp_max_payload,
     .encode = gp_encode,
     .decode = gp_decode,

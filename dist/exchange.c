@@ -158,6 +158,7 @@ struct Exchange {
     int nslots;          /* codec slots per tensor */
     Codec **enc, **dec;  /* [T * nslots] lazily created */
     ByteBuf out, in;
+    ByteBuf ckpt;        /* the "codecs" checkpoint section */
     size_t *lens;
     long local_steps;
     int started;
@@ -285,6 +286,7 @@ void exchange_free(Exchange *ex) {
     free(ex->lens);
     bytebuf_free(&ex->out);
     bytebuf_free(&ex->in);
+    bytebuf_free(&ex->ckpt);
     free(ex);
 }
 
@@ -901,7 +903,45 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
 }
 
 /* ---------------------------------------------------- checkpoints ---- */
+/* The "codecs" section: the state of every codec instance that keeps some
+ * (GCOMP's Huffman tables, docs/FORMAT.md section 13), so a resumed run codes
+ * exactly as an uninterrupted one. u32 record count, then per record:
+ * u32 tensor, u32 slot, u32 direction (0 encoder, 1 decoder), u32 length, blob. */
+#define CK_REC_HDR 16
+
+static void codecs_blob(Exchange *ex) {
+    size_t cap = 4;
+    for (int dir = 0; dir < 2; dir++)
+        for (size_t i = 0; i < (size_t)ex->T * (size_t)ex->nslots; i++) {
+            Codec *c = (dir ? ex->dec : ex->enc)[i];
+            if (c && codec_state_max(c)) cap += CK_REC_HDR + codec_state_max(c);
+        }
+    bytebuf_reserve(&ex->ckpt, cap);
+    uint8_t *p = ex->ckpt.p;
+    size_t at = 4;
+    uint32_t count = 0;
+    for (int dir = 0; dir < 2; dir++)
+        for (size_t i = 0; i < (size_t)ex->T * (size_t)ex->nslots; i++) {
+            Codec *c = (dir ? ex->dec : ex->enc)[i];
+            if (!c || !codec_state_max(c)) continue;
+            int64_t len = codec_state_save(c, p + at + CK_REC_HDR, codec_state_max(c));
+            if (len < 0) { /* a codec's state_max is its own bound: a bug, not an input error */
+                fprintf(stderr, "fatal: codec state of tensor %zu exceeds its bound\n", i / (size_t)ex->nslots);
+                abort();
+            }
+            put_u32(p + at, (uint32_t)(i / (size_t)ex->nslots));
+            put_u32(p + at + 4, (uint32_t)(i % (size_t)ex->nslots));
+            put_u32(p + at + 8, (uint32_t)dir);
+            put_u32(p + at + 12, (uint32_t)len);
+            at += CK_REC_HDR + (size_t)len;
+            count++;
+        }
+    put_u32(p, count);
+    ex->ckpt.len = count ? at : 0;
+}
+
 int exchange_ckpt_sections(Exchange *ex, CkptSection *out, int cap, const char *prefix) {
+    codecs_blob(ex);
     struct {
         const char *name;
         void *p;
@@ -914,6 +954,7 @@ int exchange_ckpt_sections(Exchange *ex, CkptSection *out, int cap, const char *
         {"pullres", ex->pull_resid, ex->pull_resid ? ex->pt->total * 4 : 0},
         {"steps", &ex->local_steps, sizeof ex->local_steps},
         {"started", &ex->started, sizeof ex->started},
+        {"codecs", ex->ckpt.len ? ex->ckpt.p : NULL, ex->ckpt.len},
     };
     int n = 0;
     for (size_t i = 0; i < sizeof s / sizeof s[0] && n < cap; i++) {
@@ -926,10 +967,44 @@ int exchange_ckpt_sections(Exchange *ex, CkptSection *out, int cap, const char *
     return n;
 }
 
+static int codecs_load(Exchange *ex, const uint8_t *p, size_t len, char *err, size_t errlen) {
+    if (len < 4) goto bad;
+    uint32_t count = get_u32(p);
+    size_t at = 4;
+    for (uint32_t r = 0; r < count; r++) {
+        if (len - at < CK_REC_HDR) goto bad;
+        uint32_t t = get_u32(p + at), slot = get_u32(p + at + 4), dir = get_u32(p + at + 8),
+                 l = get_u32(p + at + 12);
+        at += CK_REC_HDR;
+        if (t >= (uint32_t)ex->T || slot >= (uint32_t)ex->nslots || dir > 1 || l > len - at) goto bad;
+        Codec *c = slot_codec(ex, dir ? ex->dec : ex->enc, (int)t, (int)slot);
+        int rc = codec_state_load(c, p + at, l);
+        if (rc) {
+            snprintf(err, errlen, "checkpoint: codec state of tensor %s (%s) does not fit this run's codec: %s",
+                     ex->pt->t[t].name, dir ? "decoder" : "encoder", gc_strerror(rc));
+            return -1;
+        }
+        at += l;
+    }
+    if (at == len) return 0;
+bad:
+    snprintf(err, errlen, "checkpoint: the exchange's codecs section is malformed");
+    return -1;
+}
+
 int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, char *err, size_t errlen) {
-    CkptSection s[8];
-    int n = exchange_ckpt_sections(ex, s, 8, prefix);
-    for (int i = 0; i < n; i++)
-        if (ckpt_load(ck, s[i].name, (void *)s[i].data, s[i].len, err, errlen)) return -1;
-    return 0;
+    CkptSection s[10];
+    int n = exchange_ckpt_sections(ex, s, 10, "");
+    for (int i = 0; i < n; i++) {
+        char name[CKPT_NAME_MAX + 16];
+        snprintf(name, sizeof name, "%.15s%.31s", prefix, s[i].name);
+        if (!strcmp(s[i].name, "codecs")) continue;
+        if (ckpt_load(ck, name, (void *)s[i].data, s[i].len, err, errlen)) return -1;
+    }
+    /* absent when no codec kept state at the save */
+    char name[CKPT_NAME_MAX + 16];
+    snprintf(name, sizeof name, "%.15scodecs", prefix);
+    size_t len = 0;
+    const uint8_t *p = ckpt_find(ck, name, &len);
+    return p ? codecs_load(ex, p, len, err, errlen) : 0;
 }

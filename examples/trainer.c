@@ -489,7 +489,8 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     int n = worker_sections(w, s, MAX_SECTIONS, pos_buf);
     int rc = ckpt_load(&ck, "step", &step, sizeof step, err, errlen);
     for (int i = 0; i < n && !rc; i++) {
-        if (!strncmp(s[i].name, "opt.", 4)) continue; /* the optimizer loads its own */
+        /* the optimizer and the exchange load their own */
+        if (!strncmp(s[i].name, "opt.", 4) || !strncmp(s[i].name, "ex.", 3)) continue;
         char name[CKPT_NAME_MAX + 8];
         snprintf(name, sizeof name, "%.7s%.31s", prefix, s[i].name);
         rc = ckpt_load(&ck, name, (void *)s[i].data, s[i].len, err, errlen);
@@ -497,6 +498,9 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     char optp[24];
     snprintf(optp, sizeof optp, "%sopt.", prefix);
     if (!rc) rc = optim_ckpt_load(&w->opt, &ck, optp, err, errlen);
+    char exp_[24];
+    snprintf(exp_, sizeof exp_, "%sex.", prefix);
+    if (!rc) rc = exchange_ckpt_load(w->ex, &ck, exp_, err, errlen);
     if (!rc) rc = lr_sched_ckpt_load(&w->sh->sched, &ck, "", err, errlen);
     if (!rc) {
         LoaderPos pos;

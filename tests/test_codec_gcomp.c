@@ -428,6 +428,76 @@ static void test_state(void) {
     codec_free(enc), codec_free(dec), codec_free(late);
 }
 
+/* ---- checkpointed state: a restored codec continues exactly ---- */
+static void test_state_checkpoint(void) {
+    float x[7][300], y[300];
+    Rng r;
+    rng_init(&r, 11, 0);
+    for (int t = 0; t < 7; t++)
+        for (int i = 0; i < 300; i++) x[t][i] = rng_normal(&r) * ldexpf(1.0f, -3 * t);
+    /* reference: one encoder, one decoder, 7 frames straight (tables at 0, 2, 4, 6) */
+    Codec *enc = mk("gcomp:every=2,chunk=100"), *dec = mk("gcomp");
+    uint8_t f[7][4096];
+    int64_t len[7];
+    for (int t = 0; t < 7; t++) {
+        len[t] = codec_encode(enc, f[t], sizeof f[t], x[t], 300, NULL);
+        CHECK(len[t] > 0 && codec_decode(dec, y, 300, f[t], (size_t)len[t]) == 0, "straight frame %d", t);
+    }
+    CHECK(codec_state_max(enc) > 0, "gcomp declares checkpoint state");
+    for (int cut = 0; cut <= 6; cut++) {
+        Codec *e = mk("gcomp:every=2,chunk=100"), *d = mk("gcomp");
+        for (int t = 0; t < cut; t++) {
+            uint8_t g[4096];
+            int64_t gl = codec_encode(e, g, sizeof g, x[t], 300, NULL);
+            CHECK(gl > 0 && codec_decode(d, y, 300, g, (size_t)gl) == 0, "cut %d: frame %d", cut, t);
+        }
+        uint8_t se[8192], sd[8192];
+        int64_t le = codec_state_save(e, se, sizeof se), ld = codec_state_save(d, sd, sizeof sd);
+        CHECK(le > 0 && ld > 0 && (size_t)le <= codec_state_max(e), "cut %d: state saved (%lld, %lld bytes)", cut,
+              (long long)le, (long long)ld);
+        codec_free(e), codec_free(d);
+        e = mk("gcomp:every=2,chunk=100"), d = mk("gcomp");
+        CHECK(codec_state_load(e, se, (size_t)le) == 0 && codec_state_load(d, sd, (size_t)ld) == 0,
+              "cut %d: state restored", cut);
+        int same = 1;
+        for (int t = cut; t < 7; t++) {
+            uint8_t g[4096];
+            int64_t gl = codec_encode(e, g, sizeof g, x[t], 300, NULL);
+            same &= gl == len[t] && memcmp(g, f[t], (size_t)gl) == 0;
+            same &= codec_decode(d, y, 300, f[t], (size_t)len[t]) == 0;
+        }
+        CHECK(same, "cut %d: restored encoder and decoder continue byte for byte", cut);
+        codec_free(e), codec_free(d);
+    }
+    /* bad blobs: every truncation and trailing byte rejected, flips never crash
+     * (ASan build), and a rejected load leaves the codec as it was */
+    uint8_t s[8192];
+    int64_t ls = codec_state_save(enc, s, sizeof s);
+    Codec *e = mk("gcomp:every=2,chunk=100");
+    int trunc_ok = 1;
+    for (int64_t k = 0; k < ls; k++) trunc_ok &= codec_state_load(e, s, (size_t)k) < 0;
+    CHECK(trunc_ok, "every truncated state rejected");
+    CHECK(codec_state_load(e, s, (size_t)ls + 1) < 0, "trailing byte rejected");
+    s[0] = 9;
+    CHECK(codec_state_load(e, s, (size_t)ls) == -GC_ERR_VERSION, "unknown state version rejected");
+    s[0] = 1;
+    for (int64_t k = 1; k < ls; k++) {
+        uint8_t b[8192];
+        memcpy(b, s, (size_t)ls);
+        b[k] ^= 0x5A;
+        (void)codec_state_load(e, b, (size_t)ls);
+    }
+    Codec *n3 = mk("gcomp:ntheta=3");
+    CHECK(codec_state_load(n3, s, (size_t)ls) == -GC_ERR_PARAM, "state of another n_theta rejected");
+    uint8_t g[4096];
+    int64_t gl = codec_encode(n3, g, sizeof g, x[0], 300, NULL);
+    CHECK(gl > 0 && (get_u16(g + 6) & 1), "rejected load left a fresh encoder (it carries a table)");
+    Codec *fp = mk("fp32");
+    CHECK(codec_state_max(fp) == 0 && codec_state_save(fp, s, sizeof s) == 0, "stateless codec saves nothing");
+    CHECK(codec_state_load(fp, s, 4) == -GC_ERR_STATE, "stateless codec refuses a state");
+    codec_free(fp), codec_free(n3), codec_free(e), codec_free(enc), codec_free(dec);
+}
+
 int main(void) {
     test_huffman_golden();
     test_lut_golden();
@@ -435,5 +505,6 @@ int main(void) {
     test_roundtrip();
     test_schedule();
     test_state();
+    test_state_checkpoint();
     TEST_END();
 }

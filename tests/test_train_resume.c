@@ -3,7 +3,8 @@
  * loop (examples/trainer.c), with a tiny ResNet-8 on a synthetic image set made
  * here, 2 local workers, across an epoch boundary and an evaluation, for codecs
  * whose exchange keeps state (3lc on the parameter server with both residuals,
- * dgc's velocity and warm-up, sbc's weight-delta anchor and --delay), and an
+ * dgc's velocity and warm-up, sbc's weight-delta anchor and --delay, gcomp's
+ * Huffman tables rebuilt every 2 encodes on the ring), and an
  * LSTM language model (carried hidden state, dropout stream, clipping). */
 #include <unistd.h>
 
@@ -115,7 +116,7 @@ int main(void) {
     const struct {
         const char *codec;
         int delay;
-    } cases[] = {{"fp32", 1}, {"3lc", 1}, {"dgc:density=0.01", 1}, {"sbc:p=0.01", 2}};
+    } cases[] = {{"fp32", 1}, {"3lc", 1}, {"dgc:density=0.01", 1}, {"sbc:p=0.01", 2}, {"gcomp:every=2", 1}};
     char a[64], b[64];
     snprintf(a, sizeof a, "/tmp/gcx_resume_a_%d.ckpt", (int)getpid());
     snprintf(b, sizeof b, "/tmp/gcx_resume_b_%d.ckpt", (int)getpid());
@@ -129,7 +130,7 @@ int main(void) {
         CHECK(ckpt_read(&ca, a, err, sizeof err) == 0, "%s", err);
         CHECK(ckpt_read(&cb, b, err, sizeof err) == 0, "%s", err);
         const char *names[] = {"step", "w0.params", "w1.params", "w0.state", "w1.state", "w0.opt.momentum_buffer",
-                               "w0.ex.resid", "w1.ex.resid", "w0.ex.vel", "w0.ex.global", "w0.ex.pullres", "w1.ex.anchor"};
+                               "w0.ex.resid", "w1.ex.resid", "w0.ex.vel", "w0.ex.global", "w0.ex.pullres", "w1.ex.anchor", "w0.ex.codecs", "w1.ex.codecs"};
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             if (!ckpt_find(&ca, names[i], NULL)) continue; /* not every codec keeps every state */
             CHECK(same_section(&ca, &cb, names[i]), "%s: %s bit-identical after resume", codec, names[i]);
