@@ -29,7 +29,10 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return 0; }
 static inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
 static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return 0; }
-static inline cudaError_t cudaGetDeviceCount(int *c) { *c = 1; return 0; }
+#ifndef EMU_DEVICE_COUNT
+#define EMU_DEVICE_COUNT 1
+#endif
+static inline cudaError_t cudaGetDeviceCount(int *c) { *c = EMU_DEVICE_COUNT; return 0; }
 static inline cudaError_t cudaGetLastError(void) { return 0; }
 static inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *p, int d) { (void)d; *p = 0; return 0; }
 static inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t p, enum cudaMemPoolAttr a, void *v) { (void)p; (void)a; (void)v; return 0; }
