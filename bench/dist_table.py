@@ -46,9 +46,13 @@ CONFIGS = {
         ("sbc (1) p=0.001", "--codec sbc:p=0.001"),
         ("sbc (2) p=0.01 delay 10", "--codec sbc:p=0.01 --delay 10"),
         ("sbc (3) p=0.01 delay 100", "--codec sbc:p=0.01 --delay 100"),
-        ("dgc", "--codec dgc"),
+        ("graddrop 0.1%", "--codec graddrop"),
         ("terngrad", "--codec terngrad"),
         ("3lc (ps)", "--codec 3lc"),
+        # DGC's momentum correction is defined for momentum SGD (DGC section 3.2), so
+        # its row and a baseline for it use momentum SGD instead of SBC's Adam
+        ("baseline fp32, momentum sgd lr 0.01", "--codec fp32 --optim momentum --lr 0.01"),
+        ("dgc, momentum sgd lr 0.01", "--codec dgc --optim momentum --lr 0.01"),
     ],
     "lstm": [
         ("baseline fp32", "--codec fp32"),
