@@ -51,8 +51,8 @@ CONFIGS = {
         ("3lc (ps)", "--codec 3lc"),
         # DGC's momentum correction is defined for momentum SGD (DGC section 3.2), so
         # its row and a baseline for it use momentum SGD instead of SBC's Adam
-        ("baseline fp32, momentum sgd lr 0.01", "--codec fp32 --optim momentum --lr 0.01"),
-        ("dgc, momentum sgd lr 0.01", "--codec dgc --optim momentum --lr 0.01"),
+        ("baseline fp32 (momentum sgd lr 0.01)", "--codec fp32 --optim momentum --lr 0.01"),
+        ("dgc (momentum sgd lr 0.01)", "--codec dgc --optim momentum --lr 0.01"),
     ],
     "lstm": [
         ("baseline fp32", "--codec fp32"),
