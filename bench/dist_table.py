@@ -58,6 +58,10 @@ CONFIGS = {
         ("baseline fp32", "--codec fp32"),
         ("sbc (1) p=0.001", "--codec sbc:p=0.001"),
         ("sbc (2) p=0.01 delay 10", "--codec sbc:p=0.01 --delay 10"),
+        ("sbc (3) p=0.01 delay 100", "--codec sbc:p=0.01 --delay 100"),
+        # DGC's language model warms up for 1 epoch (DGC section 5); runs shorter
+        # than an epoch use the final density from the start
+        ("dgc (warm-up 1 ep)", "--codec dgc:warmup=1"),
         ("dgc (no warm-up)", "--codec dgc:warmup=0"),
     ],
 }
@@ -86,11 +90,15 @@ def summarize(log_path):
 
     up, down = wmean("up_bytes"), wmean("down_bytes")
     last_eval = evals[-1] if evals else None
+    # language models end with validation then test; report both
+    last_valid = ([r for r in evals if r["kind"] == "valid"] or [None])[-1]
+    last_test = ([r for r in evals if r["kind"] == "test"] or [None])[-1]
     return {
         "steps": steps[-1],
         "loss": float(train[-1]["loss"]),
         "eval_acc": float(last_eval["acc"]) if last_eval else float("nan"),
-        "eval_ppl": float(last_eval["ppl"]) if last_eval else float("nan"),
+        "valid_ppl": float(last_valid["ppl"]) if last_valid else float("nan"),
+        "test_ppl": float(last_test["ppl"]) if last_test else float("nan"),
         "bits_up": wmean("bits_up"),
         "bits_down": wmean("bits_down"),
         "up": up,
@@ -149,10 +157,11 @@ def main():
             continue
         s["label"], s["cmd"], s["wall"] = label, " ".join(cmd), time.time() - t0
         if not a.no_run:
-            print(f"   {s['steps']} steps in {s['wall']:.0f} s: eval acc {s['eval_acc']:.4f} ppl {s['eval_ppl']:.2f}, "
+            print(f"   {s['steps']} steps in {s['wall']:.0f} s: eval acc {s['eval_acc']:.4f} ppl {s['valid_ppl']:.2f} "
+                  f"(test {s['test_ppl']:.2f}), "
                   f"ratio {s['ratio']:.1f}x", flush=True)
         rows.append(s)
-    metric = "val ppl" if a.lm else "test acc"
+    metric = "val ppl | test ppl" if a.lm else "test acc"
 
     def x(v):
         return "-" if math.isnan(v) else f"{v:.1f}x"
@@ -160,10 +169,10 @@ def main():
     lines = [
         f"| configuration | steps | {metric} | bits/value up | bits/value down | ratio (all / compressed tensors) | 32 / bits up | MB up per worker | compute s/step "
         f"| codec s/step | modeled comm s/step @ {a.bandwidth} |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if a.lm else ""),
     ]
     for s in rows:
-        m = f"{s['eval_ppl']:.1f}" if a.lm else f"{100 * s['eval_acc']:.2f}%"
+        m = f"{s['valid_ppl']:.2f} | {s['test_ppl']:.2f}".replace("nan", "-") if a.lm else f"{100 * s['eval_acc']:.2f}%"
         lines.append(f"| {s['label']} | {s['steps']} | {m} | {s['bits_up']:.4g} | {s['bits_down']:.4g} | "
                      f"{x(s['ratio'])} / {x(s['ratio_c'])} | {x(s['effective'])} | {s['total_up'] / 1e6:.4g} | {s['compute_s']:.3f} | {s['codec_s']:.4f} | {s['comm_s']:.4f} |")
     table = "\n".join(lines)

@@ -622,10 +622,12 @@ static void fmt_eta(char *buf, size_t n, double s) {
 static void report_eval(Worker *w, const char *split, const EvalResult *e, double epoch, double total_s) {
     Shared *sh = w->sh;
     if (w->rank != 0) return;
-    if (sh->task->lm)
-        printf("eval  %-5s step %ld epoch %.2f: loss %.4f  perplexity %.2f%s%.4f  (%ld tokens)\n", split, w->step, epoch,
-               e->loss, e->ppl, sh->task->is_char ? "  bits/char " : "", sh->task->is_char ? e->bpc : 0.0, e->count);
-    else
+    if (sh->task->lm) {
+        char bpc[32] = "";
+        if (sh->task->is_char) snprintf(bpc, sizeof bpc, "  bits/char %.4f", e->bpc);
+        printf("eval  %-5s step %ld epoch %.2f: loss %.4f  perplexity %.2f%s  (%ld tokens)\n", split, w->step, epoch,
+               e->loss, e->ppl, bpc, e->count);
+    } else
         printf("eval  %-5s step %ld epoch %.2f: loss %.4f  accuracy %.2f%%  (%ld samples)\n", split, w->step, epoch,
                e->loss, 100 * e->acc, e->count);
     fflush(stdout);
