@@ -58,12 +58,16 @@ void codec_spec_default(CodecSpec *spec, const CodecOps *ops) {
     for (int i = 0; i < ops->nparams && i < CODEC_MAX_PARAMS; i++) spec->v[i] = ops->params[i].def;
 }
 
-double codec_param(const CodecSpec *spec, const char *key) {
+static int param_index(const CodecSpec *spec, const char *key) {
     for (int i = 0; i < spec->ops->nparams; i++)
-        if (strcmp(spec->ops->params[i].key, key) == 0) return spec->v[i];
+        if (strcmp(spec->ops->params[i].key, key) == 0) return i;
     fprintf(stderr, "internal error: codec %s has no parameter '%s'\n", spec->ops->name, key);
     abort();
 }
+
+double codec_param(const CodecSpec *spec, const char *key) { return spec->v[param_index(spec, key)]; }
+
+void codec_param_set(CodecSpec *spec, const char *key, double value) { spec->v[param_index(spec, key)] = value; }
 
 static void list_names(char *buf, size_t n) {
     size_t at = 0;

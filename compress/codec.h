@@ -140,6 +140,8 @@ int codec_parse(CodecSpec *spec, const char *text, char *err, size_t errlen);
 void codec_spec_default(CodecSpec *spec, const CodecOps *ops);
 /* value of parameter key (must exist in the codec's list) */
 double codec_param(const CodecSpec *spec, const char *key);
+/* set a parameter the codec has (aborts on an unknown key, as codec_param) */
+void codec_param_set(CodecSpec *spec, const char *key, double value);
 /* "NAME:key=value,..." with every parameter */
 void codec_spec_str(char *buf, size_t n, const CodecSpec *spec);
 /* print every codec with its parameters and defaults (for --help) */

@@ -54,6 +54,9 @@ static int default_memory(int codec) {
     }
 }
 
+/* SBC's p with communication delay: SBC (2) and (3) use 1% (SBC IV-B) */
+#define SBC_P_DELAYED 0.01
+
 void dist_config_default(DistConfig *c) {
     memset(c, 0, sizeof *c);
     codec_spec_default(&c->policy.global, codec_find("fp32"));
@@ -84,7 +87,7 @@ int dist_parse_codec(DistConfig *c, const char *text, char *err, size_t errlen) 
     int first = 1;
     int memory = graddrop ? MEM_RESIDUAL : MEM_AUTO;
     double warmup = graddrop ? 0 : c->dgc_warmup, clip = c->dgc_clip;
-    int share = c->scalar_sharing;
+    int share = c->scalar_sharing, p_given = 0;
     char *save = NULL;
     for (char *kv = params ? strtok_r(params, ",", &save) : NULL; kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
@@ -104,6 +107,7 @@ int dist_parse_codec(DistConfig *c, const char *text, char *err, size_t errlen) 
             memory = memory_parse(val);
             if (memory < 0) goto bad;
         } else {
+            p_given |= klen == 1 && kv[0] == 'p';
             at += (size_t)snprintf(rest + at, sizeof rest - at, "%c%s", first ? ':' : ',', kv);
             first = 0;
         }
@@ -121,6 +125,7 @@ int dist_parse_codec(DistConfig *c, const char *text, char *err, size_t errlen) 
     c->dgc_warmup = warmup;
     c->dgc_clip = clip;
     c->scalar_sharing = share;
+    c->sbc_p_given = p_given;
     return 0;
 }
 
@@ -208,6 +213,10 @@ Exchange *exchange_new(const DistConfig *cfg, Comm *comm, const ParamTable *pt, 
     if (ex->cfg.topology == TOPO_AUTO) ex->cfg.topology = default_topology(codec);
     if (ex->cfg.memory == MEM_AUTO) ex->cfg.memory = default_memory(codec);
     ex->deltas = cfg->deltas >= 0 ? cfg->deltas : (codec == CODEC_SBC || cfg->delay > 1);
+    /* SBC IV-B: SBC (1) sends 0.1% without delay, SBC (2) and (3) 1% every 10 or
+     * 100 steps, so `--codec sbc --delay 10` is SBC (2) unless p= says otherwise */
+    if (codec == CODEC_SBC && !cfg->sbc_p_given && cfg->delay > 1)
+        codec_param_set(&ex->cfg.policy.global, "p", SBC_P_DELAYED);
     if (cfg->delay < 1) {
         snprintf(err, errlen, "--delay must be >= 1");
         goto fail;

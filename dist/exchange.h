@@ -55,6 +55,7 @@ typedef struct {
     int memory;          /* MEM_AUTO: the codec's paper default */
     int delay;           /* local steps per exchange, >= 1 */
     int deltas;          /* -1 auto (sbc or delay > 1), 0 gradients, 1 weight deltas */
+    int sbc_p_given;     /* --codec sbc gave p=; if not, p follows the delay (SBC IV-B) */
     /* DGC (dgc.txt section 3, appendix B-C) */
     double dgc_momentum; /* momentum of the correction (the optimizer's) */
     int dgc_nesterov;

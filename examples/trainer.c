@@ -280,7 +280,8 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --keep-last-fp32 0|1 send the last layer uncompressed (default: 1 for terngrad)\n"
             "  --topology T         allreduce, allgather, ps or ring (default: the codec's paper setting)\n"
             "  --memory M           error feedback: none, residual or dgc (default: the codec's)\n"
-            "  --delay N            local steps between exchanges (SBC / federated averaging; default 1)\n"
+            "  --delay N            local steps between exchanges (SBC / federated averaging; default 1);\n"
+            "                       sbc's p defaults to 0.01 with N > 1 (SBC (2), (3)), else 0.001 (SBC (1))\n"
             "  --bandwidth BW       network model: link rate, e.g. 100mbit, 1gbit (default: no model)\n"
             "  --latency T          network model: per-message latency, e.g. 0.5ms\n"
             "  --codec-threads N    threads of chunk-parallel encoders (default: OpenMP default)\n",

@@ -7,6 +7,7 @@
  *    what the memory kept (N = 1, SGD lr 1, every codec with residual memory)
  *  - DGC: momentum factor masking and the warm-up densities
  *  - federated averaging (--delay) equals the hand-computed average of deltas
+ *  - SBC's p follows the delay (SBC (1) / (2) / (3)) unless given
  *  - a corrupt frame from a peer stops every worker with an error naming the
  *    tensor and the peer */
 #include <pthread.h>
@@ -301,6 +302,37 @@ static void test_fedavg(void) {
     run_free(&r);
 }
 
+/* p of the resolved SBC spec for a --codec text and a delay (one worker) */
+static double sbc_p(const char *codec, int delay) {
+    LocalGroup *g = comm_local_group_new(1);
+    Comm *comm = comm_local_new(g, 0);
+    DistConfig cfg;
+    dist_config_default(&cfg);
+    char err[512];
+    double p = -1;
+    if (dist_parse_codec(&cfg, codec, err, sizeof err) == 0) {
+        cfg.delay = delay;
+        OptConfig oc;
+        opt_config_default(&oc, OPT_SGD);
+        Exchange *ex = exchange_new(&cfg, comm, &pt, &oc, err, sizeof err);
+        if (ex) p = codec_param(&exchange_config(ex)->policy.global, "p");
+        exchange_free(ex);
+    }
+    comm_free(comm);
+    comm_local_group_free(g);
+    return p;
+}
+
+static void test_sbc_defaults(void) {
+    /* SBC IV-B: (1) p = 0.1% without delay; (2), (3) p = 1% with delay 10, 100 */
+    CHECK(sbc_p("sbc", 1) == 0.001, "sbc without delay: p = 0.001 (got %g)", sbc_p("sbc", 1));
+    CHECK(sbc_p("sbc", 10) == 0.01, "sbc --delay 10: p = 0.01, SBC (2) (got %g)", sbc_p("sbc", 10));
+    CHECK(sbc_p("sbc", 100) == 0.01, "sbc --delay 100: p = 0.01, SBC (3) (got %g)", sbc_p("sbc", 100));
+    CHECK(sbc_p("sbc:p=0.001", 10) == 0.001, "an explicit p wins over the delay default (got %g)",
+          sbc_p("sbc:p=0.001", 10));
+    CHECK(sbc_p("sbc:p=0.05", 1) == 0.05, "an explicit p without delay (got %g)", sbc_p("sbc:p=0.05", 1));
+}
+
 static void test_corrupt_peer(void) {
     int topos[] = {TOPO_ALLGATHER, TOPO_PS, TOPO_RING};
     for (int k = 0; k < 3; k++) {
@@ -328,6 +360,7 @@ int main(void) {
     test_conservation();
     test_dgc();
     test_fedavg();
+    test_sbc_defaults();
     test_corrupt_peer();
     param_table_free(&pt);
     TEST_END();
