@@ -1,0 +1,12 @@
+# nn/*.cu -> C++ for the host emulation: kernel launches f<<<g, b>>>(args)
+# become emu_launch(g, b, lambda) (../emu_sched.cpp runs each block's threads as
+# fibers); "__global__ static" loses its second static (__global__ is static here).
+import re, sys
+s = open(sys.argv[1]).read()
+def rep(m):
+    name, cfg, args = m.group(1), m.group(2), m.group(3)
+    g, b = cfg.rsplit(',', 1)
+    return 'emu_launch(%s, %s, [&]() { %s(%s); });' % (g, b, name, args)
+s = re.sub(r'(\w+)<<<(.*?)>>>\((.*?)\);', rep, s, flags=re.S)
+s = s.replace('__global__ static', '__global__')
+open(sys.argv[2], 'w').write(s)
