@@ -28,7 +28,8 @@
  * (the CPU model's Workspace, on the device) */
 typedef struct {
     float *mem;     /* one device allocation holding every float array below */
-    float **xs;     /* [L] (host array of device pointers): xs[0] = dropout(embedding) [T,N,E], xs[l] = dropout(h of layer l-1) [T,N,H] */
+    /* host arrays of L device pointers each: */
+    float **xs;     /* [L]: xs[0] = dropout(embedding) [T,N,E], xs[l] = dropout(h of layer l-1) [T,N,H] */
     float **hs;     /* [L]: [T+1,N,H], slot 0 = initial state */
     float **cs;     /* [L]: [T+1,N,H] */
     float **gates;  /* [L]: [T,N,4H] */
