@@ -23,6 +23,8 @@ g++ -std=c++17 -O1 -g -w -I"$HERE/.." -c "$HERE/../emu_sched.cpp" -o "$OUT/obj/e
 CF="-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fno-math-errno -DHAVE_CUDA -fopenmp -DHAVE_OPENMP -I$HERE -I$REPO"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
 gcc $CF -c "$HERE/emu_cublas.c" -o "$OUT/obj/emu_cublas.o"
+gcc $CF -c "$HERE/emu_device.c" -o "$OUT/obj/emu_device.o"
+gcc $CF -DEMU_NO_PROTECT -c "$HERE/emu_device.c" -o "$OUT/obj/emu_device_open.o"
 gcc $CF -c "$HERE/perturb_shim.c" -o "$OUT/obj/perturb_shim.o"
 gcc $CF -c "$REPO/nn/lstm_lm_cuda.c" -o "$OUT/obj/lstm_lm_cuda.o"
 gcc $CF -c "$REPO/tests/cuda/test_lstm_lm_cuda.c" -o "$OUT/obj/test_lstm_lm_cuda.o"
@@ -30,6 +32,6 @@ LIBS="-L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-lin
 LIBS="$LIBS -lz -lm -lpthread $(mpicc --showme:link 2>/dev/null || true)"
 O="$OUT/obj"
 g++ -fopenmp $O/test_lstm_lm_cuda.o $O/lstm_lm_cuda.o $O/lstm_cuda.o $O/linear.o $O/softmax_ce.o $O/cuda_ctx.o \
-  $O/model_cuda.o $O/emu_sched.o $O/emu_cublas.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_emu"
-gcc -fopenmp $O/test_lstm_lm_cuda.o $O/perturb_shim.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_calib"
+  $O/model_cuda.o $O/emu_sched.o $O/emu_cublas.o $O/emu_device.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_emu"
+gcc -fopenmp $O/test_lstm_lm_cuda.o $O/perturb_shim.o $O/emu_device_open.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_calib"
 echo "built $OUT/test_lstm_lm_emu and $OUT/test_lstm_lm_calib"

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "cublas_v2.h"
+#include "cuda_runtime.h"
 /* C[m,n] = alpha op(A)[m,k] op(B)[k,n] + beta C, column-major; checks the leading dimensions */
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
@@ -12,6 +13,8 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
         fprintf(stderr, "emu cublasSgemm: bad sizes m %d n %d k %d lda %d ldb %d ldc %d (ta %d tb %d)\n", m, n, k, lda, ldb, ldc, ta, tb);
         exit(1);
     }
+    emu_dev_check(A, "cublasSgemm's A"), emu_dev_check(B, "cublasSgemm's B"), emu_dev_check(C, "cublasSgemm's C");
+    emu_dev_open();
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             float s = 0.0f;
@@ -23,5 +26,6 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
             float *c = &C[i + (size_t)j * ldc];
             *c = *beta == 0.0f ? *alpha * s : fmaf(*beta, *c, *alpha * s);
         }
+    emu_dev_close();
     return 0;
 }
