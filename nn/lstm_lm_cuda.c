@@ -69,7 +69,8 @@ static const ModelOps lstm_lm_cuda_ops;
 
 /* Lays out a workspace in one allocation, as the CPU model does; returns its
  * size in floats when mem is NULL. */
-static size_t workspace_layout(Workspace *w, float *mem, const LstmLmConfig *c, int NB, int TT, int with_backward) {
+static size_t workspace_layout(Workspace *w, float *mem /*device, the returned size; NULL = size only*/,
+                               const LstmLmConfig *c, int NB, int TT, int with_backward) {
     const size_t TN = (size_t)TT * NB, H = (size_t)c->hidden, E = (size_t)c->emb, V = (size_t)c->vocab;
     size_t off = 0;
 #define TAKE(ptr, count)                             \

@@ -3,11 +3,13 @@
  * Same parameter table, names, offsets and initialization as the CPU model
  * (create takes them from a CPU model of the same config), and the same
  * behaviour: encoder -> dropout -> L LSTM layers with dropout after each ->
- * decoder -> softmax cross-entropy; tied weights (the decoder weight IS
- * encoder.weight, gradients summed); dropout masks from (seed, step, site)
- * bit-identical to the CPU's; truncated BPTT with the (h, c) state carried
- * across forwards, reset by reset_state and by a change of batch size;
- * evaluation forwards with their own buffers; loss_sum_over_time scaling.
+ * decoder -> softmax cross-entropy; dropout on the non-recurrent connections
+ * only (Zaremba et al. 2014, section 3) with masks from (seed, step, site)
+ * bit-identical to the CPU's; tied weights (Press & Wolf 2016, Inan et al.
+ * 2016: the decoder weight IS encoder.weight, gradients summed); truncated BPTT
+ * with the (h, c) state carried across forwards, reset by reset_state and by a
+ * change of batch size; evaluation forwards with their own buffers;
+ * loss_sum_over_time scaling (nn/lstm_lm.h).
  *
  * Host arenas (page-locked) mirrored on the device as for the GPU image models
  * (nn/model_cuda.h): forward uploads the parameters; backward OVERWRITES
