@@ -4,16 +4,19 @@
 #include <string.h>
 
 #include "common/check.h"
+#include "nn/lstm_lm_cuda.h"
 
 Model *lm_task_model(Task *t, int rank, int max_batch) {
     LmTask *lt = t->ctx;
+    /* identical parameters everywhere, a dropout stream per worker */
+    const uint64_t drop_seed = lt->seed * 1000003ULL + (uint64_t)rank + 1;
     if (t->cuda) {
-        if (rank == 0) fprintf(stderr, "error: the LSTM language model has no CUDA version yet (use --device cpu)\n");
-        return NULL;
+        Model *m = lstm_lm_create_cuda(&lt->cfg, max_batch, lt->bptt);
+        if (m) lstm_lm_set_dropout_seed_cuda(m, drop_seed, 0);
+        return m;
     }
     Model *m = lstm_lm_create(&lt->cfg, max_batch, lt->bptt);
-    /* identical parameters everywhere, a dropout stream per worker */
-    if (m) lstm_lm_set_dropout_seed(m, lt->seed * 1000003ULL + (uint64_t)rank + 1, 0);
+    if (m) lstm_lm_set_dropout_seed(m, drop_seed, 0);
     return m;
 }
 

@@ -1,5 +1,6 @@
 /* Language-model data and models for the trainers: the LSTM LM (one dropout
- * stream per worker) over contiguous token streams split across workers
+ * stream per worker; the GPU model of nn/lstm_lm_cuda.h when the trainer asks
+ * for --device cuda) over contiguous token streams split across workers
  * (SBC section IV-A), behind the trainer's DataIter. */
 #ifndef GC_LM_TASK_H
 #define GC_LM_TASK_H

@@ -1,5 +1,6 @@
 /* CUDA twins of the image-model ops (nn/conv2d.h, batchnorm.h, activation.h,
- * pool.h, linear.h, softmax_ce.h, layout.h), fp32.
+ * pool.h, linear.h, softmax_ce.h, layout.h) and of the language-model ops
+ * (nn/embedding.h, dropout.h, lstm.h), fp32.
  *
  * Each op keeps the CPU op's name with a `_cuda` suffix, its argument order and
  * its accumulate/overwrite contract; every float/int pointer is a DEVICE pointer
@@ -40,12 +41,15 @@
  * Both settings apply to plans made afterwards (existing plans are re-made).
  *
  * Shape letters: N batch, C channels, H,W spatial, HW = H*W, OC output
- * channels, P planes, V classes, IN/OUT features.
+ * channels, P planes, V classes, IN/OUT features; language-model ops: T time
+ * steps, N batch (tokens for the embedding), V vocabulary, E embedding size,
+ * In input features, H hidden units, n elements.
  */
 #ifndef GC_NN_CUDA_OPS_H
 #define GC_NN_CUDA_OPS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -149,6 +153,36 @@ float softmax_ce_forward_cuda(float *probs /*N,V*/, long *correct /*host*/, cons
 /* dlogits = (probs - onehot(target)) * scale, OVERWRITTEN */
 void softmax_ce_backward_cuda(float *dlogits /*N,V*/, const float *probs /*N,V*/, const int *targets /*N*/,
                               float scale, int N, int V);
+
+/* ------------------------------------------------- language-model ops ---- */
+/* nn/lstm_cuda.cu. Embedding (nn/embedding.h): out[n] = w[tokens[n]]; dw
+ * ACCUMULATES (a scatter-add, deterministic and in the CPU's order: bit-identical
+ * to the CPU). Both check every token first (one small synchronizing copy) and
+ * return -GC_ERR_PARAM without writing when one lies outside [0, V); 0 on success. */
+int embedding_forward_cuda(float *out /*N,E*/, const int *tokens /*N*/, const float *w /*V,E*/, int N, int V, int E);
+int embedding_backward_cuda(float *dw /*V,E, +=*/, const float *dout /*N,E*/, const int *tokens /*N*/, int N, int V,
+                            int E);
+
+/* Inverted dropout (nn/dropout.h) with the CPU's masks bit for bit (the same
+ * counter-based keep_i from s = dropout_seed(seed, step, site), computed on the
+ * device). OVERWRITTEN, in place allowed; p outside [0, 1) returns -GC_ERR_PARAM. */
+int dropout_forward_cuda(float *out /*n*/, const float *inp /*n*/, float p, uint64_t s, size_t n);
+int dropout_backward_cuda(float *dinp /*n*/, const float *dout /*n*/, float p, uint64_t s, size_t n);
+
+/* One LSTM layer, torch.nn.LSTM, gates i, f, g, o (nn/lstm.h: equations, the
+ * T+1 state slots, truncated BPTT). hs[0], cs[0] are the initial state (inputs).
+ * dw_ih, dw_hh, db_ih, db_hh ACCUMULATE; dx, dh0, dc0 are OVERWRITTEN. */
+void lstm_forward_cuda(float *hs /*T+1,N,H*/, float *cs /*T+1,N,H*/,
+                       float *gates /*T,N,4H: i,f,g,o after nonlinearity*/, float *tanhc /*T,N,H: tanh(c_t)*/,
+                       const float *x /*T,N,In*/, const float *w_ih /*4H,In*/, const float *w_hh /*4H,H*/,
+                       const float *b_ih /*4H*/, const float *b_hh /*4H*/, int T, int N, int In, int H);
+void lstm_backward_cuda(float *dx /*T,N,In, overwritten; NULL = skip*/, float *dh0 /*N,H, overwritten; NULL = skip*/,
+                        float *dc0 /*N,H, overwritten; NULL = skip*/, float *dw_ih /*4H,In, +=*/,
+                        float *dw_hh /*4H,H, +=*/, float *db_ih /*4H, +=*/, float *db_hh /*4H, +=*/,
+                        float *dgates /*T,N,4H scratch*/, float *dstate /*2,N,H scratch*/,
+                        const float *dhs /*T,N,H*/, const float *hs /*T+1,N,H*/, const float *cs /*T+1,N,H*/,
+                        const float *gates /*T,N,4H*/, const float *tanhc /*T,N,H*/, const float *x /*T,N,In*/,
+                        const float *w_ih /*4H,In*/, const float *w_hh /*4H,H*/, int T, int N, int In, int H);
 
 #ifdef __cplusplus
 }

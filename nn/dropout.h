@@ -21,13 +21,14 @@
 
 #include "common/rng.h"
 
-/* the mask seed of one dropout site at one step */
-static inline uint64_t dropout_seed(uint64_t seed, uint64_t step, uint64_t site) {
+/* the mask seed of one dropout site at one step (host and device: the CUDA twin,
+ * nn/lstm_cuda.cu, draws the same masks from these two functions) */
+GC_HD static inline uint64_t dropout_seed(uint64_t seed, uint64_t step, uint64_t site) {
     return rng_hash64(rng_hash64(seed, step) ^ 0x44524F504F555431ULL /* "DROPOUT1" */, site);
 }
 
 /* 1 if element i is kept under mask seed s and drop probability p */
-static inline int dropout_keep(uint64_t s, uint64_t i, float p) { return rng_hash_uniform(s, i) >= p; }
+GC_HD static inline int dropout_keep(uint64_t s, uint64_t i, float p) { return rng_hash_uniform(s, i) >= p; }
 
 /* out[i] = keep_i ? inp[i] / (1 - p) : 0 */
 int dropout_forward(float *out /*n*/, const float *inp /*n*/, float p, uint64_t s, size_t n);

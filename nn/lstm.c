@@ -12,17 +12,19 @@
 #include <math.h>
 #include <string.h>
 
+#include "nn/constants.h"
 #include "nn/linear.h"
 #include "nn/parallel.h"
 
 static inline float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* tanh through one expf: glibc's tanhf goes through expm1f and took ~20% of a
- * CharLSTM step. Odd series below 0.05 (next term 62/2835 x^9 < 1e-13), else
- * 1 - 2 / (e^{2x} + 1), relative error ~1e-6 at worst; saturates cleanly
- * (e^{2x} = inf gives 1, e^{2x} = 0 gives -1). */
+ * CharLSTM step. Odd series below GC_LSTM_TANH_SERIES_BELOW = 0.05
+ * (nn/constants.h; next term 62/2835 x^9 < 1e-13), else 1 - 2 / (e^{2x} + 1),
+ * relative error ~1e-6 at worst; saturates cleanly (e^{2x} = inf gives 1,
+ * e^{2x} = 0 gives -1). nn/lstm_cuda.cu repeats these expressions. */
 static inline float tanhf_(float x) {
-    if (fabsf(x) < 0.05f) {
+    if (fabsf(x) < GC_LSTM_TANH_SERIES_BELOW) {
         const float x2 = x * x;
         return x * (1.0f + x2 * (-1.0f / 3.0f + x2 * (2.0f / 15.0f + x2 * (-17.0f / 315.0f))));
     }

@@ -98,7 +98,7 @@ LstmLmConfig lstm_lm_config_dgc_ptb(void) {
     return c;
 }
 
-static int config_valid(const LstmLmConfig *c, int max_batch, int max_T) {
+int lstm_lm_config_valid(const LstmLmConfig *c, int max_batch, int max_T) {
     const char *why = NULL;
     if (!c) why = "no config";
     else if (c->vocab < 1) why = "vocab must be >= 1";
@@ -208,7 +208,7 @@ void lstm_lm_init_params(Model *m, uint64_t seed) {
 }
 
 Model *lstm_lm_create(const LstmLmConfig *cfg, int max_batch, int max_T) {
-    if (!config_valid(cfg, max_batch, max_T)) return NULL;
+    if (!lstm_lm_config_valid(cfg, max_batch, max_T)) return NULL;
     Model *m = callocCheck(1, sizeof *m);
     LstmLm *lm = callocCheck(1, sizeof *lm);
     m->ops = &lstm_lm_ops;

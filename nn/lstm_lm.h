@@ -93,6 +93,10 @@ LstmLmConfig lstm_lm_config_sbc_char(void);
  * 0.25, bptt 35, batch 20, lr / 4 on a validation plateau). */
 LstmLmConfig lstm_lm_config_dgc_ptb(void);
 
+/* 1 when the config and sizes are valid, else 0 after printing why on stderr
+ * (lstm_lm_create and the GPU twin, nn/lstm_lm_cuda.h, check with it) */
+int lstm_lm_config_valid(const LstmLmConfig *cfg, int max_batch, int max_T);
+
 /* NULL (with a message on stderr) when the config or sizes are invalid.
  * Parameters are initialised from cfg->seed. Activations are sized for batches
  * of up to max_batch sequences of up to max_T steps. */

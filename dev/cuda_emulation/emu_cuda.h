@@ -1,4 +1,4 @@
-/* Host emulation of the CUDA subset used by compress/*.cu: every block's threads
+/* Host emulation of the CUDA subset used by compress/ (.cu files): every block's threads
  * are cooperative fibers; __syncthreads and warp intrinsics are barriers. */
 #ifndef EMU_CUDA_H
 #define EMU_CUDA_H

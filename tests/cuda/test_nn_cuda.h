@@ -3,7 +3,9 @@
  *
  * GPU_SKIP_IF_NONE() ends the test cleanly (one passed check and a note) when
  * the build has no CUDA or the machine has no usable GPU, so `make test-cuda`
- * reports instead of crashing there. */
+ * reports instead of crashing there. GPU_SKIP_IF_NO_DEVICE() is the same for
+ * code that needs no cuDNN (the LSTM language model): it skips only without a
+ * device. */
 #ifndef GC_TEST_NN_CUDA_H
 #define GC_TEST_NN_CUDA_H
 
@@ -24,13 +26,17 @@
         CHECK(1, "skipped");                                                          \
         TEST_END();                                                                   \
     } while (0)
+#define GPU_SKIP_IF_NO_DEVICE() GPU_SKIP_IF_NONE()
 #else
 #include "common/cuda_check.h"
 #include "nn/cuda_ops.h"
 
-#define GPU_SKIP_IF_NONE()                                                            \
+#define GPU_SKIP_IF_NONE() GPU_SKIP_WHEN_(nn_cuda_unavailable())
+#define GPU_SKIP_IF_NO_DEVICE() \
+    GPU_SKIP_WHEN_(nn_cuda_device_count() < 1 ? "no CUDA device is visible (cudaGetDeviceCount reports none or fails)" : NULL)
+#define GPU_SKIP_WHEN_(why)                                                           \
     do {                                                                              \
-        const char *why_ = nn_cuda_unavailable();                                     \
+        const char *why_ = (why);                                                     \
         if (why_) {                                                                   \
             printf("note: %s; GPU parity tests skipped\n", why_);                     \
             CHECK(1, "skipped");                                                      \

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Host emulation of the GPU LSTM language model (see README.md here):
+#   dev/cuda_emulation/lstm/build.sh [OUT]      (OUT default /tmp/gcx-lstm-emu)
+# builds OUT/test_lstm_lm_emu: tests/cuda/test_lstm_lm_cuda.c against the real
+# nn/lstm_lm_cuda.c and nn/{lstm_cuda,linear,softmax_ce,cuda_ctx,model_cuda}.cu
+# rewritten to C++ (kernels run as fibers, cuBLAS is a reference sgemm), and
+# OUT/test_lstm_lm_calib: the same test with the "GPU" model replaced by a CPU
+# model whose parameters are perturbed by PERTURB (default 1e-6) relative, to
+# calibrate the tolerances. Both link a NO_CUDA build of the library made in OUT.
+set -e
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../../.." && pwd)
+OUT=${1:-/tmp/gcx-lstm-emu}
+mkdir -p "$OUT/obj"
+make -s -C "$REPO" NO_CUDA=1 BUILD="$OUT/build-nocuda" "$OUT/build-nocuda/libgcx.a"
+LIB="$OUT/build-nocuda/libgcx.a"
+for f in lstm_cuda linear softmax_ce cuda_ctx model_cuda; do
+  python3 "$HERE/transform.py" "$REPO/nn/$f.cu" "$OUT/obj/$f.cpp"
+  g++ -std=c++17 -O1 -g -w -D__CUDACC__ -DHAVE_CUDA -include "$HERE/cuda_runtime.h" -I"$HERE" -I"$REPO" \
+    -c "$OUT/obj/$f.cpp" -o "$OUT/obj/$f.o"
+done
+g++ -std=c++17 -O1 -g -w -I"$HERE/.." -c "$HERE/../emu_sched.cpp" -o "$OUT/obj/emu_sched.o"
+CF="-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fno-math-errno -DHAVE_CUDA -fopenmp -DHAVE_OPENMP -I$HERE -I$REPO"
+CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
+gcc $CF -c "$HERE/emu_cublas.c" -o "$OUT/obj/emu_cublas.o"
+gcc $CF -c "$HERE/emu_device.c" -o "$OUT/obj/emu_device.o"
+gcc $CF -DEMU_NO_PROTECT -c "$HERE/emu_device.c" -o "$OUT/obj/emu_device_open.o"
+gcc $CF -c "$HERE/perturb_shim.c" -o "$OUT/obj/perturb_shim.o"
+gcc $CF -c "$REPO/nn/lstm_lm_cuda.c" -o "$OUT/obj/lstm_lm_cuda.o"
+gcc $CF -c "$REPO/tests/cuda/test_lstm_lm_cuda.c" -o "$OUT/obj/test_lstm_lm_cuda.o"
+LIBS="-L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas"
+LIBS="$LIBS -lz -lm -lpthread $(mpicc --showme:link 2>/dev/null || true)"
+O="$OUT/obj"
+g++ -fopenmp $O/test_lstm_lm_cuda.o $O/lstm_lm_cuda.o $O/lstm_cuda.o $O/linear.o $O/softmax_ce.o $O/cuda_ctx.o \
+  $O/model_cuda.o $O/emu_sched.o $O/emu_cublas.o $O/emu_device.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_emu"
+gcc -fopenmp $O/test_lstm_lm_cuda.o $O/perturb_shim.o $O/emu_device_open.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_calib"
+echo "built $OUT/test_lstm_lm_emu and $OUT/test_lstm_lm_calib"

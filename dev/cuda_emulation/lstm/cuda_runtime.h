@@ -1,0 +1,73 @@
+/* Host emulation of the CUDA runtime subset used by nn/ (../emu_cuda.h plus what
+ * the models and tests call). Device memory is tracked: cudaMalloc maps its own
+ * pages, kept inaccessible (PROT_NONE) except while a kernel, a copy, a memset or
+ * a GEMM runs, so host code that touches device memory crashes; copies check
+ * that their kind matches where the pointers live; kernel launches (transform.py)
+ * and the GEMM check that every pointer argument is device memory. */
+#ifndef EMU_CUDA_RUNTIME_H
+#define EMU_CUDA_RUNTIME_H
+#ifdef __cplusplus
+#define __host__
+#define __device__
+#endif
+/* ../emu_cuda.h's untracked memory functions, renamed out of the way */
+#define cudaMalloc emu_untracked_cudaMalloc
+#define cudaMallocAsync emu_untracked_cudaMallocAsync
+#define cudaFree emu_untracked_cudaFree
+#define cudaFreeAsync emu_untracked_cudaFreeAsync
+#define cudaMemset emu_untracked_cudaMemset
+#define cudaMemsetAsync emu_untracked_cudaMemsetAsync
+#define cudaMemcpy emu_untracked_cudaMemcpy
+#define cudaMemcpyAsync emu_untracked_cudaMemcpyAsync
+#include "../emu_cuda.h"
+#undef cudaMalloc
+#undef cudaMallocAsync
+#undef cudaFree
+#undef cudaFreeAsync
+#undef cudaMemset
+#undef cudaMemsetAsync
+#undef cudaMemcpy
+#undef cudaMemcpyAsync
+#undef cudaCheck
+#undef cudaCheckLast
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* emu_device.c */
+cudaError_t cudaMalloc(void **p, size_t n);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaMemset(void *p, int v, size_t n);
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
+int emu_is_dev(const void *p);       /* p lies inside a live device allocation */
+void emu_dev_check(const void *p, const char *what); /* NULL or device memory, else abort */
+void emu_dev_open(void);             /* device pages readable and writable */
+void emu_dev_close(void);            /* device pages inaccessible again */
+#ifdef __cplusplus
+}
+#endif
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { (void)s; return cudaMemset(p, v, n); }
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
+    (void)st;
+    return cudaMemcpy(d, s, n, k);
+}
+
+struct cudaDeviceProp { char name[256]; int major, minor; };
+static inline cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) {
+    (void)d; strcpy(p->name, "host emulation"); p->major = 9; p->minor = 0; return 0;
+}
+static inline const char *cudaGetErrorString(cudaError_t e) { (void)e; return "emulated error"; }
+static inline cudaError_t cudaMallocHost(void **p, size_t n) { *p = malloc(n ? n : 1); return *p ? 0 : 2; }
+static inline cudaError_t cudaFreeHost(void *p) { free(p); return 0; }
+static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = 0; return 0; }
+
+#ifdef __cplusplus
+#include <type_traits>
+template <class T> static inline T atomicMin(T *p, T v) { T o = *p; *p = o < v ? o : v; return o; }
+template <class T> static inline T atomicCAS(T *p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+/* kernel arguments: pointers must be device memory (or NULL) */
+static inline void emu_check_arg(const void *p) { emu_dev_check(p, "a kernel argument"); }
+template <class T> static inline typename std::enable_if<!std::is_pointer<T>::value>::type emu_check_arg(T) {}
+template <class... A> static inline void emu_check_args(A... a) { (emu_check_arg(a), ...); }
+#endif
+#endif

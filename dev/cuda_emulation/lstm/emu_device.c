@@ -1,0 +1,103 @@
+/* Tracked device memory for the host emulation (see cuda_runtime.h). Built with
+ * -DEMU_NO_PROTECT (the calibration program, whose "GPU" ops are CPU code) the
+ * pages stay accessible and nothing is checked. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cuda_runtime.h"
+
+#define MAXA 4096
+static struct { char *p; size_t n, mapped; } allocs[MAXA];
+static int nallocs, open_depth;
+
+static size_t page_round(size_t n) {
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + pg - 1) / pg * pg;
+}
+
+static void protect_all(int prot) {
+#ifdef EMU_NO_PROTECT
+    return;
+#endif
+    for (int i = 0; i < nallocs; i++)
+        if (mprotect(allocs[i].p, allocs[i].mapped, prot)) { perror("emu mprotect"); abort(); }
+}
+
+void emu_dev_open(void) {
+    if (open_depth++ == 0) protect_all(PROT_READ | PROT_WRITE);
+}
+void emu_dev_close(void) {
+    if (--open_depth == 0) protect_all(PROT_NONE);
+}
+
+int emu_is_dev(const void *q) {
+    const char *p = q;
+    for (int i = 0; i < nallocs; i++)
+        if (p >= allocs[i].p && p < allocs[i].p + (allocs[i].n ? allocs[i].n : 1)) return 1;
+    return 0;
+}
+
+void emu_dev_check(const void *p, const char *what) {
+#ifdef EMU_NO_PROTECT
+    return;
+#endif
+    if (p && !emu_is_dev(p)) {
+        fprintf(stderr, "emu: %s is a HOST pointer (%p) where device memory belongs\n", what, p);
+        abort();
+    }
+}
+
+cudaError_t cudaMalloc(void **p, size_t n) {
+    if (nallocs == MAXA) { fprintf(stderr, "emu: too many device allocations\n"); abort(); }
+    size_t m = page_round(n ? n : 1);
+    void *q = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (q == MAP_FAILED) return 2;
+    memset(q, 0xA5, m); /* garbage, as fresh device memory */
+#ifndef EMU_NO_PROTECT
+    if (open_depth == 0 && mprotect(q, m, PROT_NONE)) { perror("emu mprotect"); abort(); }
+#endif
+    allocs[nallocs].p = q, allocs[nallocs].n = n, allocs[nallocs].mapped = m;
+    nallocs++;
+    *p = q;
+    return 0;
+}
+
+cudaError_t cudaFree(void *p) {
+    if (!p) return 0;
+    for (int i = 0; i < nallocs; i++)
+        if (allocs[i].p == p) {
+            munmap(p, allocs[i].mapped);
+            allocs[i] = allocs[--nallocs];
+            return 0;
+        }
+    fprintf(stderr, "emu: cudaFree of %p, not a device allocation\n", p);
+    abort();
+}
+
+cudaError_t cudaMemset(void *p, int v, size_t n) {
+    emu_dev_check(p, "cudaMemset's destination");
+    emu_dev_open();
+    memset(p, v, n);
+    emu_dev_close();
+    return 0;
+}
+
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
+    int dd = emu_is_dev(d), sd = emu_is_dev(s);
+    int ok = k == cudaMemcpyHostToDevice ? dd && !sd : k == cudaMemcpyDeviceToHost ? !dd && sd : dd && sd;
+#ifdef EMU_NO_PROTECT
+    ok = 1;
+#endif
+    if (n && !ok) {
+        fprintf(stderr, "emu: cudaMemcpy kind %d with destination on the %s and source on the %s\n", (int)k,
+                dd ? "device" : "host", sd ? "device" : "host");
+        abort();
+    }
+    emu_dev_open();
+    memmove(d, s, n);
+    emu_dev_close();
+    return 0;
+}

@@ -1,0 +1,472 @@
+/* The LSTM language model on the GPU (see nn/lstm_lm_cuda.h; CPU twin nn/lstm_lm.c,
+ * whose forward and backward this file follows line for line with the CUDA ops).
+ * Shape letters: T time steps, N batch, V vocabulary, E embedding size,
+ * H hidden units, L layers. Activations are time-major [T, N, ...] device arrays.
+ * The Model backward OVERWRITES m->grads: it zeroes the device gradients, every
+ * op accumulates (+=) into them (with tied weights the decoder and the encoder
+ * both add into encoder.weight's gradient), and they are downloaded. */
+#include "nn/lstm_lm_cuda.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/errors.h"
+
+#ifdef HAVE_CUDA
+
+#include "common/check.h"
+#include "common/cuda_check.h"
+#include "nn/cuda_ops.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/model_cuda.h"
+
+/* the device activations of one forward pass; training and evaluation each own one
+ * (the CPU model's Workspace, on the device) */
+typedef struct {
+    float *mem;     /* one device allocation holding every float array below */
+    /* host arrays of L device pointers each: */
+    float **xs;     /* [L]: xs[0] = dropout(embedding) [T,N,E], xs[l] = dropout(h of layer l-1) [T,N,H] */
+    float **hs;     /* [L]: [T+1,N,H], slot 0 = initial state */
+    float **cs;     /* [L]: [T+1,N,H] */
+    float **gates;  /* [L]: [T,N,4H] */
+    float **tanhc;  /* [L]: [T,N,H] */
+    float *y;       /* [T,N,H] dropout(h of layer L-1), the decoder input */
+    float *logits;  /* [T*N,V]; the training backward reuses it for dlogits */
+    float *probs;   /* [T*N,V] */
+    /* training only: backward scratch */
+    float *dgates;  /* [T,N,4H] */
+    float *dx;      /* [T,N,max(E,H)] */
+    float *dh;      /* [T,N,H] */
+    float *dstate;  /* [2,N,H] */
+    int *tokens;    /* [T*N] device copies of the batch */
+    int *targets;   /* [T*N] */
+} Workspace;
+
+typedef struct {
+    CudaMirror mr; /* first: model_cuda_copy_stats finds it here */
+    LstmLmConfig cfg;
+    int max_batch, max_T;
+    /* parameter indices in the table */
+    int i_enc, i_dec_w, i_dec_b;
+    int *i_wih, *i_whh, *i_bih, *i_bhh; /* [L] */
+    Workspace train, eval;
+    int eval_ready;
+    /* carried state, HOST: h and c of each layer, [L][max_batch,H] each (the CPU layout) */
+    float *carry_h, *carry_c;
+    int carry_n;
+    /* dropout */
+    uint64_t drop_seed, drop_step;
+    /* what the pending backward needs (tokens and targets stay in train.tokens/targets) */
+    int have_cache, cache_T, cache_N;
+    uint64_t cache_step;
+} LstmLmCuda;
+
+static const ModelOps lstm_lm_cuda_ops;
+
+/* Lays out a workspace in one allocation, as the CPU model does; returns its
+ * size in floats when mem is NULL. */
+static size_t workspace_layout(Workspace *w, float *mem /*device, the returned size; NULL = size only*/,
+                               const LstmLmConfig *c, int NB, int TT, int with_backward) {
+    const size_t TN = (size_t)TT * NB, H = (size_t)c->hidden, E = (size_t)c->emb, V = (size_t)c->vocab;
+    size_t off = 0;
+#define TAKE(ptr, count)                             \
+    do {                                             \
+        if (mem) (ptr) = mem + off;                  \
+        off += ((size_t)(count) + 15) & ~(size_t)15; \
+    } while (0)
+    for (int l = 0; l < c->layers; l++) {
+        TAKE(w->xs[l], TN * (l == 0 ? E : H));
+        TAKE(w->hs[l], (TN + NB) * H);
+        TAKE(w->cs[l], (TN + NB) * H);
+        TAKE(w->gates[l], TN * 4 * H);
+        TAKE(w->tanhc[l], TN * H);
+    }
+    TAKE(w->y, TN * H);
+    TAKE(w->logits, TN * V);
+    TAKE(w->probs, TN * V);
+    if (with_backward) {
+        TAKE(w->dgates, TN * 4 * H);
+        TAKE(w->dx, TN * (E > H ? E : H));
+        TAKE(w->dh, TN * H);
+        TAKE(w->dstate, 2 * (size_t)NB * H);
+    }
+#undef TAKE
+    return off;
+}
+
+/* 0, or -1 after printing what failed (GPU memory) */
+static int workspace_alloc(Workspace *w, const LstmLmConfig *c, int NB, int TT, int with_backward, const char *what) {
+    memset(w, 0, sizeof *w);
+    w->xs = callocCheck((size_t)c->layers * 5, sizeof(float *));
+    w->hs = w->xs + c->layers;
+    w->cs = w->hs + c->layers;
+    w->gates = w->cs + c->layers;
+    w->tanhc = w->gates + c->layers;
+    size_t n = workspace_layout(w, NULL, c, NB, TT, with_backward);
+    size_t ntok = (size_t)NB * TT;
+    if (cuda_dev_alloc((void **)&w->mem, n * sizeof(float), what) ||
+        cuda_dev_alloc((void **)&w->tokens, ntok * sizeof(int), "the token batch") ||
+        cuda_dev_alloc((void **)&w->targets, ntok * sizeof(int), "the target batch"))
+        return -1;
+    workspace_layout(w, w->mem, c, NB, TT, with_backward);
+    return 0;
+}
+
+static void workspace_free(Workspace *w) {
+    cudaCheck(cudaFree(w->mem));
+    cudaCheck(cudaFree(w->tokens));
+    cudaCheck(cudaFree(w->targets));
+    free(w->xs);
+    memset(w, 0, sizeof *w);
+}
+
+static void lstm_lm_cuda_free(Model *m);
+
+/* index of the tensor `name` in m's table, checked to hold `numel` values; -1 after printing */
+static int find_tensor(const Model *m, const char *name, size_t numel) {
+    int k = param_table_find(&m->pt, name);
+    if (k < 0 || m->pt.t[k].numel != numel) {
+        fprintf(stderr, "error: GPU LSTM LM: the CPU model's table %s %s (%zu values expected)\n",
+                k < 0 ? "has no" : "disagrees about", name, numel);
+        return -1;
+    }
+    return k;
+}
+
+Model *lstm_lm_create_cuda(const LstmLmConfig *cfg, int max_batch, int max_T) {
+    if (nn_cuda_device_count() < 1) {
+        fprintf(stderr, "error: cannot make the GPU LSTM LM: no CUDA device is visible "
+                        "(cudaGetDeviceCount reports none or fails)\n");
+        return NULL;
+    }
+    if (!lstm_lm_config_valid(cfg, max_batch, max_T)) return NULL;
+    Model *twin = lstm_lm_create(cfg, 1, 1); /* table, names, offsets and initial values */
+    if (!twin) return NULL;
+    const int V = cfg->vocab, E = cfg->emb, H = cfg->hidden, L = cfg->layers;
+    LstmLmCuda *lm = callocCheck(1, sizeof *lm);
+    lm->cfg = *cfg;
+    lm->max_batch = max_batch;
+    lm->max_T = max_T;
+    lm->i_wih = mallocCheck(4 * (size_t)L * sizeof(int));
+    lm->i_whh = lm->i_wih + L;
+    lm->i_bih = lm->i_whh + L;
+    lm->i_bhh = lm->i_bih + L;
+    Model *m = callocCheck(1, sizeof(Model));
+    m->ops = &lstm_lm_cuda_ops;
+    m->impl = lm;
+    param_table_init(&m->pt);
+    for (int i = 0; i < twin->pt.n; i++)
+        param_table_add(&m->pt, twin->pt.t[i].name, twin->pt.t[i].kind, twin->pt.t[i].ndim, twin->pt.t[i].shape);
+    m->state = NULL;
+    m->nstate = 0;
+
+    /* units find their tensors by name in the CPU model's table */
+    int ok = 1;
+    char name[PARAM_NAME_MAX];
+    lm->i_enc = find_tensor(m, "encoder.weight", (size_t)V * E);
+    ok &= lm->i_enc >= 0;
+    for (int l = 0; l < L; l++) {
+        const size_t in = l == 0 ? (size_t)E : (size_t)H;
+        snprintf(name, sizeof name, "rnn.weight_ih_l%d", l);
+        ok &= (lm->i_wih[l] = find_tensor(m, name, 4 * (size_t)H * in)) >= 0;
+        snprintf(name, sizeof name, "rnn.weight_hh_l%d", l);
+        ok &= (lm->i_whh[l] = find_tensor(m, name, 4 * (size_t)H * H)) >= 0;
+        snprintf(name, sizeof name, "rnn.bias_ih_l%d", l);
+        ok &= (lm->i_bih[l] = find_tensor(m, name, 4 * (size_t)H)) >= 0;
+        snprintf(name, sizeof name, "rnn.bias_hh_l%d", l);
+        ok &= (lm->i_bhh[l] = find_tensor(m, name, 4 * (size_t)H)) >= 0;
+    }
+    if (cfg->tie_weights) {
+        lm->i_dec_w = lm->i_enc; /* the decoder weight IS encoder.weight */
+        if (param_table_find(&m->pt, "decoder.weight") >= 0) {
+            fprintf(stderr, "error: GPU LSTM LM: the tied CPU model has a decoder.weight\n");
+            ok = 0;
+        }
+    } else {
+        lm->i_dec_w = find_tensor(m, "decoder.weight", (size_t)V * H);
+        ok &= lm->i_dec_w >= 0;
+    }
+    lm->i_dec_b = find_tensor(m, "decoder.bias", (size_t)V);
+    ok &= lm->i_dec_b >= 0;
+    const int want_n = 4 * L + (cfg->tie_weights ? 2 : 3); /* encoder, 4 per layer, [decoder.weight,] decoder.bias */
+    if (ok && (twin->pt.n != want_n || twin->nstate != 0 || m->pt.total != twin->pt.total)) {
+        fprintf(stderr, "error: GPU LSTM LM: the CPU model has %d tensors and %zu state floats (want %d and 0)\n",
+                twin->pt.n, twin->nstate, want_n);
+        ok = 0;
+    }
+    if (ok) {
+        m->params = cuda_host_arena_alloc(m->pt.total);
+        m->grads = cuda_host_arena_alloc(m->pt.total);
+        ok = m->params && m->grads;
+    }
+    if (ok) {
+        memcpy(m->params, twin->params, m->pt.total * sizeof(float));
+        ok = cuda_mirror_init(&lm->mr, m) == 0;
+    }
+    model_free(twin);
+    if (ok) ok = workspace_alloc(&lm->train, cfg, max_batch, max_T, 1, "the training activations") == 0;
+    lm->carry_h = callocCheck((size_t)L * max_batch * H, sizeof(float));
+    lm->carry_c = callocCheck((size_t)L * max_batch * H, sizeof(float));
+    lm->drop_seed = cfg->seed;
+    if (!ok) {
+        lstm_lm_cuda_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void lstm_lm_init_params_cuda(Model *m, uint64_t seed) {
+    LstmLmCuda *lm = m->impl;
+    Model *twin = lstm_lm_create(&lm->cfg, 1, 1);
+    if (!twin) {
+        fprintf(stderr, "error: lstm_lm_init_params_cuda: cannot make the CPU twin\n");
+        exit(1);
+    }
+    lstm_lm_init_params(twin, seed);
+    memcpy(m->params, twin->params, m->pt.total * sizeof(float));
+    model_free(twin);
+}
+
+void lstm_lm_set_dropout_seed_cuda(Model *m, uint64_t seed, uint64_t step) {
+    LstmLmCuda *lm = m->impl;
+    lm->drop_seed = seed;
+    lm->drop_step = step;
+}
+
+const LstmLmConfig *lstm_lm_config_cuda(const Model *m) { return &((const LstmLmCuda *)m->impl)->cfg; }
+
+int lstm_lm_carried_state_cuda(const Model *m, int l, const float **h /*N,H*/, const float **c /*N,H*/, int *n) {
+    const LstmLmCuda *lm = m->impl;
+    if (l < 0 || l >= lm->cfg.layers) return -GC_ERR_PARAM;
+    size_t off = (size_t)l * lm->max_batch * lm->cfg.hidden;
+    if (h) *h = lm->carry_h + off;
+    if (c) *c = lm->carry_c + off;
+    if (n) *n = lm->carry_n;
+    return 0;
+}
+
+static void lstm_lm_cuda_reset_state(Model *m) {
+    LstmLmCuda *lm = m->impl;
+    size_t n = (size_t)lm->cfg.layers * lm->max_batch * lm->cfg.hidden;
+    memset(lm->carry_h, 0, n * sizeof(float));
+    memset(lm->carry_c, 0, n * sizeof(float));
+    lm->carry_n = 0;
+}
+
+__attribute__((format(printf, 4, 5))) static float fail_forward(LstmLmCuda *lm, int train, BatchStats *st,
+                                                                const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: lstm_lm forward: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    if (train) lm->have_cache = 0; /* a failed evaluation keeps a pending backward */
+    if (st) memset(st, 0, sizeof *st);
+    return NAN;
+}
+
+/* device parameter / gradient of tensor k */
+static float *DP(Model *m, int k) { return ((LstmLmCuda *)m->impl)->mr.d_params + m->pt.t[k].offset; }
+static float *DG(Model *m, int k) { return ((LstmLmCuda *)m->impl)->mr.d_grads + m->pt.t[k].offset; }
+
+/* the ops below were given tokens checked on the host: a failure is a bug here */
+static void must(int rc, const char *what) {
+    if (rc != 0) {
+        fprintf(stderr, "internal error: GPU LSTM LM: %s failed (%d)\n", what, rc);
+        exit(1);
+    }
+}
+
+static float lstm_lm_cuda_forward(Model *m, const Batch *b, int train, BatchStats *st) {
+    LstmLmCuda *lm = m->impl;
+    const LstmLmConfig *c = &lm->cfg;
+    const int V = c->vocab, E = c->emb, H = c->hidden, L = c->layers;
+    if (!b || !b->tokens || !b->y) return fail_forward(lm, train, st, "batch without tokens or targets");
+    const int N = b->N, T = b->T;
+    if (N < 1 || N > lm->max_batch) return fail_forward(lm, train, st, "batch size %d outside 1..%d", N, lm->max_batch);
+    if (T < 1 || T > lm->max_T) return fail_forward(lm, train, st, "sequence length %d outside 1..%d", T, lm->max_T);
+    const int TN = T * N;
+    int bad = embedding_check_tokens(b->tokens, TN, V);
+    if (bad >= 0) return fail_forward(lm, train, st, "token %d at %d outside [0, %d)", b->tokens[bad], bad, V);
+    bad = embedding_check_tokens(b->y, TN, V);
+    if (bad >= 0) return fail_forward(lm, train, st, "target %d at %d outside [0, %d)", b->y[bad], bad, V);
+
+    if (!train && !lm->eval_ready) {
+        if (workspace_alloc(&lm->eval, c, lm->max_batch, lm->max_T, 0, "the evaluation activations")) {
+            workspace_free(&lm->eval);
+            return fail_forward(lm, train, st, "out of GPU memory for the evaluation activations");
+        }
+        lm->eval_ready = 1;
+    }
+    Workspace *w = train ? &lm->train : &lm->eval;
+    if (train) lm->have_cache = 0;
+    if (N != lm->carry_n) { /* a new batch size cannot continue the old state */
+        lstm_lm_cuda_reset_state(m);
+        lm->carry_n = N;
+    }
+    const float p = train ? c->dropout : 0.0f;
+    const uint64_t step = lm->drop_step;
+    const size_t NH = (size_t)N * H;
+
+    cuda_mirror_upload(&lm->mr, m, 0);
+    cudaCheck(cudaMemcpy(w->tokens, b->tokens, (size_t)TN * sizeof(int), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(w->targets, b->y, (size_t)TN * sizeof(int), cudaMemcpyHostToDevice));
+
+    must(embedding_forward_cuda(w->xs[0], w->tokens, DP(m, lm->i_enc), TN, V, E), "embedding_forward_cuda");
+    must(dropout_forward_cuda(w->xs[0], w->xs[0], p, dropout_seed(lm->drop_seed, step, 0), (size_t)TN * E),
+         "dropout_forward_cuda");
+    for (int l = 0; l < L; l++) {
+        float *ch = lm->carry_h + (size_t)l * lm->max_batch * H, *cc = lm->carry_c + (size_t)l * lm->max_batch * H;
+        /* slot 0 = the carried state (host) */
+        cudaCheck(cudaMemcpy(w->hs[l], ch, NH * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(w->cs[l], cc, NH * sizeof(float), cudaMemcpyHostToDevice));
+        lstm_forward_cuda(w->hs[l], w->cs[l], w->gates[l], w->tanhc[l], w->xs[l], DP(m, lm->i_wih[l]),
+                          DP(m, lm->i_whh[l]), DP(m, lm->i_bih[l]), DP(m, lm->i_bhh[l]), T, N, l == 0 ? E : H, H);
+        /* truncated BPTT: the next batch starts from this batch's final state (slot T) */
+        cudaCheck(cudaMemcpy(ch, w->hs[l] + (size_t)T * NH, NH * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(cc, w->cs[l] + (size_t)T * NH, NH * sizeof(float), cudaMemcpyDeviceToHost));
+        float *next = l + 1 < L ? w->xs[l + 1] : w->y;
+        must(dropout_forward_cuda(next, w->hs[l] + NH, p, dropout_seed(lm->drop_seed, step, (uint64_t)l + 1),
+                                  (size_t)TN * H),
+             "dropout_forward_cuda");
+    }
+    linear_forward_cuda(w->logits, w->y, DP(m, lm->i_dec_w), DP(m, lm->i_dec_b), TN, H, V);
+    long correct = 0;
+    float loss = softmax_ce_forward_cuda(w->probs, &correct, w->logits, w->targets, TN, V);
+    if (st) {
+        st->loss = loss;
+        st->correct = correct;
+        st->count = TN;
+    }
+    if (train) {
+        lm->have_cache = 1;
+        lm->cache_T = T;
+        lm->cache_N = N;
+        lm->cache_step = step;
+        lm->drop_step++;
+    }
+    return loss;
+}
+
+static void lstm_lm_cuda_backward(Model *m) {
+    LstmLmCuda *lm = m->impl;
+    const LstmLmConfig *c = &lm->cfg;
+    const int V = c->vocab, E = c->emb, H = c->hidden, L = c->layers;
+    if (!lm->have_cache) {
+        memset(m->grads, 0, m->pt.total * sizeof(float));
+        fprintf(stderr, "error: lstm_lm backward without a preceding successful training forward; "
+                        "gradients set to zero\n");
+        return;
+    }
+    lm->have_cache = 0; /* the backward reuses the logits buffer for dlogits */
+    Workspace *w = &lm->train;
+    const int T = lm->cache_T, N = lm->cache_N, TN = T * N;
+    const float p = c->dropout;
+    const uint64_t step = lm->cache_step;
+    cudaCheck(cudaMemsetAsync(lm->mr.d_grads, 0, m->pt.total * sizeof(float), 0));
+
+    /* loss = scale * sum over tokens of -log softmax(logits)[target] */
+    const float scale = c->loss_sum_over_time ? 1.0f / (float)N : 1.0f / (float)TN;
+    float *dlogits = w->logits;
+    softmax_ce_backward_cuda(dlogits, w->probs, w->targets, scale, TN, V);
+    /* logits = y @ dec_w^T + dec_b (dec_w is encoder.weight when tied: its grad adds up) */
+    linear_backward_cuda(w->dh, DG(m, lm->i_dec_w), DG(m, lm->i_dec_b), dlogits, w->y, DP(m, lm->i_dec_w), TN, H, V);
+    /* y = dropout(h of layer L-1) */
+    must(dropout_backward_cuda(w->dh, w->dh, p, dropout_seed(lm->drop_seed, step, (uint64_t)L), (size_t)TN * H),
+         "dropout_backward_cuda");
+    for (int l = L - 1; l >= 0; l--) {
+        const int in = l == 0 ? E : H;
+        /* hs[l][1..T] = lstm(xs[l]) from the carried state (no gradient into it) */
+        lstm_backward_cuda(w->dx, NULL, NULL, DG(m, lm->i_wih[l]), DG(m, lm->i_whh[l]), DG(m, lm->i_bih[l]),
+                           DG(m, lm->i_bhh[l]), w->dgates, w->dstate, w->dh, w->hs[l], w->cs[l], w->gates[l],
+                           w->tanhc[l], w->xs[l], DP(m, lm->i_wih[l]), DP(m, lm->i_whh[l]), T, N, in, H);
+        if (l > 0) /* xs[l] = dropout(h of layer l-1) */
+            must(dropout_backward_cuda(w->dh, w->dx, p, dropout_seed(lm->drop_seed, step, (uint64_t)l),
+                                       (size_t)TN * H),
+                 "dropout_backward_cuda");
+    }
+    /* xs[0] = dropout(embedding(tokens)) */
+    must(dropout_backward_cuda(w->dx, w->dx, p, dropout_seed(lm->drop_seed, step, 0), (size_t)TN * E),
+         "dropout_backward_cuda");
+    must(embedding_backward_cuda(DG(m, lm->i_enc), w->dx, w->tokens, TN, V, E), "embedding_backward_cuda");
+    cuda_mirror_download_grads(&lm->mr, m);
+}
+
+static void lstm_lm_cuda_free(Model *m) {
+    if (!m) return;
+    LstmLmCuda *lm = m->impl;
+    if (lm) {
+        if (lm->train.xs) workspace_free(&lm->train);
+        if (lm->eval_ready) workspace_free(&lm->eval);
+        cuda_mirror_free(&lm->mr);
+        free(lm->carry_h);
+        free(lm->carry_c);
+        free(lm->i_wih);
+        free(lm);
+    }
+    cuda_host_arena_free(m->params);
+    cuda_host_arena_free(m->grads);
+    param_table_free(&m->pt);
+    free(m);
+}
+
+/* the CPU model's sections (nn/lstm_lm.c), host memory: a checkpoint moves
+ * between the CPU and GPU models */
+static int lstm_lm_cuda_ckpt_sections(Model *m, CkptSection *out, int cap) {
+    LstmLmCuda *lm = m->impl;
+    size_t n = (size_t)lm->cfg.layers * (size_t)lm->max_batch * (size_t)lm->cfg.hidden * sizeof(float);
+    const struct {
+        const char *name;
+        void *p;
+        size_t len;
+    } s[] = {{"carry_h", lm->carry_h, n},
+             {"carry_c", lm->carry_c, n},
+             {"carry_n", &lm->carry_n, sizeof lm->carry_n},
+             {"drop_step", &lm->drop_step, sizeof lm->drop_step}};
+    int k = 0;
+    for (size_t i = 0; i < sizeof s / sizeof s[0] && k < cap; i++, k++) {
+        snprintf(out[k].name, CKPT_NAME_MAX, "%s", s[i].name);
+        out[k].data = s[i].p;
+        out[k].len = s[i].len;
+    }
+    return k;
+}
+
+static const ModelOps lstm_lm_cuda_ops = {
+    .name = "lstm_lm_cuda",
+    .forward = lstm_lm_cuda_forward,
+    .backward = lstm_lm_cuda_backward,
+    .reset_state = lstm_lm_cuda_reset_state,
+    .ckpt_sections = lstm_lm_cuda_ckpt_sections,
+    .free = lstm_lm_cuda_free,
+};
+
+#else /* built without CUDA */
+
+Model *lstm_lm_create_cuda(const LstmLmConfig *cfg, int max_batch, int max_T) {
+    (void)cfg, (void)max_batch, (void)max_T;
+    fprintf(stderr,
+            "error: cannot make the GPU LSTM LM: this build has no CUDA (nvcc was not found, or NO_CUDA=1)\n");
+    return NULL;
+}
+
+void lstm_lm_init_params_cuda(Model *m, uint64_t seed) { (void)m, (void)seed; }
+
+void lstm_lm_set_dropout_seed_cuda(Model *m, uint64_t seed, uint64_t step) { (void)m, (void)seed, (void)step; }
+
+const LstmLmConfig *lstm_lm_config_cuda(const Model *m) {
+    (void)m;
+    return NULL;
+}
+
+int lstm_lm_carried_state_cuda(const Model *m, int l, const float **h /*N,H*/, const float **c /*N,H*/, int *n) {
+    (void)m, (void)l, (void)h, (void)c, (void)n;
+    return -GC_ERR_PARAM;
+}
+
+#endif
