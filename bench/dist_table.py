@@ -49,6 +49,7 @@ CONFIGS = {
         ("graddrop 0.1%", "--codec graddrop"),
         ("terngrad", "--codec terngrad"),
         ("3lc (ps)", "--codec 3lc"),
+        ("fedavg delay 10", "--codec fp32 --delay 10"),
         # DGC's momentum correction is defined for momentum SGD (DGC section 3.2), so
         # its row and a baseline for it use momentum SGD instead of SBC's Adam
         ("baseline fp32 (momentum sgd lr 0.01)", "--codec fp32 --optim momentum --lr 0.01"),
@@ -108,9 +109,11 @@ def summarize(log_path):
         # codec ratio over the frames actually sent: raw = ratio * up per row
         "ratio": (sum(float(r["ratio"]) * float(r["up_bytes"]) * w for r, w in zip(train, weights)) / (up * total))
         if up > 0 else float("nan"),
-        # over the compressed tensors alone (mean over the print intervals that sent any)
-        "ratio_c": (lambda rs: sum(rs) / len(rs) if rs else float("nan"))(
-            [float(r["ratio_compressed"]) for r in train if float(r["ratio_compressed"]) > 0]),
+        # over the compressed tensors alone: the raw size of one exchange of them is
+        # fixed, so the total ratio is the step-weighted harmonic mean of the
+        # intervals' ratios (intervals that sent nothing are left out)
+        "ratio_c": (lambda rw: sum(w for _, w in rw) / sum(w / r for r, w in rw) if rw else float("nan"))(
+            [(float(r["ratio_compressed"]), w) for r, w in zip(train, weights) if float(r["ratio_compressed"]) > 0]),
         # against sending every value as fp32 every step (delay counts too)
         "effective": 32.0 / wmean("bits_up") if wmean("bits_up") > 0 else float("nan"),
         "compute_s": wmean("compute_s"),
