@@ -741,22 +741,25 @@ static void apply_gradient(Exchange *ex, float *params, const float *agg, Optim 
     }
 }
 
-/* DGC: fold weight decay into the gradient and clip locally (dgc.txt section
- * 3.2 "Local Gradient Clipping", appendix C: threshold scaled by N^-1/2) */
+/* DGC: fold weight decay into the gradient of the DGC tensors and clip this
+ * worker's whole gradient locally (dgc.txt section 3.2 "Local Gradient
+ * Clipping", appendix C: threshold scaled by N^-1/2). The clip covers the
+ * tensors sent uncompressed too (biases, small tensors): the trainer leaves
+ * clipping to this function under DGC's memory, and an unclipped bias of a
+ * recurrent network diverges. */
 static void dgc_prepare(Exchange *ex, float *grads, const float *params) {
     double sq = 0;
     for (int t = 0; t < ex->T; t++) {
-        if (ex->mem[t] != MEM_DGC) continue;
         size_t off = t_off(ex, t), n = t_n(ex, t);
-        if (ex->cfg.weight_decay != 0) optim_add_weight_decay(grads + off, params + off, ex->cfg.weight_decay, n);
+        if (ex->mem[t] == MEM_DGC && ex->cfg.weight_decay != 0)
+            optim_add_weight_decay(grads + off, params + off, ex->cfg.weight_decay, n);
         for (size_t i = 0; i < n; i++) sq += (double)grads[off + i] * grads[off + i];
     }
     if (ex->cfg.dgc_clip <= 0) return;
     double thr = ex->cfg.dgc_clip / sqrt((double)ex->N), norm = sqrt(sq);
     if (norm <= thr) return;
     float coef = (float)(thr / (norm + 1e-6)); /* as torch.nn.utils.clip_grad_norm_ */
-    for (int t = 0; t < ex->T; t++)
-        if (ex->mem[t] == MEM_DGC) scale_arena(grads + t_off(ex, t), t_n(ex, t), coef);
+    scale_arena(grads, ex->pt->total, coef);
 }
 
 /* ps: push frames to the server, the server averages and updates the global
@@ -860,7 +863,7 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
     double side_density = ex->cfg.memory == MEM_DGC ? density : 0;
 
     if (!ex->deltas) {
-        if (ex->vel) dgc_prepare(ex, grads, params);
+        if (ex->cfg.memory == MEM_DGC) dgc_prepare(ex, grads, params);
         /* memory: x = g (+ residual, or DGC's corrected accumulation) */
         for (int t = 0; t < ex->T; t++)
             if (ex->cfg.topology != TOPO_RING)
