@@ -273,6 +273,36 @@ static void test_dgc(void) {
     run_go(&r);
     CHECK(r.rc[0] == -98 && strstr(r.err[0], "ring"), "dgc over ring is refused with a reason: %s", r.err[0]);
     run_free(&r);
+
+    /* local gradient clipping (DGC 3.2, appendix C): each worker scales its WHOLE
+     * gradient to norm <= clip / sqrt(N), the tensors sent uncompressed too; one
+     * plain SGD step (lr 1, no momentum) from zero parameters leaves
+     * -mean_k(coef_k g_k) in an uncompressed tensor */
+    run_init(&r, "dgc:density=0.01,warmup=0,clip=1", TOPO_ALLGATHER, W);
+    r.momentum = 0;
+    run_go(&r);
+    CHECK(r.rc[0] == 0, "dgc clip run: %s", r.err[0]);
+    float *g = param_arena_alloc(&pt), *want = param_arena_alloc(&pt);
+    double thr = 1.0 / sqrt((double)W), min_coef = 1;
+    for (int k = 0; k < W; k++) {
+        make_grad(g, k, 0);
+        double sq = 0;
+        for (size_t i = 0; i < pt.total; i++) sq += (double)g[i] * g[i];
+        double norm = sqrt(sq), coef = norm > thr ? thr / (norm + 1e-6) : 1;
+        if (coef < min_coef) min_coef = coef;
+        for (size_t i = 0; i < pt.total; i++) want[i] -= (float)coef * g[i] / W;
+    }
+    CHECK(min_coef < 0.5, "the clip is active in this test (smallest coefficient %.3f)", min_coef);
+    const char *plain[] = {"bn1.weight", "fc.bias"};
+    for (int j = 0; j < 2; j++) {
+        int u = param_table_find(&pt, plain[j]);
+        char what[96];
+        snprintf(what, sizeof what, "dgc clip: uncompressed %s = -mean of clipped gradients", plain[j]);
+        CHECK_CLOSE(what, r.params[0] + pt.t[u].offset, want + pt.t[u].offset, pt.t[u].numel, 1e-5f, 1e-9f);
+    }
+    param_arena_free(g);
+    param_arena_free(want);
+    run_free(&r);
 }
 
 static void test_fedavg(void) {
