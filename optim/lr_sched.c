@@ -9,7 +9,7 @@
 
 static const char *const kind_names[LR_KIND_COUNT] = {
     [LR_CONSTANT] = "constant", [LR_MULTISTEP] = "multistep", [LR_COSINE] = "cosine",
-    [LR_POLY] = "poly",         [LR_PLATEAU] = "plateau",
+    [LR_POLY] = "poly",         [LR_PLATEAU] = "plateau",     [LR_STEP] = "step",
 };
 
 const char *lr_kind_name(LrKind k) { return (k >= 0 && k < LR_KIND_COUNT) ? kind_names[k] : "?"; }
@@ -33,6 +33,7 @@ void lr_sched_default(LrSched *s, LrKind kind, double base_lr) {
     s->base_lr = base_lr;
     s->warmup_start = LR_DEFAULT_WARMUP_START;
     s->gamma = LR_DEFAULT_GAMMA;
+    s->step_start = -1;
     s->power = LR_DEFAULT_POWER;
     s->factor = LR_DEFAULT_PLATEAU_FACTOR;
     s->patience = LR_DEFAULT_PLATEAU_PATIENCE;
@@ -69,6 +70,20 @@ int lr_sched_validate(const LrSched *s, char *err, size_t errlen) {
                 ERRF("milestones must be >= 0 and non-decreasing");
                 return -GC_ERR_PARAM;
             }
+        if (!isfinite(s->gamma) || s->gamma <= 0) {
+            ERRF("gamma must be > 0 (got %g)", s->gamma);
+            return -GC_ERR_PARAM;
+        }
+        break;
+    case LR_STEP:
+        if (s->step_size < 1) {
+            ERRF("step needs size=N >= 1 (steps between decays)");
+            return -GC_ERR_PARAM;
+        }
+        if (s->step_start < -1) {
+            ERRF("start must be >= 0 (the first decayed step; default: size)");
+            return -GC_ERR_PARAM;
+        }
         if (!isfinite(s->gamma) || s->gamma <= 0) {
             ERRF("gamma must be > 0 (got %g)", s->gamma);
             return -GC_ERR_PARAM;
@@ -112,7 +127,7 @@ int lr_sched_validate(const LrSched *s, char *err, size_t errlen) {
 
 typedef enum { V_DOUBLE, V_LONG, V_MILESTONES, V_MODE, V_TMODE } ValType;
 enum { M_CONST = 1 << LR_CONSTANT, M_MULTI = 1 << LR_MULTISTEP, M_COS = 1 << LR_COSINE, M_POLY = 1 << LR_POLY,
-       M_PLAT = 1 << LR_PLATEAU, M_ALL = (1 << LR_KIND_COUNT) - 1 };
+       M_PLAT = 1 << LR_PLATEAU, M_STEP = 1 << LR_STEP, M_ALL = (1 << LR_KIND_COUNT) - 1 };
 
 typedef struct {
     const char *key;
@@ -126,7 +141,9 @@ static const SchedKey sched_keys[] = {
     {"warmup", offsetof(LrSched, warmup), V_LONG, M_ALL, "linear warm-up steps before the schedule (default 0)"},
     {"warmup_start", offsetof(LrSched, warmup_start), V_DOUBLE, M_ALL, "warm-up factor at step 0 (default 1/3)"},
     {"milestones", offsetof(LrSched, milestones), V_MILESTONES, M_MULTI, "steps A+B+... where lr *= gamma"},
-    {"gamma", offsetof(LrSched, gamma), V_DOUBLE, M_MULTI, "multiplicative decay (default 0.1)"},
+    {"gamma", offsetof(LrSched, gamma), V_DOUBLE, M_MULTI | M_STEP, "multiplicative decay (default 0.1)"},
+    {"size", offsetof(LrSched, step_size), V_LONG, M_STEP, "steps between decays"},
+    {"start", offsetof(LrSched, step_start), V_LONG, M_STEP, "first decayed step (default: size)"},
     {"T", offsetof(LrSched, T), V_LONG, M_COS | M_POLY, "schedule length in steps (default: run length - warmup)"},
     {"eta_min", offsetof(LrSched, eta_min), V_DOUBLE, M_COS, "cosine floor (default 0)"},
     {"power", offsetof(LrSched, power), V_DOUBLE, M_POLY, "polynomial power (default 1)"},
@@ -185,7 +202,7 @@ bad:
 
 int lr_sched_parse(LrSched *s, const char *spec, double base_lr, char *err, size_t errlen) {
     if (!spec || !*spec) {
-        ERRF("empty lr schedule (try constant, multistep, cosine, poly, plateau)");
+        ERRF("empty lr schedule (try constant, multistep, step, cosine, poly, plateau)");
         return -GC_ERR_PARAM;
     }
     char buf[1024];
@@ -212,7 +229,7 @@ int lr_sched_parse(LrSched *s, const char *spec, double base_lr, char *err, size
         for (int k = 0; k < LR_KIND_COUNT; k++)
             if (!strcmp(buf, kind_names[k])) kind = (LrKind)k;
         if (kind == LR_KIND_COUNT) {
-            ERRF("unknown lr schedule '%s' (constant, multistep, cosine, poly, plateau)", buf);
+            ERRF("unknown lr schedule '%s' (constant, multistep, step, cosine, poly, plateau)", buf);
             return -GC_ERR_PARAM;
         }
     }
@@ -277,6 +294,11 @@ double lr_sched_lr(const LrSched *s, long t) {
             i = j;
         }
         return lr;
+    }
+    case LR_STEP: {
+        long start = s->step_start >= 0 ? s->step_start : s->step_size;
+        if (t < start) return base;
+        return base * pow(s->gamma, (double)(1 + (t - start) / s->step_size));
     }
     case LR_COSINE: {
         if (s->T <= 0) return base;
@@ -345,6 +367,10 @@ int lr_sched_describe(const LrSched *s, char *buf, size_t n) {
         for (int i = 0; i < s->n_milestones; i++) APPEND("%s%ld", i ? "+" : "", s->milestones[i]);
         APPEND("%cgamma=%s", sep, num_text(t1, s->gamma));
         break;
+    case LR_STEP:
+        APPEND("%csize=%ld,gamma=%s", sep, s->step_size, num_text(t1, s->gamma));
+        if (s->step_start >= 0) APPEND("%cstart=%ld", sep, s->step_start);
+        break;
     case LR_COSINE:
         if (s->T) APPEND("%cT=%ld", sep, s->T);
         APPEND("%ceta_min=%s", sep, num_text(t1, s->eta_min));
@@ -369,6 +395,8 @@ void lr_sched_help(FILE *f) {
     fprintf(f, "LR schedules (--schedule KIND[:key=value,...]; torch.optim.lr_scheduler 1.13 formulas):\n"
                "  constant    lr = base\n"
                "  multistep   lr = base * gamma^(milestones passed)            (MultiStepLR)\n"
+               "  step        lr = base * gamma^(1 + floor((t-start)/size)) from start (default size:\n"
+               "              StepLR); TF PTB / SBC LSTMs: step:size=E,gamma=0.8,start=6E, E steps/epoch\n"
                "  cosine      lr = eta_min + (base-eta_min)(1+cos(pi t/T))/2  (CosineAnnealingLR), then eta_min\n"
                "  poly        lr = base (1 - t/T)^power                        (PolynomialLR)\n"
                "  plateau     lr *= factor when the validation metric stalls  (ReduceLROnPlateau)\n"

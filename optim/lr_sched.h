@@ -3,6 +3,10 @@
  *   constant                       lr = base
  *   multistep:milestones=A+B+..,gamma=G
  *                                  lr = base * G^(number of milestones <= t)      (MultiStepLR)
+ *   step:size=N,gamma=G,start=S    lr = base for t < S, then base * G^(1 + floor((t - S) / N));
+ *                                  S defaults to N, which is StepLR (base * G^floor(t / N)). The
+ *                                  TensorFlow PTB tutorial's decay (SBC's LSTMs): 0.8 per epoch
+ *                                  from epoch 6 on is step:size=E,gamma=0.8,start=6E (E steps/epoch)
  *   cosine:T=N,eta_min=E           lr = E + (base - E) (1 + cos(pi t / N)) / 2    (CosineAnnealingLR
  *                                  closed form), held at E after N steps
  *   poly:power=P,T=N               lr = base (1 - min(t, N)/N)^P                  (PolynomialLR)
@@ -27,7 +31,7 @@
 
 #include "common/ckpt.h"
 
-typedef enum { LR_CONSTANT, LR_MULTISTEP, LR_COSINE, LR_POLY, LR_PLATEAU, LR_KIND_COUNT } LrKind;
+typedef enum { LR_CONSTANT, LR_MULTISTEP, LR_COSINE, LR_POLY, LR_PLATEAU, LR_STEP, LR_KIND_COUNT } LrKind;
 
 #define LR_MAX_MILESTONES 32
 /* torch defaults */
@@ -56,7 +60,10 @@ typedef struct {
     /* multistep */
     int n_milestones;
     long milestones[LR_MAX_MILESTONES]; /* non-decreasing; repeats multiply again, as torch */
-    double gamma;
+    double gamma;        /* multistep, step */
+    /* step */
+    long step_size;      /* N >= 1 */
+    long step_start;     /* first decayed step S; -1 = step_size */
     /* cosine, poly */
     long T;         /* steps of the schedule after warm-up; 0 = not set yet */
     double eta_min; /* cosine floor */

@@ -27,6 +27,12 @@ static void test_parse_errors(void) {
         "multistep:milestones=20+10", /* decreasing */
         "multistep:milestones=10,gamma=0",
         "multistep:milestones=10,gamma=-1",
+        "step",                       /* size required */
+        "step:size=0",
+        "step:size=10,start=-2",
+        "step:size=10,gamma=0",
+        "step:milestones=10",         /* not a step option */
+        "cosine:size=10",             /* not a cosine option */
         "poly:power=-1",
         "plateau:mode=up",
         "plateau:threshold_mode=pct",
@@ -58,6 +64,8 @@ static void test_round_trip(void) {
                                  "warmup=7",
                                  "multistep:milestones=100+150,gamma=0.1",
                                  "multistep:milestones=5+5+9,gamma=0.5,warmup=3,warmup_start=0.25",
+                                 "step:size=30",
+                                 "step:size=929,gamma=0.8,start=5574,warmup=20",
                                  "cosine",
                                  "cosine:T=1000,eta_min=1e-5,warmup=50",
                                  "poly:power=2",
@@ -78,6 +86,28 @@ static void test_round_trip(void) {
         for (long t = 0; t < 400; t += 7) same &= lr_sched_lr(&a, t) == lr_sched_lr(&b, t);
         CHECK(same, "'%s' and its description give different lrs", good[i]);
     }
+}
+
+static void test_step(void) {
+    char err[256];
+    LrSched a, b;
+    /* without start, step is StepLR = multistep at every multiple of size
+     * (multistep is checked against torch in tests/test_optim.c) */
+    CHECK(lr_sched_parse(&a, "step:size=7,gamma=0.5", 0.2, err, sizeof err) == 0, "step: %s", err);
+    CHECK(lr_sched_parse(&b, "multistep:milestones=7+14+21+28+35+42+49+56+63+70,gamma=0.5", 0.2, err, sizeof err) == 0,
+          "multistep: %s", err);
+    int same = 1;
+    for (long t = 0; t < 77; t++) same &= lr_sched_lr(&a, t) == lr_sched_lr(&b, t);
+    CHECK(same, "step:size=7 equals multistep at 7, 14, ... for 77 steps");
+    /* the TensorFlow PTB tutorial's decay with E = 10 steps per epoch: lr = 1.0 * 0.8^max(i + 1 - 6, 0)
+     * in epoch i (0-based), i.e. constant for epochs 0..5, then x 0.8 per epoch */
+    CHECK(lr_sched_parse(&a, "step:size=10,gamma=0.8,start=60", 1.0, err, sizeof err) == 0, "tf step: %s", err);
+    int ok = 1;
+    for (long t = 0; t < 200; t++) {
+        long i = t / 10, k = i + 1 - 6 > 0 ? i + 1 - 6 : 0;
+        ok &= fabs(lr_sched_lr(&a, t) - pow(0.8, (double)k)) < 1e-15;
+    }
+    CHECK(ok, "step with start reproduces lr_decay = 0.8^max(i + 1 - 6, 0) per epoch i");
 }
 
 static void test_values(void) {
@@ -167,6 +197,7 @@ static void test_help(void) {
 int main(void) {
     test_parse_errors();
     test_round_trip();
+    test_step();
     test_values();
     test_plateau_state();
     test_help();
