@@ -131,11 +131,13 @@ int dist_parse_codec(DistConfig *c, const char *text, char *err, size_t errlen) 
 
 double dgc_warmup_density(double target, double warmup, double epoch) {
     /* DGC section 4 (dgc.txt l.312): "we rise the sparsity in the warm-up period
-     * exponentially: 75%, 93.75%, 98.4375%, 99.6%" then the target 99.9%, over
-     * 4 epochs for CIFAR: density 0.25^(1 + e*4/W) for epoch e < W. */
+     * exponentially: 75%, 93.75%, 98.4375%, 99.6%" then the target 99.9%: four
+     * equal stages over the warm-up period (one epoch each for CIFAR's 4 epochs,
+     * a quarter epoch each for the language model's 1 epoch, section 5):
+     * density 0.25^(1 + k) in stage k = floor(4 epoch / W). */
     if (warmup <= 0 || epoch >= warmup) return target;
-    double e = floor(epoch);
-    double d = pow(0.25, 1.0 + e * 4.0 / warmup);
+    double k = floor(epoch * 4.0 / warmup);
+    double d = pow(0.25, 1.0 + k);
     return d > target ? d : target;
 }
 

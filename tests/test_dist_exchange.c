@@ -247,6 +247,12 @@ static void test_dgc(void) {
     CHECK(fabs(dgc_warmup_density(0.001, 4, 3.0) - 0.00390625) < 1e-12, "warm-up epoch 3: 0.39%%");
     CHECK(dgc_warmup_density(0.001, 4, 4.0) == 0.001, "after warm-up: the target");
     CHECK(dgc_warmup_density(0.001, 0, 0.0) == 0.001, "no warm-up");
+    /* a 1-epoch warm-up (DGC's language model) runs the four stages in quarter epochs */
+    CHECK(fabs(dgc_warmup_density(0.001, 1, 0.2) - 0.25) < 1e-12, "1-epoch warm-up, epoch 0.2: 25%%");
+    CHECK(fabs(dgc_warmup_density(0.001, 1, 0.3) - 0.0625) < 1e-12, "1-epoch warm-up, epoch 0.3: 6.25%%");
+    CHECK(fabs(dgc_warmup_density(0.001, 1, 0.6) - 0.015625) < 1e-12, "1-epoch warm-up, epoch 0.6: 1.5625%%");
+    CHECK(fabs(dgc_warmup_density(0.001, 1, 0.9) - 0.00390625) < 1e-12, "1-epoch warm-up, epoch 0.9: 0.39%%");
+    CHECK(dgc_warmup_density(0.001, 1, 1.0) == 0.001, "1-epoch warm-up, epoch 1: the target");
     if (!codec_find("dgc")) {
         printf("  dgc codec not built yet: masking test skipped\n");
         return;
