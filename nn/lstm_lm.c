@@ -417,19 +417,16 @@ static void lstm_lm_free(Model *m) {
     free(m);
 }
 
-/* the carried (h, c) of every layer, how many sequences it holds, and the
- * dropout step: what an exact resume needs beyond the parameters */
-static int lstm_lm_ckpt_sections(Model *m, CkptSection *out, int cap) {
-    LstmLm *lm = m->impl;
-    size_t n = (size_t)lm->cfg.layers * (size_t)lm->max_batch * (size_t)lm->cfg.hidden * sizeof(float);
+int lstm_lm_state_sections(CkptSection *out, int cap, float *carry_h, float *carry_c, size_t carry_bytes, int *carry_n,
+                           uint64_t *drop_step) {
     const struct {
         const char *name;
         void *p;
         size_t len;
-    } s[] = {{"carry_h", lm->carry_h, n},
-             {"carry_c", lm->carry_c, n},
-             {"carry_n", &lm->carry_n, sizeof lm->carry_n},
-             {"drop_step", &lm->drop_step, sizeof lm->drop_step}};
+    } s[] = {{"carry_h", carry_h, carry_bytes},
+             {"carry_c", carry_c, carry_bytes},
+             {"carry_n", carry_n, sizeof *carry_n},
+             {"drop_step", drop_step, sizeof *drop_step}};
     int k = 0;
     for (size_t i = 0; i < sizeof s / sizeof s[0] && k < cap; i++, k++) {
         snprintf(out[k].name, CKPT_NAME_MAX, "%s", s[i].name);
@@ -437,6 +434,14 @@ static int lstm_lm_ckpt_sections(Model *m, CkptSection *out, int cap) {
         out[k].len = s[i].len;
     }
     return k;
+}
+
+/* the carried (h, c) of every layer, how many sequences it holds, and the
+ * dropout step: what an exact resume needs beyond the parameters */
+static int lstm_lm_ckpt_sections(Model *m, CkptSection *out, int cap) {
+    LstmLm *lm = m->impl;
+    size_t n = (size_t)lm->cfg.layers * (size_t)lm->max_batch * (size_t)lm->cfg.hidden * sizeof(float);
+    return lstm_lm_state_sections(out, cap, lm->carry_h, lm->carry_c, n, &lm->carry_n, &lm->drop_step);
 }
 
 static const ModelOps lstm_lm_ops = {

@@ -93,6 +93,13 @@ LstmLmConfig lstm_lm_config_sbc_char(void);
  * 0.25, bptt 35, batch 20, lr / 4 on a validation plateau). */
 LstmLmConfig lstm_lm_config_dgc_ptb(void);
 
+/* The checkpoint sections of an LSTM LM's carried state: the (h, c) of every
+ * layer (carry_bytes each), how many sequences they hold, the dropout step.
+ * The CPU and GPU models both use it, so a checkpoint moves between them.
+ * out: [cap]; returns the number of sections written */
+int lstm_lm_state_sections(CkptSection *out, int cap, float *carry_h, float *carry_c, size_t carry_bytes, int *carry_n,
+                           uint64_t *drop_step);
+
 /* 1 when the config and sizes are valid, else 0 after printing why on stderr
  * (lstm_lm_create and the GPU twin, nn/lstm_lm_cuda.h, check with it) */
 int lstm_lm_config_valid(const LstmLmConfig *cfg, int max_batch, int max_T);

@@ -420,21 +420,7 @@ static void lstm_lm_cuda_free(Model *m) {
 static int lstm_lm_cuda_ckpt_sections(Model *m, CkptSection *out, int cap) {
     LstmLmCuda *lm = m->impl;
     size_t n = (size_t)lm->cfg.layers * (size_t)lm->max_batch * (size_t)lm->cfg.hidden * sizeof(float);
-    const struct {
-        const char *name;
-        void *p;
-        size_t len;
-    } s[] = {{"carry_h", lm->carry_h, n},
-             {"carry_c", lm->carry_c, n},
-             {"carry_n", &lm->carry_n, sizeof lm->carry_n},
-             {"drop_step", &lm->drop_step, sizeof lm->drop_step}};
-    int k = 0;
-    for (size_t i = 0; i < sizeof s / sizeof s[0] && k < cap; i++, k++) {
-        snprintf(out[k].name, CKPT_NAME_MAX, "%s", s[i].name);
-        out[k].data = s[i].p;
-        out[k].len = s[i].len;
-    }
-    return k;
+    return lstm_lm_state_sections(out, cap, lm->carry_h, lm->carry_c, n, &lm->carry_n, &lm->drop_step);
 }
 
 static const ModelOps lstm_lm_cuda_ops = {
