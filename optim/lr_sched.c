@@ -59,6 +59,10 @@ int lr_sched_validate(const LrSched *s, char *err, size_t errlen) {
         ERRF("warmup_start must be in [0, 1] (a factor of the lr; got %g)", s->warmup_start);
         return -GC_ERR_PARAM;
     }
+    if ((s->kind == LR_MULTISTEP || s->kind == LR_STEP) && !(isfinite(s->gamma) && s->gamma > 0)) {
+        ERRF("gamma must be > 0 (got %g)", s->gamma);
+        return -GC_ERR_PARAM;
+    }
     switch (s->kind) {
     case LR_MULTISTEP:
         if (s->n_milestones < 1) {
@@ -70,10 +74,6 @@ int lr_sched_validate(const LrSched *s, char *err, size_t errlen) {
                 ERRF("milestones must be >= 0 and non-decreasing");
                 return -GC_ERR_PARAM;
             }
-        if (!isfinite(s->gamma) || s->gamma <= 0) {
-            ERRF("gamma must be > 0 (got %g)", s->gamma);
-            return -GC_ERR_PARAM;
-        }
         break;
     case LR_STEP:
         if (s->step_size < 1) {
@@ -82,10 +82,6 @@ int lr_sched_validate(const LrSched *s, char *err, size_t errlen) {
         }
         if (s->step_start < -1) {
             ERRF("start must be >= 0 (the first decayed step; default: size)");
-            return -GC_ERR_PARAM;
-        }
-        if (!isfinite(s->gamma) || s->gamma <= 0) {
-            ERRF("gamma must be > 0 (got %g)", s->gamma);
             return -GC_ERR_PARAM;
         }
         break;
