@@ -22,22 +22,7 @@
 #include "nn/softmax_ce.h"
 
 /* the activations of one forward pass; training and evaluation each own one */
-typedef struct {
-    float *mem;
-    float **xs;     /* [L]: layer inputs; xs[0] = dropout(embedding) [T,N,E], xs[l] = dropout(h of layer l-1) [T,N,H] */
-    float **hs;     /* [L]: [T+1,N,H], slot 0 = initial state */
-    float **cs;     /* [L]: [T+1,N,H] */
-    float **gates;  /* [L]: [T,N,4H] */
-    float **tanhc;  /* [L]: [T,N,H] */
-    float *y;       /* [T,N,H] dropout(h of layer L-1), the decoder input */
-    float *logits;  /* [T*N,V]; the training backward reuses it for dlogits */
-    float *probs;   /* [T*N,V] */
-    /* training only: backward scratch */
-    float *dgates;  /* [T,N,4H] */
-    float *dx;      /* [T,N,max(E,H)] */
-    float *dh;      /* [T,N,H] */
-    float *dstate;  /* [2,N,H] */
-} Workspace;
+typedef LstmLmActs Workspace;
 
 typedef struct {
     LstmLmConfig cfg;
@@ -121,13 +106,13 @@ int lstm_lm_config_valid(const LstmLmConfig *c, int max_batch, int max_T) {
     return 1;
 }
 
-/* Lays out a workspace in one allocation; returns its size in floats when mem is NULL. */
-static size_t workspace_layout(Workspace *w, float *mem, const LstmLmConfig *c, int NB, int TT, int with_backward) {
+/* points the arrays of w into mem; returns their size in floats (mem NULL: size only) */
+static size_t acts_layout(LstmLmActs *w, float *mem, const LstmLmConfig *c, int NB, int TT, int with_backward) {
     const size_t TN = (size_t)TT * NB, H = (size_t)c->hidden, E = (size_t)c->emb, V = (size_t)c->vocab;
     size_t off = 0;
-#define TAKE(ptr, count)                          \
-    do {                                          \
-        if (mem) (ptr) = mem + off;               \
+#define TAKE(ptr, count)                             \
+    do {                                             \
+        if (mem) (ptr) = mem + off;                  \
         off += ((size_t)(count) + 15) & ~(size_t)15; \
     } while (0)
     for (int l = 0; l < c->layers; l++) {
@@ -150,22 +135,34 @@ static size_t workspace_layout(Workspace *w, float *mem, const LstmLmConfig *c, 
     return off;
 }
 
-static void workspace_alloc(Workspace *w, const LstmLmConfig *c, int NB, int TT, int with_backward) {
+size_t lstm_lm_acts_size(LstmLmActs *w, const LstmLmConfig *c, int NB, int TT, int with_backward) {
     memset(w, 0, sizeof *w);
     w->xs = callocCheck((size_t)c->layers * 5, sizeof(float *));
     w->hs = w->xs + c->layers;
     w->cs = w->hs + c->layers;
     w->gates = w->cs + c->layers;
     w->tanhc = w->gates + c->layers;
-    size_t n = workspace_layout(w, NULL, c, NB, TT, with_backward);
-    w->mem = callocCheck(n, sizeof(float));
-    workspace_layout(w, w->mem, c, NB, TT, with_backward);
+    return acts_layout(w, NULL, c, NB, TT, with_backward);
+}
+
+void lstm_lm_acts_place(LstmLmActs *w, float *mem, const LstmLmConfig *c, int NB, int TT, int with_backward) {
+    w->mem = mem;
+    acts_layout(w, mem, c, NB, TT, with_backward);
+}
+
+void lstm_lm_acts_release(LstmLmActs *w) {
+    free(w->xs);
+    memset(w, 0, sizeof *w);
+}
+
+static void workspace_alloc(Workspace *w, const LstmLmConfig *c, int NB, int TT, int with_backward) {
+    size_t n = lstm_lm_acts_size(w, c, NB, TT, with_backward);
+    lstm_lm_acts_place(w, callocCheck(n, sizeof(float)), c, NB, TT, with_backward);
 }
 
 static void workspace_free(Workspace *w) {
     free(w->mem);
-    free(w->xs);
-    memset(w, 0, sizeof *w);
+    lstm_lm_acts_release(w);
 }
 
 static void fill_uniform(float *p, size_t n, float r, Rng *rng) {

@@ -93,6 +93,36 @@ LstmLmConfig lstm_lm_config_sbc_char(void);
  * 0.25, bptt 35, batch 20, lr / 4 on a validation plateau). */
 LstmLmConfig lstm_lm_config_dgc_ptb(void);
 
+/* The activations of one forward pass (and the backward's scratch), in one
+ * allocation of host (CPU model) or device (GPU model, nn/lstm_lm_cuda.c)
+ * memory; both models lay it out with the functions below, so the two never
+ * differ. Shapes for T steps of N sequences: */
+typedef struct {
+    float *mem;     /* the one allocation holding every float array below */
+    /* host arrays of L pointers each: */
+    float **xs;     /* [L]: xs[0] = dropout(embedding) [T,N,E], xs[l] = dropout(h of layer l-1) [T,N,H] */
+    float **hs;     /* [L]: [T+1,N,H], slot 0 = initial state */
+    float **cs;     /* [L]: [T+1,N,H] */
+    float **gates;  /* [L]: [T,N,4H] */
+    float **tanhc;  /* [L]: [T,N,H] */
+    float *y;       /* [T,N,H] dropout(h of layer L-1), the decoder input */
+    float *logits;  /* [T*N,V]; the training backward reuses it for dlogits */
+    float *probs;   /* [T*N,V] */
+    /* with_backward only: backward scratch */
+    float *dgates;  /* [T,N,4H] */
+    float *dx;      /* [T,N,max(E,H)] */
+    float *dh;      /* [T,N,H] */
+    float *dstate;  /* [2,N,H] */
+} LstmLmActs;
+
+/* zeroes w, allocates its per-layer pointer arrays and returns how many floats
+ * (each array 16-float aligned) the allocation for NB sequences of TT steps needs */
+size_t lstm_lm_acts_size(LstmLmActs *w, const LstmLmConfig *c, int NB, int TT, int with_backward);
+/* w->mem = mem and every array pointed into it (mem: [lstm_lm_acts_size] floats) */
+void lstm_lm_acts_place(LstmLmActs *w, float *mem, const LstmLmConfig *c, int NB, int TT, int with_backward);
+/* frees the pointer arrays (not mem) and zeroes w */
+void lstm_lm_acts_release(LstmLmActs *w);
+
 /* The checkpoint sections of an LSTM LM's carried state: the (h, c) of every
  * layer (carry_bytes each), how many sequences they hold, the dropout step.
  * The CPU and GPU models both use it, so a checkpoint moves between them.

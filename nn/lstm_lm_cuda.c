@@ -24,26 +24,12 @@
 #include "nn/embedding.h"
 #include "nn/model_cuda.h"
 
-/* the device activations of one forward pass; training and evaluation each own one
- * (the CPU model's Workspace, on the device) */
+/* the device activations of one forward pass (the CPU model's layout,
+ * nn/lstm_lm.h) and the batch; training and evaluation each own one */
 typedef struct {
-    float *mem;     /* one device allocation holding every float array below */
-    /* host arrays of L device pointers each: */
-    float **xs;     /* [L]: xs[0] = dropout(embedding) [T,N,E], xs[l] = dropout(h of layer l-1) [T,N,H] */
-    float **hs;     /* [L]: [T+1,N,H], slot 0 = initial state */
-    float **cs;     /* [L]: [T+1,N,H] */
-    float **gates;  /* [L]: [T,N,4H] */
-    float **tanhc;  /* [L]: [T,N,H] */
-    float *y;       /* [T,N,H] dropout(h of layer L-1), the decoder input */
-    float *logits;  /* [T*N,V]; the training backward reuses it for dlogits */
-    float *probs;   /* [T*N,V] */
-    /* training only: backward scratch */
-    float *dgates;  /* [T,N,4H] */
-    float *dx;      /* [T,N,max(E,H)] */
-    float *dh;      /* [T,N,H] */
-    float *dstate;  /* [2,N,H] */
-    int *tokens;    /* [T*N] device copies of the batch */
-    int *targets;   /* [T*N] */
+    LstmLmActs a;  /* a.mem is device memory, the pointer arrays are host arrays of device pointers */
+    int *tokens;   /* [T*N] device copies of the batch */
+    int *targets;  /* [T*N] */
 } Workspace;
 
 typedef struct {
@@ -67,60 +53,26 @@ typedef struct {
 
 static const ModelOps lstm_lm_cuda_ops;
 
-/* Lays out a workspace in one allocation, as the CPU model does; returns its
- * size in floats when mem is NULL. */
-static size_t workspace_layout(Workspace *w, float *mem /*device, the returned size; NULL = size only*/,
-                               const LstmLmConfig *c, int NB, int TT, int with_backward) {
-    const size_t TN = (size_t)TT * NB, H = (size_t)c->hidden, E = (size_t)c->emb, V = (size_t)c->vocab;
-    size_t off = 0;
-#define TAKE(ptr, count)                             \
-    do {                                             \
-        if (mem) (ptr) = mem + off;                  \
-        off += ((size_t)(count) + 15) & ~(size_t)15; \
-    } while (0)
-    for (int l = 0; l < c->layers; l++) {
-        TAKE(w->xs[l], TN * (l == 0 ? E : H));
-        TAKE(w->hs[l], (TN + NB) * H);
-        TAKE(w->cs[l], (TN + NB) * H);
-        TAKE(w->gates[l], TN * 4 * H);
-        TAKE(w->tanhc[l], TN * H);
-    }
-    TAKE(w->y, TN * H);
-    TAKE(w->logits, TN * V);
-    TAKE(w->probs, TN * V);
-    if (with_backward) {
-        TAKE(w->dgates, TN * 4 * H);
-        TAKE(w->dx, TN * (E > H ? E : H));
-        TAKE(w->dh, TN * H);
-        TAKE(w->dstate, 2 * (size_t)NB * H);
-    }
-#undef TAKE
-    return off;
-}
-
 /* 0, or -1 after printing what failed (GPU memory) */
 static int workspace_alloc(Workspace *w, const LstmLmConfig *c, int NB, int TT, int with_backward, const char *what) {
     memset(w, 0, sizeof *w);
-    w->xs = callocCheck((size_t)c->layers * 5, sizeof(float *));
-    w->hs = w->xs + c->layers;
-    w->cs = w->hs + c->layers;
-    w->gates = w->cs + c->layers;
-    w->tanhc = w->gates + c->layers;
-    size_t n = workspace_layout(w, NULL, c, NB, TT, with_backward);
-    size_t ntok = (size_t)NB * TT;
-    if (cuda_dev_alloc((void **)&w->mem, n * sizeof(float), what) ||
+    size_t n = lstm_lm_acts_size(&w->a, c, NB, TT, with_backward), ntok = (size_t)NB * TT;
+    float *mem = NULL;
+    if (cuda_dev_alloc((void **)&mem, n * sizeof(float), what) ||
         cuda_dev_alloc((void **)&w->tokens, ntok * sizeof(int), "the token batch") ||
-        cuda_dev_alloc((void **)&w->targets, ntok * sizeof(int), "the target batch"))
+        cuda_dev_alloc((void **)&w->targets, ntok * sizeof(int), "the target batch")) {
+        w->a.mem = mem;
         return -1;
-    workspace_layout(w, w->mem, c, NB, TT, with_backward);
+    }
+    lstm_lm_acts_place(&w->a, mem, c, NB, TT, with_backward);
     return 0;
 }
 
 static void workspace_free(Workspace *w) {
-    cudaCheck(cudaFree(w->mem));
+    cudaCheck(cudaFree(w->a.mem));
     cudaCheck(cudaFree(w->tokens));
     cudaCheck(cudaFree(w->targets));
-    free(w->xs);
+    lstm_lm_acts_release(&w->a);
     memset(w, 0, sizeof *w);
 }
 
@@ -317,27 +269,27 @@ static float lstm_lm_cuda_forward(Model *m, const Batch *b, int train, BatchStat
     cudaCheck(cudaMemcpy(w->tokens, b->tokens, (size_t)TN * sizeof(int), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(w->targets, b->y, (size_t)TN * sizeof(int), cudaMemcpyHostToDevice));
 
-    must(embedding_forward_cuda(w->xs[0], w->tokens, DP(m, lm->i_enc), TN, V, E), "embedding_forward_cuda");
-    must(dropout_forward_cuda(w->xs[0], w->xs[0], p, dropout_seed(lm->drop_seed, step, 0), (size_t)TN * E),
+    must(embedding_forward_cuda(w->a.xs[0], w->tokens, DP(m, lm->i_enc), TN, V, E), "embedding_forward_cuda");
+    must(dropout_forward_cuda(w->a.xs[0], w->a.xs[0], p, dropout_seed(lm->drop_seed, step, 0), (size_t)TN * E),
          "dropout_forward_cuda");
     for (int l = 0; l < L; l++) {
         float *ch = lm->carry_h + (size_t)l * lm->max_batch * H, *cc = lm->carry_c + (size_t)l * lm->max_batch * H;
         /* slot 0 = the carried state (host) */
-        cudaCheck(cudaMemcpy(w->hs[l], ch, NH * sizeof(float), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(w->cs[l], cc, NH * sizeof(float), cudaMemcpyHostToDevice));
-        lstm_forward_cuda(w->hs[l], w->cs[l], w->gates[l], w->tanhc[l], w->xs[l], DP(m, lm->i_wih[l]),
+        cudaCheck(cudaMemcpy(w->a.hs[l], ch, NH * sizeof(float), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(w->a.cs[l], cc, NH * sizeof(float), cudaMemcpyHostToDevice));
+        lstm_forward_cuda(w->a.hs[l], w->a.cs[l], w->a.gates[l], w->a.tanhc[l], w->a.xs[l], DP(m, lm->i_wih[l]),
                           DP(m, lm->i_whh[l]), DP(m, lm->i_bih[l]), DP(m, lm->i_bhh[l]), T, N, l == 0 ? E : H, H);
         /* truncated BPTT: the next batch starts from this batch's final state (slot T) */
-        cudaCheck(cudaMemcpy(ch, w->hs[l] + (size_t)T * NH, NH * sizeof(float), cudaMemcpyDeviceToHost));
-        cudaCheck(cudaMemcpy(cc, w->cs[l] + (size_t)T * NH, NH * sizeof(float), cudaMemcpyDeviceToHost));
-        float *next = l + 1 < L ? w->xs[l + 1] : w->y;
-        must(dropout_forward_cuda(next, w->hs[l] + NH, p, dropout_seed(lm->drop_seed, step, (uint64_t)l + 1),
+        cudaCheck(cudaMemcpy(ch, w->a.hs[l] + (size_t)T * NH, NH * sizeof(float), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(cc, w->a.cs[l] + (size_t)T * NH, NH * sizeof(float), cudaMemcpyDeviceToHost));
+        float *next = l + 1 < L ? w->a.xs[l + 1] : w->a.y;
+        must(dropout_forward_cuda(next, w->a.hs[l] + NH, p, dropout_seed(lm->drop_seed, step, (uint64_t)l + 1),
                                   (size_t)TN * H),
              "dropout_forward_cuda");
     }
-    linear_forward_cuda(w->logits, w->y, DP(m, lm->i_dec_w), DP(m, lm->i_dec_b), TN, H, V);
+    linear_forward_cuda(w->a.logits, w->a.y, DP(m, lm->i_dec_w), DP(m, lm->i_dec_b), TN, H, V);
     long correct = 0;
-    float loss = softmax_ce_forward_cuda(w->probs, &correct, w->logits, w->targets, TN, V);
+    float loss = softmax_ce_forward_cuda(w->a.probs, &correct, w->a.logits, w->targets, TN, V);
     if (st) {
         st->loss = loss;
         st->correct = correct;
@@ -372,28 +324,28 @@ static void lstm_lm_cuda_backward(Model *m) {
 
     /* loss = scale * sum over tokens of -log softmax(logits)[target] */
     const float scale = c->loss_sum_over_time ? 1.0f / (float)N : 1.0f / (float)TN;
-    float *dlogits = w->logits;
-    softmax_ce_backward_cuda(dlogits, w->probs, w->targets, scale, TN, V);
+    float *dlogits = w->a.logits;
+    softmax_ce_backward_cuda(dlogits, w->a.probs, w->targets, scale, TN, V);
     /* logits = y @ dec_w^T + dec_b (dec_w is encoder.weight when tied: its grad adds up) */
-    linear_backward_cuda(w->dh, DG(m, lm->i_dec_w), DG(m, lm->i_dec_b), dlogits, w->y, DP(m, lm->i_dec_w), TN, H, V);
+    linear_backward_cuda(w->a.dh, DG(m, lm->i_dec_w), DG(m, lm->i_dec_b), dlogits, w->a.y, DP(m, lm->i_dec_w), TN, H, V);
     /* y = dropout(h of layer L-1) */
-    must(dropout_backward_cuda(w->dh, w->dh, p, dropout_seed(lm->drop_seed, step, (uint64_t)L), (size_t)TN * H),
+    must(dropout_backward_cuda(w->a.dh, w->a.dh, p, dropout_seed(lm->drop_seed, step, (uint64_t)L), (size_t)TN * H),
          "dropout_backward_cuda");
     for (int l = L - 1; l >= 0; l--) {
         const int in = l == 0 ? E : H;
         /* hs[l][1..T] = lstm(xs[l]) from the carried state (no gradient into it) */
-        lstm_backward_cuda(w->dx, NULL, NULL, DG(m, lm->i_wih[l]), DG(m, lm->i_whh[l]), DG(m, lm->i_bih[l]),
-                           DG(m, lm->i_bhh[l]), w->dgates, w->dstate, w->dh, w->hs[l], w->cs[l], w->gates[l],
-                           w->tanhc[l], w->xs[l], DP(m, lm->i_wih[l]), DP(m, lm->i_whh[l]), T, N, in, H);
+        lstm_backward_cuda(w->a.dx, NULL, NULL, DG(m, lm->i_wih[l]), DG(m, lm->i_whh[l]), DG(m, lm->i_bih[l]),
+                           DG(m, lm->i_bhh[l]), w->a.dgates, w->a.dstate, w->a.dh, w->a.hs[l], w->a.cs[l], w->a.gates[l],
+                           w->a.tanhc[l], w->a.xs[l], DP(m, lm->i_wih[l]), DP(m, lm->i_whh[l]), T, N, in, H);
         if (l > 0) /* xs[l] = dropout(h of layer l-1) */
-            must(dropout_backward_cuda(w->dh, w->dx, p, dropout_seed(lm->drop_seed, step, (uint64_t)l),
+            must(dropout_backward_cuda(w->a.dh, w->a.dx, p, dropout_seed(lm->drop_seed, step, (uint64_t)l),
                                        (size_t)TN * H),
                  "dropout_backward_cuda");
     }
     /* xs[0] = dropout(embedding(tokens)) */
-    must(dropout_backward_cuda(w->dx, w->dx, p, dropout_seed(lm->drop_seed, step, 0), (size_t)TN * E),
+    must(dropout_backward_cuda(w->a.dx, w->a.dx, p, dropout_seed(lm->drop_seed, step, 0), (size_t)TN * E),
          "dropout_backward_cuda");
-    must(embedding_backward_cuda(DG(m, lm->i_enc), w->dx, w->tokens, TN, V, E), "embedding_backward_cuda");
+    must(embedding_backward_cuda(DG(m, lm->i_enc), w->a.dx, w->tokens, TN, V, E), "embedding_backward_cuda");
     cuda_mirror_download_grads(&lm->mr, m);
 }
 
@@ -401,7 +353,7 @@ static void lstm_lm_cuda_free(Model *m) {
     if (!m) return;
     LstmLmCuda *lm = m->impl;
     if (lm) {
-        if (lm->train.xs) workspace_free(&lm->train);
+        if (lm->train.a.xs) workspace_free(&lm->train);
         if (lm->eval_ready) workspace_free(&lm->eval);
         cuda_mirror_free(&lm->mr);
         free(lm->carry_h);
