@@ -1,12 +1,16 @@
 /* Softmax cross-entropy on the GPU (see nn/cuda_ops.h; CPU twin nn/softmax_ce.c),
  * torch.nn.functional.cross_entropy with reduction mean.
  *
- * Forward: one thread per row runs the CPU's row loop (max with ties to the
- * lowest index, exp, sum in double, normalize, -log p[target] in double) and
- * writes its loss term and hit; a single thread then adds the N terms in row
- * order and the host reads one small result (this synchronizes). Probabilities
- * differ from the CPU's only by expf's last-bit rounding (CUDA's expf is within
- * 2 ulp, glibc's within 1).
+ * Forward: one block per row (softmax_rows_kernel; 32-256 threads, more for
+ * larger vocabularies: a PTB decoder has V = 10000). The threads stride over the
+ * row; the max (ties to the lowest index, NaN handled as the CPU's sequential
+ * loop does) and the sum of exp in double are combined by a fixed tree in shared
+ * memory, so the result is deterministic. Probabilities, the normalization and
+ * -log p[target] (in double) are the CPU's expressions; a single thread then adds
+ * the N row terms in row order and the host reads one small result (this
+ * synchronizes). Probabilities differ from the CPU's by expf's last-bit rounding
+ * (CUDA's expf is within 2 ulp, glibc's within 1) and, rarely, by the last bit of
+ * 1/sum: the double sum is added in another order than the CPU's.
  * Backward: dlogits = scale * (probs - onehot(target)), OVERWRITTEN, with the
  * CPU's two roundings (scale*p, then - scale): bit-identical given the same probs.
  * Targets outside [0, V) are never used as indices; the kernels record the
@@ -37,37 +41,90 @@ __device__ static void note_bad(int *flag /*1*/, int row) {
     }
 }
 
+#define SOFTMAX_MAX_THREADS 256
+
+/* Does (v, vi) come before (mx, arg) in the CPU's scan "mx = x[0]; for v >= 1:
+ * if (x[v] > mx) take it"? That scan yields the largest non-NaN value at its
+ * lowest index (x[0] NaN aside, handled by the caller); arg < 0 means none yet. */
+__device__ static int softmax_max_before(float v, int vi, float mx, int arg) {
+    if (vi < 0) return 0;
+    return arg < 0 || v > mx || (v == mx && vi < arg);
+}
+
+/* blockDim.x: a power of two, at most SOFTMAX_MAX_THREADS */
 __global__ static void softmax_rows_kernel(float *probs /*N,V*/, double *rowloss /*N*/, int *rowhit /*N*/,
                                            int *flag /*1*/, const float *logits /*N,V*/, const int *targets /*N*/,
                                            int N, int V) {
-    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) {
+    __shared__ float smx[SOFTMAX_MAX_THREADS];
+    __shared__ int sarg[SOFTMAX_MAX_THREADS];
+    __shared__ double ssum[SOFTMAX_MAX_THREADS];
+    const int tid = threadIdx.x, nt = blockDim.x;
+    for (int n = blockIdx.x; n < N; n += gridDim.x) {
         const float *x = logits + (size_t)n * V;
         float *p = probs + (size_t)n * V;
-        float mx = x[0];
-        int arg = 0;
-        for (int v = 1; v < V; v++)
-            if (x[v] > mx) {
-                mx = x[v];
+        /* this thread's values v = tid, tid + nt, ...: increasing, so the first wins ties */
+        float mx = 0.0f;
+        int arg = -1;
+        for (int v = tid; v < V; v += nt) {
+            float xv = x[v];
+            if (xv == xv && (arg < 0 || xv > mx)) {
+                mx = xv;
                 arg = v;
             }
+        }
+        smx[tid] = mx;
+        sarg[tid] = arg;
+        __syncthreads();
+        for (int half = nt / 2; half > 0; half /= 2) {
+            if (tid < half && softmax_max_before(smx[tid + half], sarg[tid + half], smx[tid], sarg[tid])) {
+                smx[tid] = smx[tid + half];
+                sarg[tid] = sarg[tid + half];
+            }
+            __syncthreads();
+        }
+        if (x[0] != x[0]) { /* the CPU's scan starts at mx = x[0] = NaN and never moves */
+            mx = x[0];
+            arg = 0;
+        } else {
+            mx = smx[0];
+            arg = sarg[0];
+        }
         double sum = 0.0;
-        for (int v = 0; v < V; v++) {
-            p[v] = expf(__fsub_rn(x[v], mx));
-            sum += p[v];
+        for (int v = tid; v < V; v += nt) {
+            float e = expf(__fsub_rn(x[v], mx));
+            p[v] = e;
+            sum += e;
         }
+        ssum[tid] = sum;
+        __syncthreads();
+        for (int half = nt / 2; half > 0; half /= 2) {
+            if (tid < half) ssum[tid] += ssum[tid + half];
+            __syncthreads();
+        }
+        sum = ssum[0];
         float inv = (float)(1.0 / sum);
-        for (int v = 0; v < V; v++) p[v] = __fmul_rn(p[v], inv);
-        int t = targets[n];
-        if (t < 0 || t >= V) {
-            note_bad(flag, n);
-            rowloss[n] = 0.0;
-            rowhit[n] = 0;
-            continue;
+        for (int v = tid; v < V; v += nt) p[v] = __fmul_rn(p[v], inv);
+        if (tid == 0) {
+            int t = targets[n];
+            if (t < 0 || t >= V) {
+                note_bad(flag, n);
+                rowloss[n] = 0.0;
+                rowhit[n] = 0;
+            } else {
+                /* -log softmax(x)[t] = log(sum exp(x - mx)) - (x[t] - mx) */
+                rowloss[n] = log(sum) - ((double)x[t] - (double)mx);
+                rowhit[n] = arg == t;
+            }
         }
-        /* -log softmax(x)[t] = log(sum exp(x - mx)) - (x[t] - mx) */
-        rowloss[n] = log(sum) - ((double)x[t] - (double)mx);
-        rowhit[n] = arg == t;
+        __syncthreads(); /* smx, sarg, ssum are reused by the next row */
     }
+}
+
+/* threads per row: 32 up to V = 256, doubling until each thread has <= 8 values */
+static int softmax_row_threads(int V) {
+    int nt = 32;
+    while (nt < SOFTMAX_MAX_THREADS && (long)nt * 8 < V) nt *= 2;
+    return nt;
 }
 
 /* single thread: sum the row terms in row order */
@@ -117,7 +174,8 @@ extern "C" float softmax_ce_forward_cuda(float *probs /*N,V*/, long *correct /*h
     SoftmaxResult *dres = (SoftmaxResult *)nn_cuda_scratch(ctx, NN_SCRATCH_SOFTMAX_RESULT, sizeof(SoftmaxResult));
     int *flag = (int *)nn_cuda_scratch(ctx, NN_SCRATCH_FLAG, sizeof(int));
     cudaCheck(cudaMemsetAsync(flag, 0, sizeof(int), 0));
-    softmax_rows_kernel<<<(N + 127) / 128, 128>>>(probs, rowloss, rowhit, flag, logits, targets, N, V);
+    int blocks = N < 65535 ? N : 65535;
+    softmax_rows_kernel<<<blocks, softmax_row_threads(V)>>>(probs, rowloss, rowhit, flag, logits, targets, N, V);
     cudaCheckLast();
     softmax_sum_kernel<<<1, 1>>>(dres, rowloss, rowhit, flag, targets, N);
     cudaCheckLast();

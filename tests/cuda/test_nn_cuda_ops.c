@@ -516,18 +516,53 @@ static void test_linear(Rng *r) {
 
 /* --------------------------------------------------------------- softmax ---- */
 
+/* got and want with NaN in the same places (checked; the GPU's NaN bit
+ * patterns are canonical, the CPU's are not), the rest compared close (exact = 0)
+ * or bit for bit (exact = 1) */
+static void compare_nan_aware(const char *what, const float *got, const float *want, size_t n, int exact) {
+    size_t nan_differ = 0;
+    float *g = mallocCheck(n * sizeof(float)), *w = mallocCheck(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        nan_differ += isnan(got[i]) != isnan(want[i]);
+        g[i] = isnan(got[i]) ? 0.0f : got[i];
+        w[i] = isnan(want[i]) ? 0.0f : want[i];
+    }
+    CHECK(nan_differ == 0, "%s: %zu elements NaN on one device only", what, nan_differ);
+    if (exact) same_floats(what, g, w, n);
+    else close_scaled(what, g, w, n, 1e-6f, 1e-7f);
+    free(g), free(w);
+}
+
 static void test_softmax(Rng *r) {
     printf("softmax cross-entropy: forward rtol 1e-6, correct count equal, backward exact\n");
-    const int cases[][2] = {{16, 10}, {7, 1000}, {128, 10}, {1, 1}, {33, 3}};
-    for (int k = 0; k < 5; k++) {
-        int N = cases[k][0], V = cases[k][1];
+    /* V from 1 to a word model's vocabulary: one block per row, 32 to 256 threads */
+    const int cases[][2] = {{16, 10}, {7, 1000}, {128, 10}, {1, 1}, {33, 3}, {9, 64}, {5, 257}, {20, 10000}, {3, 70001}};
+    const int ncases = sizeof cases / sizeof cases[0];
+    for (int k = 0; k <= ncases; k++) {
+        /* the last case: rows whose max the CPU's sequential scan decides in special ways */
+        int special = k == ncases;
+        int N = special ? 6 : cases[k][0], V = special ? 300 : cases[k][1];
         size_t n = (size_t)N * V;
         float *x = rand_normal(r, n, 3.0f);
         int *y = mallocCheck(N * sizeof(int));
         for (int i = 0; i < N; i++) y[i] = (int)rng_below(r, (uint64_t)V);
-        if (N > 2 && V > 2) { /* a tie for the max: argmax goes to the lowest index */
+        if (!special && N > 2 && V > 2) { /* a tie for the max: argmax goes to the lowest index */
             x[V + 1] = x[V + 2] = 50.0f;
             y[1] = 1;
+        }
+        if (!special && V > 300) { /* ties far apart (other threads): the lowest index wins */
+            x[2 * V + 299] = x[2 * V + 7] = x[2 * V + V - 1] = 60.0f;
+            y[2] = 7;
+        }
+        if (special) {
+            x[0] = NAN, y[0] = 0; /* NaN first: the scan never moves, argmax 0 */
+            x[V + 3] = NAN, x[V + 200] = 40.0f, y[1] = 200; /* NaN later: skipped */
+            for (int v = 0; v < V; v++) x[2 * V + v] = (v % 2) ? 0.0f : -0.0f; /* all zero: argmax 0 */
+            y[2] = 0;
+            x[3 * V + 150] = INFINITY, y[3] = 150; /* +inf: argmax there, probabilities NaN */
+            for (int v = 0; v < V; v++) x[4 * V + v] = -INFINITY; /* all -inf: argmax 0, NaN */
+            y[4] = 1;
+            x[5 * V + 100] = x[5 * V + 299] = x[5 * V + 33] = 1e30f, y[5] = 33; /* ties in other threads */
         }
         float *p = mallocCheck(n * sizeof(float)), *d = mallocCheck(n * sizeof(float));
         long correct = -1, gcorrect = -1;
@@ -537,17 +572,19 @@ static void test_softmax(Rng *r) {
         int *d_y = dev_upload_int(y, N);
         float gloss = softmax_ce_forward_cuda(d_p, &gcorrect, d_x, d_y, N, V);
         char what[96];
-        snprintf(what, sizeof what, "softmax N=%d V=%d loss", N, V);
-        close_scaled(what, &gloss, &loss, 1, 1e-6f, 0.0f);
+        snprintf(what, sizeof what, "softmax N=%d V=%d%s loss", N, V, special ? " (NaN, inf, ties)" : "");
+        if (special) CHECK(isnan(gloss) && isnan(loss), "%s: GPU %g, CPU %g (both NaN)", what, gloss, loss);
+        else close_scaled(what, &gloss, &loss, 1, 1e-6f, 0.0f);
         CHECK(gcorrect == correct, "correct: GPU %ld, CPU %ld", gcorrect, correct);
+        if (special) CHECK(correct == 5, "special rows: CPU correct %ld, expected 5", correct);
         float *t = dev_download(d_p, n);
-        close_scaled("  probs", t, p, n, 1e-6f, 1e-7f);
+        compare_nan_aware("  probs", t, p, n, 0);
         free(t);
         /* backward from the CPU's probabilities: exact */
         float *d_pc = dev_upload(p, n);
         softmax_ce_backward_cuda(d_d, d_pc, d_y, 1.0f / N, N, V);
         t = dev_download(d_d, n);
-        same_floats("  dlogits (from the same probs)", t, d, n);
+        compare_nan_aware("  dlogits (from the same probs)", t, d, n, 1);
         free(t);
         softmax_ce_forward_cuda(d_p, NULL, d_x, d_y, N, V); /* correct may be NULL */
         free(x), free(y), free(p), free(d);
@@ -556,29 +593,62 @@ static void test_softmax(Rng *r) {
     }
 }
 
+/* GCX_TEST_OPS=name,name... runs only those sections (default: all). The
+ * sections without cuDNN need only a device, so they also run in a build
+ * without cuDNN (and on dev/cuda_emulation). */
+static const struct {
+    const char *name;
+    void (*fn)(Rng *);
+    int cudnn;
+} sections[] = {
+    {"elementwise", test_elementwise, 0}, {"swap01", test_swap01, 0},   {"avgpool", test_avgpool, 0},
+    {"maxpool", test_maxpool, 0},         {"shortcut", test_shortcut, 0}, {"linear", test_linear, 0},
+    {"softmax", test_softmax, 0},         {"conv", test_conv, 1},         {"batchnorm", test_batchnorm, 1},
+};
+enum { NSECTIONS = sizeof sections / sizeof sections[0] };
+
+static int selected(const char *only, const char *name) {
+    if (!only || !*only) return 1;
+    size_t len = strlen(name);
+    for (const char *p = only; *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == len && strncmp(p, name, n) == 0) return 1;
+        p += n + (e != NULL);
+    }
+    return 0;
+}
 #endif /* HAVE_CUDA */
 
 int main(void) {
-    GPU_SKIP_IF_NONE();
 #ifdef HAVE_CUDA
+    const char *only = getenv("GCX_TEST_OPS");
+    int any = 0, cudnn = 0;
+    for (int i = 0; i < NSECTIONS; i++)
+        if (selected(only, sections[i].name)) any = 1, cudnn |= sections[i].cudnn;
+    if (!any) {
+        fprintf(stderr, "GCX_TEST_OPS=%s names no section; sections:", only);
+        for (int i = 0; i < NSECTIONS; i++) fprintf(stderr, " %s", sections[i].name);
+        fprintf(stderr, "\n");
+        return 2;
+    }
+    if (cudnn) GPU_SKIP_IF_NONE();
+    else GPU_SKIP_IF_NO_DEVICE();
     Rng r;
     rng_init(&r, 1234, 0);
-    test_elementwise(&r);
-    test_swap01(&r);
-    test_avgpool(&r);
-    test_maxpool(&r);
-    test_shortcut(&r);
-    test_linear(&r);
-    test_softmax(&r);
-    test_conv(&r);
-    test_batchnorm(&r);
-    /* the same ops again after the settings change re-make the plans */
-    nn_cuda_set_deterministic(0);
-    printf("again with non-deterministic cuDNN algorithms allowed\n");
-    test_conv(&r);
-    nn_cuda_set_deterministic(1);
+    for (int i = 0; i < NSECTIONS; i++)
+        if (selected(only, sections[i].name)) sections[i].fn(&r);
+    if (selected(only, "conv")) {
+        /* the same ops again after the settings change re-make the plans */
+        nn_cuda_set_deterministic(0);
+        printf("again with non-deterministic cuDNN algorithms allowed\n");
+        test_conv(&r);
+        nn_cuda_set_deterministic(1);
+    }
     nn_cuda_release();
     cudaCheck(cudaDeviceSynchronize());
+#else
+    GPU_SKIP_IF_NONE();
 #endif
     TEST_END();
 }

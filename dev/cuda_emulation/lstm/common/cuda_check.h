@@ -1,4 +1,4 @@
-/* host emulation of common/cuda_check.h */
+/* host emulation of common/cuda_check.h: the checks are expressions, as there */
 #ifndef GC_CUDA_CHECK_H
 #define GC_CUDA_CHECK_H
 #include <stdio.h>
@@ -6,9 +6,15 @@
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include "common/check.h"
+static inline void emu_check_(int bad, const char *what, const char *file, int line) {
+    if (bad) {
+        fprintf(stderr, "emu %s error %s:%d\n", what, file, line);
+        exit(1);
+    }
+}
 #ifndef cudaCheck
-#define cudaCheck(x) do { if ((x) != 0) { fprintf(stderr, "emu cuda error %s:%d\n", __FILE__, __LINE__); exit(1); } } while (0)
+#define cudaCheck(x) emu_check_((x) != 0, "cuda", __FILE__, __LINE__)
 #endif
 #define cudaCheckLast() ((void)0)
-#define cublasCheck(x) do { if ((x) != 0) { fprintf(stderr, "emu cublas error %s:%d\n", __FILE__, __LINE__); exit(1); } } while (0)
+#define cublasCheck(x) emu_check_((x) != 0, "cublas", __FILE__, __LINE__)
 #endif
