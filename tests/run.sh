@@ -2,6 +2,7 @@
 # Runs test binaries (arguments), sums their "RESULT passed failed" lines and
 # ends with "N passed, N failed". A binary that exits without a RESULT line, or
 # with a non-zero status but no reported failure, counts as one failure.
+# LOG_DIR=DIR keeps each binary's whole output in DIR/<name>.log.
 set -u
 passed=0
 failed=0
@@ -29,6 +30,9 @@ for t in "$@"; do
     else
         printf '%-36s %4d passed  (%ss)\n' "$name" "$p" "$secs"
         [ -n "${VERBOSE:-}" ] && sed 's/^/    | /' "$out"
+    fi
+    if [ -n "${LOG_DIR:-}" ]; then
+        mkdir -p "$LOG_DIR" && cp "$out" "$LOG_DIR/$(basename "$t").log"
     fi
     rm -f "$out"
 done

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Every GPU check of docs/GPU.md in one command, for a session on a GPU machine:
+#
+#   scripts/gpu_check.sh [--bundle FILE] [--logs DIR] [PHASE...]
+#
+# PHASE: env, test, train, bench (default: all four, in that order). Each phase
+# prints a short summary and keeps its whole output in DIR (default
+# build/gpu-logs): env.log, tests/<binary>.log, train.log, bench.log; the last
+# lines printed are a table of every phase's outcome.
+#   env    the GPU, the driver, nvcc, and whether every binary finds its libraries
+#   test   the CUDA parity tests (tests/cuda/*: what `make test-cuda` runs)
+#   train  the trainers on the GPU against the same runs on the CPU: CharLSTM
+#          (200 steps), ResNet-20 on a generated image folder (40 steps, and 2
+#          workers with TernGrad), WordLSTM throughput (PTB, 50 steps)
+#   bench  bench/resnet_gpu.sh (gcx against PyTorch eager) and bench/codecs_gpu
+# --bundle FILE: unpack a bundle made by scripts/gpu_bundle.sh (on a machine with
+# gcx's build dependencies, same commit) instead of building here; its libraries
+# and datasets are used. Without it the binaries are built with make.
+# Environment: DEPTHS, ROUNDS, STEPS for bench/resnet_gpu.sh; GCX_TRAIN_STEPS
+# (default 200) for the CharLSTM comparison.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUNDLE=""
+LOGS=build/gpu-logs
+phases=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --bundle) BUNDLE=$2; shift 2 ;;
+    --logs) LOGS=$2; shift 2 ;;
+    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    env | test | train | bench) phases+=("$1"); shift ;;
+    *) echo "gpu_check: unknown argument '$1' (phases: env test train bench; --bundle FILE, --logs DIR)" >&2; exit 2 ;;
+    esac
+done
+[ ${#phases[@]} -gt 0 ] || phases=(env test train bench)
+mkdir -p "$LOGS"
+SUMMARY=$LOGS/summary.txt
+: >"$SUMMARY"
+note() { printf '%-6s %s\n' "$1" "$2" >>"$SUMMARY"; } # phases run in pipelines: subshells
+
+# ---- binaries and libraries
+DATA=${DATA_DIR:-data}
+if [ -n "$BUNDLE" ]; then
+    tar -xJf "$BUNDLE" || { echo "gpu_check: cannot unpack $BUNDLE" >&2; exit 1; }
+    echo "gpu_check: unpacked $BUNDLE (built from $(cat build/gpu-commit); this checkout: $(git rev-parse HEAD 2>/dev/null || echo unknown))"
+    [ -d build/gpu-data ] && DATA=build/gpu-data
+    # the bundle's libraries, then NVIDIA's: the CUDA toolkit's, then those of
+    # Python wheels (cuDNN, NCCL may only be there)
+    libs=$PWD/build/gpu-libs
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && libs=$libs:$d; done
+    py=$(command -v python3 || true)
+    if [ -n "$py" ]; then
+        for d in $("$py" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+            for l in "$d"/nvidia/*/lib; do [ -d "$l" ] && libs=$libs:$l; done
+        done
+    fi
+    export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export NO_BUILD=1
+else
+    export PATH=$PATH:/usr/local/cuda/bin
+    make -s -j"$(nproc)" all build-cuda-tests build/bench/resnet_gpu build/bench/codecs_gpu 2>&1 | tail -n 20 | tee "$LOGS/build.log"
+fi
+export DATA_DIR=$DATA
+TESTS=()
+for t in tests/cuda/test_*.c; do TESTS+=("build/tests/cuda/$(basename "$t" .c)"); done
+BINS=(./train_resnet ./train_lstm ./train_lenet ./gcx build/bench/resnet_gpu build/bench/codecs_gpu "${TESTS[@]}")
+
+phase_env() {
+    nvidia-smi || echo "nvidia-smi failed"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
+    (command -v nvcc && nvcc --version | tail -n 2) 2>&1 || echo "nvcc: not on PATH"
+    echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+    local missing=0
+    for b in "${BINS[@]}"; do
+        if [ ! -x "$b" ]; then echo "missing binary $b"; missing=$((missing + 1)); continue; fi
+        local nf
+        nf=$(ldd "$b" | grep "not found" | sort -u)
+        [ -n "$nf" ] && { echo "$b: $nf"; missing=$((missing + 1)); }
+    done
+    ldd ./train_resnet | grep -E "cudart|cublas|cudnn|nccl|openblas"
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+    note env "GPU: ${gpu:-none}; binaries with unresolved libraries or missing: $missing"
+}
+
+phase_test() {
+    local out
+    out=$(LOG_DIR="$LOGS/tests" tests/run.sh "${TESTS[@]}" 2>&1)
+    echo "$out"
+    note test "$(echo "$out" | tail -n 1) (per binary: $(echo "$out" | grep -E '^tests/cuda' | awk '{printf "%s %s/%s; ", $1, $2, ($4 == "FAILED" ? $4 "=" $3 : "ok")}'))"
+}
+
+# the last "loss" figure of the last progress line, and of the last eval line
+last_line() { grep -E "$2" "$1" | tail -n 1; }
+
+# a small image folder (10 classes of 32x32 PPM: class-coloured stripes + noise), for
+# ResNet training without CIFAR-10 on this machine
+make_folder() {
+    python3 - "$1" <<'EOF'
+import os, random, sys
+root = sys.argv[1]
+rng = random.Random(0)
+for split, count in (("train", 64), ("val", 16)):
+    for c in range(10):
+        d = os.path.join(root, split, "class%d" % c)
+        os.makedirs(d, exist_ok=True)
+        for i in range(count):
+            px = bytearray()
+            for y in range(32):
+                for x in range(32):
+                    on = ((x + c * y) // 4) % 2
+                    base = (40 + 20 * c, 200 - 15 * c, 120) if on else (30, 30, 30)
+                    px += bytes(max(0, min(255, v + rng.randint(-25, 25))) for v in base)
+            with open(os.path.join(d, "%03d.ppm" % i), "wb") as f:
+                f.write(b"P6\n32 32\n255\n" + bytes(px))
+EOF
+}
+
+run_pair() { # name, args...: the same run on the CPU and the GPU; prints both tails and step times
+    local name=$1; shift
+    local rc_c rc_g
+    for dev in cpu cuda; do
+        local t0=$EPOCHREALTIME
+        "$@" --device "$dev" >"$LOGS/train_${name}_$dev.log" 2>&1
+        local rc=$?
+        local secs
+        secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')
+        echo "--- $name on $dev: exit $rc, ${secs}s; last lines:"
+        tail -n 4 "$LOGS/train_${name}_$dev.log"
+        if [ "$dev" = cpu ]; then rc_c=$rc; else rc_g=$rc; fi
+    done
+    note train "$name: exit cpu $rc_c, cuda $rc_g; last progress cpu | $(last_line "$LOGS/train_${name}_cpu.log" 'step' | tr -s ' ' | cut -c1-90)"
+    note train "$name:                       cuda | $(last_line "$LOGS/train_${name}_cuda.log" 'step' | tr -s ' ' | cut -c1-90)"
+}
+
+phase_train() {
+    local steps=${GCX_TRAIN_STEPS:-200}
+    run_pair charlstm ./train_lstm --model char --workers 1 --steps "$steps" --print-every 20 --quiet
+    local folder=/tmp/gcx-folder
+    [ -d "$folder/train" ] || make_folder "$folder"
+    run_pair resnet20 ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 --batch 32 \
+        --steps 40 --print-every 10 --eval-every 0 --quiet
+    run_pair resnet20_terngrad_2w ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 --batch 32 \
+        --steps 40 --print-every 10 --eval-every 0 --codec terngrad --quiet
+    if [ -d "$DATA_DIR/ptb" ]; then
+        local t0=$EPOCHREALTIME
+        ./train_lstm --model word --workers 1 --steps 50 --print-every 10 --device cuda --quiet >"$LOGS/train_wordlstm_cuda.log" 2>&1
+        echo "--- wordlstm on cuda: exit $?, $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s"
+        tail -n 4 "$LOGS/train_wordlstm_cuda.log"
+        note train "wordlstm cuda, 50 steps: $(last_line "$LOGS/train_wordlstm_cuda.log" 'step' | tr -s ' ' | cut -c1-90)"
+    fi
+}
+
+phase_bench() {
+    local out
+    out=$(bench/resnet_gpu.sh 2>&1)
+    echo "$out"
+    while IFS= read -r l; do note bench "$l"; done < <(echo "$out" | grep -E '^ResNet-[0-9]+ +gcx')
+    out=$(build/bench/codecs_gpu 2>&1)
+    echo "$out"
+    while IFS= read -r l; do note bench "$l"; done < <(echo "$out" | grep -E '^(GPU codec|codec |[a-z0-9]+)' | head -n 60)
+}
+
+for ph in "${phases[@]}"; do
+    echo "=== $ph"
+    case "$ph" in
+    env) phase_env 2>&1 | tee "$LOGS/env.log" ;;
+    test) phase_test 2>&1 | tee "$LOGS/test.log" ;;
+    train) phase_train 2>&1 | tee "$LOGS/train.log" ;;
+    bench) phase_bench 2>&1 | tee "$LOGS/bench.log" ;;
+    esac
+done
+echo "=== summary (logs in $LOGS)"
+cat "$SUMMARY"
