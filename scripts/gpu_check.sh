@@ -89,8 +89,9 @@ phase_test() {
     note test "$(echo "$out" | tail -n 1) (per binary: $(echo "$out" | grep -E '^tests/cuda' | awk '{printf "%s %s/%s; ", $1, $2, ($4 == "FAILED" ? $4 "=" $3 : "ok")}'))"
 }
 
-# the last "loss" figure of the last progress line, and of the last eval line
-last_line() { grep -E "$2" "$1" | tail -n 1; }
+# "step loss" of a trainer's progress lines
+losses() { awk '/^step /{split($2, a, "/"); for (i = 1; i < NF; i++) if ($i == "loss") print a[1], $(i + 1)}' "$1"; }
+last_eval() { grep -E '^eval' "$1" | tail -n 1 | tr -s ' ' | cut -c1-100; }
 
 # a small image folder (10 classes of 32x32 PPM: class-coloured stripes + noise), for
 # ResNet training without CIFAR-10 on this machine
@@ -115,21 +116,27 @@ for split, count in (("train", 64), ("val", 16)):
 EOF
 }
 
-run_pair() { # name, args...: the same run on the CPU and the GPU; prints both tails and step times
+run_pair() { # name, args...: the same run on the CPU and the GPU; losses side by side
     local name=$1; shift
     local rc_c rc_g
     for dev in cpu cuda; do
         local t0=$EPOCHREALTIME
         "$@" --device "$dev" >"$LOGS/train_${name}_$dev.log" 2>&1
         local rc=$?
-        local secs
-        secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')
-        echo "--- $name on $dev: exit $rc, ${secs}s; last lines:"
-        tail -n 4 "$LOGS/train_${name}_$dev.log"
+        echo "--- $name on $dev: exit $rc, $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s: $*"
+        tail -n 3 "$LOGS/train_${name}_$dev.log"
         if [ "$dev" = cpu ]; then rc_c=$rc; else rc_g=$rc; fi
     done
-    note train "$name: exit cpu $rc_c, cuda $rc_g; last progress cpu | $(last_line "$LOGS/train_${name}_cpu.log" 'step' | tr -s ' ' | cut -c1-90)"
-    note train "$name:                       cuda | $(last_line "$LOGS/train_${name}_cuda.log" 'step' | tr -s ' ' | cut -c1-90)"
+    local table=$LOGS/train_${name}_losses.txt
+    awk 'NR == FNR {c[$1] = $2; next} ($1 in c) {print $1, c[$1], $2}' <(losses "$LOGS/train_${name}_cpu.log") \
+        <(losses "$LOGS/train_${name}_cuda.log") | awk '{d = $2 - $3; if (d < 0) d = -d; m = $2 < 0 ? -$2 : $2; printf "%8d %10s %10s %9.2e\n", $1, $2, $3, (m > 0 ? d / m : d)}' >"$table"
+    printf '%8s %10s %10s %9s\n' step "cpu loss" "cuda loss" "rel diff"
+    cat "$table"
+    local worst
+    worst=$(awk 'BEGIN{w = -1} {if ($4 > w) w = $4} END{if (w < 0) print "none compared"; else printf "%.2e", w}' "$table")
+    note train "$name: exit cpu $rc_c, cuda $rc_g; largest relative loss difference over the printed steps: $worst"
+    note train "  cpu  $(last_eval "$LOGS/train_${name}_cpu.log")"
+    note train "  cuda $(last_eval "$LOGS/train_${name}_cuda.log")"
 }
 
 phase_train() {
@@ -146,7 +153,7 @@ phase_train() {
         ./train_lstm --model word --workers 1 --steps 50 --print-every 10 --device cuda --quiet >"$LOGS/train_wordlstm_cuda.log" 2>&1
         echo "--- wordlstm on cuda: exit $?, $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s"
         tail -n 4 "$LOGS/train_wordlstm_cuda.log"
-        note train "wordlstm cuda, 50 steps: $(last_line "$LOGS/train_wordlstm_cuda.log" 'step' | tr -s ' ' | cut -c1-90)"
+        note train "wordlstm cuda, 50 steps: $(grep -E '^(step|done)' "$LOGS/train_wordlstm_cuda.log" | tail -n 2 | tr -s ' ' | cut -c1-100 | paste -sd'|')"
     fi
 }
 
