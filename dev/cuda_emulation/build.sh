@@ -1,4 +1,42 @@
+#!/bin/sh
+# Host emulation of the GPU codecs and optimizers (see README.md here):
+#   dev/cuda_emulation/build.sh [OUT]      (OUT default /tmp/gcx-codec-emu)
+# builds OUT/test_codec_emu (tests/cuda/test_codec_cuda.c against compress/*.cu) and
+# OUT/test_optim_emu (tests/cuda/test_optim_cuda.c against optim/optim_cuda.cu), the .cu
+# files rewritten to C++ by transform.py (each block's threads run as fibers), linked
+# to a NO_CUDA build of the library made in OUT; with MPI, OUT/test_comm_nccl_emu
+# (tests/cuda/test_comm_nccl.c against dist/comm_nccl.c, NCCL emulated over MPI by
+# nccl/fake_nccl.c; it starts itself under mpirun -np 2). The LSTM model and the image
+# ops: lstm/.
 set -e
-cd /work/main
-for f in codec_cuda sparse_cuda gcomp_cuda; do python3 /tmp/fakecuda/transform.py compress/$f.cu /tmp/fakecuda/$f.cpp; g++ -std=c++17 -O1 -g -w -I/tmp/fakecuda -I. -c /tmp/fakecuda/$f.cpp -o /tmp/fakecuda/$f.o; done
-gcc -std=c11 -O2 -g -D_GNU_SOURCE -fno-math-errno -DHAVE_CUDA -I/tmp/fakecuda -I. -fopenmp -DHAVE_OPENMP tests/cuda/test_codec_cuda.c /tmp/fakecuda/codec_cuda.o /tmp/fakecuda/sparse_cuda.o /tmp/fakecuda/gcomp_cuda.o /tmp/fakecuda/emu_sched.o build/libgcx.a -lm -lz -lstdc++ -fopenmp -o /tmp/fakecuda/test_codec_emu
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+OUT=${1:-/tmp/gcx-codec-emu}
+mkdir -p "$OUT/obj"
+make -s -C "$REPO" NO_CUDA=1 BUILD="$OUT/build-nocuda" "$OUT/build-nocuda/libgcx.a"
+LIB="$OUT/build-nocuda/libgcx.a"
+O="$OUT/obj"
+for f in compress/codec_cuda compress/sparse_cuda compress/gcomp_cuda optim/optim_cuda; do
+  b=$(basename "$f")
+  python3 "$HERE/transform.py" "$REPO/$f.cu" "$O/$b.cpp"
+  g++ -std=c++17 -O1 -g -w -I"$HERE" -I"$REPO" -c "$O/$b.cpp" -o "$O/$b.o"
+done
+g++ -std=c++17 -O1 -g -w -I"$HERE" -c "$HERE/emu_sched.cpp" -o "$O/emu_sched.o"
+CF="-std=c11 -O2 -g -D_GNU_SOURCE -fno-math-errno -DHAVE_CUDA -I$HERE -I$REPO -fopenmp -DHAVE_OPENMP"
+CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
+LIBS="-L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas"
+LIBS="$LIBS -lz -lm -lpthread -lstdc++ $(mpicc --showme:link 2>/dev/null || true)"
+gcc $CF "$REPO/tests/cuda/test_codec_cuda.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $O/emu_sched.o \
+  "$LIB" $LIBS -fopenmp -o "$OUT/test_codec_emu"
+gcc $CF "$REPO/tests/cuda/test_optim_cuda.c" $O/optim_cuda.o $O/emu_sched.o "$LIB" $LIBS -fopenmp -o "$OUT/test_optim_emu"
+built="$OUT/test_codec_emu $OUT/test_optim_emu"
+if command -v mpicc >/dev/null 2>&1; then
+  N="$HERE/nccl"
+  NF="-std=c11 -O1 -g -D_GNU_SOURCE -DHAVE_CUDA -DHAVE_NCCL -DHAVE_MPI -I$N -I$REPO $(mpicc --showme:compile) -fopenmp"
+  gcc $NF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
+  gcc $NF -c "$N/fake_nccl.c" -o "$O/fake_nccl.o"
+  gcc $NF -c "$REPO/tests/cuda/test_comm_nccl.c" -o "$O/test_comm_nccl.o"
+  gcc -fopenmp "$O/test_comm_nccl.o" "$O/comm_nccl.o" "$O/fake_nccl.o" "$LIB" $LIBS -o "$OUT/test_comm_nccl_emu"
+  built="$built $OUT/test_comm_nccl_emu"
+fi
+echo "built $built"
