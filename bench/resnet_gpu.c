@@ -1,13 +1,16 @@
 /* Training throughput of the CIFAR ResNet on the GPU (nn/resnet_cuda.h):
  * forward + backward on the GPU, then an SGD-with-momentum update (lr 0.01,
- * momentum 0.9, weight decay 1e-4, as torch.optim.SGD) on the HOST arenas, which
+ * momentum 0.9, weight decay 1e-4: torch.optim.SGD, optim/optim.h) on the HOST arenas, which
  * is where the GPU model keeps its parameters for the trainer, the optimizer
  * and the distributed layer. A step therefore includes the parameter and state
  * upload, the gradient download and the host update; the copy time is measured
  * and printed apart. Fixed random batch, fp32 (no TF32 unless --tf32), the same
  * step as bench/resnet_gpu_torch.py.
+ * --device-optim measures the other design: the model in device-master mode
+ * (nn/model_cuda.h) and the same SGD as a kernel (optim/optim_cuda.h), so no
+ * parameter or gradient crosses to the host (the BN statistics still do).
  *
- *   build/bench/resnet_gpu --depth 20 --batch 128 --steps 50
+ *   build/bench/resnet_gpu --depth 20 --batch 128 --steps 50 [--device-optim]
  *
  * Prints per-step statistics and a final line "gcx images/s: <best> (median <m>)". */
 #include <getopt.h>
@@ -26,6 +29,7 @@
 #include "common/cuda_check.h"
 #include "nn/cuda_ops.h"
 #include "nn/model_cuda.h"
+#include "optim/optim_cuda.h"
 #endif
 
 #ifdef HAVE_CUDA
@@ -51,6 +55,7 @@ static void usage(FILE *f) {
             "  --shortcut A|B     shortcut option (default A)\n"
             "  --tf32             allow TF32 tensor cores (default: strict fp32)\n"
             "  --nondeterministic let cuDNN pick non-deterministic algorithms when faster\n"
+            "  --device-optim     parameters stay on the GPU and SGD runs there (default: SGD on the host arenas)\n"
             "  --help\n");
 }
 
@@ -63,11 +68,12 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 int main(int argc, char **argv) {
-    int depth = 20, batch = 128, steps = 50, warmup = 5, tf32 = 0, nondet = 0;
+    int depth = 20, batch = 128, steps = 50, warmup = 5, tf32 = 0, nondet = 0, devopt = 0;
     ResNetShortcut sc = RESNET_SHORTCUT_A;
     static const struct option opts[] = {{"depth", 1, 0, 'd'},  {"batch", 1, 0, 'b'},    {"steps", 1, 0, 's'},
                                          {"warmup", 1, 0, 'w'}, {"shortcut", 1, 0, 'x'}, {"tf32", 0, 0, 't'},
-                                         {"nondeterministic", 0, 0, 'n'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+                                         {"nondeterministic", 0, 0, 'n'}, {"device-optim", 0, 0, 'o'},
+                                         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int o, idx = 0;
     while ((o = getopt_long(argc, argv, "", opts, &idx)) != -1) {
         int ok = 1;
@@ -82,6 +88,7 @@ int main(int argc, char **argv) {
             break;
         case 't': tf32 = 1; break;
         case 'n': nondet = 1; break;
+        case 'o': devopt = 1; break;
         case 'h': usage(stdout); return 0;
         default: ok = 0;
         }
@@ -97,7 +104,7 @@ int main(int argc, char **argv) {
         return 2;
     }
 #ifndef HAVE_CUDA
-    (void)tf32, (void)nondet, (void)sc;
+    (void)tf32, (void)nondet, (void)sc, (void)devopt;
     fprintf(stderr, "resnet_gpu: this build has no CUDA (nvcc not found, or NO_CUDA=1)\n");
     return 1;
 #else
@@ -120,8 +127,22 @@ int main(int argc, char **argv) {
     rng_init(&rng, 1, 0);
     for (size_t i = 0; i < nx; i++) x[i] = rng_normal(&rng);
     for (int i = 0; i < batch; i++) y[i] = (int)rng_below(&rng, 10);
-    float *mom = callocCheck(m->pt.total, sizeof(float));
-    const float lr = 0.01f, mu = 0.9f, wd = 1e-4f;
+    /* torch.optim.SGD(lr 0.01, momentum 0.9, weight_decay 1e-4): optim/optim.h on the
+     * host arenas, or its kernels (optim/optim_cuda.h) with --device-optim */
+    const double lr = 0.01;
+    OptConfig oc;
+    opt_config_default(&oc, OPT_SGD);
+    oc.momentum = 0.9;
+    oc.weight_decay = 1e-4;
+    Optim opt;
+    float *params = m->params, *grads = m->grads;
+    if (devopt) {
+        if (optim_init_cuda(&opt, &oc, m->pt.total) || model_cuda_set_device_master(m, 1)) return 1;
+        params = model_cuda_device_params(m);
+        grads = model_cuda_device_grads(m);
+    } else if (optim_init(&opt, &oc, m->pt.total)) {
+        return 1;
+    }
 
     Batch b = {.x = x, .y = y, .N = batch};
     double *t = mallocCheck((size_t)steps * sizeof(double));
@@ -133,14 +154,12 @@ int main(int argc, char **argv) {
         loss = model_forward(m, &b, 1, NULL);
         model_backward(m);
         double t1 = now();
-        /* SGD with momentum and weight decay, as torch.optim.SGD, on the host arenas */
-        float *p = m->params, *g = m->grads;
-        size_t n = m->pt.total;
-        OMP_FOR
-        for (size_t i = 0; i < n; i++) {
-            float d = g[i] + wd * p[i];
-            mom[i] = mu * mom[i] + d;
-            p[i] -= lr * mom[i];
+        optim_begin_step(&opt);
+        if (devopt) {
+            if (optim_update_cuda(&opt, params, grads, lr, 0, m->pt.total)) return 1;
+            cudaCheck(cudaDeviceSynchronize());
+        } else if (optim_update(&opt, params, grads, lr, 0, m->pt.total)) {
+            return 1;
         }
         double t2 = now();
         if (s >= warmup) {
@@ -156,16 +175,25 @@ int main(int argc, char **argv) {
     const ModelCudaCopyStats *cs = model_cuda_copy_stats(m);
     double copy_s = cs ? (cs->up_s + cs->down_s) / steps : 0.0;
     double mean = (fb_s + sgd_s) / steps;
-    printf("gcx ResNet-%d, batch %d, %s, fp32%s%s: step best %.2f ms, median %.2f ms, loss %.3f\n", depth, batch,
+    printf("gcx ResNet-%d, batch %d, %s, fp32%s%s%s: step best %.2f ms, median %.2f ms, loss %.3f\n", depth, batch,
            prop.name, tf32 ? " (TF32 allowed)" : " (no TF32)", nondet ? ", non-deterministic algorithms" : "",
+           devopt ? ", SGD on the device" : "",
            best * 1e3, med * 1e3, loss);
     printf("  per step (mean): forward+backward %.2f ms, of which arena copies %.2f ms (%.1f%%: %.2f MB up, %.2f MB "
-           "down); host SGD %.2f ms (%d threads)\n",
+           "down); %s SGD %.2f ms",
            1e3 * fb_s / steps, 1e3 * copy_s, mean > 0 ? 100.0 * copy_s / mean : 0.0,
-           cs ? cs->up_bytes / 1e6 / steps : 0.0, cs ? cs->down_bytes / 1e6 / steps : 0.0, 1e3 * sgd_s / steps,
-           gc_num_threads());
+           cs ? cs->up_bytes / 1e6 / steps : 0.0, cs ? cs->down_bytes / 1e6 / steps : 0.0,
+           devopt ? "device" : "host", 1e3 * sgd_s / steps);
+    if (devopt) printf(" (parameters stay on the GPU)\n");
+    else printf(" (%d threads)\n", gc_num_threads());
     printf("gcx images/s: %.1f (median %.1f)\n", batch / best, batch / med);
-    free(t), free(sorted), free(x), free(y), free(mom);
+    if (devopt) {
+        model_cuda_set_device_master(m, 0);
+        optim_free_cuda(&opt);
+    } else {
+        optim_free(&opt);
+    }
+    free(t), free(sorted), free(x), free(y);
     model_free(m);
     nn_cuda_release();
     return 0;

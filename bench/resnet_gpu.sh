@@ -4,9 +4,12 @@
 # against PyTorch eager (bench/resnet_gpu_torch.py: everything on the GPU,
 # cudnn.benchmark on), same models (option A), batch, step and fp32 mode.
 # The two alternate for ROUNDS rounds per depth; per engine the best step and
-# the median of the round medians count.
+# the median of the round medians count. gcx runs in both of its designs (SGD
+# variable): "host", the trainer's (parameters mastered on the host, SGD on the
+# host arenas), and "device" (--device-optim: parameters stay on the GPU, SGD as
+# a kernel, as PyTorch does).
 #
-#   bench/resnet_gpu.sh [DEPTHS="20 56 110"] [BATCH=128] [STEPS=50] [ROUNDS=3] [TF32=0] [PY=python3]
+#   bench/resnet_gpu.sh [DEPTHS="20 56 110"] [BATCH=128] [STEPS=50] [ROUNDS=3] [TF32=0] [SGD="host device"] [PY=python3]
 #   e.g. ROUNDS=5 bench/resnet_gpu.sh
 # PY must be a Python whose torch has CUDA; without one only gcx is measured.
 set -eu
@@ -16,8 +19,9 @@ BATCH=${BATCH:-128}
 STEPS=${STEPS:-50}
 ROUNDS=${ROUNDS:-3}
 TF32=${TF32:-0}
+SGD=${SGD:-"host device"}
 PY=${PY:-python3}
-BIN=build/bench/resnet_gpu
+BIN=${BIN:-build/bench/resnet_gpu}
 if [ -z "${NO_BUILD:-}" ]; then make -s "$BIN" >/dev/null; fi
 [ -x "$BIN" ] || { echo "missing $BIN (make bench on a machine with nvcc)"; exit 1; }
 GFLAG=""; TFLAG=""
@@ -32,34 +36,42 @@ echo "ResNet-CIFAR training, batch $BATCH, $ROUNDS rounds of $STEPS steps, fp32$
 med() { echo "$@" | tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
 summary=""
 for D in $DEPTHS; do
-    g_best=0; t_best=0; g_all=""; t_all=""
+    declare -A g_best=() g_all=()
+    t_best=0; t_all=""
     for r in $(seq 1 "$ROUNDS"); do
-        gout=$("$BIN" --depth "$D" --batch "$BATCH" --steps "$STEPS" $GFLAG)
-        g=$(echo "$gout" | grep '^gcx images/s')
-        [ "$r" = 1 ] && echo "$gout" | grep '^  per step' | sed "s/^/ResNet-$D gcx/"
-        gb=$(echo "$g" | awk '{print $3}'); gm=$(echo "$g" | awk '{print $5}' | tr -d ')')
-        g_all="$g_all $gm"
-        g_best=$(awk -v a="$g_best" -v b="$gb" 'BEGIN{print (b>a)?b:a}')
-        line="ResNet-$D round $r: $g"
+        line="ResNet-$D round $r:"
+        for v in $SGD; do
+            vflag=""; [ "$v" = device ] && vflag="--device-optim"
+            gout=$("$BIN" --depth "$D" --batch "$BATCH" --steps "$STEPS" $GFLAG $vflag)
+            g=$(echo "$gout" | grep '^gcx images/s')
+            [ "$r" = 1 ] && echo "$gout" | grep '^  per step' | sed "s/^/ResNet-$D gcx ($v SGD)/"
+            gb=$(echo "$g" | awk '{print $3}'); gm=$(echo "$g" | awk '{print $5}' | tr -d ')')
+            g_all[$v]="${g_all[$v]:-} $gm"
+            g_best[$v]=$(awk -v a="${g_best[$v]:-0}" -v b="$gb" 'BEGIN{print (b>a)?b:a}')
+            line="$line gcx ($v SGD) ${g#gcx } |"
+        done
         if [ "$have_torch" = 1 ]; then
             t=$("$PY" bench/resnet_gpu_torch.py --depth "$D" --batch "$BATCH" --steps "$STEPS" $TFLAG | grep '^torch images/s')
             tb=$(echo "$t" | awk '{print $3}'); tm=$(echo "$t" | awk '{print $5}' | tr -d ')')
             t_all="$t_all $tm"
             t_best=$(awk -v a="$t_best" -v b="$tb" 'BEGIN{print (b>a)?b:a}')
-            line="$line | $t"
+            line="$line $t"
         fi
         echo "$line"
     done
-    g_med=$(med $g_all)
-    if [ "$have_torch" = 1 ]; then
-        t_med=$(med $t_all)
-        res=$(awk -v d="$D" -v a="$g_best" -v b="$t_best" -v c="$g_med" -v e="$t_med" \
-            'BEGIN{printf "ResNet-%-4s gcx %9.1f img/s (median %9.1f) | torch %9.1f img/s (median %9.1f) | gcx/torch best %.2fx, median %.2fx", d, a, c, b, e, a/b, c/e}')
-    else
-        res=$(awk -v d="$D" -v a="$g_best" -v c="$g_med" 'BEGIN{printf "ResNet-%-4s gcx %9.1f img/s (median %9.1f)", d, a, c}')
-    fi
-    summary="$summary$res
+    for v in $SGD; do
+        g_med=$(med ${g_all[$v]})
+        if [ "$have_torch" = 1 ]; then
+            t_med=$(med $t_all)
+            res=$(awk -v d="$D" -v v="$v" -v a="${g_best[$v]}" -v b="$t_best" -v c="$g_med" -v e="$t_med" \
+                'BEGIN{printf "ResNet-%-4s gcx (%s SGD) %9.1f img/s (median %9.1f) | torch %9.1f img/s (median %9.1f) | gcx/torch best %.2fx, median %.2fx", d, v, a, c, b, e, a/b, c/e}')
+        else
+            res=$(awk -v d="$D" -v v="$v" -v a="${g_best[$v]}" -v c="$g_med" 'BEGIN{printf "ResNet-%-4s gcx (%s SGD) %9.1f img/s (median %9.1f)", d, v, a, c}')
+        fi
+        summary="$summary$res
 "
+    done
+    unset g_best g_all
 done
 echo "== summary (images/s, higher is better)"
 printf '%s' "$summary"

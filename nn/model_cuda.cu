@@ -62,9 +62,12 @@ extern "C" int cuda_mirror_init(CudaMirror *mr, const Model *m) {
 
 extern "C" void cuda_mirror_upload(CudaMirror *mr, const Model *m, int with_state) {
     double t0 = wall();
-    size_t b = mr->total * sizeof(float);
-    cudaCheck(cudaMemcpy(mr->d_params, m->params, b, cudaMemcpyHostToDevice));
-    mr->stats.uploads++;
+    size_t b = 0;
+    if (!mr->device_master) {
+        b = mr->total * sizeof(float);
+        cudaCheck(cudaMemcpy(mr->d_params, m->params, b, cudaMemcpyHostToDevice));
+        mr->stats.uploads++;
+    }
     if (with_state && mr->nstate) {
         cudaCheck(cudaMemcpy(mr->d_state, m->state, mr->nstate * sizeof(float), cudaMemcpyHostToDevice));
         b += mr->nstate * sizeof(float);
@@ -75,6 +78,7 @@ extern "C" void cuda_mirror_upload(CudaMirror *mr, const Model *m, int with_stat
 }
 
 extern "C" void cuda_mirror_download_grads(CudaMirror *mr, Model *m) {
+    if (mr->device_master) return;
     double t0 = wall();
     size_t b = mr->total * sizeof(float);
     cudaCheck(cudaMemcpy(m->grads, mr->d_grads, b, cudaMemcpyDeviceToHost));
@@ -114,4 +118,32 @@ extern "C" const ModelCudaCopyStats *model_cuda_copy_stats(const Model *m) {
 
 extern "C" void model_cuda_copy_stats_reset(Model *m) {
     if (is_gpu_model(m)) memset(&((CudaMirror *)m->impl)->stats, 0, sizeof(ModelCudaCopyStats));
+}
+
+extern "C" int model_cuda_set_device_master(Model *m, int on) {
+    if (!is_gpu_model(m)) {
+        fprintf(stderr, "error: device-master mode needs a GPU model of this library (got %s)\n",
+                m && m->ops && m->ops->name ? m->ops->name : "none");
+        return -1;
+    }
+    CudaMirror *mr = (CudaMirror *)m->impl;
+    on = on != 0;
+    if (on == mr->device_master) return 0;
+    size_t b = mr->total * sizeof(float);
+    if (on) {
+        cudaCheck(cudaMemcpy(mr->d_params, m->params, b, cudaMemcpyHostToDevice));
+    } else {
+        cudaCheck(cudaMemcpy(m->params, mr->d_params, b, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(m->grads, mr->d_grads, b, cudaMemcpyDeviceToHost));
+    }
+    mr->device_master = on;
+    return 0;
+}
+
+extern "C" float *model_cuda_device_params(Model *m) {
+    return is_gpu_model(m) ? ((CudaMirror *)m->impl)->d_params : NULL;
+}
+
+extern "C" float *model_cuda_device_grads(Model *m) {
+    return is_gpu_model(m) ? ((CudaMirror *)m->impl)->d_grads : NULL;
 }

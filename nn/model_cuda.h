@@ -13,6 +13,13 @@
  *   backward  zeroes the device gradients, runs, downloads the gradients
  * CudaMirror counts the bytes and the host time spent in these copies
  * (model_cuda_copy_stats), so the benchmark can report their share of a step.
+ *
+ * Device-master mode (model_cuda_set_device_master) turns the parameter copies
+ * off for a caller that keeps training on the device (optim/optim_cuda.h on
+ * model_cuda_device_params / _grads): the forward no longer uploads the
+ * parameters and the backward no longer downloads the gradients, so m->params
+ * and m->grads go stale until the mode is switched off, which downloads both.
+ * The state (BN running statistics) is copied as before.
  * Built only with CUDA (HAVE_CUDA).
  */
 #ifndef GC_NN_MODEL_CUDA_H
@@ -35,6 +42,7 @@ typedef struct {
 typedef struct {
     float *d_params, *d_grads, *d_state; /* device arenas, same offsets as the host ones */
     size_t total, nstate;
+    int device_master; /* 1: d_params is the master; params not uploaded, grads not downloaded */
     ModelCudaCopyStats stats;
 } CudaMirror;
 
@@ -46,9 +54,9 @@ void cuda_host_arena_free(float *p);
 
 /* allocates the device arenas for m (m->pt.total, m->nstate); 0 or -1 */
 int cuda_mirror_init(CudaMirror *mr, const Model *m);
-/* params (and state when with_state) host -> device */
+/* params (skipped in device-master mode) and state (when with_state) host -> device */
 void cuda_mirror_upload(CudaMirror *mr, const Model *m, int with_state);
-/* device gradients -> m->grads */
+/* device gradients -> m->grads (skipped in device-master mode) */
 void cuda_mirror_download_grads(CudaMirror *mr, Model *m);
 /* device state -> m->state */
 void cuda_mirror_download_state(CudaMirror *mr, Model *m);
@@ -57,6 +65,15 @@ void cuda_mirror_free(CudaMirror *mr);
 /* copy statistics of a GPU model made by this library (NULL for other models) */
 const ModelCudaCopyStats *model_cuda_copy_stats(const Model *m);
 void model_cuda_copy_stats_reset(Model *m);
+
+/* Device-master mode of a GPU model made by this library (see above). Switching
+ * on uploads m->params; switching off downloads the device parameters and the
+ * last gradients into m->params and m->grads. 0, or -1 (with a message) for a
+ * model that is not such a GPU model. */
+int model_cuda_set_device_master(Model *m, int on);
+/* the device arenas of such a model (same offsets as m->params, m->grads), or NULL */
+float *model_cuda_device_params(Model *m);
+float *model_cuda_device_grads(Model *m);
 
 #ifdef __cplusplus
 }

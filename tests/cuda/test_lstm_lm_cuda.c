@@ -506,6 +506,33 @@ static void test_training(const Case *k, float lr, uint64_t seed) {
     model_free(g);
 }
 
+/* device-master mode and the optimizer on the device (compare_device_master) */
+static void test_device_master(void) {
+    enum { STEPS = 12, T = 6, N = 3 };
+    printf("device-master mode: %d Adam steps with the optimizer on the device against the host optimizer\n", STEPS);
+    LstmLmConfig cfg = {.vocab = 21, .emb = 10, .hidden = 10, .layers = 2, .dropout = 0.3f, .tie_weights = 1,
+                        .forget_bias = 1.0f, .init = LSTM_LM_INIT_PYTORCH, .init_range = 0.1f, .seed = 17};
+    Model *h = lstm_lm_create_cuda(&cfg, N, T), *d = lstm_lm_create_cuda(&cfg, N, T);
+    Model *cpu = lstm_lm_create(&cfg, N, T);
+    CHECK(h && d && cpu, "create two GPU models and a CPU model");
+    if (h && d && cpu) {
+        Stream st = stream_make(cfg.vocab, 5000, 23);
+        int *tok = mallocCheck((size_t)(STEPS + 1) * T * N * sizeof(int));
+        int *tgt = mallocCheck((size_t)(STEPS + 1) * T * N * sizeof(int));
+        Batch b[STEPS + 1];
+        for (int s = 0; s <= STEPS; s++) {
+            stream_batch(&st, s, T, N, tok + s * T * N, tgt + s * T * N);
+            b[s] = (Batch){.tokens = tok + s * T * N, .y = tgt + s * T * N, .N = N, .T = T};
+        }
+        OptConfig oc;
+        opt_config_default(&oc, OPT_ADAM);
+        oc.weight_decay = 0.01;
+        compare_device_master(h, d, cpu, b, STEPS, &oc, 1e-2);
+        free(tok), free(tgt), free(st.s);
+    }
+    model_free(h), model_free(d), model_free(cpu);
+}
+
 #endif /* HAVE_CUDA */
 
 int main(void) {
@@ -530,6 +557,7 @@ int main(void) {
                              8, 4, 4};
     test_training(&train_untied, 2.0f, 7);
     test_training(&train_tied, 0.25f, 8);
+    test_device_master();
     nn_cuda_release();
 #endif
     TEST_END();

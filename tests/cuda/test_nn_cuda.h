@@ -177,4 +177,62 @@ static inline void compare_grads(const Model *g, const Model *c, double l2tol, c
     CHECK(bad == 0, "%d of %d gradient tensors beyond relative L2 error %.1e", bad, nl2, l2tol);
 }
 
+#ifdef HAVE_CUDA
+#include "nn/model_cuda.h"
+#include "optim/optim.h"
+#include "optim/optim_cuda.h"
+
+/* Device-master mode (nn/model_cuda.h) with the optimizer on the device
+ * (optim/optim_cuda.h): model d trains that way on the nb batches while model h,
+ * the same GPU model from the same start, trains through the host arenas with
+ * optim_update. The optimizer kernels are bit-identical to the CPU
+ * (tests/cuda/test_optim_cuda.c) and the GPU models are deterministic, so every
+ * loss, the final parameters and gradients must be bit-identical, while no
+ * parameter or gradient crosses to the host in d. batches[nb] is used once more
+ * after the mode is switched off (the host copy is the master again). */
+static inline void compare_device_master(Model *h, Model *d, Model *cpu, const Batch *batches /*nb+1*/, int nb,
+                                         const OptConfig *oc, double lr) {
+    CHECK(model_cuda_set_device_master(cpu, 1) == -1, "device-master mode refused for a CPU model");
+    CHECK(model_cuda_device_params(cpu) == NULL && model_cuda_device_grads(cpu) == NULL,
+          "no device arenas for a CPU model");
+    Optim oh, od;
+    const size_t n = h->pt.total;
+    int ok = optim_init(&oh, oc, n) == 0 && optim_init_cuda(&od, oc, n) == 0;
+    CHECK(ok, "host and device optimizers");
+    if (!ok) return;
+    CHECK(model_cuda_set_device_master(d, 1) == 0, "device-master mode on");
+    float *dp = model_cuda_device_params(d), *dg = model_cuda_device_grads(d);
+    CHECK(dp && dg, "device arenas");
+    memset(d->params, 0, n * sizeof(float)); /* stale on purpose: must not be uploaded now */
+    model_cuda_copy_stats_reset(d);
+    size_t state_up = 0; /* the state (BN running statistics) is still copied */
+    int same = 0;
+    for (int s = 0; s < nb; s++) {
+        float lh = model_forward(h, &batches[s], 1, NULL), ld = model_forward(d, &batches[s], 1, NULL);
+        model_backward(h);
+        model_backward(d);
+        optim_begin_step(&oh);
+        optim_begin_step(&od);
+        int rh = optim_update(&oh, h->params, h->grads, lr, 0, n);
+        int rd = optim_update_cuda(&od, dp, dg, lr, 0, n);
+        CHECK(rh == 0 && rd == 0, "step %d: optim_update %d, optim_update_cuda %d", s + 1, rh, rd);
+        same += memcmp(&lh, &ld, sizeof lh) == 0;
+        state_up += d->nstate * sizeof(float);
+        if (s == 0 || s == nb - 1) printf("  step %2d  loss host optimizer %.7f  device optimizer %.7f\n", s + 1, lh, ld);
+    }
+    CHECK(same == nb, "losses bit-identical at %d of %d steps", same, nb);
+    const ModelCudaCopyStats *cs = model_cuda_copy_stats(d);
+    CHECK(cs && cs->up_bytes == state_up && cs->down_bytes == state_up,
+          "only the state crosses in device-master mode (%zu bytes up, %zu down; state %zu)", cs ? cs->up_bytes : 0,
+          cs ? cs->down_bytes : 0, state_up);
+    CHECK(model_cuda_set_device_master(d, 0) == 0, "device-master mode off");
+    same_floats("parameters after the steps (downloaded when switched off)", d->params, h->params, n);
+    same_floats("gradients of the last step (downloaded when switched off)", d->grads, h->grads, n);
+    float lh = model_forward(h, &batches[nb], 1, NULL), ld = model_forward(d, &batches[nb], 1, NULL);
+    CHECK(memcmp(&lh, &ld, sizeof lh) == 0, "after switching off: same loss (%.7f, %.7f)", lh, ld);
+    optim_free(&oh);
+    optim_free_cuda(&od);
+}
+#endif
+
 #endif

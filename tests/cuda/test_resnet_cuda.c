@@ -237,6 +237,39 @@ static void test_training(void) {
     model_free(g);
 }
 
+/* device-master mode and the optimizer on the device (compare_device_master):
+ * ResNet-8 option A, SGD with Nesterov momentum and weight decay */
+static void test_device_master(void) {
+    enum { STEPS = 6, N = 8, HW = 16 };
+    ResNetConfig cfg = resnet_cifar_config(8);
+    cfg.seed = 5;
+    printf("device-master mode: ResNet-8, %d SGD steps with the optimizer on the device against the host optimizer\n",
+           STEPS);
+    Model *h = resnet_cifar_create_cuda(&cfg, N), *d = resnet_cifar_create_cuda(&cfg, N);
+    Model *cpu = resnet_cifar_create(&cfg, N);
+    CHECK(h && d && cpu, "create two GPU models and a CPU model");
+    if (h && d && cpu) {
+        size_t nx = (size_t)N * 3 * HW * HW;
+        float *x = mallocCheck((STEPS + 1) * nx * sizeof(float));
+        int *y = mallocCheck((size_t)(STEPS + 1) * N * sizeof(int));
+        Batch b[STEPS + 1];
+        Rng r;
+        rng_init(&r, 77, 0);
+        for (int s = 0; s <= STEPS; s++) {
+            fill_batch(&r, x + s * nx, y + s * N, N, 3, HW, HW, 10);
+            b[s] = (Batch){.x = x + s * nx, .y = y + s * N, .N = N};
+        }
+        OptConfig oc;
+        opt_config_default(&oc, OPT_SGD);
+        oc.momentum = 0.9;
+        oc.nesterov = 1;
+        oc.weight_decay = 5e-4;
+        compare_device_master(h, d, cpu, b, STEPS, &oc, 0.05);
+        free(x), free(y);
+    }
+    model_free(h), model_free(d), model_free(cpu);
+}
+
 #endif /* HAVE_CUDA */
 
 int main(void) {
@@ -250,6 +283,7 @@ int main(void) {
     test_cifar(20, 16, RESNET_SHORTCUT_A, 32, 8, 8, 1);
     test_resnet50();
     test_training();
+    test_device_master();
     nn_cuda_release();
 #endif
     TEST_END();

@@ -22,6 +22,9 @@ for f in lstm_cuda linear softmax_ce cuda_ctx model_cuda activation layout pool 
   g++ -std=c++17 -O1 -g -w -D__CUDACC__ -DHAVE_CUDA -include "$HERE/cuda_runtime.h" -I"$HERE" -I"$REPO" \
     -c "$OUT/obj/$f.cpp" -o "$OUT/obj/$f.o"
 done
+python3 "$HERE/transform.py" "$REPO/optim/optim_cuda.cu" "$OUT/obj/optim_cuda.cpp"
+g++ -std=c++17 -O1 -g -w -D__CUDACC__ -DHAVE_CUDA -include "$HERE/cuda_runtime.h" -I"$HERE" -I"$REPO" \
+  -c "$OUT/obj/optim_cuda.cpp" -o "$OUT/obj/optim_cuda.o"
 g++ -std=c++17 -O1 -g -w -I"$HERE/.." -c "$HERE/../emu_sched.cpp" -o "$OUT/obj/emu_sched.o"
 CF="-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fno-math-errno -DHAVE_CUDA -fopenmp -DHAVE_OPENMP -I$HERE -I$REPO"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
@@ -36,7 +39,7 @@ LIBS="-L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-lin
 LIBS="$LIBS -lz -lm -lpthread $(mpicc --showme:link 2>/dev/null || true)"
 O="$OUT/obj"
 g++ -fopenmp $O/test_lstm_lm_cuda.o $O/lstm_lm_cuda.o $O/lstm_cuda.o $O/linear.o $O/softmax_ce.o $O/cuda_ctx.o \
-  $O/model_cuda.o $O/emu_sched.o $O/emu_cublas.o $O/emu_device.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_emu"
+  $O/model_cuda.o $O/optim_cuda.o $O/emu_sched.o $O/emu_cublas.o $O/emu_device.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_emu"
 gcc -fopenmp $O/test_lstm_lm_cuda.o $O/perturb_shim.o $O/emu_device_open.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_calib"
 g++ -fopenmp $O/test_nn_cuda_ops.o $O/activation.o $O/layout.o $O/pool.o $O/resnet_cuda.o $O/linear.o $O/softmax_ce.o \
   $O/conv2d.o $O/batchnorm.o $O/cuda_ctx.o $O/emu_sched.o $O/emu_cublas.o $O/emu_device.o "$LIB" $LIBS \

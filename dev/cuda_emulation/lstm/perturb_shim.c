@@ -25,3 +25,15 @@ int dropout_forward_cuda(float *out, const float *inp, float p, uint64_t s, size
 int dropout_backward_cuda(float *out, const float *inp, float p, uint64_t s, size_t n) { return dropout_backward(out, inp, p, s, n); }
 void lstm_forward_cuda(float *hs, float *cs, float *gates, float *tanhc, const float *x, const float *w_ih, const float *w_hh, const float *b_ih, const float *b_hh, int T, int N, int In, int H) { lstm_forward(hs, cs, gates, tanhc, x, w_ih, w_hh, b_ih, b_hh, T, N, In, H); }
 void lstm_backward_cuda(float *dx, float *dh0, float *dc0, float *dw_ih, float *dw_hh, float *db_ih, float *db_hh, float *dgates, float *dstate, const float *dhs, const float *hs, const float *cs, const float *gates, const float *tanhc, const float *x, const float *w_ih, const float *w_hh, int T, int N, int In, int H) { lstm_backward(dx, dh0, dc0, dw_ih, dw_hh, db_ih, db_hh, dgates, dstate, dhs, hs, cs, gates, tanhc, x, w_ih, w_hh, T, N, In, H); }
+/* device-master mode: the "device" arenas are the host ones, the optimizer the CPU's
+ * (so the refusal of a CPU model and the copy statistics fail by construction) */
+#include "nn/model_cuda.h"
+#include "optim/optim.h"
+int model_cuda_set_device_master(Model *m, int on) { (void)m; (void)on; return 0; }
+float *model_cuda_device_params(Model *m) { return m->params; }
+float *model_cuda_device_grads(Model *m) { return m->grads; }
+const ModelCudaCopyStats *model_cuda_copy_stats(const Model *m) { (void)m; return NULL; }
+void model_cuda_copy_stats_reset(Model *m) { (void)m; }
+int optim_init_cuda(Optim *o, const OptConfig *cfg, size_t n) { return optim_init(o, cfg, n); }
+void optim_free_cuda(Optim *o) { optim_free(o); }
+int optim_update_cuda(Optim *o, float *p, const float *g, double lr, size_t off, size_t n) { return optim_update(o, p, g, lr, off, n); }
