@@ -3,7 +3,8 @@
 #
 #   scripts/gpu_check.sh [--bundle FILE] [--logs DIR] [PHASE...]
 #
-# PHASE: env, test, train, bench (default: all four, in that order). Each phase
+# PHASE: env, test, train, bench (default: these four, in that order), sanitize
+# (asked for by name: slow). Each phase
 # prints a short summary and keeps its whole output in DIR (default
 # build/gpu-logs): env.log, tests/<binary>.log, train.log, bench.log; the last
 # lines printed are a table of every phase's outcome.
@@ -13,6 +14,9 @@
 #          (200 steps), ResNet-20 on a generated image folder (40 steps, and 2
 #          workers with TernGrad), WordLSTM throughput (PTB, 50 steps)
 #   bench  bench/resnet_gpu.sh (gcx against PyTorch eager) and bench/codecs_gpu
+#   sanitize  compute-sanitizer memcheck and racecheck (shared-memory races, which
+#          the host emulation cannot show) on the kernel tests, each run capped at
+#          GCX_SANITIZE_SECONDS (default 240)
 # --bundle FILE: unpack a bundle made by scripts/gpu_bundle.sh (on a machine with
 # gcx's build dependencies, same commit) instead of building here; its libraries
 # and datasets are used. Without it the binaries are built with make.
@@ -27,9 +31,9 @@ while [ $# -gt 0 ]; do
     case "$1" in
     --bundle) BUNDLE=$2; shift 2 ;;
     --logs) LOGS=$2; shift 2 ;;
-    -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    env | test | train | bench) phases+=("$1"); shift ;;
-    *) echo "gpu_check: unknown argument '$1' (phases: env test train bench; --bundle FILE, --logs DIR)" >&2; exit 2 ;;
+    -h | --help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
+    env | test | train | bench | sanitize) phases+=("$1"); shift ;;
+    *) echo "gpu_check: unknown argument '$1' (phases: env test train bench sanitize; --bundle FILE, --logs DIR)" >&2; exit 2 ;;
     esac
 done
 [ ${#phases[@]} -gt 0 ] || phases=(env test train bench)
@@ -167,6 +171,47 @@ phase_bench() {
     while IFS= read -r l; do note bench "$l"; done < <(echo "$out" | grep -E '^(GPU codec|codec |[a-z0-9]+)' | head -n 60)
 }
 
+phase_sanitize() {
+    local cs
+    cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+    if [ -z "$cs" ]; then
+        note sanitize "compute-sanitizer not found"
+        return
+    fi
+    local secs=${GCX_SANITIZE_SECONDS:-240}
+    local ops=elementwise,swap01,avgpool,maxpool,shortcut,linear,softmax
+    # tool, label, environment, binary
+    local runs=(
+        "memcheck ops GCX_TEST_OPS=$ops build/tests/cuda/test_nn_cuda_ops"
+        "racecheck ops GCX_TEST_OPS=$ops build/tests/cuda/test_nn_cuda_ops"
+        "memcheck lstm - build/tests/cuda/test_lstm_lm_cuda"
+        "racecheck lstm - build/tests/cuda/test_lstm_lm_cuda"
+        "memcheck optim - build/tests/cuda/test_optim_cuda"
+        "memcheck codecs GCX_CODEC_CUDA_BIG=0 build/tests/cuda/test_codec_cuda"
+        "racecheck codecs GCX_CODEC_CUDA_BIG=0 build/tests/cuda/test_codec_cuda"
+        "memcheck resnet - build/tests/cuda/test_resnet_cuda"
+    )
+    for r in "${runs[@]}"; do
+        set -- $r
+        local tool=$1 label=$2 envv=$3 bin=$4 log="$LOGS/sanitize_$1_$2.log"
+        local t0=$EPOCHREALTIME
+        if [ "$envv" = - ]; then
+            timeout "$secs" "$cs" --tool "$tool" --error-exitcode 99 "$bin" >"$log" 2>&1
+        else
+            env "$envv" timeout "$secs" "$cs" --tool "$tool" --error-exitcode 99 "$bin" >"$log" 2>&1
+        fi
+        local rc=$?
+        local what="clean"
+        [ $rc = 99 ] && what="ERRORS FOUND"
+        [ $rc = 124 ] && what="stopped after ${secs}s (no error before)"
+        [ $rc != 0 ] && [ $rc != 99 ] && [ $rc != 124 ] && what="exit $rc"
+        local summ
+        summ=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -n 1)
+        echo "$tool $label: $what, $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.0f", b-a}')s; $summ; $(grep -E '^RESULT' "$log" | tail -n 1)"
+        note sanitize "$tool $label: $what; $summ $(grep -E '^RESULT' "$log" | tail -n 1)"
+    done
+}
+
 for ph in "${phases[@]}"; do
     echo "=== $ph"
     case "$ph" in
@@ -174,6 +219,7 @@ for ph in "${phases[@]}"; do
     test) phase_test 2>&1 | tee "$LOGS/test.log" ;;
     train) phase_train 2>&1 | tee "$LOGS/train.log" ;;
     bench) phase_bench 2>&1 | tee "$LOGS/bench.log" ;;
+    sanitize) phase_sanitize 2>&1 | tee "$LOGS/sanitize.log" ;;
     esac
 done
 echo "=== summary (logs in $LOGS)"
