@@ -19,7 +19,9 @@
 #          GCX_SANITIZE_SECONDS (default 240)
 # --bundle FILE: unpack a bundle made by scripts/gpu_bundle.sh (on a machine with
 # gcx's build dependencies, same commit) instead of building here; its libraries
-# and datasets are used. Without it the binaries are built with make.
+# and datasets are used (it unpacks into this checkout, replacing binaries built
+# here: after trying it on a development machine, run make all bench build-cuda-tests).
+# Without it the binaries are built with make.
 # Environment: DEPTHS, ROUNDS, STEPS for bench/resnet_gpu.sh; GCX_TRAIN_STEPS
 # (default 200) for the CharLSTM comparison.
 set -uo pipefail
