@@ -25,22 +25,10 @@
 typedef LstmLmActs Workspace;
 
 typedef struct {
-    LstmLmConfig cfg;
-    int max_batch, max_T;
-    /* parameter indices in the table */
-    int i_enc, i_dec_w, i_dec_b;
-    int *i_wih, *i_whh, *i_bih, *i_bhh; /* [L] */
+    LstmLmCore k; /* config, indices, carried state, dropout, pending backward */
     Workspace train, eval;
     int eval_ready;
-    /* carried state: h and c of each layer, [L][N,H] each */
-    float *carry_h, *carry_c;
-    int carry_n;
-    /* dropout */
-    uint64_t drop_seed, drop_step;
-    /* what the pending backward needs */
-    int have_cache, cache_T, cache_N;
-    uint64_t cache_step;
-    int *cache_tokens, *cache_targets; /* [T*N] */
+    int *cache_tokens, *cache_targets; /* [T*N]: the pending backward's batch */
 } LstmLm;
 
 static const ModelOps lstm_lm_ops;
@@ -171,7 +159,7 @@ static void fill_uniform(float *p, size_t n, float r, Rng *rng) {
 
 void lstm_lm_init_params(Model *m, uint64_t seed) {
     LstmLm *lm = m->impl;
-    const LstmLmConfig *c = &lm->cfg;
+    const LstmLmConfig *c = &lm->k.cfg;
     const int H = c->hidden;
     Rng rng;
     rng_init(&rng, seed, 0x4C53544DULL /* "LSTM" */);
@@ -187,7 +175,7 @@ void lstm_lm_init_params(Model *m, uint64_t seed) {
         } else {
             if (p->kind == PK_LSTM_WEIGHT || p->kind == PK_LSTM_BIAS)
                 fill_uniform(w, p->numel, 1.0f / sqrtf((float)H), &rng); /* torch.nn.LSTM default */
-            else if (k == lm->i_dec_b)
+            else if (k == lm->k.i_dec_b)
                 ; /* word_language_model: decoder.bias zero */
             else
                 fill_uniform(w, p->numel, c->init_range, &rng); /* encoder, decoder weight */
@@ -195,7 +183,7 @@ void lstm_lm_init_params(Model *m, uint64_t seed) {
     }
     if (c->init == LSTM_LM_INIT_ZAREMBA || c->forget_bias != 0.0f) {
         for (int l = 0; l < c->layers; l++) {
-            float *bih = m->params + m->pt.t[lm->i_bih[l]].offset, *bhh = m->params + m->pt.t[lm->i_bhh[l]].offset;
+            float *bih = m->params + m->pt.t[lm->k.i_bih[l]].offset, *bhh = m->params + m->pt.t[lm->k.i_bhh[l]].offset;
             for (int j = H; j < 2 * H; j++) { /* forget gate block [H, 2H) */
                 bih[j] = c->forget_bias;
                 bhh[j] = 0.0f;
@@ -210,164 +198,110 @@ Model *lstm_lm_create(const LstmLmConfig *cfg, int max_batch, int max_T) {
     LstmLm *lm = callocCheck(1, sizeof *lm);
     m->ops = &lstm_lm_ops;
     m->impl = lm;
-    lm->cfg = *cfg;
-    lm->max_batch = max_batch;
-    lm->max_T = max_T;
+    lstm_lm_core_init(&lm->k, cfg, max_batch, max_T);
     const int V = cfg->vocab, E = cfg->emb, H = cfg->hidden, L = cfg->layers;
-    lm->i_wih = mallocCheck(4 * (size_t)L * sizeof(int));
-    lm->i_whh = lm->i_wih + L;
-    lm->i_bih = lm->i_whh + L;
-    lm->i_bhh = lm->i_bih + L;
 
     param_table_init(&m->pt);
     char name[PARAM_NAME_MAX];
-    lm->i_enc = param_table_add(&m->pt, "encoder.weight", PK_EMBEDDING, 2, (int[]){V, E});
+    lm->k.i_enc = param_table_add(&m->pt, "encoder.weight", PK_EMBEDDING, 2, (int[]){V, E});
     for (int l = 0; l < L; l++) {
         int in = l == 0 ? E : H;
         snprintf(name, sizeof name, "rnn.weight_ih_l%d", l);
-        lm->i_wih[l] = param_table_add(&m->pt, name, PK_LSTM_WEIGHT, 2, (int[]){4 * H, in});
+        lm->k.i_wih[l] = param_table_add(&m->pt, name, PK_LSTM_WEIGHT, 2, (int[]){4 * H, in});
         snprintf(name, sizeof name, "rnn.weight_hh_l%d", l);
-        lm->i_whh[l] = param_table_add(&m->pt, name, PK_LSTM_WEIGHT, 2, (int[]){4 * H, H});
+        lm->k.i_whh[l] = param_table_add(&m->pt, name, PK_LSTM_WEIGHT, 2, (int[]){4 * H, H});
         snprintf(name, sizeof name, "rnn.bias_ih_l%d", l);
-        lm->i_bih[l] = param_table_add(&m->pt, name, PK_LSTM_BIAS, 1, (int[]){4 * H});
+        lm->k.i_bih[l] = param_table_add(&m->pt, name, PK_LSTM_BIAS, 1, (int[]){4 * H});
         snprintf(name, sizeof name, "rnn.bias_hh_l%d", l);
-        lm->i_bhh[l] = param_table_add(&m->pt, name, PK_LSTM_BIAS, 1, (int[]){4 * H});
+        lm->k.i_bhh[l] = param_table_add(&m->pt, name, PK_LSTM_BIAS, 1, (int[]){4 * H});
     }
-    lm->i_dec_w = cfg->tie_weights ? lm->i_enc
+    lm->k.i_dec_w = cfg->tie_weights ? lm->k.i_enc
                                    : param_table_add(&m->pt, "decoder.weight", PK_FC_WEIGHT, 2, (int[]){V, H});
-    lm->i_dec_b = param_table_add(&m->pt, "decoder.bias", PK_BIAS, 1, (int[]){V});
+    lm->k.i_dec_b = param_table_add(&m->pt, "decoder.bias", PK_BIAS, 1, (int[]){V});
     m->params = param_arena_alloc(&m->pt);
     m->grads = param_arena_alloc(&m->pt);
     m->state = NULL;
     m->nstate = 0;
 
     workspace_alloc(&lm->train, cfg, max_batch, max_T, 1);
-    lm->carry_h = callocCheck((size_t)L * max_batch * H, sizeof(float));
-    lm->carry_c = callocCheck((size_t)L * max_batch * H, sizeof(float));
     lm->cache_tokens = mallocCheck(2 * (size_t)max_batch * max_T * sizeof(int));
     lm->cache_targets = lm->cache_tokens + (size_t)max_batch * max_T;
-    lm->drop_seed = cfg->seed;
     lstm_lm_init_params(m, cfg->seed);
     return m;
 }
 
 void lstm_lm_set_dropout_seed(Model *m, uint64_t seed, uint64_t step) {
     LstmLm *lm = m->impl;
-    lm->drop_seed = seed;
-    lm->drop_step = step;
+    lm->k.drop_seed = seed;
+    lm->k.drop_step = step;
 }
 
-const LstmLmConfig *lstm_lm_config(const Model *m) { return &((const LstmLm *)m->impl)->cfg; }
+const LstmLmConfig *lstm_lm_config(const Model *m) { return &((const LstmLm *)m->impl)->k.cfg; }
 
 int lstm_lm_carried_state(const Model *m, int l, const float **h /*N,H*/, const float **c /*N,H*/, int *n) {
-    const LstmLm *lm = m->impl;
-    if (l < 0 || l >= lm->cfg.layers) return -GC_ERR_PARAM;
-    size_t off = (size_t)l * lm->max_batch * lm->cfg.hidden;
-    if (h) *h = lm->carry_h + off;
-    if (c) *c = lm->carry_c + off;
-    if (n) *n = lm->carry_n;
-    return 0;
+    return lstm_lm_core_carried_state(&((const LstmLm *)m->impl)->k, l, h, c, n);
 }
 
-static void lstm_lm_reset_state(Model *m) {
-    LstmLm *lm = m->impl;
-    size_t n = (size_t)lm->cfg.layers * lm->max_batch * lm->cfg.hidden;
-    memset(lm->carry_h, 0, n * sizeof(float));
-    memset(lm->carry_c, 0, n * sizeof(float));
-    lm->carry_n = 0;
-}
-
-__attribute__((format(printf, 4, 5))) static float fail_forward(LstmLm *lm, int train, BatchStats *st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "error: lstm_lm forward: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    if (train) lm->have_cache = 0; /* a failed evaluation keeps a pending backward */
-    if (st) memset(st, 0, sizeof *st);
-    return NAN;
-}
+static void lstm_lm_reset_state(Model *m) { lstm_lm_core_reset_state(&((LstmLm *)m->impl)->k); }
 
 static float lstm_lm_forward(Model *m, const Batch *b, int train, BatchStats *st) {
     LstmLm *lm = m->impl;
-    const LstmLmConfig *c = &lm->cfg;
+    const LstmLmConfig *c = &lm->k.cfg;
     const int V = c->vocab, E = c->emb, H = c->hidden, L = c->layers;
-    if (!b || !b->tokens || !b->y) return fail_forward(lm, train, st, "batch without tokens or targets");
-    const int N = b->N, T = b->T;
-    if (N < 1 || N > lm->max_batch) return fail_forward(lm, train, st, "batch size %d outside 1..%d", N, lm->max_batch);
-    if (T < 1 || T > lm->max_T) return fail_forward(lm, train, st, "sequence length %d outside 1..%d", T, lm->max_T);
-    const int TN = T * N;
-    int bad = embedding_check_tokens(b->tokens, TN, V);
-    if (bad >= 0) return fail_forward(lm, train, st, "token %d at %d outside [0, %d)", b->tokens[bad], bad, V);
-    bad = embedding_check_tokens(b->y, TN, V);
-    if (bad >= 0) return fail_forward(lm, train, st, "target %d at %d outside [0, %d)", b->y[bad], bad, V);
-
+    if (lstm_lm_core_check_batch(&lm->k, b, train, st)) return NAN;
+    const int N = b->N, T = b->T, TN = T * N;
     if (!train && !lm->eval_ready) {
-        workspace_alloc(&lm->eval, c, lm->max_batch, lm->max_T, 0);
+        workspace_alloc(&lm->eval, c, lm->k.max_batch, lm->k.max_T, 0);
         lm->eval_ready = 1;
     }
     Workspace *w = train ? &lm->train : &lm->eval;
-    if (train) lm->have_cache = 0;
-    if (N != lm->carry_n) { /* a new batch size cannot continue the old state */
-        lstm_lm_reset_state(m);
-        lm->carry_n = N;
-    }
+    lstm_lm_core_begin(&lm->k, train, N);
     const float p = train ? c->dropout : 0.0f;
-    const uint64_t step = lm->drop_step;
+    const uint64_t step = lm->k.drop_step;
     const float *P = m->params;
     const size_t NH = (size_t)N * H;
 
-    embedding_forward(w->xs[0], b->tokens, P + m->pt.t[lm->i_enc].offset, TN, V, E);
-    dropout_forward(w->xs[0], w->xs[0], p, dropout_seed(lm->drop_seed, step, 0), (size_t)TN * E);
+    embedding_forward(w->xs[0], b->tokens, P + m->pt.t[lm->k.i_enc].offset, TN, V, E);
+    dropout_forward(w->xs[0], w->xs[0], p, dropout_seed(lm->k.drop_seed, step, 0), (size_t)TN * E);
     for (int l = 0; l < L; l++) {
-        float *ch = lm->carry_h + (size_t)l * lm->max_batch * H, *cc = lm->carry_c + (size_t)l * lm->max_batch * H;
+        float *ch = lm->k.carry_h + (size_t)l * lm->k.max_batch * H, *cc = lm->k.carry_c + (size_t)l * lm->k.max_batch * H;
         memcpy(w->hs[l], ch, NH * sizeof(float));
         memcpy(w->cs[l], cc, NH * sizeof(float));
-        lstm_forward(w->hs[l], w->cs[l], w->gates[l], w->tanhc[l], w->xs[l], P + m->pt.t[lm->i_wih[l]].offset,
-                     P + m->pt.t[lm->i_whh[l]].offset, P + m->pt.t[lm->i_bih[l]].offset,
-                     P + m->pt.t[lm->i_bhh[l]].offset, T, N, l == 0 ? E : H, H);
+        lstm_forward(w->hs[l], w->cs[l], w->gates[l], w->tanhc[l], w->xs[l], P + m->pt.t[lm->k.i_wih[l]].offset,
+                     P + m->pt.t[lm->k.i_whh[l]].offset, P + m->pt.t[lm->k.i_bih[l]].offset,
+                     P + m->pt.t[lm->k.i_bhh[l]].offset, T, N, l == 0 ? E : H, H);
         /* truncated BPTT: the next batch starts from this batch's final state */
         memcpy(ch, w->hs[l] + (size_t)T * NH, NH * sizeof(float));
         memcpy(cc, w->cs[l] + (size_t)T * NH, NH * sizeof(float));
         float *next = l + 1 < L ? w->xs[l + 1] : w->y;
-        dropout_forward(next, w->hs[l] + NH, p, dropout_seed(lm->drop_seed, step, (uint64_t)l + 1), (size_t)TN * H);
+        dropout_forward(next, w->hs[l] + NH, p, dropout_seed(lm->k.drop_seed, step, (uint64_t)l + 1), (size_t)TN * H);
     }
-    linear_forward(w->logits, w->y, P + m->pt.t[lm->i_dec_w].offset, P + m->pt.t[lm->i_dec_b].offset, TN, H, V);
+    linear_forward(w->logits, w->y, P + m->pt.t[lm->k.i_dec_w].offset, P + m->pt.t[lm->k.i_dec_b].offset, TN, H, V);
     long correct = 0;
     float loss = softmax_ce_forward(w->probs, &correct, w->logits, b->y, TN, V);
-    if (st) {
-        st->loss = loss;
-        st->correct = correct;
-        st->count = TN;
-    }
     if (train) {
-        lm->have_cache = 1;
-        lm->cache_T = T;
-        lm->cache_N = N;
-        lm->cache_step = step;
         memcpy(lm->cache_tokens, b->tokens, (size_t)TN * sizeof(int));
         memcpy(lm->cache_targets, b->y, (size_t)TN * sizeof(int));
-        lm->drop_step++;
     }
+    lstm_lm_core_end(&lm->k, train, T, N, loss, correct, st);
     return loss;
 }
 
 static void lstm_lm_backward(Model *m) {
     LstmLm *lm = m->impl;
-    const LstmLmConfig *c = &lm->cfg;
+    const LstmLmConfig *c = &lm->k.cfg;
     const int V = c->vocab, E = c->emb, H = c->hidden, L = c->layers;
     memset(m->grads, 0, m->pt.total * sizeof(float));
-    if (!lm->have_cache) {
+    if (!lm->k.have_cache) {
         fprintf(stderr, "error: lstm_lm backward without a preceding successful training forward; "
                         "gradients set to zero\n");
         return;
     }
-    lm->have_cache = 0; /* the backward reuses the logits buffer for dlogits */
+    lm->k.have_cache = 0; /* the backward reuses the logits buffer for dlogits */
     Workspace *w = &lm->train;
-    const int T = lm->cache_T, N = lm->cache_N, TN = T * N;
+    const int T = lm->k.cache_T, N = lm->k.cache_N, TN = T * N;
     const float p = c->dropout;
-    const uint64_t step = lm->cache_step;
+    const uint64_t step = lm->k.cache_step;
     const float *P = m->params;
     float *G = m->grads;
 #define OFF(idx) (m->pt.t[(idx)].offset)
@@ -377,22 +311,22 @@ static void lstm_lm_backward(Model *m) {
     float *dlogits = w->logits;
     softmax_ce_backward(dlogits, w->probs, lm->cache_targets, scale, TN, V);
     /* logits = y @ dec_w^T + dec_b (dec_w is encoder.weight when tied: its grad adds up) */
-    linear_backward(w->dh, G + OFF(lm->i_dec_w), G + OFF(lm->i_dec_b), dlogits, w->y, P + OFF(lm->i_dec_w), TN, H,
+    linear_backward(w->dh, G + OFF(lm->k.i_dec_w), G + OFF(lm->k.i_dec_b), dlogits, w->y, P + OFF(lm->k.i_dec_w), TN, H,
                     V);
     /* y = dropout(h of layer L-1) */
-    dropout_backward(w->dh, w->dh, p, dropout_seed(lm->drop_seed, step, (uint64_t)L), (size_t)TN * H);
+    dropout_backward(w->dh, w->dh, p, dropout_seed(lm->k.drop_seed, step, (uint64_t)L), (size_t)TN * H);
     for (int l = L - 1; l >= 0; l--) {
         const int in = l == 0 ? E : H;
         /* hs[l][1..T] = lstm(xs[l]) from the carried state (no gradient into it) */
-        lstm_backward(w->dx, NULL, NULL, G + OFF(lm->i_wih[l]), G + OFF(lm->i_whh[l]), G + OFF(lm->i_bih[l]),
-                      G + OFF(lm->i_bhh[l]), w->dgates, w->dstate, w->dh, w->hs[l], w->cs[l], w->gates[l],
-                      w->tanhc[l], w->xs[l], P + OFF(lm->i_wih[l]), P + OFF(lm->i_whh[l]), T, N, in, H);
+        lstm_backward(w->dx, NULL, NULL, G + OFF(lm->k.i_wih[l]), G + OFF(lm->k.i_whh[l]), G + OFF(lm->k.i_bih[l]),
+                      G + OFF(lm->k.i_bhh[l]), w->dgates, w->dstate, w->dh, w->hs[l], w->cs[l], w->gates[l],
+                      w->tanhc[l], w->xs[l], P + OFF(lm->k.i_wih[l]), P + OFF(lm->k.i_whh[l]), T, N, in, H);
         if (l > 0) /* xs[l] = dropout(h of layer l-1) */
-            dropout_backward(w->dh, w->dx, p, dropout_seed(lm->drop_seed, step, (uint64_t)l), (size_t)TN * H);
+            dropout_backward(w->dh, w->dx, p, dropout_seed(lm->k.drop_seed, step, (uint64_t)l), (size_t)TN * H);
     }
     /* xs[0] = dropout(embedding(tokens)) */
-    dropout_backward(w->dx, w->dx, p, dropout_seed(lm->drop_seed, step, 0), (size_t)TN * E);
-    embedding_backward(G + OFF(lm->i_enc), w->dx, lm->cache_tokens, TN, V, E);
+    dropout_backward(w->dx, w->dx, p, dropout_seed(lm->k.drop_seed, step, 0), (size_t)TN * E);
+    embedding_backward(G + OFF(lm->k.i_enc), w->dx, lm->cache_tokens, TN, V, E);
 #undef OFF
 }
 
@@ -402,10 +336,8 @@ static void lstm_lm_free(Model *m) {
     if (lm) {
         workspace_free(&lm->train);
         if (lm->eval_ready) workspace_free(&lm->eval);
-        free(lm->carry_h);
-        free(lm->carry_c);
+        lstm_lm_core_free(&lm->k);
         free(lm->cache_tokens);
-        free(lm->i_wih);
         free(lm);
     }
     param_arena_free(m->params);
@@ -414,31 +346,120 @@ static void lstm_lm_free(Model *m) {
     free(m);
 }
 
-int lstm_lm_state_sections(CkptSection *out, int cap, float *carry_h, float *carry_c, size_t carry_bytes, int *carry_n,
-                           uint64_t *drop_step) {
+/* ---- LstmLmCore: shared with the GPU model (nn/lstm_lm_cuda.c) ---- */
+
+void lstm_lm_core_init(LstmLmCore *k, const LstmLmConfig *cfg, int max_batch, int max_T) {
+    memset(k, 0, sizeof *k);
+    k->cfg = *cfg;
+    k->max_batch = max_batch;
+    k->max_T = max_T;
+    const int L = cfg->layers;
+    k->i_wih = mallocCheck(4 * (size_t)L * sizeof(int));
+    k->i_whh = k->i_wih + L;
+    k->i_bih = k->i_whh + L;
+    k->i_bhh = k->i_bih + L;
+    k->carry_h = callocCheck((size_t)L * max_batch * cfg->hidden, sizeof(float));
+    k->carry_c = callocCheck((size_t)L * max_batch * cfg->hidden, sizeof(float));
+    k->drop_seed = cfg->seed;
+}
+
+void lstm_lm_core_free(LstmLmCore *k) {
+    free(k->carry_h);
+    free(k->carry_c);
+    free(k->i_wih);
+    memset(k, 0, sizeof *k);
+}
+
+int lstm_lm_core_carried_state(const LstmLmCore *k, int l, const float **h /*N,H*/, const float **c /*N,H*/, int *n) {
+    if (l < 0 || l >= k->cfg.layers) return -GC_ERR_PARAM;
+    size_t off = (size_t)l * k->max_batch * k->cfg.hidden;
+    if (h) *h = k->carry_h + off;
+    if (c) *c = k->carry_c + off;
+    if (n) *n = k->carry_n;
+    return 0;
+}
+
+void lstm_lm_core_reset_state(LstmLmCore *k) {
+    size_t n = (size_t)k->cfg.layers * k->max_batch * k->cfg.hidden;
+    memset(k->carry_h, 0, n * sizeof(float));
+    memset(k->carry_c, 0, n * sizeof(float));
+    k->carry_n = 0;
+}
+
+float lstm_lm_core_fail(LstmLmCore *k, int train, BatchStats *st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: lstm_lm forward: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    if (train) k->have_cache = 0; /* a failed evaluation keeps a pending backward */
+    if (st) memset(st, 0, sizeof *st);
+    return NAN;
+}
+
+int lstm_lm_core_check_batch(LstmLmCore *k, const Batch *b, int train, BatchStats *st) {
+    const int V = k->cfg.vocab;
+    if (!b || !b->tokens || !b->y) return lstm_lm_core_fail(k, train, st, "batch without tokens or targets"), -1;
+    const int N = b->N, T = b->T;
+    if (N < 1 || N > k->max_batch)
+        return lstm_lm_core_fail(k, train, st, "batch size %d outside 1..%d", N, k->max_batch), -1;
+    if (T < 1 || T > k->max_T)
+        return lstm_lm_core_fail(k, train, st, "sequence length %d outside 1..%d", T, k->max_T), -1;
+    int bad = embedding_check_tokens(b->tokens, T * N, V);
+    if (bad >= 0)
+        return lstm_lm_core_fail(k, train, st, "token %d at %d outside [0, %d)", b->tokens[bad], bad, V), -1;
+    bad = embedding_check_tokens(b->y, T * N, V);
+    if (bad >= 0) return lstm_lm_core_fail(k, train, st, "target %d at %d outside [0, %d)", b->y[bad], bad, V), -1;
+    return 0;
+}
+
+void lstm_lm_core_begin(LstmLmCore *k, int train, int N) {
+    if (train) k->have_cache = 0;
+    if (N != k->carry_n) { /* a new batch size cannot continue the old state */
+        lstm_lm_core_reset_state(k);
+        k->carry_n = N;
+    }
+}
+
+void lstm_lm_core_end(LstmLmCore *k, int train, int T, int N, float loss, long correct, BatchStats *st) {
+    if (st) {
+        st->loss = loss;
+        st->correct = correct;
+        st->count = T * N;
+    }
+    if (train) {
+        k->have_cache = 1;
+        k->cache_T = T;
+        k->cache_N = N;
+        k->cache_step = k->drop_step;
+        k->drop_step++;
+    }
+}
+
+int lstm_lm_core_ckpt_sections(LstmLmCore *k, CkptSection *out, int cap) {
+    const size_t carry_bytes = (size_t)k->cfg.layers * k->max_batch * k->cfg.hidden * sizeof(float);
     const struct {
         const char *name;
         void *p;
         size_t len;
-    } s[] = {{"carry_h", carry_h, carry_bytes},
-             {"carry_c", carry_c, carry_bytes},
-             {"carry_n", carry_n, sizeof *carry_n},
-             {"drop_step", drop_step, sizeof *drop_step}};
-    int k = 0;
-    for (size_t i = 0; i < sizeof s / sizeof s[0] && k < cap; i++, k++) {
-        snprintf(out[k].name, CKPT_NAME_MAX, "%s", s[i].name);
-        out[k].data = s[i].p;
-        out[k].len = s[i].len;
+    } s[] = {{"carry_h", k->carry_h, carry_bytes},
+             {"carry_c", k->carry_c, carry_bytes},
+             {"carry_n", &k->carry_n, sizeof k->carry_n},
+             {"drop_step", &k->drop_step, sizeof k->drop_step}};
+    int n = 0;
+    for (size_t i = 0; i < sizeof s / sizeof s[0] && n < cap; i++, n++) {
+        snprintf(out[n].name, CKPT_NAME_MAX, "%s", s[i].name);
+        out[n].data = s[i].p;
+        out[n].len = s[i].len;
     }
-    return k;
+    return n;
 }
 
 /* the carried (h, c) of every layer, how many sequences it holds, and the
  * dropout step: what an exact resume needs beyond the parameters */
 static int lstm_lm_ckpt_sections(Model *m, CkptSection *out, int cap) {
-    LstmLm *lm = m->impl;
-    size_t n = (size_t)lm->cfg.layers * (size_t)lm->max_batch * (size_t)lm->cfg.hidden * sizeof(float);
-    return lstm_lm_state_sections(out, cap, lm->carry_h, lm->carry_c, n, &lm->carry_n, &lm->drop_step);
+    return lstm_lm_core_ckpt_sections(&((LstmLm *)m->impl)->k, out, cap);
 }
 
 static const ModelOps lstm_lm_ops = {

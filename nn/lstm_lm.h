@@ -123,12 +123,43 @@ void lstm_lm_acts_place(LstmLmActs *w, float *mem, const LstmLmConfig *c, int NB
 /* frees the pointer arrays (not mem) and zeroes w */
 void lstm_lm_acts_release(LstmLmActs *w);
 
-/* The checkpoint sections of an LSTM LM's carried state: the (h, c) of every
- * layer (carry_bytes each), how many sequences they hold, the dropout step.
- * The CPU and GPU models both use it, so a checkpoint moves between them.
- * out: [cap]; returns the number of sections written */
-int lstm_lm_state_sections(CkptSection *out, int cap, float *carry_h, float *carry_c, size_t carry_bytes, int *carry_n,
-                           uint64_t *drop_step);
+/* What the CPU model and its GPU twin (nn/lstm_lm_cuda.c) keep alike, on the
+ * host: config and sizes, the tensors' indices in the parameter table, the
+ * carried state, the dropout counters and the batch a pending backward needs. */
+typedef struct {
+    LstmLmConfig cfg;
+    int max_batch, max_T;
+    int i_enc, i_dec_w, i_dec_b;        /* parameter indices in the table */
+    int *i_wih, *i_whh, *i_bih, *i_bhh; /* [L] */
+    float *carry_h, *carry_c;           /* [L][max_batch,H] each: h and c carried to the next batch */
+    int carry_n;                        /* sequences the carried state holds */
+    uint64_t drop_seed, drop_step;
+    int have_cache, cache_T, cache_N;   /* the pending backward's batch */
+    uint64_t cache_step;
+} LstmLmCore;
+
+/* cfg and sizes, drop_seed = cfg->seed, the index arrays and a zeroed carried state */
+void lstm_lm_core_init(LstmLmCore *k, const LstmLmConfig *cfg, int max_batch, int max_T);
+void lstm_lm_core_free(LstmLmCore *k);
+/* lstm_lm_carried_state of the model that holds k */
+int lstm_lm_core_carried_state(const LstmLmCore *k, int l, const float **h /*N,H*/, const float **c /*N,H*/, int *n);
+void lstm_lm_core_reset_state(LstmLmCore *k);
+/* a failed forward: prints "error: lstm_lm forward: <fmt>", drops the pending
+ * backward of a training forward (a failed evaluation keeps it), zeroes st; NAN */
+__attribute__((format(printf, 4, 5))) float lstm_lm_core_fail(LstmLmCore *k, int train, BatchStats *st,
+                                                              const char *fmt, ...);
+/* the batch's sizes, tokens and targets: 0, or -1 after lstm_lm_core_fail */
+int lstm_lm_core_check_batch(LstmLmCore *k, const Batch *b, int train, BatchStats *st);
+/* before the forward of a checked batch of N sequences: a training forward drops
+ * the pending backward, and a new batch size resets the carried state */
+void lstm_lm_core_begin(LstmLmCore *k, int train, int N);
+/* after a forward of T steps of N sequences: st gets the loss and hit count; a
+ * training forward records its batch for the backward and advances the dropout step */
+void lstm_lm_core_end(LstmLmCore *k, int train, int T, int N, float loss, long correct, BatchStats *st);
+/* The checkpoint sections of the carried state: the (h, c) of every layer, how
+ * many sequences they hold, the dropout step. The CPU and GPU models both use
+ * it, so a checkpoint moves between them. out: [cap]; returns the number written */
+int lstm_lm_core_ckpt_sections(LstmLmCore *k, CkptSection *out, int cap);
 
 /* 1 when the config and sizes are valid, else 0 after printing why on stderr
  * (lstm_lm_create and the GPU twin, nn/lstm_lm_cuda.h, check with it) */

@@ -8,7 +8,6 @@
 #include "nn/lstm_lm_cuda.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,21 +33,10 @@ typedef struct {
 
 typedef struct {
     CudaMirror mr; /* first: model_cuda_copy_stats finds it here */
-    LstmLmConfig cfg;
-    int max_batch, max_T;
-    /* parameter indices in the table */
-    int i_enc, i_dec_w, i_dec_b;
-    int *i_wih, *i_whh, *i_bih, *i_bhh; /* [L] */
+    LstmLmCore k;  /* the CPU model's: config, indices, carried state (HOST), dropout, pending
+                      backward (whose tokens and targets stay in train.tokens/targets) */
     Workspace train, eval;
     int eval_ready;
-    /* carried state, HOST: h and c of each layer, [L][max_batch,H] each (the CPU layout) */
-    float *carry_h, *carry_c;
-    int carry_n;
-    /* dropout */
-    uint64_t drop_seed, drop_step;
-    /* what the pending backward needs (tokens and targets stay in train.tokens/targets) */
-    int have_cache, cache_T, cache_N;
-    uint64_t cache_step;
 } LstmLmCuda;
 
 static const ModelOps lstm_lm_cuda_ops;
@@ -100,13 +88,7 @@ Model *lstm_lm_create_cuda(const LstmLmConfig *cfg, int max_batch, int max_T) {
     if (!twin) return NULL;
     const int V = cfg->vocab, E = cfg->emb, H = cfg->hidden, L = cfg->layers;
     LstmLmCuda *lm = callocCheck(1, sizeof *lm);
-    lm->cfg = *cfg;
-    lm->max_batch = max_batch;
-    lm->max_T = max_T;
-    lm->i_wih = mallocCheck(4 * (size_t)L * sizeof(int));
-    lm->i_whh = lm->i_wih + L;
-    lm->i_bih = lm->i_whh + L;
-    lm->i_bhh = lm->i_bih + L;
+    lstm_lm_core_init(&lm->k, cfg, max_batch, max_T);
     Model *m = callocCheck(1, sizeof(Model));
     m->ops = &lstm_lm_cuda_ops;
     m->impl = lm;
@@ -119,31 +101,31 @@ Model *lstm_lm_create_cuda(const LstmLmConfig *cfg, int max_batch, int max_T) {
     /* units find their tensors by name in the CPU model's table */
     int ok = 1;
     char name[PARAM_NAME_MAX];
-    lm->i_enc = find_tensor(m, "encoder.weight", (size_t)V * E);
-    ok &= lm->i_enc >= 0;
+    lm->k.i_enc = find_tensor(m, "encoder.weight", (size_t)V * E);
+    ok &= lm->k.i_enc >= 0;
     for (int l = 0; l < L; l++) {
         const size_t in = l == 0 ? (size_t)E : (size_t)H;
         snprintf(name, sizeof name, "rnn.weight_ih_l%d", l);
-        ok &= (lm->i_wih[l] = find_tensor(m, name, 4 * (size_t)H * in)) >= 0;
+        ok &= (lm->k.i_wih[l] = find_tensor(m, name, 4 * (size_t)H * in)) >= 0;
         snprintf(name, sizeof name, "rnn.weight_hh_l%d", l);
-        ok &= (lm->i_whh[l] = find_tensor(m, name, 4 * (size_t)H * H)) >= 0;
+        ok &= (lm->k.i_whh[l] = find_tensor(m, name, 4 * (size_t)H * H)) >= 0;
         snprintf(name, sizeof name, "rnn.bias_ih_l%d", l);
-        ok &= (lm->i_bih[l] = find_tensor(m, name, 4 * (size_t)H)) >= 0;
+        ok &= (lm->k.i_bih[l] = find_tensor(m, name, 4 * (size_t)H)) >= 0;
         snprintf(name, sizeof name, "rnn.bias_hh_l%d", l);
-        ok &= (lm->i_bhh[l] = find_tensor(m, name, 4 * (size_t)H)) >= 0;
+        ok &= (lm->k.i_bhh[l] = find_tensor(m, name, 4 * (size_t)H)) >= 0;
     }
     if (cfg->tie_weights) {
-        lm->i_dec_w = lm->i_enc; /* the decoder weight IS encoder.weight */
+        lm->k.i_dec_w = lm->k.i_enc; /* the decoder weight IS encoder.weight */
         if (param_table_find(&m->pt, "decoder.weight") >= 0) {
             fprintf(stderr, "error: GPU LSTM LM: the tied CPU model has a decoder.weight\n");
             ok = 0;
         }
     } else {
-        lm->i_dec_w = find_tensor(m, "decoder.weight", (size_t)V * H);
-        ok &= lm->i_dec_w >= 0;
+        lm->k.i_dec_w = find_tensor(m, "decoder.weight", (size_t)V * H);
+        ok &= lm->k.i_dec_w >= 0;
     }
-    lm->i_dec_b = find_tensor(m, "decoder.bias", (size_t)V);
-    ok &= lm->i_dec_b >= 0;
+    lm->k.i_dec_b = find_tensor(m, "decoder.bias", (size_t)V);
+    ok &= lm->k.i_dec_b >= 0;
     const int want_n = 4 * L + (cfg->tie_weights ? 2 : 3); /* encoder, 4 per layer, [decoder.weight,] decoder.bias */
     if (ok && (twin->pt.n != want_n || twin->nstate != 0 || m->pt.total != twin->pt.total)) {
         fprintf(stderr, "error: GPU LSTM LM: the CPU model has %d tensors and %zu state floats (want %d and 0)\n",
@@ -161,9 +143,6 @@ Model *lstm_lm_create_cuda(const LstmLmConfig *cfg, int max_batch, int max_T) {
     }
     model_free(twin);
     if (ok) ok = workspace_alloc(&lm->train, cfg, max_batch, max_T, 1, "the training activations") == 0;
-    lm->carry_h = callocCheck((size_t)L * max_batch * H, sizeof(float));
-    lm->carry_c = callocCheck((size_t)L * max_batch * H, sizeof(float));
-    lm->drop_seed = cfg->seed;
     if (!ok) {
         lstm_lm_cuda_free(m);
         return NULL;
@@ -173,7 +152,7 @@ Model *lstm_lm_create_cuda(const LstmLmConfig *cfg, int max_batch, int max_T) {
 
 void lstm_lm_init_params_cuda(Model *m, uint64_t seed) {
     LstmLmCuda *lm = m->impl;
-    Model *twin = lstm_lm_create(&lm->cfg, 1, 1);
+    Model *twin = lstm_lm_create(&lm->k.cfg, 1, 1);
     if (!twin) {
         fprintf(stderr, "error: lstm_lm_init_params_cuda: cannot make the CPU twin\n");
         exit(1);
@@ -185,42 +164,17 @@ void lstm_lm_init_params_cuda(Model *m, uint64_t seed) {
 
 void lstm_lm_set_dropout_seed_cuda(Model *m, uint64_t seed, uint64_t step) {
     LstmLmCuda *lm = m->impl;
-    lm->drop_seed = seed;
-    lm->drop_step = step;
+    lm->k.drop_seed = seed;
+    lm->k.drop_step = step;
 }
 
-const LstmLmConfig *lstm_lm_config_cuda(const Model *m) { return &((const LstmLmCuda *)m->impl)->cfg; }
+const LstmLmConfig *lstm_lm_config_cuda(const Model *m) { return &((const LstmLmCuda *)m->impl)->k.cfg; }
 
 int lstm_lm_carried_state_cuda(const Model *m, int l, const float **h /*N,H*/, const float **c /*N,H*/, int *n) {
-    const LstmLmCuda *lm = m->impl;
-    if (l < 0 || l >= lm->cfg.layers) return -GC_ERR_PARAM;
-    size_t off = (size_t)l * lm->max_batch * lm->cfg.hidden;
-    if (h) *h = lm->carry_h + off;
-    if (c) *c = lm->carry_c + off;
-    if (n) *n = lm->carry_n;
-    return 0;
+    return lstm_lm_core_carried_state(&((const LstmLmCuda *)m->impl)->k, l, h, c, n);
 }
 
-static void lstm_lm_cuda_reset_state(Model *m) {
-    LstmLmCuda *lm = m->impl;
-    size_t n = (size_t)lm->cfg.layers * lm->max_batch * lm->cfg.hidden;
-    memset(lm->carry_h, 0, n * sizeof(float));
-    memset(lm->carry_c, 0, n * sizeof(float));
-    lm->carry_n = 0;
-}
-
-__attribute__((format(printf, 4, 5))) static float fail_forward(LstmLmCuda *lm, int train, BatchStats *st,
-                                                                const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "error: lstm_lm forward: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    if (train) lm->have_cache = 0; /* a failed evaluation keeps a pending backward */
-    if (st) memset(st, 0, sizeof *st);
-    return NAN;
-}
+static void lstm_lm_cuda_reset_state(Model *m) { lstm_lm_core_reset_state(&((LstmLmCuda *)m->impl)->k); }
 
 /* device parameter / gradient of tensor k */
 static float *DP(Model *m, int k) { return ((LstmLmCuda *)m->impl)->mr.d_params + m->pt.t[k].offset; }
@@ -236,90 +190,67 @@ static void must(int rc, const char *what) {
 
 static float lstm_lm_cuda_forward(Model *m, const Batch *b, int train, BatchStats *st) {
     LstmLmCuda *lm = m->impl;
-    const LstmLmConfig *c = &lm->cfg;
+    const LstmLmConfig *c = &lm->k.cfg;
     const int V = c->vocab, E = c->emb, H = c->hidden, L = c->layers;
-    if (!b || !b->tokens || !b->y) return fail_forward(lm, train, st, "batch without tokens or targets");
-    const int N = b->N, T = b->T;
-    if (N < 1 || N > lm->max_batch) return fail_forward(lm, train, st, "batch size %d outside 1..%d", N, lm->max_batch);
-    if (T < 1 || T > lm->max_T) return fail_forward(lm, train, st, "sequence length %d outside 1..%d", T, lm->max_T);
-    const int TN = T * N;
-    int bad = embedding_check_tokens(b->tokens, TN, V);
-    if (bad >= 0) return fail_forward(lm, train, st, "token %d at %d outside [0, %d)", b->tokens[bad], bad, V);
-    bad = embedding_check_tokens(b->y, TN, V);
-    if (bad >= 0) return fail_forward(lm, train, st, "target %d at %d outside [0, %d)", b->y[bad], bad, V);
-
+    if (lstm_lm_core_check_batch(&lm->k, b, train, st)) return NAN;
+    const int N = b->N, T = b->T, TN = T * N;
     if (!train && !lm->eval_ready) {
-        if (workspace_alloc(&lm->eval, c, lm->max_batch, lm->max_T, 0, "the evaluation activations")) {
+        if (workspace_alloc(&lm->eval, c, lm->k.max_batch, lm->k.max_T, 0, "the evaluation activations")) {
             workspace_free(&lm->eval);
-            return fail_forward(lm, train, st, "out of GPU memory for the evaluation activations");
+            return lstm_lm_core_fail(&lm->k, train, st, "out of GPU memory for the evaluation activations");
         }
         lm->eval_ready = 1;
     }
     Workspace *w = train ? &lm->train : &lm->eval;
-    if (train) lm->have_cache = 0;
-    if (N != lm->carry_n) { /* a new batch size cannot continue the old state */
-        lstm_lm_cuda_reset_state(m);
-        lm->carry_n = N;
-    }
+    lstm_lm_core_begin(&lm->k, train, N);
     const float p = train ? c->dropout : 0.0f;
-    const uint64_t step = lm->drop_step;
+    const uint64_t step = lm->k.drop_step;
     const size_t NH = (size_t)N * H;
 
     cuda_mirror_upload(&lm->mr, m, 0);
     cudaCheck(cudaMemcpy(w->tokens, b->tokens, (size_t)TN * sizeof(int), cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(w->targets, b->y, (size_t)TN * sizeof(int), cudaMemcpyHostToDevice));
 
-    must(embedding_forward_cuda(w->a.xs[0], w->tokens, DP(m, lm->i_enc), TN, V, E), "embedding_forward_cuda");
-    must(dropout_forward_cuda(w->a.xs[0], w->a.xs[0], p, dropout_seed(lm->drop_seed, step, 0), (size_t)TN * E),
+    must(embedding_forward_cuda(w->a.xs[0], w->tokens, DP(m, lm->k.i_enc), TN, V, E), "embedding_forward_cuda");
+    must(dropout_forward_cuda(w->a.xs[0], w->a.xs[0], p, dropout_seed(lm->k.drop_seed, step, 0), (size_t)TN * E),
          "dropout_forward_cuda");
     for (int l = 0; l < L; l++) {
-        float *ch = lm->carry_h + (size_t)l * lm->max_batch * H, *cc = lm->carry_c + (size_t)l * lm->max_batch * H;
+        float *ch = lm->k.carry_h + (size_t)l * lm->k.max_batch * H, *cc = lm->k.carry_c + (size_t)l * lm->k.max_batch * H;
         /* slot 0 = the carried state (host) */
         cudaCheck(cudaMemcpy(w->a.hs[l], ch, NH * sizeof(float), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(w->a.cs[l], cc, NH * sizeof(float), cudaMemcpyHostToDevice));
-        lstm_forward_cuda(w->a.hs[l], w->a.cs[l], w->a.gates[l], w->a.tanhc[l], w->a.xs[l], DP(m, lm->i_wih[l]),
-                          DP(m, lm->i_whh[l]), DP(m, lm->i_bih[l]), DP(m, lm->i_bhh[l]), T, N, l == 0 ? E : H, H);
+        lstm_forward_cuda(w->a.hs[l], w->a.cs[l], w->a.gates[l], w->a.tanhc[l], w->a.xs[l], DP(m, lm->k.i_wih[l]),
+                          DP(m, lm->k.i_whh[l]), DP(m, lm->k.i_bih[l]), DP(m, lm->k.i_bhh[l]), T, N, l == 0 ? E : H, H);
         /* truncated BPTT: the next batch starts from this batch's final state (slot T) */
         cudaCheck(cudaMemcpy(ch, w->a.hs[l] + (size_t)T * NH, NH * sizeof(float), cudaMemcpyDeviceToHost));
         cudaCheck(cudaMemcpy(cc, w->a.cs[l] + (size_t)T * NH, NH * sizeof(float), cudaMemcpyDeviceToHost));
         float *next = l + 1 < L ? w->a.xs[l + 1] : w->a.y;
-        must(dropout_forward_cuda(next, w->a.hs[l] + NH, p, dropout_seed(lm->drop_seed, step, (uint64_t)l + 1),
+        must(dropout_forward_cuda(next, w->a.hs[l] + NH, p, dropout_seed(lm->k.drop_seed, step, (uint64_t)l + 1),
                                   (size_t)TN * H),
              "dropout_forward_cuda");
     }
-    linear_forward_cuda(w->a.logits, w->a.y, DP(m, lm->i_dec_w), DP(m, lm->i_dec_b), TN, H, V);
+    linear_forward_cuda(w->a.logits, w->a.y, DP(m, lm->k.i_dec_w), DP(m, lm->k.i_dec_b), TN, H, V);
     long correct = 0;
     float loss = softmax_ce_forward_cuda(w->a.probs, &correct, w->a.logits, w->targets, TN, V);
-    if (st) {
-        st->loss = loss;
-        st->correct = correct;
-        st->count = TN;
-    }
-    if (train) {
-        lm->have_cache = 1;
-        lm->cache_T = T;
-        lm->cache_N = N;
-        lm->cache_step = step;
-        lm->drop_step++;
-    }
+    lstm_lm_core_end(&lm->k, train, T, N, loss, correct, st);
     return loss;
 }
 
 static void lstm_lm_cuda_backward(Model *m) {
     LstmLmCuda *lm = m->impl;
-    const LstmLmConfig *c = &lm->cfg;
+    const LstmLmConfig *c = &lm->k.cfg;
     const int V = c->vocab, E = c->emb, H = c->hidden, L = c->layers;
-    if (!lm->have_cache) {
+    if (!lm->k.have_cache) {
         memset(m->grads, 0, m->pt.total * sizeof(float));
         fprintf(stderr, "error: lstm_lm backward without a preceding successful training forward; "
                         "gradients set to zero\n");
         return;
     }
-    lm->have_cache = 0; /* the backward reuses the logits buffer for dlogits */
+    lm->k.have_cache = 0; /* the backward reuses the logits buffer for dlogits */
     Workspace *w = &lm->train;
-    const int T = lm->cache_T, N = lm->cache_N, TN = T * N;
+    const int T = lm->k.cache_T, N = lm->k.cache_N, TN = T * N;
     const float p = c->dropout;
-    const uint64_t step = lm->cache_step;
+    const uint64_t step = lm->k.cache_step;
     cudaCheck(cudaMemsetAsync(lm->mr.d_grads, 0, m->pt.total * sizeof(float), 0));
 
     /* loss = scale * sum over tokens of -log softmax(logits)[target] */
@@ -327,25 +258,25 @@ static void lstm_lm_cuda_backward(Model *m) {
     float *dlogits = w->a.logits;
     softmax_ce_backward_cuda(dlogits, w->a.probs, w->targets, scale, TN, V);
     /* logits = y @ dec_w^T + dec_b (dec_w is encoder.weight when tied: its grad adds up) */
-    linear_backward_cuda(w->a.dh, DG(m, lm->i_dec_w), DG(m, lm->i_dec_b), dlogits, w->a.y, DP(m, lm->i_dec_w), TN, H, V);
+    linear_backward_cuda(w->a.dh, DG(m, lm->k.i_dec_w), DG(m, lm->k.i_dec_b), dlogits, w->a.y, DP(m, lm->k.i_dec_w), TN, H, V);
     /* y = dropout(h of layer L-1) */
-    must(dropout_backward_cuda(w->a.dh, w->a.dh, p, dropout_seed(lm->drop_seed, step, (uint64_t)L), (size_t)TN * H),
+    must(dropout_backward_cuda(w->a.dh, w->a.dh, p, dropout_seed(lm->k.drop_seed, step, (uint64_t)L), (size_t)TN * H),
          "dropout_backward_cuda");
     for (int l = L - 1; l >= 0; l--) {
         const int in = l == 0 ? E : H;
         /* hs[l][1..T] = lstm(xs[l]) from the carried state (no gradient into it) */
-        lstm_backward_cuda(w->a.dx, NULL, NULL, DG(m, lm->i_wih[l]), DG(m, lm->i_whh[l]), DG(m, lm->i_bih[l]),
-                           DG(m, lm->i_bhh[l]), w->a.dgates, w->a.dstate, w->a.dh, w->a.hs[l], w->a.cs[l], w->a.gates[l],
-                           w->a.tanhc[l], w->a.xs[l], DP(m, lm->i_wih[l]), DP(m, lm->i_whh[l]), T, N, in, H);
+        lstm_backward_cuda(w->a.dx, NULL, NULL, DG(m, lm->k.i_wih[l]), DG(m, lm->k.i_whh[l]), DG(m, lm->k.i_bih[l]),
+                           DG(m, lm->k.i_bhh[l]), w->a.dgates, w->a.dstate, w->a.dh, w->a.hs[l], w->a.cs[l], w->a.gates[l],
+                           w->a.tanhc[l], w->a.xs[l], DP(m, lm->k.i_wih[l]), DP(m, lm->k.i_whh[l]), T, N, in, H);
         if (l > 0) /* xs[l] = dropout(h of layer l-1) */
-            must(dropout_backward_cuda(w->a.dh, w->a.dx, p, dropout_seed(lm->drop_seed, step, (uint64_t)l),
+            must(dropout_backward_cuda(w->a.dh, w->a.dx, p, dropout_seed(lm->k.drop_seed, step, (uint64_t)l),
                                        (size_t)TN * H),
                  "dropout_backward_cuda");
     }
     /* xs[0] = dropout(embedding(tokens)) */
-    must(dropout_backward_cuda(w->a.dx, w->a.dx, p, dropout_seed(lm->drop_seed, step, 0), (size_t)TN * E),
+    must(dropout_backward_cuda(w->a.dx, w->a.dx, p, dropout_seed(lm->k.drop_seed, step, 0), (size_t)TN * E),
          "dropout_backward_cuda");
-    must(embedding_backward_cuda(DG(m, lm->i_enc), w->a.dx, w->tokens, TN, V, E), "embedding_backward_cuda");
+    must(embedding_backward_cuda(DG(m, lm->k.i_enc), w->a.dx, w->tokens, TN, V, E), "embedding_backward_cuda");
     cuda_mirror_download_grads(&lm->mr, m);
 }
 
@@ -356,9 +287,7 @@ static void lstm_lm_cuda_free(Model *m) {
         if (lm->train.a.xs) workspace_free(&lm->train);
         if (lm->eval_ready) workspace_free(&lm->eval);
         cuda_mirror_free(&lm->mr);
-        free(lm->carry_h);
-        free(lm->carry_c);
-        free(lm->i_wih);
+        lstm_lm_core_free(&lm->k);
         free(lm);
     }
     cuda_host_arena_free(m->params);
@@ -370,9 +299,7 @@ static void lstm_lm_cuda_free(Model *m) {
 /* the CPU model's sections (nn/lstm_lm.c), host memory: a checkpoint moves
  * between the CPU and GPU models */
 static int lstm_lm_cuda_ckpt_sections(Model *m, CkptSection *out, int cap) {
-    LstmLmCuda *lm = m->impl;
-    size_t n = (size_t)lm->cfg.layers * (size_t)lm->max_batch * (size_t)lm->cfg.hidden * sizeof(float);
-    return lstm_lm_state_sections(out, cap, lm->carry_h, lm->carry_c, n, &lm->carry_n, &lm->drop_step);
+    return lstm_lm_core_ckpt_sections(&((LstmLmCuda *)m->impl)->k, out, cap);
 }
 
 static const ModelOps lstm_lm_cuda_ops = {
