@@ -41,6 +41,7 @@ cudaError_t cudaMemset(void *p, int v, size_t n);
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
 int emu_is_dev(const void *p);       /* p lies inside a live device allocation */
 void emu_dev_check(const void *p, const char *what); /* NULL or device memory, else abort */
+void emu_dev_span(const void *p, size_t bytes, const char *what); /* [p, p+bytes) inside one allocation */
 void emu_dev_open(void);             /* device pages readable and writable */
 void emu_dev_close(void);            /* device pages inaccessible again */
 #ifdef __cplusplus

@@ -17,4 +17,14 @@ static inline void emu_check_(int bad, const char *what, const char *file, int l
 #endif
 #define cudaCheckLast() ((void)0)
 #define cublasCheck(x) emu_check_((x) != 0, "cublas", __FILE__, __LINE__)
+#ifdef HAVE_CUDNN
+#include <cudnn.h>
+static inline void emu_cudnn_check_(cudnnStatus_t s, const char *file, int line) {
+    if (s != CUDNN_STATUS_SUCCESS) {
+        fprintf(stderr, "cuDNN error %d (%s) at %s:%d\n", (int)s, cudnnGetErrorString(s), file, line);
+        exit(1);
+    }
+}
+#define cudnnCheck(x) emu_cudnn_check_((x), __FILE__, __LINE__)
+#endif
 #endif

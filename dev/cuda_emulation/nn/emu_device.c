@@ -50,6 +50,24 @@ void emu_dev_check(const void *p, const char *what) {
     }
 }
 
+void emu_dev_span(const void *q, size_t bytes, const char *what) {
+#ifdef EMU_NO_PROTECT
+    return;
+#endif
+    const char *p = q;
+    for (int i = 0; i < nallocs; i++)
+        if (p >= allocs[i].p && p < allocs[i].p + (allocs[i].n ? allocs[i].n : 1)) {
+            if ((size_t)(allocs[i].p + allocs[i].n - p) < bytes) {
+                fprintf(stderr, "emu: %s needs %zu bytes at %p but its device allocation ends %zu bytes after it\n",
+                        what, bytes, q, (size_t)(allocs[i].p + allocs[i].n - p));
+                abort();
+            }
+            return;
+        }
+    fprintf(stderr, "emu: %s (%p, %zu bytes) is not device memory\n", what, q, bytes);
+    abort();
+}
+
 cudaError_t cudaMalloc(void **p, size_t n) {
     if (nallocs == MAXA) { fprintf(stderr, "emu: too many device allocations\n"); abort(); }
     size_t m = page_round(n ? n : 1);

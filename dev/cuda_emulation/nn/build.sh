@@ -1,0 +1,63 @@
+#!/bin/sh
+# Host emulation of the GPU models of nn/ (see README.md here):
+#   dev/cuda_emulation/nn/build.sh [OUT]      (OUT default /tmp/gcx-nn-emu)
+# builds, each against the real nn/*.cu rewritten to C++ (kernels run as fibers),
+# the real host code of the GPU models, cuBLAS as a reference sgemm and cuDNN as
+# reference loops (emu_cudnn.c), all on tracked device memory (emu_device.c):
+#   OUT/test_lstm_lm_emu       tests/cuda/test_lstm_lm_cuda.c
+#   OUT/test_lstm_lm_calib     the same test, the "GPU" model a CPU model whose parameters
+#                              are perturbed by PERTURB (default 1e-6) relative
+#   OUT/test_nn_cuda_ops_emu   tests/cuda/test_nn_cuda_ops.c (every image op)
+#   OUT/test_resnet_cuda_emu   tests/cuda/test_resnet_cuda.c
+#   OUT/test_nn_cuda_lenet_emu tests/cuda/test_nn_cuda_lenet.c
+#   OUT/train_resnet_emu, OUT/train_lenet_emu, OUT/train_lstm_emu
+#                              the trainers, whose --device cuda runs on the emulation
+#                              (one worker: the emulation is not thread-safe)
+# All link a NO_CUDA build of the library made in OUT.
+set -e
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../../.." && pwd)
+OUT=${1:-/tmp/gcx-nn-emu}
+O="$OUT/obj"
+mkdir -p "$O"
+make -s -C "$REPO" NO_CUDA=1 BUILD="$OUT/build-nocuda" "$OUT/build-nocuda/libgcx.a"
+LIB="$OUT/build-nocuda/libgcx.a"
+DEFS="-DHAVE_CUDA -DHAVE_CUDNN"
+cu() { # nn/X.cu or optim/X.cu -> $O/X.o
+  python3 "$HERE/transform.py" "$REPO/$1" "$O/$(basename "$1" .cu).cpp"
+  g++ -std=c++17 -O1 -g -w -D__CUDACC__ $DEFS -include "$HERE/cuda_runtime.h" -I"$HERE" -I"$REPO" \
+    -c "$O/$(basename "$1" .cu).cpp" -o "$O/$(basename "$1" .cu).o"
+}
+for f in lstm_cuda linear softmax_ce cuda_ctx model_cuda activation layout pool resnet_cuda conv2d batchnorm; do
+  cu nn/$f.cu
+done
+cu optim/optim_cuda.cu
+g++ -std=c++17 -O1 -g -w -I"$HERE/.." -c "$HERE/../emu_sched.cpp" -o "$O/emu_sched.o"
+CF="-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fno-math-errno $DEFS -fopenmp -DHAVE_OPENMP -I$HERE -I$REPO"
+CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
+gcc $CF -c "$HERE/emu_cublas.c" -o "$O/emu_cublas.o"
+gcc $CF -O2 -c "$HERE/emu_cudnn.c" -o "$O/emu_cudnn.o"
+gcc $CF -c "$HERE/emu_device.c" -o "$O/emu_device.o"
+gcc $CF -DEMU_NO_PROTECT -c "$HERE/emu_device.c" -o "$O/emu_device_open.o"
+gcc $CF -c "$HERE/perturb_shim.c" -o "$O/perturb_shim.o"
+for f in nn/lstm_lm_cuda nn/resnet_cuda nn/lenet_cuda tests/cuda/test_lstm_lm_cuda tests/cuda/test_nn_cuda_ops \
+         tests/cuda/test_resnet_cuda tests/cuda/test_nn_cuda_lenet; do
+  gcc $CF -c "$REPO/$f.c" -o "$O/$(basename $f)_c.o"
+done
+LIBS="-L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas"
+LIBS="$LIBS -lz -lm -lpthread $(mpicc --showme:link 2>/dev/null || true)"
+EMU="$O/emu_sched.o $O/emu_cublas.o $O/emu_cudnn.o $O/emu_device.o"
+KERNELS="$O/activation.o $O/layout.o $O/pool.o $O/resnet_cuda.o $O/linear.o $O/softmax_ce.o $O/conv2d.o $O/batchnorm.o"
+KERNELS="$KERNELS $O/cuda_ctx.o $O/model_cuda.o $O/optim_cuda.o"
+g++ -fopenmp $O/test_lstm_lm_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o $KERNELS $EMU "$LIB" $LIBS \
+  -o "$OUT/test_lstm_lm_emu"
+gcc -fopenmp $O/test_lstm_lm_cuda_c.o $O/perturb_shim.o $O/emu_device_open.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_calib"
+g++ -fopenmp $O/test_nn_cuda_ops_c.o $KERNELS $EMU "$LIB" $LIBS -o "$OUT/test_nn_cuda_ops_emu"
+g++ -fopenmp $O/test_resnet_cuda_c.o $O/resnet_cuda_c.o $KERNELS $EMU "$LIB" $LIBS -o "$OUT/test_resnet_cuda_emu"
+g++ -fopenmp $O/test_nn_cuda_lenet_c.o $O/lenet_cuda_c.o $KERNELS $EMU "$LIB" $LIBS -o "$OUT/test_nn_cuda_lenet_emu"
+MODELS="$O/resnet_cuda_c.o $O/lenet_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o"
+for t in train_resnet train_lenet train_lstm; do
+  gcc $CF -c "$REPO/examples/$t.c" -o "$O/${t}_main.o"
+  g++ -fopenmp "$O/${t}_main.o" $MODELS $KERNELS $EMU "$LIB" $LIBS -o "$OUT/${t}_emu"
+done
+echo "built in $OUT: train_resnet_emu train_lenet_emu train_lstm_emu: test_lstm_lm_emu test_lstm_lm_calib test_nn_cuda_ops_emu test_resnet_cuda_emu test_nn_cuda_lenet_emu"
