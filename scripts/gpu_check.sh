@@ -150,9 +150,9 @@ phase_train() {
     run_pair charlstm ./train_lstm --model char --workers 1 --steps "$steps" --print-every 20 --quiet
     local folder=/tmp/gcx-folder
     [ -d "$folder/train" ] || make_folder "$folder"
-    run_pair resnet20 ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 --batch 32 \
+    run_pair resnet20 ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 --batch 32 --lr 0.01 \
         --steps 40 --print-every 10 --eval-every 0 --quiet
-    run_pair resnet20_terngrad_2w ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 --batch 32 \
+    run_pair resnet20_terngrad_2w ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 --batch 32 --lr 0.01 \
         --steps 40 --print-every 10 --eval-every 0 --codec terngrad --quiet
     if [ -d "$DATA_DIR/ptb" ]; then
         local t0=$EPOCHREALTIME

@@ -6,11 +6,15 @@
  *     groups 1; y = alpha*conv(x, w) + beta*y (y not read when beta = 0); the
  *     backward passes likewise with their own alpha/beta; sums in float (fmaf)
  *     in an order of their own;
- *   batch norm (spatial): statistics per channel over N*H*W in double; running
+ *   batch norm (spatial): statistics per channel over N*H*W; running
  *     mean/var = (1 - factor)*running + factor*batch, the running variance
  *     unbiased (M/(M-1)); saved inverse std 1/sqrt(var + eps); backward with the
  *     saved statistics (or recomputed when both are NULL), alpha/beta for the
- *     data and the parameter gradients.
+ *     data and the parameter gradients; sums in float in their own order.
+ *
+ * EMU_CUDNN_DOUBLE=1 makes every sum above double (rounded once): a second
+ * rounding pattern, to tell a training run's rounding drift from a real
+ * difference.
  *
  * Checks that stop the run (abort with a message): a descriptor not set or not
  * matching the others (channels, output size, BN shape), a tensor that is not
@@ -252,8 +256,7 @@ static int overlaps(const void *a, size_t an, const void *b, size_t bn) {
     return a && b && p < q + bn && q < p + an;
 }
 
-/* EMU_CUDNN_DOUBLE=1: convolution sums in double (rounded once), a second rounding
- * pattern to tell rounding-level drift in a training run from a real difference */
+/* EMU_CUDNN_DOUBLE=1: sums in double (see the top) */
 static int acc_double = -1;
 static int use_double(void) {
     if (acc_double < 0) acc_double = getenv("EMU_CUDNN_DOUBLE") && atoi(getenv("EMU_CUDNN_DOUBLE"));
@@ -472,14 +475,19 @@ static Bn bn_shape(const char *fn, cudnnBatchNormMode_t mode, const cudnnTensorD
 
 #define AT(p, s, nn, c, i) (p)[((size_t)(nn) * (s).C + (c)) * (s).HW + (i)]
 
-static void stats(const float *x, Bn s, int c, double *mean, double *var) {
+/* the batch mean and biased variance of channel c: sums in float, or in double with
+ * EMU_CUDNN_DOUBLE=1 */
+static void stats(const float *x, Bn s, int c, double *mean, double *var, int dbl) {
     double m = 0.0, v = 0.0;
     for (int n = 0; n < s.N; n++)
-        for (size_t i = 0; i < s.HW; i++) m += AT(x, s, n, c, i);
-    m /= (double)s.N * s.HW;
+        for (size_t i = 0; i < s.HW; i++) m = dbl ? m + AT(x, s, n, c, i) : (float)m + AT(x, s, n, c, i);
+    m = dbl ? m / ((double)s.N * s.HW) : (float)m / (float)((double)s.N * s.HW);
     for (int n = 0; n < s.N; n++)
-        for (size_t i = 0; i < s.HW; i++) v += (AT(x, s, n, c, i) - m) * (AT(x, s, n, c, i) - m);
-    *mean = m, *var = v / ((double)s.N * s.HW);
+        for (size_t i = 0; i < s.HW; i++) {
+            double d = AT(x, s, n, c, i) - m;
+            v = dbl ? v + d * d : (double)fmaf((float)d, (float)d, (float)v);
+        }
+    *mean = m, *var = dbl ? v / ((double)s.N * s.HW) : (float)v / (float)((double)s.N * s.HW);
 }
 
 cudnnStatus_t cudnnBatchNormalizationForwardTraining(
@@ -503,11 +511,12 @@ cudnnStatus_t cudnnBatchNormalizationForwardTraining(
     if (rm) emu_dev_span(rm, cb, "running mean"), emu_dev_span(rv, cb, "running variance");
     if (sm) emu_dev_span(sm, cb, "saved mean"), emu_dev_span(si, cb, "saved inverse variance");
     if (x != (const float *)y && overlaps(y, s.n * 4, x, s.n * 4)) fail(fn, "y partly overlaps x");
+    int dbl = use_double();
     emu_dev_open();
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < s.C; c++) {
         double m, v;
-        stats(x, s, c, &m, &v);
+        stats(x, s, c, &m, &v, dbl);
         double inv = 1.0 / sqrt(v + eps);
         if (rm) {
             double M = (double)s.N * s.HW;
@@ -577,6 +586,7 @@ cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t h, cudnnBatchNormMod
     emu_dev_span(g, cb, "bnScale"), emu_dev_span(dg, cb, "dBnScaleResult"), emu_dev_span(db, cb, "dBnBiasResult");
     if (sm) emu_dev_span(sm, cb, "saved mean"), emu_dev_span(si, cb, "saved inverse variance");
     if (overlaps(dx, s.n * 4, dy, s.n * 4) || overlaps(dx, s.n * 4, x, s.n * 4)) fail(fn, "dx overlaps dy or x");
+    int dbl = use_double();
     emu_dev_open();
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < s.C; c++) {
@@ -585,14 +595,15 @@ cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t h, cudnnBatchNormMod
             m = sm[c], inv = si[c];
         } else {
             double v;
-            stats(x, s, c, &m, &v);
+            stats(x, s, c, &m, &v, dbl);
             inv = 1.0 / sqrt(v + eps);
         }
         double sg = 0.0, sgx = 0.0, M = (double)s.N * s.HW;
         for (int n = 0; n < s.N; n++)
             for (size_t i = 0; i < s.HW; i++) {
                 double gi = AT(dy, s, n, c, i), xh = (AT(x, s, n, c, i) - m) * inv;
-                sg += gi, sgx += gi * xh;
+                sg = dbl ? sg + gi : (float)sg + (float)gi;
+                sgx = dbl ? sgx + gi * xh : fmaf((float)gi, (float)xh, (float)sgx);
             }
         for (int n = 0; n < s.N; n++)
             for (size_t i = 0; i < s.HW; i++) {

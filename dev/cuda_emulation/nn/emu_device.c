@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -12,6 +13,24 @@
 #define MAXA 4096
 static struct { char *p; size_t n, mapped; } allocs[MAXA];
 static int nallocs, open_depth;
+
+/* Several host threads (the trainer's local workers) may use the "device": every device
+ * operation runs between emu_dev_open and emu_dev_close under one recursive lock, so
+ * operations run one at a time, as on one GPU stream, and the allocation table and the
+ * page protection change under the lock. */
+static pthread_mutex_t lock;
+static pthread_once_t lock_once = PTHREAD_ONCE_INIT;
+static void lock_init(void) {
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&lock, &a);
+}
+static void take(void) {
+    pthread_once(&lock_once, lock_init);
+    pthread_mutex_lock(&lock);
+}
+static void give(void) { pthread_mutex_unlock(&lock); }
 
 static size_t page_round(size_t n) {
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
@@ -27,17 +46,22 @@ static void protect_all(int prot) {
 }
 
 void emu_dev_open(void) {
+    take();
     if (open_depth++ == 0) protect_all(PROT_READ | PROT_WRITE);
 }
 void emu_dev_close(void) {
     if (--open_depth == 0) protect_all(PROT_NONE);
+    give();
 }
 
 int emu_is_dev(const void *q) {
     const char *p = q;
-    for (int i = 0; i < nallocs; i++)
-        if (p >= allocs[i].p && p < allocs[i].p + (allocs[i].n ? allocs[i].n : 1)) return 1;
-    return 0;
+    int r = 0;
+    take();
+    for (int i = 0; i < nallocs && !r; i++)
+        if (p >= allocs[i].p && p < allocs[i].p + (allocs[i].n ? allocs[i].n : 1)) r = 1;
+    give();
+    return r;
 }
 
 void emu_dev_check(const void *p, const char *what) {
@@ -55,6 +79,7 @@ void emu_dev_span(const void *q, size_t bytes, const char *what) {
     return;
 #endif
     const char *p = q;
+    take();
     for (int i = 0; i < nallocs; i++)
         if (p >= allocs[i].p && p < allocs[i].p + (allocs[i].n ? allocs[i].n : 1)) {
             if ((size_t)(allocs[i].p + allocs[i].n - p) < bytes) {
@@ -62,6 +87,7 @@ void emu_dev_span(const void *q, size_t bytes, const char *what) {
                         what, bytes, q, (size_t)(allocs[i].p + allocs[i].n - p));
                 abort();
             }
+            give();
             return;
         }
     fprintf(stderr, "emu: %s (%p, %zu bytes) is not device memory\n", what, q, bytes);
@@ -69,10 +95,14 @@ void emu_dev_span(const void *q, size_t bytes, const char *what) {
 }
 
 cudaError_t cudaMalloc(void **p, size_t n) {
+    take();
     if (nallocs == MAXA) { fprintf(stderr, "emu: too many device allocations\n"); abort(); }
     size_t m = page_round(n ? n : 1);
     void *q = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (q == MAP_FAILED) return 2;
+    if (q == MAP_FAILED) {
+        give();
+        return 2;
+    }
     memset(q, 0xA5, m); /* garbage, as fresh device memory */
 #ifndef EMU_NO_PROTECT
     if (open_depth == 0 && mprotect(q, m, PROT_NONE)) { perror("emu mprotect"); abort(); }
@@ -80,15 +110,18 @@ cudaError_t cudaMalloc(void **p, size_t n) {
     allocs[nallocs].p = q, allocs[nallocs].n = n, allocs[nallocs].mapped = m;
     nallocs++;
     *p = q;
+    give();
     return 0;
 }
 
 cudaError_t cudaFree(void *p) {
     if (!p) return 0;
+    take();
     for (int i = 0; i < nallocs; i++)
         if (allocs[i].p == p) {
             munmap(p, allocs[i].mapped);
             allocs[i] = allocs[--nallocs];
+            give();
             return 0;
         }
     fprintf(stderr, "emu: cudaFree of %p, not a device allocation\n", p);
