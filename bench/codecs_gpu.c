@@ -217,7 +217,7 @@ int main(int argc, char **argv) {
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     printf("GPU codec throughput on %s; GB/s of float32 input (4 bytes/value), best of runs >= %.2f s\n", prop.name,
            min_time);
-    printf("%-28s %9s %9s %9s %9s %9s %7s %10s\n", "codec", "values", "copy", "kernels", "frame", "decode",
+    printf("%-36s %9s %9s %9s %9s %9s %7s %10s\n", "codec", "values", "copy", "kernels", "frame", "decode",
            "k/copy", "bits/value");
     for (int si = 0; si < nsizes; si++) {
         size_t n = sizes[si];
@@ -257,11 +257,11 @@ int main(int argc, char **argv) {
             char name[64];
             codec_spec_str(name, sizeof name, &parsed[s]);
             if (fail) {
-                printf("%-28s %9zu  (failed)\n", name, n);
+                printf("%-36s %9zu  (failed)\n", name, n);
             } else {
                 double gk = 4.0 * (double)n / tk / 1e9, gf = 4.0 * (double)n / tf / 1e9,
                        gd = 4.0 * (double)n / td / 1e9;
-                printf("%-28s %9zu %9.1f %9.1f %9.1f %9.1f %7.2f %10.3f\n", name, n, copy_gbs, gk, gf, gd,
+                printf("%-36s %9zu %9.1f %9.1f %9.1f %9.1f %7.2f %10.3f\n", name, n, copy_gbs, gk, gf, gd,
                        gk / copy_gbs, 8.0 * (double)c.len / (double)n);
             }
             fflush(stdout);

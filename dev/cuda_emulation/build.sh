@@ -2,12 +2,13 @@
 # Host emulation of the GPU codecs and optimizers (see README.md here):
 #   dev/cuda_emulation/build.sh [OUT]      (OUT default /tmp/gcx-codec-emu)
 # builds OUT/test_codec_emu (tests/cuda/test_codec_cuda.c against compress/*.cu) and
-# OUT/test_optim_emu (tests/cuda/test_optim_cuda.c against optim/optim_cuda.cu), the .cu
+# OUT/test_optim_emu (tests/cuda/test_optim_cuda.c against optim/optim_cuda.cu) and
+# OUT/codecs_gpu_emu (bench/codecs_gpu.c; it runs, its timings mean nothing), the .cu
 # files rewritten to C++ by transform.py (each block's threads run as fibers), linked
 # to a NO_CUDA build of the library made in OUT; with MPI, OUT/test_comm_nccl_emu
 # (tests/cuda/test_comm_nccl.c against dist/comm_nccl.c, NCCL emulated over MPI by
 # nccl/fake_nccl.c; it starts itself under mpirun -np 2). The LSTM model and the image
-# ops: lstm/.
+# ops: nn/.
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -29,7 +30,9 @@ LIBS="$LIBS -lz -lm -lpthread -lstdc++ $(mpicc --showme:link 2>/dev/null || true
 gcc $CF "$REPO/tests/cuda/test_codec_cuda.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $O/emu_sched.o \
   "$LIB" $LIBS -fopenmp -o "$OUT/test_codec_emu"
 gcc $CF "$REPO/tests/cuda/test_optim_cuda.c" $O/optim_cuda.o $O/emu_sched.o "$LIB" $LIBS -fopenmp -o "$OUT/test_optim_emu"
-built="$OUT/test_codec_emu $OUT/test_optim_emu"
+gcc $CF "$REPO/bench/codecs_gpu.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $O/emu_sched.o \
+  "$LIB" $LIBS -fopenmp -o "$OUT/codecs_gpu_emu"
+built="$OUT/test_codec_emu $OUT/test_optim_emu $OUT/codecs_gpu_emu"
 if command -v mpicc >/dev/null 2>&1; then
   N="$HERE/nccl"
   NF="-std=c11 -O1 -g -D_GNU_SOURCE -DHAVE_CUDA -DHAVE_NCCL -DHAVE_MPI -I$N -I$REPO $(mpicc --showme:compile) -fopenmp"

@@ -36,6 +36,10 @@ static inline cudaError_t cudaGetDeviceCount(int *c) { *c = EMU_DEVICE_COUNT; re
 static inline cudaError_t cudaGetLastError(void) { return 0; }
 static inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *p, int d) { (void)d; *p = 0; return 0; }
 static inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t p, enum cudaMemPoolAttr a, void *v) { (void)p; (void)a; (void)v; return 0; }
+struct cudaDeviceProp { char name[256]; int major, minor; };
+static inline cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) {
+    (void)d; strcpy(p->name, "host emulation"); p->major = 9; p->minor = 0; return 0;
+}
 #define cudaCheck(x) do { if ((x) != 0) { fprintf(stderr, "emu cuda error %s:%d\n", __FILE__, __LINE__); exit(1); } } while (0)
 #define cudaCheckLast()
 

@@ -12,7 +12,8 @@
 #   OUT/test_nn_cuda_lenet_emu tests/cuda/test_nn_cuda_lenet.c
 #   OUT/train_resnet_emu, OUT/train_lenet_emu, OUT/train_lstm_emu
 #                              the trainers, whose --device cuda runs on the emulation
-#                              (one worker: the emulation is not thread-safe)
+#                              (several local workers share the emulated device)
+#   OUT/resnet_gpu_emu         bench/resnet_gpu.c (runs; its timings mean nothing here)
 # All link a NO_CUDA build of the library made in OUT.
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -60,4 +61,6 @@ for t in train_resnet train_lenet train_lstm; do
   gcc $CF -c "$REPO/examples/$t.c" -o "$O/${t}_main.o"
   g++ -fopenmp "$O/${t}_main.o" $MODELS $KERNELS $EMU "$LIB" $LIBS -o "$OUT/${t}_emu"
 done
-echo "built in $OUT: train_resnet_emu train_lenet_emu train_lstm_emu: test_lstm_lm_emu test_lstm_lm_calib test_nn_cuda_ops_emu test_resnet_cuda_emu test_nn_cuda_lenet_emu"
+gcc $CF -c "$REPO/bench/resnet_gpu.c" -o "$O/resnet_gpu_main.o"
+g++ -fopenmp "$O/resnet_gpu_main.o" $MODELS $KERNELS $EMU "$LIB" $LIBS -o "$OUT/resnet_gpu_emu"
+echo "built in $OUT: resnet_gpu_emu train_resnet_emu train_lenet_emu train_lstm_emu: test_lstm_lm_emu test_lstm_lm_calib test_nn_cuda_ops_emu test_resnet_cuda_emu test_nn_cuda_lenet_emu"

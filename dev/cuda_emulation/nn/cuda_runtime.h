@@ -53,10 +53,6 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum
     return cudaMemcpy(d, s, n, k);
 }
 
-struct cudaDeviceProp { char name[256]; int major, minor; };
-static inline cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) {
-    (void)d; strcpy(p->name, "host emulation"); p->major = 9; p->minor = 0; return 0;
-}
 static inline const char *cudaGetErrorString(cudaError_t e) { (void)e; return "emulated error"; }
 static inline cudaError_t cudaMallocHost(void **p, size_t n) { *p = malloc(n ? n : 1); return *p ? 0 : 2; }
 static inline cudaError_t cudaFreeHost(void *p) { free(p); return 0; }
