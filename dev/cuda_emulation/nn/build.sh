@@ -13,6 +13,8 @@
 #   OUT/train_resnet_emu, OUT/train_lenet_emu, OUT/train_lstm_emu
 #                              the trainers, whose --device cuda runs on the emulation
 #                              (several local workers share the emulated device)
+#   OUT/train_resnet_nccl_emu  with MPI: train_resnet whose --backend nccl runs on ../nccl's
+#                              NCCL over MPI (its buffers in host memory), under mpirun
 #   OUT/resnet_gpu_emu         bench/resnet_gpu.c (runs; its timings mean nothing here)
 # All link a NO_CUDA build of the library made in OUT.
 set -e
@@ -61,6 +63,13 @@ for t in train_resnet train_lenet train_lstm; do
   gcc $CF -c "$REPO/examples/$t.c" -o "$O/${t}_main.o"
   g++ -fopenmp "$O/${t}_main.o" $MODELS $KERNELS $EMU "$LIB" $LIBS -o "$OUT/${t}_emu"
 done
+if command -v mpicc >/dev/null 2>&1; then
+  NF="-std=c11 -O1 -g -D_GNU_SOURCE -DHAVE_CUDA -DHAVE_NCCL -DHAVE_MPI -I$HERE/../nccl -I$REPO $(mpicc --showme:compile)"
+  gcc $NF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
+  gcc $NF -c "$HERE/../nccl/fake_nccl.c" -o "$O/fake_nccl.o"
+  g++ -fopenmp "$O/train_resnet_main.o" "$O/comm_nccl.o" "$O/fake_nccl.o" $MODELS $KERNELS $EMU "$LIB" $LIBS \
+    -o "$OUT/train_resnet_nccl_emu"
+fi
 gcc $CF -c "$REPO/bench/resnet_gpu.c" -o "$O/resnet_gpu_main.o"
 g++ -fopenmp "$O/resnet_gpu_main.o" $MODELS $KERNELS $EMU "$LIB" $LIBS -o "$OUT/resnet_gpu_emu"
 echo "built in $OUT: resnet_gpu_emu train_resnet_emu train_lenet_emu train_lstm_emu: test_lstm_lm_emu test_lstm_lm_calib test_nn_cuda_ops_emu test_resnet_cuda_emu test_nn_cuda_lenet_emu"
