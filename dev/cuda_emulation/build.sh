@@ -11,12 +11,9 @@
 # ops: nn/.
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
+EMU=$HERE
 OUT=${1:-/tmp/gcx-codec-emu}
-mkdir -p "$OUT/obj"
-make -s -C "$REPO" NO_CUDA=1 BUILD="$OUT/build-nocuda" "$OUT/build-nocuda/libgcx.a"
-LIB="$OUT/build-nocuda/libgcx.a"
-O="$OUT/obj"
+. "$EMU/lib.sh"
 for f in compress/codec_cuda compress/sparse_cuda compress/gcomp_cuda optim/optim_cuda; do
   b=$(basename "$f")
   python3 "$HERE/transform.py" "$REPO/$f.cu" "$O/$b.cpp"
@@ -25,19 +22,16 @@ done
 g++ -std=c++17 -O1 -g -w -I"$HERE" -c "$HERE/emu_sched.cpp" -o "$O/emu_sched.o"
 CF="-std=c11 -O2 -g -D_GNU_SOURCE -fno-math-errno -DHAVE_CUDA -I$HERE -I$REPO -fopenmp -DHAVE_OPENMP"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
-LIBS="-L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas"
-LIBS="$LIBS -lz -lm -lpthread -lstdc++ $(mpicc --showme:link 2>/dev/null || true)"
 gcc $CF "$REPO/tests/cuda/test_codec_cuda.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $O/emu_sched.o \
   "$LIB" $LIBS -fopenmp -o "$OUT/test_codec_emu"
 gcc $CF "$REPO/tests/cuda/test_optim_cuda.c" $O/optim_cuda.o $O/emu_sched.o "$LIB" $LIBS -fopenmp -o "$OUT/test_optim_emu"
 gcc $CF "$REPO/bench/codecs_gpu.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $O/emu_sched.o \
   "$LIB" $LIBS -fopenmp -o "$OUT/codecs_gpu_emu"
 built="$OUT/test_codec_emu $OUT/test_optim_emu $OUT/codecs_gpu_emu"
-if command -v mpicc >/dev/null 2>&1; then
-  N="$HERE/nccl"
-  NF="-std=c11 -O1 -g -D_GNU_SOURCE -DHAVE_CUDA -DHAVE_NCCL -DHAVE_MPI -I$N -I$REPO $(mpicc --showme:compile) -fopenmp"
+if [ -n "$NCCL_CF" ]; then
+  NF="$NCCL_CF -fopenmp"
   gcc $NF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
-  gcc $NF -c "$N/fake_nccl.c" -o "$O/fake_nccl.o"
+  gcc $NF -c "$HERE/nccl/fake_nccl.c" -o "$O/fake_nccl.o"
   gcc $NF -c "$REPO/tests/cuda/test_comm_nccl.c" -o "$O/test_comm_nccl.o"
   gcc -fopenmp "$O/test_comm_nccl.o" "$O/comm_nccl.o" "$O/fake_nccl.o" "$LIB" $LIBS -o "$OUT/test_comm_nccl_emu"
   built="$built $OUT/test_comm_nccl_emu"

@@ -19,12 +19,9 @@
 # All link a NO_CUDA build of the library made in OUT.
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
-REPO=$(cd "$HERE/../../.." && pwd)
+EMU=$(cd "$HERE/.." && pwd)
 OUT=${1:-/tmp/gcx-nn-emu}
-O="$OUT/obj"
-mkdir -p "$O"
-make -s -C "$REPO" NO_CUDA=1 BUILD="$OUT/build-nocuda" "$OUT/build-nocuda/libgcx.a"
-LIB="$OUT/build-nocuda/libgcx.a"
+. "$EMU/lib.sh"
 DEFS="-DHAVE_CUDA -DHAVE_CUDNN"
 cu() { # nn/X.cu or optim/X.cu -> $O/X.o
   python3 "$HERE/transform.py" "$REPO/$1" "$O/$(basename "$1" .cu).cpp"
@@ -35,7 +32,7 @@ for f in lstm_cuda linear softmax_ce cuda_ctx model_cuda activation layout pool 
   cu nn/$f.cu
 done
 cu optim/optim_cuda.cu
-g++ -std=c++17 -O1 -g -w -I"$HERE/.." -c "$HERE/../emu_sched.cpp" -o "$O/emu_sched.o"
+g++ -std=c++17 -O1 -g -w -I"$EMU" -c "$EMU/emu_sched.cpp" -o "$O/emu_sched.o"
 CF="-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fno-math-errno $DEFS -fopenmp -DHAVE_OPENMP -I$HERE -I$REPO"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
 gcc $CF -c "$HERE/emu_cublas.c" -o "$O/emu_cublas.o"
@@ -47,29 +44,29 @@ for f in nn/lstm_lm_cuda nn/resnet_cuda nn/lenet_cuda tests/cuda/test_lstm_lm_cu
          tests/cuda/test_resnet_cuda tests/cuda/test_nn_cuda_lenet; do
   gcc $CF -c "$REPO/$f.c" -o "$O/$(basename $f)_c.o"
 done
-LIBS="-L/usr/lib/x86_64-linux-gnu/openblas-openmp -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas"
-LIBS="$LIBS -lz -lm -lpthread $(mpicc --showme:link 2>/dev/null || true)"
-EMU="$O/emu_sched.o $O/emu_cublas.o $O/emu_cudnn.o $O/emu_device.o"
+EMU_OBJS="$O/emu_sched.o $O/emu_cublas.o $O/emu_cudnn.o $O/emu_device.o"
 KERNELS="$O/activation.o $O/layout.o $O/pool.o $O/resnet_cuda.o $O/linear.o $O/softmax_ce.o $O/conv2d.o $O/batchnorm.o"
 KERNELS="$KERNELS $O/cuda_ctx.o $O/model_cuda.o $O/optim_cuda.o"
-g++ -fopenmp $O/test_lstm_lm_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o $KERNELS $EMU "$LIB" $LIBS \
+g++ -fopenmp $O/test_lstm_lm_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o $KERNELS $EMU_OBJS "$LIB" $LIBS \
   -o "$OUT/test_lstm_lm_emu"
 gcc -fopenmp $O/test_lstm_lm_cuda_c.o $O/perturb_shim.o $O/emu_device_open.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_calib"
-g++ -fopenmp $O/test_nn_cuda_ops_c.o $KERNELS $EMU "$LIB" $LIBS -o "$OUT/test_nn_cuda_ops_emu"
-g++ -fopenmp $O/test_resnet_cuda_c.o $O/resnet_cuda_c.o $KERNELS $EMU "$LIB" $LIBS -o "$OUT/test_resnet_cuda_emu"
-g++ -fopenmp $O/test_nn_cuda_lenet_c.o $O/lenet_cuda_c.o $KERNELS $EMU "$LIB" $LIBS -o "$OUT/test_nn_cuda_lenet_emu"
+g++ -fopenmp $O/test_nn_cuda_ops_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_nn_cuda_ops_emu"
+g++ -fopenmp $O/test_resnet_cuda_c.o $O/resnet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_resnet_cuda_emu"
+g++ -fopenmp $O/test_nn_cuda_lenet_c.o $O/lenet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_nn_cuda_lenet_emu"
 MODELS="$O/resnet_cuda_c.o $O/lenet_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o"
 for t in train_resnet train_lenet train_lstm; do
   gcc $CF -c "$REPO/examples/$t.c" -o "$O/${t}_main.o"
-  g++ -fopenmp "$O/${t}_main.o" $MODELS $KERNELS $EMU "$LIB" $LIBS -o "$OUT/${t}_emu"
+  g++ -fopenmp "$O/${t}_main.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/${t}_emu"
 done
-if command -v mpicc >/dev/null 2>&1; then
-  NF="-std=c11 -O1 -g -D_GNU_SOURCE -DHAVE_CUDA -DHAVE_NCCL -DHAVE_MPI -I$HERE/../nccl -I$REPO $(mpicc --showme:compile)"
-  gcc $NF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
-  gcc $NF -c "$HERE/../nccl/fake_nccl.c" -o "$O/fake_nccl.o"
-  g++ -fopenmp "$O/train_resnet_main.o" "$O/comm_nccl.o" "$O/fake_nccl.o" $MODELS $KERNELS $EMU "$LIB" $LIBS \
-    -o "$OUT/train_resnet_nccl_emu"
-fi
 gcc $CF -c "$REPO/bench/resnet_gpu.c" -o "$O/resnet_gpu_main.o"
-g++ -fopenmp "$O/resnet_gpu_main.o" $MODELS $KERNELS $EMU "$LIB" $LIBS -o "$OUT/resnet_gpu_emu"
-echo "built in $OUT: resnet_gpu_emu train_resnet_emu train_lenet_emu train_lstm_emu: test_lstm_lm_emu test_lstm_lm_calib test_nn_cuda_ops_emu test_resnet_cuda_emu test_nn_cuda_lenet_emu"
+g++ -fopenmp "$O/resnet_gpu_main.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/resnet_gpu_emu"
+built="test_lstm_lm_emu test_lstm_lm_calib test_nn_cuda_ops_emu test_resnet_cuda_emu test_nn_cuda_lenet_emu"
+built="$built train_resnet_emu train_lenet_emu train_lstm_emu resnet_gpu_emu"
+if [ -n "$NCCL_CF" ]; then
+  gcc $NCCL_CF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
+  gcc $NCCL_CF -c "$EMU/nccl/fake_nccl.c" -o "$O/fake_nccl.o"
+  g++ -fopenmp "$O/train_resnet_main.o" "$O/comm_nccl.o" "$O/fake_nccl.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS \
+    -o "$OUT/train_resnet_nccl_emu"
+  built="$built train_resnet_nccl_emu"
+fi
+echo "built in $OUT: $built"

@@ -1,9 +1,10 @@
 /* Host emulation of the CUDA runtime subset used by nn/ (../emu_cuda.h plus what
  * the models and tests call). Device memory is tracked: cudaMalloc maps its own
- * pages, kept inaccessible (PROT_NONE) except while a kernel, a copy, a memset or
- * a GEMM runs, so host code that touches device memory crashes; copies check
- * that their kind matches where the pointers live; kernel launches (transform.py)
- * and the GEMM check that every pointer argument is device memory. */
+ * pages, kept inaccessible (PROT_NONE) except while a kernel, a copy, a memset,
+ * a GEMM or a cuDNN call runs, so host code that touches device memory crashes;
+ * copies check that their kind matches where the pointers live; kernel launches
+ * (transform.py), the GEMM and cuDNN check that every pointer argument is device
+ * memory. */
 #ifndef EMU_CUDA_RUNTIME_H
 #define EMU_CUDA_RUNTIME_H
 #ifdef __cplusplus

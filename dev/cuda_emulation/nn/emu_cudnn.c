@@ -60,19 +60,19 @@ cudnnStatus_t cudnnCreate(cudnnHandle_t *h) {
     (*h)->magic = MAGIC;
     return CUDNN_STATUS_SUCCESS;
 }
+static void check_handle(cudnnHandle_t h, const char *fn) {
+    if (!h || h->magic != MAGIC) fail(fn, "handle not created (or destroyed)");
+}
 cudnnStatus_t cudnnDestroy(cudnnHandle_t h) {
-    if (!h || h->magic != MAGIC) fail("cudnnDestroy", "not a handle");
+    check_handle(h, "cudnnDestroy");
     h->magic = 0;
     free(h);
     return CUDNN_STATUS_SUCCESS;
 }
 cudnnStatus_t cudnnSetStream(cudnnHandle_t h, void *s) {
     (void)s;
-    if (!h || h->magic != MAGIC) fail("cudnnSetStream", "not a handle");
+    check_handle(h, "cudnnSetStream");
     return CUDNN_STATUS_SUCCESS;
-}
-static void check_handle(cudnnHandle_t h, const char *fn) {
-    if (!h || h->magic != MAGIC) fail(fn, "handle not created (or destroyed)");
 }
 
 cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *d) {
@@ -410,13 +410,14 @@ cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t h, const void *alpha, c
     float *db = dbv, a = *(const float *)alpha, b = *(const float *)beta;
     emu_dev_span(dy, numel(dyd) * 4, "dy"), emu_dev_span(db, (size_t)dbd->c * 4, "db");
     if (overlaps(db, (size_t)dbd->c * 4, dy, numel(dyd) * 4)) fail(fn, "db overlaps dy");
+    int dbl = use_double();
     emu_dev_open();
     size_t hw = (size_t)dyd->h * dyd->w;
     for (int c = 0; c < dyd->c; c++) {
-        float acc = 0.0f;
+        double acc = 0.0;
         for (int n = 0; n < dyd->n; n++)
-            for (size_t i = 0; i < hw; i++) acc += dy[((size_t)n * dyd->c + c) * hw + i];
-        db[c] = blend(a, acc, b, &db[c]);
+            for (size_t i = 0; i < hw; i++) acc = mac(acc, dy[((size_t)n * dyd->c + c) * hw + i], 1.0f, dbl);
+        db[c] = blend(a, (float)acc, b, &db[c]);
     }
     emu_dev_close();
     return CUDNN_STATUS_SUCCESS;
