@@ -264,7 +264,7 @@ static float lstm_lm_forward(Model *m, const Batch *b, int train, BatchStats *st
     embedding_forward(w->xs[0], b->tokens, P + m->pt.t[lm->k.i_enc].offset, TN, V, E);
     dropout_forward(w->xs[0], w->xs[0], p, dropout_seed(lm->k.drop_seed, step, 0), (size_t)TN * E);
     for (int l = 0; l < L; l++) {
-        float *ch = lm->k.carry_h + (size_t)l * lm->k.max_batch * H, *cc = lm->k.carry_c + (size_t)l * lm->k.max_batch * H;
+        float *ch = lstm_lm_core_layer(&lm->k, lm->k.carry_h, l), *cc = lstm_lm_core_layer(&lm->k, lm->k.carry_c, l);
         memcpy(w->hs[l], ch, NH * sizeof(float));
         memcpy(w->cs[l], cc, NH * sizeof(float));
         lstm_forward(w->hs[l], w->cs[l], w->gates[l], w->tanhc[l], w->xs[l], P + m->pt.t[lm->k.i_wih[l]].offset,
@@ -372,9 +372,8 @@ void lstm_lm_core_free(LstmLmCore *k) {
 
 int lstm_lm_core_carried_state(const LstmLmCore *k, int l, const float **h /*N,H*/, const float **c /*N,H*/, int *n) {
     if (l < 0 || l >= k->cfg.layers) return -GC_ERR_PARAM;
-    size_t off = (size_t)l * k->max_batch * k->cfg.hidden;
-    if (h) *h = k->carry_h + off;
-    if (c) *c = k->carry_c + off;
+    if (h) *h = lstm_lm_core_layer(k, k->carry_h, l);
+    if (c) *c = lstm_lm_core_layer(k, k->carry_c, l);
     if (n) *n = k->carry_n;
     return 0;
 }

@@ -141,6 +141,10 @@ typedef struct {
 /* cfg and sizes, drop_seed = cfg->seed, the index arrays and a zeroed carried state */
 void lstm_lm_core_init(LstmLmCore *k, const LstmLmConfig *cfg, int max_batch, int max_T);
 void lstm_lm_core_free(LstmLmCore *k);
+/* layer l's rows of a carried-state array (k->carry_h or k->carry_c): [max_batch,H] */
+static inline float *lstm_lm_core_layer(const LstmLmCore *k, float *carry, int l) {
+    return carry + (size_t)l * k->max_batch * k->cfg.hidden;
+}
 /* lstm_lm_carried_state of the model that holds k */
 int lstm_lm_core_carried_state(const LstmLmCore *k, int l, const float **h /*N,H*/, const float **c /*N,H*/, int *n);
 void lstm_lm_core_reset_state(LstmLmCore *k);

@@ -215,7 +215,7 @@ static float lstm_lm_cuda_forward(Model *m, const Batch *b, int train, BatchStat
     must(dropout_forward_cuda(w->a.xs[0], w->a.xs[0], p, dropout_seed(lm->k.drop_seed, step, 0), (size_t)TN * E),
          "dropout_forward_cuda");
     for (int l = 0; l < L; l++) {
-        float *ch = lm->k.carry_h + (size_t)l * lm->k.max_batch * H, *cc = lm->k.carry_c + (size_t)l * lm->k.max_batch * H;
+        float *ch = lstm_lm_core_layer(&lm->k, lm->k.carry_h, l), *cc = lstm_lm_core_layer(&lm->k, lm->k.carry_c, l);
         /* slot 0 = the carried state (host) */
         cudaCheck(cudaMemcpy(w->a.hs[l], ch, NH * sizeof(float), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(w->a.cs[l], cc, NH * sizeof(float), cudaMemcpyHostToDevice));
