@@ -3,12 +3,14 @@
 #   make              build the CPU library and binaries (./train_resnet, ./gcx, ...)
 #   make test         build and run every test that needs no GPU; ends "N passed, N failed"
 #   make test-cuda    CUDA parity tests (needs a GPU)
+#   make test-emu     the CUDA parity tests on the host emulation of the GPU (no GPU needed;
+#                     part of make test)
 #   make fuzz         libFuzzer + sanitizers on every decoder (FUZZ_SECONDS per target)
 #   make bench        benchmarks (see bench/)
 #   make deps         install the Debian packages the project needs (scripts/deps.sh)
 #   make clean
 #
-# Switches: NO_OPENMP=1 NO_MPI=1 NO_CUDA=1 NO_NCCL=1 NO_CUDNN=1 DEBUG=1
+# Switches: NO_OPENMP=1 NO_MPI=1 NO_CUDA=1 NO_NCCL=1 NO_CUDNN=1 NO_EMU=1 DEBUG=1
 # DATA_DIR (default data/) is passed to tests and exported to binaries run by make.
 
 CC      ?= gcc
@@ -138,7 +140,7 @@ ASAN_BINS := $(patsubst tests/%.c,$(BUILD)/asan/tests/%,$(ASAN_TEST_SRCS)) \
              $(patsubst tests/fuzz/%.c,$(BUILD)/asan/fuzz/%_replay,$(FUZZ_SRCS))
 
 # ---------------------------------------------------------------- rules ----
-.PHONY: all test test-cuda build-cuda-tests fuzz bench deps clean probe fixtures
+.PHONY: all test test-cuda build-cuda-tests test-emu build-emu fuzz bench deps clean probe fixtures
 all: probe $(BINS)
 
 probe:
@@ -194,8 +196,40 @@ endif
 
 build-cuda-tests: $(CUDA_TEST_BINS)
 
-test: all $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS)
-	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 tests/run.sh $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS)
+# Host emulation of the CUDA code (tests/emulation/README.md): the CUDA parity tests
+# built with g++ against the real kernels (each block's threads run as fibers) and the
+# real GPU host code, cuBLAS, cuDNN and NCCL replaced by checked reference code, on a
+# NO_CUDA build of the library; no GPU needed. make test runs them unless NO_EMU=1,
+# with the blocks and threads in a shuffled order (EMU_ORDER) and the codec test's
+# sizes up to 8193 values.
+EMU_DIR := $(BUILD)/emu
+EMU_TEST_BINS := $(addprefix $(EMU_DIR)/codec/,test_codec_emu test_optim_emu) \
+                 $(addprefix $(EMU_DIR)/nn/,test_nn_cuda_ops_emu test_nn_cuda_lenet_emu test_lstm_lm_emu \
+                                            test_resnet_cuda_emu)
+ifeq ($(HAVE_MPI),1)
+  EMU_TEST_BINS += $(EMU_DIR)/codec/test_comm_nccl_emu
+endif
+EMU_DEPS := $(shell find tests/emulation tests/cuda $(LIB_DIRS) examples bench -type f \
+              \( -name '*.[ch]' -o -name '*.cu' -o -name '*.cpp' -o -name '*.cuh' -o -name '*.py' -o -name '*.sh' \))
+EMU_ENV := EMU_ORDER=$${EMU_ORDER:-shuffle:1} GCX_CODEC_CUDA_BIG=0 GCX_CODEC_CUDA_MAXN=$${GCX_CODEC_CUDA_MAXN:-8193}
+$(EMU_DIR)/codec/built: $(EMU_DEPS)
+	@mkdir -p $(dir $@)
+	sh tests/emulation/build.sh $(dir $@) && touch $@
+$(EMU_DIR)/nn/built: $(EMU_DEPS)
+	@mkdir -p $(dir $@)
+	sh tests/emulation/nn/build.sh $(dir $@) && touch $@
+EMU_BUILT := $(EMU_DIR)/codec/built $(EMU_DIR)/nn/built
+ifneq ($(NO_EMU),)
+  EMU_BUILT :=
+  EMU_TEST_BINS :=
+endif
+build-emu: $(EMU_BUILT)
+test-emu: $(EMU_BUILT)
+	@$(EMU_ENV) tests/run.sh $(EMU_TEST_BINS)
+
+test: all $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_BUILT)
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(EMU_ENV) \
+	  tests/run.sh $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_TEST_BINS)
 
 # libFuzzer with ASan + UBSan, one binary per target, FUZZ_SECONDS each
 FUZZ_SECONDS ?= 60

@@ -439,14 +439,18 @@ static int save_checkpoint(Worker *w, const char *path) {
             int got = sections_unpack(out + k, cap - k, all.p + at, lens[r]);
             for (int i = 0; i < got; i++) {
                 char name[CKPT_NAME_MAX];
-                snprintf(name, sizeof name, "w%d.%s", r, out[k + i].name);
+                if (snprintf(name, sizeof name, "w%d.%s", r, out[k + i].name) >= (int)sizeof name) {
+                    fprintf(stderr, "error: checkpoint section w%d.%s: name longer than %d characters\n", r,
+                            out[k + i].name, CKPT_NAME_MAX - 1);
+                    rc = -1;
+                }
                 memcpy(out[k + i].name, name, CKPT_NAME_MAX);
             }
             k += got > 0 ? got : 0;
             at += lens[r];
         }
         char err[600];
-        if (ckpt_write(path, out, k, err, sizeof err)) {
+        if (rc == 0 && ckpt_write(path, out, k, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
             rc = -1;
         }

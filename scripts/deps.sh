@@ -5,6 +5,7 @@
 set -euo pipefail
 pkgs=(
     gcc make                 # compiler and build
+    g++ python3              # the host emulation of the CUDA code (tests/emulation)
     libopenblas-openmp-dev   # CBLAS (OpenMP threading, shares our thread pool)
     openmpi-bin libopenmpi-dev  # mpi backend
     libstb-dev               # stb_image for image folders

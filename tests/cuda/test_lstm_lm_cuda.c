@@ -37,7 +37,7 @@
  * Training: the trajectories separate by rounding, amplified a little by each
  * step: loss per step within 1e-4 relative, parameters after 30 steps within
  * 1e-4 relative L2 over the arena.
- * Calibration (dev/cuda_emulation/nn: this test run with the "GPU" model
+ * Calibration (tests/emulation/nn: this test run with the "GPU" model
  * replaced by a CPU model whose parameters are scaled by 1 + 1e-6 u, u uniform
  * in [-1, 1], i.e. ~16 float roundings): gradient relative L2 <= 2.3e-6 (1/45 of
  * the bound), elements <= 0.014 of their bound, loss < 1e-7 relative,

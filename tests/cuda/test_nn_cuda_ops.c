@@ -595,7 +595,7 @@ static void test_softmax(Rng *r) {
 
 /* GCX_TEST_OPS=name,name... runs only those sections (default: all). The
  * sections without cuDNN need only a device, so they also run in a build
- * without cuDNN (and on dev/cuda_emulation). */
+ * without cuDNN (and on tests/emulation). */
 static const struct {
     const char *name;
     void (*fn)(Rng *);

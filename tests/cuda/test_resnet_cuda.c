@@ -242,7 +242,7 @@ static void test_training(void) {
 static void test_device_master(void) {
     enum { STEPS = 6, N = 8, HW = 16 };
     ResNetConfig cfg = resnet_cifar_config(8);
-    cfg.seed = 5;
+    cfg.seed = 5, cfg.in_h = cfg.in_w = HW; /* the batches below are HW x HW */
     printf("device-master mode: ResNet-8, %d SGD steps with the optimizer on the device against the host optimizer\n",
            STEPS);
     Model *h = resnet_cifar_create_cuda(&cfg, N), *d = resnet_cifar_create_cuda(&cfg, N);

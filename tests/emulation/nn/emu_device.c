@@ -114,12 +114,30 @@ cudaError_t cudaMalloc(void **p, size_t n) {
     return 0;
 }
 
+/* A freed allocation's pages stay mapped, inaccessible and out of the table, so a later
+ * use of the freed pointer faults (or, as a kernel argument, is refused) instead of
+ * landing in whatever a new mapping at the same address would hold; only the QUAR most
+ * recent ones are kept (each is a kernel mapping), the oldest unmapped first. */
+#define QUAR 8192
+static struct { char *p; size_t mapped; } quar[QUAR];
+static size_t nquar;
+static void quarantine(char *p, size_t mapped) {
+#ifdef EMU_NO_PROTECT
+    munmap(p, mapped);
+    return;
+#endif
+    if (mprotect(p, mapped, PROT_NONE) || madvise(p, mapped, MADV_DONTNEED)) { perror("emu quarantine"); abort(); }
+    size_t k = nquar++ % QUAR;
+    if (quar[k].p) munmap(quar[k].p, quar[k].mapped);
+    quar[k].p = p, quar[k].mapped = mapped;
+}
+
 cudaError_t cudaFree(void *p) {
     if (!p) return 0;
     take();
     for (int i = 0; i < nallocs; i++)
         if (allocs[i].p == p) {
-            munmap(p, allocs[i].mapped);
+            quarantine(allocs[i].p, allocs[i].mapped);
             allocs[i] = allocs[--nallocs];
             give();
             return 0;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Host emulation of the GPU codecs and optimizers (see README.md here):
-#   dev/cuda_emulation/build.sh [OUT]      (OUT default /tmp/gcx-codec-emu)
+#   tests/emulation/build.sh [OUT]      (OUT default build/emu/codec)
 # builds OUT/test_codec_emu (tests/cuda/test_codec_cuda.c against compress/*.cu) and
 # OUT/test_optim_emu (tests/cuda/test_optim_cuda.c against optim/optim_cuda.cu) and
 # OUT/codecs_gpu_emu (bench/codecs_gpu.c; it runs, its timings mean nothing), the .cu
@@ -12,7 +12,7 @@
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
 EMU=$HERE
-OUT=${1:-/tmp/gcx-codec-emu}
+OUT=${1:-$EMU/../../build/emu/codec}
 . "$EMU/lib.sh"
 for f in compress/codec_cuda compress/sparse_cuda compress/gcomp_cuda optim/optim_cuda; do
   b=$(basename "$f")

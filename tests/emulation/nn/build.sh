@@ -1,6 +1,6 @@
 #!/bin/sh
 # Host emulation of the GPU models of nn/ (see README.md here):
-#   dev/cuda_emulation/nn/build.sh [OUT]      (OUT default /tmp/gcx-nn-emu)
+#   tests/emulation/nn/build.sh [OUT]      (OUT default build/emu/nn)
 # builds, each against the real nn/*.cu rewritten to C++ (kernels run as fibers),
 # the real host code of the GPU models, cuBLAS as a reference sgemm and cuDNN as
 # reference loops (emu_cudnn.c), all on tracked device memory (emu_device.c):
@@ -20,7 +20,7 @@
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
 EMU=$(cd "$HERE/.." && pwd)
-OUT=${1:-/tmp/gcx-nn-emu}
+OUT=${1:-$EMU/../../build/emu/nn}
 . "$EMU/lib.sh"
 DEFS="-DHAVE_CUDA -DHAVE_CUDNN"
 cu() { # nn/X.cu or optim/X.cu -> $O/X.o
@@ -35,8 +35,8 @@ cu optim/optim_cuda.cu
 g++ -std=c++17 -O1 -g -w -I"$EMU" -c "$EMU/emu_sched.cpp" -o "$O/emu_sched.o"
 CF="-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fno-math-errno $DEFS -fopenmp -DHAVE_OPENMP -I$HERE -I$REPO"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
-gcc $CF -c "$HERE/emu_cublas.c" -o "$O/emu_cublas.o"
-gcc $CF -O2 -c "$HERE/emu_cudnn.c" -o "$O/emu_cudnn.o"
+gcc $CF -O2 -march=native -c "$HERE/emu_cublas.c" -o "$O/emu_cublas.o" # native: fmaf inline
+gcc $CF -O2 -march=native -c "$HERE/emu_cudnn.c" -o "$O/emu_cudnn.o"
 gcc $CF -c "$HERE/emu_device.c" -o "$O/emu_device.o"
 gcc $CF -DEMU_NO_PROTECT -c "$HERE/emu_device.c" -o "$O/emu_device_open.o"
 gcc $CF -c "$HERE/perturb_shim.c" -o "$O/perturb_shim.o"

@@ -1,0 +1,130 @@
+/* Kernel launches of the host emulation: a block's threads are fibers, each running the
+ * kernel body until it returns or reaches a barrier (__syncthreads, a warp intrinsic),
+ * where it gives control back to the scheduler, which runs the others to the same point.
+ * The fibers are made once and reused by every block and launch; on x86-64 they switch
+ * with a few instructions of their own (ucontext's switch makes a system call to save
+ * the signal mask, which made the system the emulation's largest cost). */
+#include <vector>
+#include "emu_cuda.h"
+EmuDim blockIdx, threadIdx, blockDim, gridDim;
+uint64_t emu_slot[1024];
+#define STK (256 * 1024)
+static std::function<void()> *body;
+static int cur;
+static void fiber_main();
+
+#if defined(__x86_64__)
+/* saves the callee-saved registers, MXCSR and the x87 control word on the current stack,
+ * stores the stack pointer in *from, and resumes the context saved at to */
+extern "C" void emu_ctx_switch(void **from, void *to);
+asm(".text\n"
+    ".globl emu_ctx_switch\n"
+    ".type emu_ctx_switch,@function\n"
+    "emu_ctx_switch:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+    "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+    "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n"
+    ".size emu_ctx_switch, .-emu_ctx_switch\n");
+struct Ctx { void *sp; };
+static void ctx_make(Ctx *c, char *stack) {
+    uint64_t *top = (uint64_t *)(((uintptr_t)stack + STK) & ~(uintptr_t)15);
+    top[-1] = 0;                          /* fiber_main's return address: it never returns */
+    top[-2] = (uint64_t)(uintptr_t)fiber_main; /* where emu_ctx_switch's ret goes */
+    for (int r = 3; r <= 8; r++) top[-r] = 0; /* rbp rbx r12 r13 r14 r15 */
+    uint32_t cw[2];
+    __asm__ volatile("stmxcsr %0" : "=m"(cw[0]));
+    __asm__ volatile("fnstcw %0" : "=m"(*(uint16_t *)&cw[1]));
+    memcpy(&top[-9], cw, 8);
+    c->sp = &top[-9];
+}
+static void ctx_switch(Ctx *from, Ctx *to) { emu_ctx_switch(&from->sp, to->sp); }
+#else
+#include <ucontext.h>
+struct Ctx { ucontext_t u; };
+static void ctx_make(Ctx *c, char *stack) {
+    getcontext(&c->u);
+    c->u.uc_stack.ss_sp = stack, c->u.uc_stack.ss_size = STK, c->u.uc_link = 0;
+    makecontext(&c->u, fiber_main, 0);
+}
+static void ctx_switch(Ctx *from, Ctx *to) { swapcontext(&from->u, &to->u); }
+#endif
+
+struct Fib { Ctx c; char *stack; int done; };
+static Fib fibs[1024];
+static Ctx sched;
+static void fiber_main() {
+    for (;;) { /* one run of the kernel body per block this fiber serves */
+        (*body)();
+        fibs[cur].done = 1;
+        ctx_switch(&fibs[cur].c, &sched);
+    }
+}
+void __syncthreads() { ctx_switch(&fibs[cur].c, &sched); }
+
+/* EMU_ORDER: the order in which blocks run, and in which a block's threads run from one
+ * barrier to the next: "fwd" (default) 0, 1, 2, ...; "rev" the reverse; "shuffle[:SEED]" a
+ * new random order for every launch and every barrier phase. A kernel whose result
+ * depends on the order (a missing __syncthreads, a cross-block dependence, a float
+ * atomic sum) gives different results under different orders, as it may on a GPU. */
+static int order_mode = -1; /* 0 fwd, 1 rev, 2 shuffle */
+static uint64_t order_rng = 0x9E3779B97F4A7C15ull;
+static void order_init() {
+    const char *e = getenv("EMU_ORDER");
+    order_mode = 0;
+    if (!e || !*e || !strcmp(e, "fwd")) return;
+    if (!strcmp(e, "rev")) { order_mode = 1; return; }
+    if (!strncmp(e, "shuffle", 7) && (e[7] == 0 || e[7] == ':')) {
+        order_mode = 2;
+        if (e[7] == ':') order_rng ^= strtoull(e + 8, NULL, 10) * 0xD1B54A32D192ED03ull;
+        return;
+    }
+    fprintf(stderr, "EMU_ORDER=%s: expected fwd, rev or shuffle[:SEED]\n", e);
+    exit(1);
+}
+static uint64_t order_next() { /* splitmix64 */
+    uint64_t z = (order_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static void order_fill(std::vector<size_t> &p, size_t n) {
+    p.resize(n);
+    for (size_t i = 0; i < n; i++) p[i] = order_mode == 1 ? n - 1 - i : i;
+    if (order_mode == 2)
+        for (size_t i = n; i > 1; i--) { size_t j = order_next() % i, t = p[i - 1]; p[i - 1] = p[j]; p[j] = t; }
+}
+
+void emu_launch(size_t grid, size_t block, std::function<void()> fn) {
+    if (block > 1024 || grid == 0 || block == 0) { fprintf(stderr, "bad launch %zu x %zu\n", grid, block); exit(1); }
+    if (order_mode < 0) order_init();
+    std::function<void()> *outer = body; /* a launch from host code only, but keep it clean */
+    body = &fn;
+    gridDim = {(unsigned)grid, 1, 1}; blockDim = {(unsigned)block, 1, 1};
+    for (size_t t = 0; t < block; t++)
+        if (!fibs[t].stack) {
+            if (!(fibs[t].stack = (char *)malloc(STK))) { fprintf(stderr, "emu: no memory for fibers\n"); exit(1); }
+            ctx_make(&fibs[t].c, fibs[t].stack);
+        }
+    std::vector<size_t> blocks, threads;
+    order_fill(blocks, grid);
+    for (size_t bi = 0; bi < grid; bi++) {
+        blockIdx = {(unsigned)blocks[bi], 0, 0};
+        for (size_t t = 0; t < block; t++) fibs[t].done = 0;
+        for (;;) {
+            int alive = 0;
+            order_fill(threads, block);
+            for (size_t ti = 0; ti < block; ti++) {
+                size_t t = threads[ti];
+                if (fibs[t].done) continue;
+                cur = (int)t; threadIdx = {(unsigned)t, 0, 0};
+                ctx_switch(&sched, &fibs[t].c);
+                alive |= !fibs[t].done;
+            }
+            if (!alive) break;
+        }
+    }
+    body = outer;
+}
