@@ -200,8 +200,8 @@ build-cuda-tests: $(CUDA_TEST_BINS)
 # built with g++ against the real kernels (each block's threads run as fibers) and the
 # real GPU host code, cuBLAS, cuDNN and NCCL replaced by checked reference code, on a
 # NO_CUDA build of the library; no GPU needed. make test runs them unless NO_EMU=1,
-# with the blocks and threads in a shuffled order (EMU_ORDER) and the codec test's
-# sizes up to 8193 values.
+# under AddressSanitizer, with the blocks and threads in a shuffled order (EMU_ORDER)
+# and the codec test's sizes up to 8193 values.
 EMU_DIR := $(BUILD)/emu
 EMU_TEST_BINS := $(addprefix $(EMU_DIR)/codec/,test_codec_emu test_optim_emu) \
                  $(addprefix $(EMU_DIR)/nn/,test_nn_cuda_ops_emu test_nn_cuda_lenet_emu test_lstm_lm_emu \
@@ -214,10 +214,10 @@ EMU_DEPS := $(shell find tests/emulation tests/cuda $(LIB_DIRS) examples bench -
 EMU_ENV := EMU_ORDER=$${EMU_ORDER:-shuffle:1} GCX_CODEC_CUDA_BIG=0 GCX_CODEC_CUDA_MAXN=$${GCX_CODEC_CUDA_MAXN:-8193}
 $(EMU_DIR)/codec/built: $(EMU_DEPS)
 	@mkdir -p $(dir $@)
-	sh tests/emulation/build.sh $(dir $@) && touch $@
+	EMU_ASAN=1 sh tests/emulation/build.sh $(dir $@) && touch $@
 $(EMU_DIR)/nn/built: $(EMU_DEPS)
 	@mkdir -p $(dir $@)
-	sh tests/emulation/nn/build.sh $(dir $@) && touch $@
+	EMU_ASAN=1 sh tests/emulation/nn/build.sh $(dir $@) && touch $@
 EMU_BUILT := $(EMU_DIR)/codec/built $(EMU_DIR)/nn/built
 ifneq ($(NO_EMU),)
   EMU_BUILT :=

@@ -14,26 +14,30 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 EMU=$HERE
 OUT=${1:-$EMU/../../build/emu/codec}
 . "$EMU/lib.sh"
+# EMU_ASAN=1: the emulation, the kernels and the tests under AddressSanitizer
+SAN=${EMU_ASAN:+-fsanitize=address -fno-omit-frame-pointer}
+CXX="g++ $SAN"
+CCS="gcc $SAN"
 for f in compress/codec_cuda compress/sparse_cuda compress/gcomp_cuda optim/optim_cuda; do
   b=$(basename "$f")
   python3 "$HERE/transform.py" "$REPO/$f.cu" "$O/$b.cpp"
-  g++ -std=c++17 -O1 -g -w -I"$HERE" -I"$REPO" -c "$O/$b.cpp" -o "$O/$b.o"
+  $CXX -std=c++17 -O1 -g -w -I"$HERE" -I"$REPO" -c "$O/$b.cpp" -o "$O/$b.o"
 done
-g++ -std=c++17 -O1 -g -w -I"$HERE" -c "$HERE/emu_sched.cpp" -o "$O/emu_sched.o"
+$CXX -std=c++17 -O1 -g -w -I"$HERE" -c "$HERE/emu_sched.cpp" -o "$O/emu_sched.o"
 CF="-std=c11 -O2 -g -D_GNU_SOURCE -fno-math-errno -DHAVE_CUDA -I$HERE -I$REPO -fopenmp -DHAVE_OPENMP"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
-gcc $CF "$REPO/tests/cuda/test_codec_cuda.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $O/emu_sched.o \
+$CCS $CF "$REPO/tests/cuda/test_codec_cuda.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $O/emu_sched.o \
   "$LIB" $LIBS -fopenmp -o "$OUT/test_codec_emu"
-gcc $CF "$REPO/tests/cuda/test_optim_cuda.c" $O/optim_cuda.o $O/emu_sched.o "$LIB" $LIBS -fopenmp -o "$OUT/test_optim_emu"
-gcc $CF "$REPO/bench/codecs_gpu.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $O/emu_sched.o \
+$CCS $CF "$REPO/tests/cuda/test_optim_cuda.c" $O/optim_cuda.o $O/emu_sched.o "$LIB" $LIBS -fopenmp -o "$OUT/test_optim_emu"
+$CCS $CF "$REPO/bench/codecs_gpu.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $O/emu_sched.o \
   "$LIB" $LIBS -fopenmp -o "$OUT/codecs_gpu_emu"
 built="$OUT/test_codec_emu $OUT/test_optim_emu $OUT/codecs_gpu_emu"
 if [ -n "$NCCL_CF" ]; then
   NF="$NCCL_CF -fopenmp"
-  gcc $NF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
-  gcc $NF -c "$HERE/nccl/fake_nccl.c" -o "$O/fake_nccl.o"
-  gcc $NF -c "$REPO/tests/cuda/test_comm_nccl.c" -o "$O/test_comm_nccl.o"
-  gcc -fopenmp "$O/test_comm_nccl.o" "$O/comm_nccl.o" "$O/fake_nccl.o" "$LIB" $LIBS -o "$OUT/test_comm_nccl_emu"
+  $CCS $NF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
+  $CCS $NF -c "$HERE/nccl/fake_nccl.c" -o "$O/fake_nccl.o"
+  $CCS $NF -c "$REPO/tests/cuda/test_comm_nccl.c" -o "$O/test_comm_nccl.o"
+  $CCS -fopenmp "$O/test_comm_nccl.o" "$O/comm_nccl.o" "$O/fake_nccl.o" "$LIB" $LIBS -o "$OUT/test_comm_nccl_emu"
   built="$built $OUT/test_comm_nccl_emu"
 fi
 echo "built $built"

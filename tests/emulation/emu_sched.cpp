@@ -55,14 +55,41 @@ static void ctx_switch(Ctx *from, Ctx *to) { swapcontext(&from->u, &to->u); }
 struct Fib { Ctx c; char *stack; int done; };
 static Fib fibs[1024];
 static Ctx sched;
+
+/* AddressSanitizer must be told of every stack switch (EMU_ASAN=1 builds) */
+#if defined(__SANITIZE_ADDRESS__)
+extern "C" void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, size_t size);
+extern "C" void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old, size_t *size_old);
+static const void *sched_bottom;
+static size_t sched_size;
+static void to_fiber(int t) {
+    void *fake = NULL;
+    __sanitizer_start_switch_fiber(&fake, fibs[t].stack, STK);
+    ctx_switch(&sched, &fibs[t].c);
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+}
+static void to_sched(void) {
+    void *fake = NULL;
+    __sanitizer_start_switch_fiber(&fake, sched_bottom, sched_size);
+    ctx_switch(&fibs[cur].c, &sched);
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+}
+static void fiber_entered(void) { __sanitizer_finish_switch_fiber(NULL, &sched_bottom, &sched_size); }
+#else
+static void to_fiber(int t) { ctx_switch(&sched, &fibs[t].c); }
+static void to_sched(void) { ctx_switch(&fibs[cur].c, &sched); }
+static void fiber_entered(void) {}
+#endif
+
 static void fiber_main() {
+    fiber_entered();
     for (;;) { /* one run of the kernel body per block this fiber serves */
         (*body)();
         fibs[cur].done = 1;
-        ctx_switch(&fibs[cur].c, &sched);
+        to_sched();
     }
 }
-void __syncthreads() { ctx_switch(&fibs[cur].c, &sched); }
+void __syncthreads() { to_sched(); }
 
 /* EMU_ORDER: the order in which blocks run, and in which a block's threads run from one
  * barrier to the next: "fwd" (default) 0, 1, 2, ...; "rev" the reverse; "shuffle[:SEED]" a
@@ -120,7 +147,7 @@ void emu_launch(size_t grid, size_t block, std::function<void()> fn) {
                 size_t t = threads[ti];
                 if (fibs[t].done) continue;
                 cur = (int)t; threadIdx = {(unsigned)t, 0, 0};
-                ctx_switch(&sched, &fibs[t].c);
+                to_fiber((int)t);
                 alive |= !fibs[t].done;
             }
             if (!alive) break;

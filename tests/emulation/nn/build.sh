@@ -22,50 +22,55 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 EMU=$(cd "$HERE/.." && pwd)
 OUT=${1:-$EMU/../../build/emu/nn}
 . "$EMU/lib.sh"
+# EMU_ASAN=1: the emulation, the GPU models' host code and the tests under AddressSanitizer
+# (the library itself is not instrumented, but its malloc and memcpy are checked)
+SAN=${EMU_ASAN:+-fsanitize=address -fno-omit-frame-pointer}
+CXX="g++ $SAN"
+CCS="gcc $SAN"
 DEFS="-DHAVE_CUDA -DHAVE_CUDNN"
 cu() { # nn/X.cu or optim/X.cu -> $O/X.o
   python3 "$HERE/transform.py" "$REPO/$1" "$O/$(basename "$1" .cu).cpp"
-  g++ -std=c++17 -O1 -g -w -D__CUDACC__ $DEFS -include "$HERE/cuda_runtime.h" -I"$HERE" -I"$REPO" \
+  $CXX -std=c++17 -O1 -g -w -D__CUDACC__ $DEFS -include "$HERE/cuda_runtime.h" -I"$HERE" -I"$REPO" \
     -c "$O/$(basename "$1" .cu).cpp" -o "$O/$(basename "$1" .cu).o"
 }
 for f in lstm_cuda linear softmax_ce cuda_ctx model_cuda activation layout pool resnet_cuda conv2d batchnorm; do
   cu nn/$f.cu
 done
 cu optim/optim_cuda.cu
-g++ -std=c++17 -O1 -g -w -I"$EMU" -c "$EMU/emu_sched.cpp" -o "$O/emu_sched.o"
+$CXX -std=c++17 -O1 -g -w -I"$EMU" -c "$EMU/emu_sched.cpp" -o "$O/emu_sched.o"
 CF="-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fno-math-errno $DEFS -fopenmp -DHAVE_OPENMP -I$HERE -I$REPO"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
-gcc $CF -O2 -march=native -c "$HERE/emu_cublas.c" -o "$O/emu_cublas.o" # native: fmaf inline
-gcc $CF -O2 -march=native -c "$HERE/emu_cudnn.c" -o "$O/emu_cudnn.o"
-gcc $CF -c "$HERE/emu_device.c" -o "$O/emu_device.o"
-gcc $CF -DEMU_NO_PROTECT -c "$HERE/emu_device.c" -o "$O/emu_device_open.o"
-gcc $CF -c "$HERE/perturb_shim.c" -o "$O/perturb_shim.o"
+$CCS $CF -O2 -march=native -c "$HERE/emu_cublas.c" -o "$O/emu_cublas.o" # native: fmaf inline
+$CCS $CF -O2 -march=native -c "$HERE/emu_cudnn.c" -o "$O/emu_cudnn.o"
+$CCS $CF -c "$HERE/emu_device.c" -o "$O/emu_device.o"
+$CCS $CF -DEMU_NO_PROTECT -c "$HERE/emu_device.c" -o "$O/emu_device_open.o"
+$CCS $CF -c "$HERE/perturb_shim.c" -o "$O/perturb_shim.o"
 for f in nn/lstm_lm_cuda nn/resnet_cuda nn/lenet_cuda tests/cuda/test_lstm_lm_cuda tests/cuda/test_nn_cuda_ops \
          tests/cuda/test_resnet_cuda tests/cuda/test_nn_cuda_lenet; do
-  gcc $CF -c "$REPO/$f.c" -o "$O/$(basename $f)_c.o"
+  $CCS $CF -c "$REPO/$f.c" -o "$O/$(basename $f)_c.o"
 done
 EMU_OBJS="$O/emu_sched.o $O/emu_cublas.o $O/emu_cudnn.o $O/emu_device.o"
 KERNELS="$O/activation.o $O/layout.o $O/pool.o $O/resnet_cuda.o $O/linear.o $O/softmax_ce.o $O/conv2d.o $O/batchnorm.o"
 KERNELS="$KERNELS $O/cuda_ctx.o $O/model_cuda.o $O/optim_cuda.o"
-g++ -fopenmp $O/test_lstm_lm_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o $KERNELS $EMU_OBJS "$LIB" $LIBS \
+$CXX -fopenmp $O/test_lstm_lm_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o $KERNELS $EMU_OBJS "$LIB" $LIBS \
   -o "$OUT/test_lstm_lm_emu"
-gcc -fopenmp $O/test_lstm_lm_cuda_c.o $O/perturb_shim.o $O/emu_device_open.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_calib"
-g++ -fopenmp $O/test_nn_cuda_ops_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_nn_cuda_ops_emu"
-g++ -fopenmp $O/test_resnet_cuda_c.o $O/resnet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_resnet_cuda_emu"
-g++ -fopenmp $O/test_nn_cuda_lenet_c.o $O/lenet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_nn_cuda_lenet_emu"
+$CCS -fopenmp $O/test_lstm_lm_cuda_c.o $O/perturb_shim.o $O/emu_device_open.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_calib"
+$CXX -fopenmp $O/test_nn_cuda_ops_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_nn_cuda_ops_emu"
+$CXX -fopenmp $O/test_resnet_cuda_c.o $O/resnet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_resnet_cuda_emu"
+$CXX -fopenmp $O/test_nn_cuda_lenet_c.o $O/lenet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_nn_cuda_lenet_emu"
 MODELS="$O/resnet_cuda_c.o $O/lenet_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o"
 for t in train_resnet train_lenet train_lstm; do
-  gcc $CF -c "$REPO/examples/$t.c" -o "$O/${t}_main.o"
-  g++ -fopenmp "$O/${t}_main.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/${t}_emu"
+  $CCS $CF -c "$REPO/examples/$t.c" -o "$O/${t}_main.o"
+  $CXX -fopenmp "$O/${t}_main.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/${t}_emu"
 done
-gcc $CF -c "$REPO/bench/resnet_gpu.c" -o "$O/resnet_gpu_main.o"
-g++ -fopenmp "$O/resnet_gpu_main.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/resnet_gpu_emu"
+$CCS $CF -c "$REPO/bench/resnet_gpu.c" -o "$O/resnet_gpu_main.o"
+$CXX -fopenmp "$O/resnet_gpu_main.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/resnet_gpu_emu"
 built="test_lstm_lm_emu test_lstm_lm_calib test_nn_cuda_ops_emu test_resnet_cuda_emu test_nn_cuda_lenet_emu"
 built="$built train_resnet_emu train_lenet_emu train_lstm_emu resnet_gpu_emu"
 if [ -n "$NCCL_CF" ]; then
-  gcc $NCCL_CF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
-  gcc $NCCL_CF -c "$EMU/nccl/fake_nccl.c" -o "$O/fake_nccl.o"
-  g++ -fopenmp "$O/train_resnet_main.o" "$O/comm_nccl.o" "$O/fake_nccl.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS \
+  $CCS $NCCL_CF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
+  $CCS $NCCL_CF -c "$EMU/nccl/fake_nccl.c" -o "$O/fake_nccl.o"
+  $CXX -fopenmp "$O/train_resnet_main.o" "$O/comm_nccl.o" "$O/fake_nccl.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS \
     -o "$OUT/train_resnet_nccl_emu"
   built="$built train_resnet_nccl_emu"
 fi
