@@ -94,7 +94,8 @@ endif
 # (kernels + extern "C" host wrappers keeping the CPU signatures)
 ifeq ($(HAVE_NVCC),1)
   CUDA_ARCH ?= -gencode=arch=compute_90,code=[sm_90,compute_90]
-  NVCC_FLAGS := -O3 -std=c++17 $(CUDA_ARCH) -I. -DHAVE_CUDA -Xcompiler -fPIC,-Wall -MMD -MP
+  NVCC_FLAGS := -O3 -std=c++17 $(CUDA_ARCH) -I. -DHAVE_CUDA -Xcompiler -fPIC,-Wall -MMD -MP \
+                -Xptxas -warn-spills,-warn-lmem-usage
   CFLAGS += -DHAVE_CUDA -I$(CUDA_HOME)/include
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
   ifeq ($(HAVE_CUDNN),1)
