@@ -286,9 +286,9 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --latency T          network model: per-message latency, e.g. 0.5ms\n"
             "  --codec-threads N    threads of chunk-parallel encoders (default: OpenMP default)\n",
             d->epochs, d->batch, d->lr, d->optim, d->schedule, d->eval_every, d->print_every, d->workers);
-    fprintf(fp, "\nOptimizers (--optim):\n");
+    fprintf(fp, "\n");
     opt_help(fp);
-    fprintf(fp, "\nSchedules (--schedule):\n");
+    fprintf(fp, "\n");
     lr_sched_help(fp);
     fprintf(fp, "\n");
     codec_print_help(fp);
