@@ -25,7 +25,6 @@
 # Environment: DEPTHS, ROUNDS, STEPS for bench/resnet_gpu.sh; GCX_TRAIN_STEPS
 # (default 200) for the CharLSTM comparison.
 set -uo pipefail
-cd "$(dirname "$0")/.."
 BUNDLE=""
 LOGS=build/gpu-logs
 phases=()
@@ -39,6 +38,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ ${#phases[@]} -gt 0 ] || phases=(env test train bench)
+# paths given relative to where the script was started from; then run in the checkout
+abs() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+[ -n "$BUNDLE" ] && BUNDLE=$(abs "$BUNDLE")
+[ "$LOGS" = build/gpu-logs ] || LOGS=$(abs "$LOGS")
+[ -n "${DATA_DIR:-}" ] && DATA_DIR=$(abs "$DATA_DIR")
+cd "$(dirname "$0")/.." || exit 1
 mkdir -p "$LOGS"
 SUMMARY=$LOGS/summary.txt
 : >"$SUMMARY"
