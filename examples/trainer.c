@@ -16,6 +16,9 @@
 #include "common/ckpt.h"
 #include "common/units.h"
 #include "dist/comm_nccl.h"
+#ifdef HAVE_CUDA
+#include "nn/cuda_ops.h"
+#endif
 #include "optim/clip.h"
 
 /* ------------------------------------------------------------ options ---- */
@@ -950,6 +953,13 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
         return 2;
     }
     task->cuda = o->cuda;
+#ifdef HAVE_CUDA
+    /* said once here, rather than by every worker's model */
+    if (o->cuda && nn_cuda_device_count() < 1) {
+        fprintf(stderr, "error: --device cuda: no CUDA device is visible (cudaGetDeviceCount reports none or fails)\n");
+        return 1;
+    }
+#endif
     int use_nccl = !strcmp(o->backend, "nccl");
     int use_mpi = use_nccl || !strcmp(o->backend, "mpi") || (!strcmp(o->backend, "auto") && comm_mpi_launched());
     if (o->log[0]) {
