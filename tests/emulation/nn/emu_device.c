@@ -10,6 +10,18 @@
 
 #include "cuda_runtime.h"
 
+/* Under AddressSanitizer (EMU_ASAN=1) the bytes between an allocation's end and its last
+ * page's end are poisoned, so an access just past the end is reported, to the byte, where
+ * the page protection alone sees nothing; a freed allocation is poisoned whole. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #define MAXA 4096
 static struct { char *p; size_t n, mapped; } allocs[MAXA];
 static int nallocs, open_depth;
@@ -104,6 +116,7 @@ cudaError_t cudaMalloc(void **p, size_t n) {
         return 2;
     }
     memset(q, 0xA5, m); /* garbage, as fresh device memory */
+    POISON((char *)q + n, m - n);
 #ifndef EMU_NO_PROTECT
     if (open_depth == 0 && mprotect(q, m, PROT_NONE)) { perror("emu mprotect"); abort(); }
 #endif
@@ -123,12 +136,17 @@ static struct { char *p; size_t mapped; } quar[QUAR];
 static size_t nquar;
 static void quarantine(char *p, size_t mapped) {
 #ifdef EMU_NO_PROTECT
+    UNPOISON(p, mapped);
     munmap(p, mapped);
     return;
 #endif
+    POISON(p, mapped);
     if (mprotect(p, mapped, PROT_NONE) || madvise(p, mapped, MADV_DONTNEED)) { perror("emu quarantine"); abort(); }
     size_t k = nquar++ % QUAR;
-    if (quar[k].p) munmap(quar[k].p, quar[k].mapped);
+    if (quar[k].p) {
+        UNPOISON(quar[k].p, quar[k].mapped); /* the next mapping there starts clean */
+        munmap(quar[k].p, quar[k].mapped);
+    }
     quar[k].p = p, quar[k].mapped = mapped;
 }
 
@@ -148,6 +166,7 @@ cudaError_t cudaFree(void *p) {
 
 cudaError_t cudaMemset(void *p, int v, size_t n) {
     emu_dev_check(p, "cudaMemset's destination");
+    if (p && n) emu_dev_span(p, n, "cudaMemset's destination");
     emu_dev_open();
     memset(p, v, n);
     emu_dev_close();
@@ -165,6 +184,10 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) 
                 dd ? "device" : "host", sd ? "device" : "host");
         abort();
     }
+#ifndef EMU_NO_PROTECT
+    if (n && dd) emu_dev_span(d, n, "cudaMemcpy's destination");
+    if (n && sd) emu_dev_span(s, n, "cudaMemcpy's source");
+#endif
     emu_dev_open();
     memmove(d, s, n);
     emu_dev_close();
