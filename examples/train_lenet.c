@@ -7,9 +7,12 @@
  */
 #include <string.h>
 
+#include "common/units.h"
+
 #include "examples/image_task.h"
 #include "examples/trainer.h"
 #include "nn/lenet.h"
+#include "nn/cuda_ops.h"
 #include "nn/lenet_cuda.h"
 
 typedef struct {
@@ -23,10 +26,11 @@ static Model *lenet_new(Task *t, int rank, int max_batch) {
     return t->cuda ? lenet_create_cuda(cfg, max_batch) : lenet_create(cfg, max_batch);
 }
 
-enum { O_DATASET = 1, O_SHARD, O_HELP };
+enum { O_DATASET = 1, O_SHARD, O_IMAGE_SIZE, O_HELP };
 static const struct option own_options[] = {
     {"dataset", required_argument, 0, O_DATASET},
     {"shard", required_argument, 0, O_SHARD},
+    {"image-size", required_argument, 0, O_IMAGE_SIZE},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
@@ -45,6 +49,7 @@ int main(int argc, char **argv) {
     LeNetTask lt;
     memset(&lt, 0, sizeof lt);
     lt.data.shard_fixed = 1; /* SBC IV-A: "split the training data randomly into 4 shards" */
+    lt.data.image_size = 32; /* folder datasets (the loader's own default, 224, is ResNet-50's) */
     char dataset[1100] = "mnist";
     struct option opts[96];
     train_options_merge(opts, 96, own_options);
@@ -59,6 +64,7 @@ int main(int argc, char **argv) {
                    "each holding one fixed random quarter of the training set.\n\n"
                    "Data:\n"
                    "  --dataset D          mnist (default) or folder:ROOT\n"
+                   "  --image-size N       folder datasets: images resized and cropped to N x N (default 32)\n"
                    "  --shard fixed|epoch  SBC's fixed split (default) or a new split every epoch\n\n");
             train_opts_help(stdout, &defaults);
             return 0;
@@ -66,6 +72,13 @@ int main(int argc, char **argv) {
             if (strlen(optarg) >= sizeof dataset) train_usage_error(argv[0], "--dataset: path too long");
             snprintf(dataset, sizeof dataset, "%s", optarg);
             break;
+        case O_IMAGE_SIZE: {
+            long v;
+            if (parse_long(optarg, &v) || v < 28 || v > 1024)
+                train_usage_error(argv[0], "--image-size %s: expected 28..1024", optarg);
+            lt.data.image_size = (int)v;
+            break;
+        }
         case O_SHARD:
             if (!strcmp(optarg, "epoch")) lt.data.shard_fixed = 0;
             else if (strcmp(optarg, "fixed")) train_usage_error(argv[0], "--shard %s: expected fixed or epoch", optarg);
@@ -90,6 +103,9 @@ int main(int argc, char **argv) {
     Task task = {0};
     task.name = name;
     task.model_new = lenet_new;
+#ifdef HAVE_CUDA
+    task.thread_release = nn_cuda_release;
+#endif
     task.data_new = image_data_iter;
     task.ctx = &lt;
     int status = train_run(&o, &task, &argc, &argv);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "examples/lm_task.h"
+#include "nn/cuda_ops.h"
 
 enum { O_MODEL = 1, O_PRESET, O_HIDDEN, O_EMB, O_LAYERS, O_DROPOUT, O_TIE, O_BPTT, O_CLIP, O_TEXT, O_HELP };
 static const struct option own_options[] = {
@@ -140,6 +141,9 @@ int main(int argc, char **argv) {
     task.has_valid = 1;
     task.clip_norm = clip > 0 ? clip : 0;
     task.model_new = lm_task_model;
+#ifdef HAVE_CUDA
+    task.thread_release = nn_cuda_release;
+#endif
     task.data_new = lm_task_data;
     task.ctx = &lt;
     int status = train_run(&o, &task, &argc, &argv);

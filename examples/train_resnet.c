@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/units.h"
 #include "examples/image_task.h"
 #include "examples/trainer.h"
 #include "nn/resnet.h"
+#include "nn/cuda_ops.h"
 #include "nn/resnet_cuda.h"
 
 typedef struct {
@@ -76,8 +78,7 @@ int main(int argc, char **argv) {
         switch (c) {
         case O_HELP: help(&defaults); return 0;
         case O_DEPTH:
-            v = strtol(optarg, NULL, 10);
-            if (v < 8 || (v - 2) % 6 != 0 || v > 1202) train_usage_error(argv[0], "--depth %s: expected 6n+2 (20, 32, 44, 56, 110)", optarg);
+            if (parse_long(optarg, &v) || v < 8 || (v - 2) % 6 != 0 || v > 1202) train_usage_error(argv[0], "--depth %s: expected 6n+2 (20, 32, 44, 56, 110)", optarg);
             depth = (int)v;
             break;
         case O_ARCH:
@@ -95,8 +96,8 @@ int main(int argc, char **argv) {
             snprintf(dataset, sizeof dataset, "%s", optarg);
             break;
         case O_IMAGE_SIZE:
-            v = strtol(optarg, NULL, 10);
-            if (v < 32 || v > 1024) train_usage_error(argv[0], "--image-size %s: expected 32..1024", optarg);
+            if (parse_long(optarg, &v) || v < 32 || v > 1024)
+                train_usage_error(argv[0], "--image-size %s: expected 32..1024", optarg);
             rt.data.image_size = (int)v;
             break;
         case O_SHARD:
@@ -134,6 +135,9 @@ int main(int argc, char **argv) {
     Task task = {0};
     task.name = rt.name;
     task.model_new = resnet_new;
+#ifdef HAVE_CUDA
+    task.thread_release = nn_cuda_release;
+#endif
     task.data_new = image_data_iter;
     task.ctx = &rt;
     int status = train_run(&o, &task, &argc, &argv);

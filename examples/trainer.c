@@ -915,6 +915,7 @@ done:
     exchange_free(w->ex);
     if (w->m) optim_free(&w->opt);
     model_free(w->m);
+    if (task->cuda && task->thread_release) task->thread_release();
     param_arena_free(w->backup_params);
     free(w->backup_state);
 }

@@ -51,6 +51,10 @@ struct Task {
      * the run seed (rank seeds only per-worker randomness such as dropout);
      * NULL after printing why */
     Model *(*model_new)(Task *t, int rank, int max_batch);
+    /* with cuda: called by each worker's thread after freeing its model, to free what the
+     * thread's GPU ops made (nn_cuda_release: cuDNN/cuBLAS handles, plans, workspace);
+     * NULL: nothing to free */
+    void (*thread_release)(void);
     /* an iterator over split for worker rank of world (batch is per worker);
      * NULL with a message in err */
     DataIter *(*data_new)(Task *t, int split, int rank, int world, int batch, uint64_t seed, char *err,

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The trainers with --device cuda on the host emulation, against the same binaries with
+# --device cpu from the same seed: ResNet-8 and LeNet on a generated image folder and the
+# character LSTM on a short text, each with 2 local workers sharing the emulated device
+# and a codec; with MPI, ResNet-8 over --backend nccl (NCCL emulated over MPI, one emulated
+# GPU per process) against --backend mpi on the CPU. Checks per pair: both runs exit 0
+# (under EMU_ASAN=1 builds: no ASan report, no leak), the same step lines, every printed
+# loss within 1e-3 relative of the CPU's (rounding drift stays far below that in 3 steps
+# at these learning rates), the same bytes up and down per step, the same evaluation size.
+#
+#   tests/emulation/test_trainers_emu.sh [DIR]   DIR: nn/build.sh's output (build/emu/nn)
+# Ends with "RESULT passed failed" (tests/run.sh); LOG_DIR=DIR keeps the runs' output.
+set -u
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=${1:-$REPO/build/emu/nn}
+passed=0 failed=0
+check() { # condition-status, message
+    if [ "$1" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $2"; fi
+}
+for b in train_resnet_emu train_lenet_emu train_lstm_emu; do
+    if [ ! -x "$BIN/$b" ]; then echo "missing $BIN/$b (sh tests/emulation/nn/build.sh first)"; echo "RESULT 0 1"; exit 1; fi
+done
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1
+
+# 10 classes of 32x32 PPM images (class-coloured stripes and noise): 8 to train, 2 to evaluate
+python3 - "$TMP/folder" <<'EOF'
+import os, random, sys
+root, rng = sys.argv[1], random.Random(0)
+for split, count in (("train", 8), ("val", 2)):
+    for c in range(10):
+        d = os.path.join(root, split, "class%d" % c)
+        os.makedirs(d)
+        for i in range(count):
+            px = bytearray()
+            for y in range(32):
+                for x in range(32):
+                    base = (40 + 20 * c, 200 - 15 * c, 120) if ((x + c * y) // 4) % 2 else (30, 30, 30)
+                    px += bytes(max(0, min(255, v + rng.randint(-25, 25))) for v in base)
+            with open(os.path.join(d, "%03d.ppm" % i), "wb") as f:
+                f.write(b"P6\n32 32\n255\n" + bytes(px))
+EOF
+check $? "generating the image folder"
+head -c 6000 "$REPO/README.md" >"$TMP/text.txt"
+
+# "step loss up down" per step line; "eval N" for the evaluation's sample count
+digest() {
+    awk '/^step / {l = ""; u = ""; d = ""
+                   for (i = 1; i <= NF; i++) { if ($i == "loss") l = $(i + 1); if ($i == "up") u = $(i + 1) $(i + 2)
+                                               if ($i == "down") d = $(i + 1) $(i + 2) }
+                   print "step", $2, l, u, d}
+         /^eval / {n = $0; sub(/.*\(/, "", n); sub(/ .*/, "", n); print "eval", n}' "$1"
+}
+
+pair() { # name, cpu command..., --, cuda command...
+    local name=$1; shift
+    local cpu=() gpu=()
+    while [ "$1" != -- ]; do cpu+=("$1"); shift; done
+    shift
+    gpu=("$@")
+    "${cpu[@]}" >"$TMP/$name.cpu" 2>&1
+    check $? "$name: the CPU run failed (exit $?): ${cpu[*]}"
+    "${gpu[@]}" >"$TMP/$name.cuda" 2>&1
+    local rc=$?
+    check $rc "$name: the emulated GPU run failed (exit $rc): ${gpu[*]}"
+    [ $rc -eq 0 ] || tail -n 30 "$TMP/$name.cuda" | sed 's/^/    /'
+    digest "$TMP/$name.cpu" >"$TMP/$name.dc"
+    digest "$TMP/$name.cuda" >"$TMP/$name.dg"
+    local nc ng
+    nc=$(grep -c '^step' "$TMP/$name.dc") ng=$(grep -c '^step' "$TMP/$name.dg")
+    [ "$nc" -gt 0 ] && [ "$nc" -eq "$ng" ]
+    check $? "$name: $nc step lines on the CPU, $ng on the emulated GPU"
+    local bad
+    bad=$(paste -d' ' "$TMP/$name.dc" "$TMP/$name.dg" | awk '
+        $1 == "step" { d = $3 - $8; if (d < 0) d = -d; m = $3 < 0 ? -$3 : $3
+                       if ($2 != $7 || d > 1e-3 * m || $4 != $9 || $5 != $10) print "   ", $0 }
+        $1 == "eval" { if ($2 != $4) print "   ", $0 }')
+    [ -z "$bad" ]
+    check $? "$name: CPU and emulated GPU disagree (step, loss, up, down | the same on the GPU):
+$bad"
+    grep -q '^eval' "$TMP/$name.dg"
+    check $? "$name: no evaluation line on the emulated GPU"
+    echo "$name: $nc steps, losses CPU | GPU: $(awk '$1 == "step" {printf "%s ", $3}' "$TMP/$name.dc")| $(awk '$1 == "step" {printf "%s ", $3}' "$TMP/$name.dg")"
+    if [ -n "${LOG_DIR:-}" ]; then mkdir -p "$LOG_DIR" && cp "$TMP/$name.cpu" "$TMP/$name.cuda" "$LOG_DIR/"; fi
+}
+
+DATA=(--dataset "folder:$TMP/folder" --batch 8 --steps 3 --print-every 1 --quiet)
+IMG=("${DATA[@]}" --workers 2)
+pair resnet8_terngrad "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" --device cpu -- \
+    "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" --device cuda
+pair lenet_sbc "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cpu -- \
+    "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cuda
+LM=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
+    --print-every 1 --codec dgc --quiet)
+pair charlstm_dgc "$BIN/train_lstm_emu" "${LM[@]}" --device cpu -- "$BIN/train_lstm_emu" "${LM[@]}" --device cuda
+
+if [ -x "$BIN/train_resnet_nccl_emu" ] && command -v mpirun >/dev/null 2>&1; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+    NC=(--image-size 32 --depth 8 --lr 0.01 --codec 3lc "${DATA[@]}")
+    MP=(mpirun -np 2 "$BIN/train_resnet_nccl_emu")
+    pair resnet8_3lc_nccl "${MP[@]}" --backend mpi --device cpu "${NC[@]}" -- "${MP[@]}" --backend nccl --device cuda "${NC[@]}"
+else
+    echo "no MPI: the --backend nccl pair skipped"
+fi
+echo "RESULT $passed $failed"
+[ "$failed" -eq 0 ]
