@@ -202,7 +202,8 @@ build-cuda-tests: $(CUDA_TEST_BINS)
 # real GPU host code, cuBLAS, cuDNN and NCCL replaced by checked reference code, on a
 # NO_CUDA build of the library; no GPU needed. make test runs them unless NO_EMU=1,
 # under AddressSanitizer, with the blocks and threads in a shuffled order (EMU_ORDER)
-# and the codec test's sizes up to 8193 values.
+# and the codec test's sizes up to 8193 values; then the trainers with --device cuda
+# (and --backend nccl) against --device cpu (test_trainers_emu.sh).
 EMU_DIR := $(BUILD)/emu
 EMU_TEST_BINS := $(addprefix $(EMU_DIR)/codec/,test_codec_emu test_optim_emu) \
                  $(addprefix $(EMU_DIR)/nn/,test_nn_cuda_ops_emu test_nn_cuda_lenet_emu test_lstm_lm_emu \
@@ -210,6 +211,7 @@ EMU_TEST_BINS := $(addprefix $(EMU_DIR)/codec/,test_codec_emu test_optim_emu) \
 ifeq ($(HAVE_MPI),1)
   EMU_TEST_BINS += $(EMU_DIR)/codec/test_comm_nccl_emu
 endif
+EMU_TEST_BINS += tests/emulation/test_trainers_emu.sh
 EMU_DEPS := $(shell find tests/emulation tests/cuda $(LIB_DIRS) examples bench -type f \
               \( -name '*.[ch]' -o -name '*.cu' -o -name '*.cpp' -o -name '*.cuh' -o -name '*.py' -o -name '*.sh' \))
 EMU_ENV := EMU_ORDER=$${EMU_ORDER:-shuffle:1} GCX_CODEC_CUDA_BIG=0 GCX_CODEC_CUDA_MAXN=$${GCX_CODEC_CUDA_MAXN:-8193}
