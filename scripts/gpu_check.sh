@@ -106,26 +106,7 @@ last_eval() { grep -E '^eval' "$1" | tail -n 1 | tr -s ' ' | cut -c1-100; }
 
 # a small image folder (10 classes of 32x32 PPM: class-coloured stripes + noise), for
 # ResNet training without CIFAR-10 on this machine
-make_folder() {
-    python3 - "$1" <<'EOF'
-import os, random, sys
-root = sys.argv[1]
-rng = random.Random(0)
-for split, count in (("train", 64), ("val", 16)):
-    for c in range(10):
-        d = os.path.join(root, split, "class%d" % c)
-        os.makedirs(d, exist_ok=True)
-        for i in range(count):
-            px = bytearray()
-            for y in range(32):
-                for x in range(32):
-                    on = ((x + c * y) // 4) % 2
-                    base = (40 + 20 * c, 200 - 15 * c, 120) if on else (30, 30, 30)
-                    px += bytes(max(0, min(255, v + rng.randint(-25, 25))) for v in base)
-            with open(os.path.join(d, "%03d.ppm" % i), "wb") as f:
-                f.write(b"P6\n32 32\n255\n" + bytes(px))
-EOF
-}
+make_folder() { python3 scripts/make_image_folder.py "$1" 64 16; }
 
 run_pair() { # name, args...: the same run on the CPU and the GPU; losses side by side
     local name=$1; shift

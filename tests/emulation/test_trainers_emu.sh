@@ -25,22 +25,7 @@ trap 'rm -rf "$TMP"' EXIT
 export OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1
 
 # 10 classes of 32x32 PPM images (class-coloured stripes and noise): 8 to train, 2 to evaluate
-python3 - "$TMP/folder" <<'EOF'
-import os, random, sys
-root, rng = sys.argv[1], random.Random(0)
-for split, count in (("train", 8), ("val", 2)):
-    for c in range(10):
-        d = os.path.join(root, split, "class%d" % c)
-        os.makedirs(d)
-        for i in range(count):
-            px = bytearray()
-            for y in range(32):
-                for x in range(32):
-                    base = (40 + 20 * c, 200 - 15 * c, 120) if ((x + c * y) // 4) % 2 else (30, 30, 30)
-                    px += bytes(max(0, min(255, v + rng.randint(-25, 25))) for v in base)
-            with open(os.path.join(d, "%03d.ppm" % i), "wb") as f:
-                f.write(b"P6\n32 32\n255\n" + bytes(px))
-EOF
+python3 "$REPO/scripts/make_image_folder.py" "$TMP/folder" 8 2
 check $? "generating the image folder"
 head -c 6000 "$REPO/README.md" >"$TMP/text.txt"
 
