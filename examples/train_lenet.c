@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "common/units.h"
-
 #include "examples/image_task.h"
 #include "examples/trainer.h"
 #include "nn/lenet.h"

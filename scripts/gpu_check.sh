@@ -26,7 +26,7 @@
 # (default 200) for the CharLSTM comparison.
 set -uo pipefail
 BUNDLE=""
-LOGS=build/gpu-logs
+LOGS=""
 phases=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -41,9 +41,10 @@ done
 # paths given relative to where the script was started from; then run in the checkout
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 [ -n "$BUNDLE" ] && BUNDLE=$(abs "$BUNDLE")
-[ "$LOGS" = build/gpu-logs ] || LOGS=$(abs "$LOGS")
+[ -n "$LOGS" ] && LOGS=$(abs "$LOGS")
 [ -n "${DATA_DIR:-}" ] && DATA_DIR=$(abs "$DATA_DIR")
 cd "$(dirname "$0")/.." || exit 1
+: "${LOGS:=build/gpu-logs}"
 mkdir -p "$LOGS"
 SUMMARY=$LOGS/summary.txt
 : >"$SUMMARY"

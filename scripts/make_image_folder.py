@@ -14,7 +14,10 @@ def main():
     if len(sys.argv) < 2 or len(sys.argv) > 4:
         sys.exit(__doc__.strip())
     root = sys.argv[1]
-    counts = [int(a) for a in sys.argv[2:]] + [64, 16][len(sys.argv) - 2:]
+    try:
+        counts = [int(a) for a in sys.argv[2:]] + [64, 16][len(sys.argv) - 2:]
+    except ValueError:
+        sys.exit("make_image_folder: the counts must be integers\n\n" + __doc__.strip())
     rng = random.Random(0)
     for split, count in zip(("train", "val"), counts):
         for c in range(10):

@@ -184,10 +184,8 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) 
                 dd ? "device" : "host", sd ? "device" : "host");
         abort();
     }
-#ifndef EMU_NO_PROTECT
     if (n && dd) emu_dev_span(d, n, "cudaMemcpy's destination");
     if (n && sd) emu_dev_span(s, n, "cudaMemcpy's source");
-#endif
     emu_dev_open();
     memmove(d, s, n);
     emu_dev_close();
