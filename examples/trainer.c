@@ -589,34 +589,52 @@ static int evaluate(Worker *w, DataIter *it, EvalResult *res) {
 }
 
 /* ---------------------------------------------------------------- log ---- */
-static void log_header(Shared *sh) {
-    if (!sh->log || sh->log_json) return;
-    fprintf(sh->log, "kind,step,epoch,loss,acc,ppl,lr,up_bytes,down_bytes,bits_up,bits_down,ratio,ratio_compressed,density,"
-                     "compute_s,codec_s,comm_model_s,step_s,total_s,samples_per_s\n");
-    fflush(sh->log);
-}
-
 typedef struct {
     const char *kind;
     long step;
     double epoch, loss, acc, ppl, lr, up, down, bits_up, bits_down, ratio, ratio_c, density, compute_s, codec_s, comm_s,
-        step_s, total_s, rate;
+        step_s, total_s, rate, data_s;
 } LogRow;
 
+/* the columns after kind and step, in order: name, printf format */
+#define LOG_NCOLS 19
+static const char *const log_cols[LOG_NCOLS][2] = {
+    {"epoch", "%.4f"},      {"loss", "%.6g"},      {"acc", "%.6g"},       {"ppl", "%.6g"},
+    {"lr", "%.6g"},         {"up_bytes", "%.0f"},  {"down_bytes", "%.0f"}, {"bits_up", "%.6g"},
+    {"bits_down", "%.6g"},  {"ratio", "%.6g"},     {"ratio_compressed", "%.6g"}, {"density", "%.6g"},
+    {"compute_s", "%.6g"},  {"codec_s", "%.6g"},   {"comm_model_s", "%.6g"}, {"step_s", "%.6g"},
+    {"total_s", "%.6g"},    {"samples_per_s", "%.6g"}, {"data_s", "%.6g"}};
+
+static void log_header(Shared *sh) {
+    if (!sh->log || sh->log_json) return;
+    fprintf(sh->log, "kind,step");
+    for (int i = 0; i < LOG_NCOLS; i++) fprintf(sh->log, ",%s", log_cols[i][0]);
+    fprintf(sh->log, "\n");
+    fflush(sh->log);
+}
+
+/* One row. CSV writes non-finite values as nan/inf (what strtod reads back);
+ * JSON has no such numbers, so they are written as null there. */
 static void log_row(Shared *sh, const LogRow *r) {
     if (!sh->log) return;
-    if (sh->log_json)
-        fprintf(sh->log,
-                "{\"kind\":\"%s\",\"step\":%ld,\"epoch\":%.4f,\"loss\":%.6g,\"acc\":%.6g,\"ppl\":%.6g,\"lr\":%.6g,"
-                "\"up_bytes\":%.0f,\"down_bytes\":%.0f,\"bits_up\":%.6g,\"bits_down\":%.6g,\"ratio\":%.6g,\"ratio_compressed\":%.6g,"
-                "\"density\":%.6g,\"compute_s\":%.6g,\"codec_s\":%.6g,\"comm_model_s\":%.6g,\"step_s\":%.6g,"
-                "\"total_s\":%.6g,\"samples_per_s\":%.6g}\n",
-                r->kind, r->step, r->epoch, r->loss, r->acc, r->ppl, r->lr, r->up, r->down, r->bits_up, r->bits_down,
-                r->ratio, r->ratio_c, r->density, r->compute_s, r->codec_s, r->comm_s, r->step_s, r->total_s, r->rate);
-    else
-        fprintf(sh->log, "%s,%ld,%.4f,%.6g,%.6g,%.6g,%.6g,%.0f,%.0f,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
-                r->kind, r->step, r->epoch, r->loss, r->acc, r->ppl, r->lr, r->up, r->down, r->bits_up, r->bits_down,
-                r->ratio, r->ratio_c, r->density, r->compute_s, r->codec_s, r->comm_s, r->step_s, r->total_s, r->rate);
+    const double v[LOG_NCOLS] = {r->epoch,    r->loss,      r->acc,     r->ppl,     r->lr,      r->up,     r->down,
+                                 r->bits_up,  r->bits_down, r->ratio,   r->ratio_c, r->density, r->compute_s,
+                                 r->codec_s,  r->comm_s,    r->step_s,  r->total_s, r->rate,    r->data_s};
+    if (sh->log_json) fprintf(sh->log, "{\"kind\":\"%s\",\"step\":%ld", r->kind, r->step);
+    else fprintf(sh->log, "%s,%ld", r->kind, r->step);
+    for (int i = 0; i < LOG_NCOLS; i++) {
+        if (sh->log_json) {
+            fprintf(sh->log, ",\"%s\":", log_cols[i][0]);
+            if (!isfinite(v[i])) {
+                fprintf(sh->log, "null");
+                continue;
+            }
+        } else {
+            fputc(',', sh->log);
+        }
+        fprintf(sh->log, log_cols[i][1], v[i]);
+    }
+    fprintf(sh->log, sh->log_json ? "}\n" : "\n");
     fflush(sh->log);
 }
 
@@ -760,12 +778,13 @@ static void worker_main(Shared *sh, Comm *comm) {
     }
     /* ---- the loop ---- */
     double t_start = now_s(), t_last = t_start, ema_step = 0, t_eval = 0; /* t_eval: seconds spent evaluating */
-    double acc_sums[12] = {0}; /* since the last print: see below */
+    double acc_sums[13] = {0}; /* since the last print: see below */
     long acc_steps = 0;
     size_t nvalues = param_table_count(&w->m->pt);
     long stop = o->stop_at > 0 && o->stop_at < total ? o->stop_at : total;
     while (w->step < stop) {
         Batch batch;
+        double td = now_s();
         int n = w->train->next(w->train, &batch);
         if (n == 0) {
             if (w->m->ops->reset_state) w->m->ops->reset_state(w->m);
@@ -815,15 +834,15 @@ static void worker_main(Shared *sh, Comm *comm) {
         }
         w->step++;
         /* statistics of this step over all workers (not counted as traffic) */
-        double v[12] = {st.loss, (double)st.correct, (double)st.count, t1 - t0, xs.codec_s, (double)xs.up_bytes,
+        double v[13] = {st.loss, (double)st.correct, (double)st.count, t1 - t0, xs.codec_s, (double)xs.up_bytes,
                         (double)xs.down_bytes, (double)xs.raw_up, xs.comm_model_s, xs.density, (double)xs.comp_raw,
-                        (double)xs.comp_bytes};
+                        (double)xs.comp_bytes, t0 - td};
         s0 = comm->sent;
         r0 = comm->received;
-        comm_allreduce_f64(comm, v, 12, COMM_SUM);
+        comm_allreduce_f64(comm, v, 13, COMM_SUM);
         comm->sent = s0;
         comm->received = r0;
-        for (int i = 0; i < 12; i++) acc_sums[i] += v[i];
+        for (int i = 0; i < 13; i++) acc_sums[i] += v[i];
         acc_steps++;
         double t_now = now_s();
         int epoch_end = w->step % spe == 0;
@@ -856,7 +875,7 @@ static void worker_main(Shared *sh, Comm *comm) {
                         acc_sums[11] > 0 ? acc_sums[10] / acc_sums[11] : 0,
                         acc_sums[9] / ((double)world * acc_steps), acc_sums[3] / ((double)world * acc_steps),
                         acc_sums[4] / ((double)world * acc_steps), acc_sums[8] / ((double)world * acc_steps), dt,
-                        t_now - t_start, rate};
+                        t_now - t_start, rate, acc_sums[12] / ((double)world * acc_steps)};
             log_row(sh, &r);
         }
         if (print) {

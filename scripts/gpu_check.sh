@@ -12,7 +12,9 @@
 #   test   the CUDA parity tests (tests/cuda/*: what `make test-cuda` runs)
 #   train  the trainers on the GPU against the same runs on the CPU: CharLSTM
 #          (200 steps), ResNet-20 on a generated image folder (40 steps, and 2
-#          workers with TernGrad), WordLSTM throughput (PTB, 50 steps)
+#          workers with TernGrad); where a GPU step's time goes (ResNet-110,
+#          batch 128, fp32, 3lc and dgc: scripts/step_breakdown.py); WordLSTM
+#          throughput (PTB, 50 steps)
 #   bench  bench/resnet_gpu.sh (gcx against PyTorch eager) and bench/codecs_gpu
 #   sanitize  compute-sanitizer memcheck and racecheck (shared-memory races, which
 #          the host emulation cannot show) on the kernel tests, each run capped at
@@ -114,7 +116,7 @@ run_pair() { # name, args...: the same run on the CPU and the GPU; losses side b
     local rc_c rc_g
     for dev in cpu cuda; do
         local t0=$EPOCHREALTIME
-        "$@" --device "$dev" >"$LOGS/train_${name}_$dev.log" 2>&1
+        "$@" --device "$dev" --log "$LOGS/train_${name}_$dev.jsonl" >"$LOGS/train_${name}_$dev.log" 2>&1
         local rc=$?
         echo "--- $name on $dev: exit $rc, $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s: $*"
         tail -n 3 "$LOGS/train_${name}_$dev.log"
@@ -130,6 +132,18 @@ run_pair() { # name, args...: the same run on the CPU and the GPU; losses side b
     note train "$name: exit cpu $rc_c, cuda $rc_g; largest relative loss difference over the printed steps: $worst"
     note train "  cpu  $(last_eval "$LOGS/train_${name}_cpu.log")"
     note train "  cuda $(last_eval "$LOGS/train_${name}_cuda.log")"
+    note train "  $(python3 scripts/step_breakdown.py "$LOGS/train_${name}_cuda.jsonl")"
+}
+
+# where a GPU step's time goes (scripts/step_breakdown.py): the trainers encode and
+# update on the host, so this measures what a device-side exchange could save
+step_share() { # name, args...: one run on the GPU
+    local name=$1; shift
+    local t0=$EPOCHREALTIME
+    "$@" --device cuda --log "$LOGS/share_$name.jsonl" >"$LOGS/share_$name.log" 2>&1
+    echo "--- $name on cuda: exit $?, $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s: $*"
+    tail -n 2 "$LOGS/share_$name.log"
+    note train "share $(python3 scripts/step_breakdown.py "$LOGS/share_$name.jsonl")"
 }
 
 phase_train() {
@@ -141,6 +155,10 @@ phase_train() {
         --steps 40 --print-every 10 --eval-every 0 --quiet
     run_pair resnet20_terngrad_2w ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 --batch 32 --lr 0.01 \
         --steps 40 --print-every 10 --eval-every 0 --codec terngrad --quiet
+    for c in fp32 3lc dgc; do
+        step_share "resnet110_$c" ./train_resnet --dataset "folder:$folder" --image-size 32 --depth 110 --workers 1 \
+            --batch 128 --lr 0.01 --steps 30 --print-every 5 --eval-every 0 --codec "$c" --quiet
+    done
     if [ -d "$DATA_DIR/ptb" ]; then
         local t0=$EPOCHREALTIME
         ./train_lstm --model word --workers 1 --steps 50 --print-every 10 --device cuda --quiet >"$LOGS/train_wordlstm_cuda.log" 2>&1

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Where a training step's time goes, from a trainer's --log FILE.jsonl.
+
+    scripts/step_breakdown.py [--skip K] LOG.jsonl [LOG.jsonl ...]
+
+For each log: the mean step time and its parts over the progress rows after the
+first K (default 1: the first window holds cuDNN's algorithm search and the
+allocations), weighted by the steps each row covers:
+  compute  forward + backward (on a GPU: with the parameter upload and the
+           gradient download)
+  codec    encoding and decoding in the exchange (on the host)
+  data     fetching the batch (logs without data_s count it in host)
+  host     the rest of the step: the exchange's error-feedback memory and
+           topology, the optimizer, the statistics
+One line per log, e.g.
+  resnet110_3lc_cuda: 30 steps, step 41.2 ms = compute 33.0 + codec 5.1 + data 1.0 + host 2.1 (host side 20%)
+"host side" is the share of the step outside compute: on a GPU, the time the
+GPU waits for the host.
+Exit status 1 when a log has no progress row to use.
+"""
+import json
+import os
+import sys
+
+
+def breakdown(path, skip):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if r.get("kind") == "train":
+                rows.append(r)
+    prev = rows[skip - 1]["step"] if 0 < skip <= len(rows) else 0
+    steps = tot = comp = codec = data = 0.0
+    for r in rows[skip:]:
+        k = r["step"] - prev
+        prev = r["step"]
+        if k <= 0:
+            continue
+        steps += k
+        tot += k * r["step_s"]
+        comp += k * r["compute_s"]
+        codec += k * r["codec_s"]
+        data += k * r.get("data_s", 0.0)
+    if steps == 0:
+        return None
+    tot, comp, codec, data = tot / steps, comp / steps, codec / steps, data / steps
+    host = max(tot - comp - codec - data, 0.0)
+    share = (tot - comp) / tot if tot > 0 else 0.0
+    return int(steps), tot, comp, codec, data, host, share
+
+
+def main(argv):
+    skip = 1
+    args = argv[1:]
+    if args[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return 0
+    if args[:1] == ["--skip"]:
+        if len(args) < 2 or not args[1].isdigit():
+            print("step_breakdown: --skip takes a count", file=sys.stderr)
+            return 2
+        skip = int(args[1])
+        args = args[2:]
+    if not args:
+        print("usage: step_breakdown.py [--skip K] LOG.jsonl [...]", file=sys.stderr)
+        return 2
+    status = 0
+    for path in args:
+        name = os.path.basename(path)
+        if name.endswith(".jsonl"):
+            name = name[: -len(".jsonl")]
+        try:
+            b = breakdown(path, skip)
+        except OSError as e:
+            print(f"{name}: cannot read: {e.strerror}")
+            status = 1
+            continue
+        except (KeyError, TypeError) as e:
+            print(f"{name}: not a trainer log (a progress row lacks {e})")
+            status = 1
+            continue
+        if b is None:
+            print(f"{name}: no progress rows after the first {skip}")
+            status = 1
+            continue
+        steps, tot, comp, codec, data, host, share = b
+        print(f"{name}: {steps} steps, step {1e3 * tot:.1f} ms = compute {1e3 * comp:.1f} + codec {1e3 * codec:.1f}"
+              f" + data {1e3 * data:.1f} + host {1e3 * host:.1f} (host side {100 * share:.0f}%)")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
