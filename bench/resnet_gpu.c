@@ -55,6 +55,8 @@ static void usage(FILE *f) {
             "  --shortcut A|B     shortcut option (default A)\n"
             "  --tf32             allow TF32 tensor cores (default: strict fp32)\n"
             "  --nondeterministic let cuDNN pick non-deterministic algorithms when faster\n"
+            "  --fft-winograd     let cuDNN pick FFT and Winograd convolutions (other rounding; PyTorch's\n"
+            "                     cudnn.benchmark may pick them)\n"
             "  --device-optim     parameters stay on the GPU and SGD runs there (default: SGD on the host arenas)\n"
             "  --help\n");
 }
@@ -68,11 +70,12 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 }
 
 int main(int argc, char **argv) {
-    int depth = 20, batch = 128, steps = 50, warmup = 5, tf32 = 0, nondet = 0, devopt = 0;
+    int depth = 20, batch = 128, steps = 50, warmup = 5, tf32 = 0, nondet = 0, devopt = 0, fftw = 0;
     ResNetShortcut sc = RESNET_SHORTCUT_A;
     static const struct option opts[] = {{"depth", 1, 0, 'd'},  {"batch", 1, 0, 'b'},    {"steps", 1, 0, 's'},
                                          {"warmup", 1, 0, 'w'}, {"shortcut", 1, 0, 'x'}, {"tf32", 0, 0, 't'},
                                          {"nondeterministic", 0, 0, 'n'}, {"device-optim", 0, 0, 'o'},
+                                         {"fft-winograd", 0, 0, 'f'},
                                          {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int o, idx = 0;
     while ((o = getopt_long(argc, argv, "", opts, &idx)) != -1) {
@@ -89,6 +92,7 @@ int main(int argc, char **argv) {
         case 't': tf32 = 1; break;
         case 'n': nondet = 1; break;
         case 'o': devopt = 1; break;
+        case 'f': fftw = 1; break;
         case 'h': usage(stdout); return 0;
         default: ok = 0;
         }
@@ -104,12 +108,13 @@ int main(int argc, char **argv) {
         return 2;
     }
 #ifndef HAVE_CUDA
-    (void)tf32, (void)nondet, (void)sc, (void)devopt;
+    (void)tf32, (void)nondet, (void)sc, (void)devopt, (void)fftw;
     fprintf(stderr, "resnet_gpu: this build has no CUDA (nvcc not found, or NO_CUDA=1)\n");
     return 1;
 #else
     nn_cuda_set_tf32(tf32);
     nn_cuda_set_deterministic(!nondet);
+    nn_cuda_set_fft_winograd(fftw);
     ResNetConfig cfg = resnet_cifar_config(depth);
     cfg.shortcut = sc;
     Model *m = resnet_cifar_create_cuda(&cfg, batch);
@@ -175,9 +180,9 @@ int main(int argc, char **argv) {
     const ModelCudaCopyStats *cs = model_cuda_copy_stats(m);
     double copy_s = cs ? (cs->up_s + cs->down_s) / steps : 0.0;
     double mean = (fb_s + sgd_s) / steps;
-    printf("gcx ResNet-%d, batch %d, %s, fp32%s%s%s: step best %.2f ms, median %.2f ms, loss %.3f\n", depth, batch,
+    printf("gcx ResNet-%d, batch %d, %s, fp32%s%s%s%s: step best %.2f ms, median %.2f ms, loss %.3f\n", depth, batch,
            prop.name, tf32 ? " (TF32 allowed)" : " (no TF32)", nondet ? ", non-deterministic algorithms" : "",
-           devopt ? ", SGD on the device" : "",
+           fftw ? ", FFT/Winograd allowed" : "", devopt ? ", SGD on the device" : "",
            best * 1e3, med * 1e3, loss);
     printf("  per step (mean): forward+backward %.2f ms, of which arena copies %.2f ms (%.1f%%: %.2f MB up, %.2f MB "
            "down); %s SGD %.2f ms",

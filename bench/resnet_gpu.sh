@@ -7,9 +7,11 @@
 # the median of the round medians count. gcx runs in both of its designs (SGD
 # variable): "host", the trainer's (parameters mastered on the host, SGD on the
 # host arenas), and "device" (--device-optim: parameters stay on the GPU, SGD as
-# a kernel, as PyTorch does).
+# a kernel, as PyTorch does). FFT_WINOGRAD=1 lets gcx's cuDNN choice take FFT
+# and Winograd convolutions too (off by default for precision; PyTorch's
+# cudnn.benchmark may take them).
 #
-#   bench/resnet_gpu.sh [DEPTHS="20 56 110"] [BATCH=128] [STEPS=50] [ROUNDS=3] [TF32=0] [SGD="host device"] [PY=python3]
+#   bench/resnet_gpu.sh [DEPTHS="20 56 110"] [BATCH=128] [STEPS=50] [ROUNDS=3] [TF32=0] [FFT_WINOGRAD=0] [SGD="host device"] [PY=python3]
 #   e.g. ROUNDS=5 bench/resnet_gpu.sh
 # PY must be a Python whose torch has CUDA; without one only gcx is measured.
 set -eu
@@ -26,13 +28,14 @@ if [ -z "${NO_BUILD:-}" ]; then make -s "$BIN" >/dev/null; fi
 [ -x "$BIN" ] || { echo "missing $BIN (make bench on a machine with nvcc)"; exit 1; }
 GFLAG=""; TFLAG=""
 if [ "$TF32" = 1 ]; then GFLAG="--tf32"; TFLAG="--tf32"; fi
+if [ "${FFT_WINOGRAD:-0}" = 1 ]; then GFLAG="$GFLAG --fft-winograd"; fi
 have_torch=1
 if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
     echo "note: $PY has no torch with CUDA; measuring gcx only"
     have_torch=0
 fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true)
-echo "ResNet-CIFAR training, batch $BATCH, $ROUNDS rounds of $STEPS steps, fp32$([ "$TF32" = 1 ] && echo ' (TF32 allowed)'), GPU: ${gpu:-unknown}"
+echo "ResNet-CIFAR training, batch $BATCH, $ROUNDS rounds of $STEPS steps, fp32$([ "$TF32" = 1 ] && echo ' (TF32 allowed)')$([ "${FFT_WINOGRAD:-0}" = 1 ] && echo ', gcx: FFT/Winograd allowed'), GPU: ${gpu:-unknown}"
 med() { echo "$@" | tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
 summary=""
 for D in $DEPTHS; do

@@ -73,21 +73,34 @@ unsigned gcx_grid(size_t work) {
     return b ? (unsigned)b : 1u;
 }
 
+int64_t gcx_cub_items(size_t n) {
+#if defined(CUB_VERSION) && CUB_VERSION < 300000
+    const size_t limit = INT32_MAX;
+#else
+    const size_t limit = INT64_MAX;
+#endif
+    if (n > limit) {
+        fprintf(stderr, "error: %zu values: more than this CUB counts in one call (%zu)\n", n, limit);
+        exit(1);
+    }
+    return (int64_t)n;
+}
+
 void gcx_exclusive_sum_u64(uint64_t *out, const uint64_t *in, size_t n) {
     if (n == 0) return;
     size_t tb = 0;
-    cudaCheck(cub::DeviceScan::ExclusiveSum(NULL, tb, in, out, (int64_t)n));
+    cudaCheck(cub::DeviceScan::ExclusiveSum(NULL, tb, in, out, gcx_cub_items(n)));
     void *t = gcx_dmalloc(tb);
-    cudaCheck(cub::DeviceScan::ExclusiveSum(t, tb, in, out, (int64_t)n));
+    cudaCheck(cub::DeviceScan::ExclusiveSum(t, tb, in, out, gcx_cub_items(n)));
     gcx_dfree(t);
 }
 
 void gcx_exclusive_sum_u32(uint32_t *out, const uint32_t *in, size_t n) {
     if (n == 0) return;
     size_t tb = 0;
-    cudaCheck(cub::DeviceScan::ExclusiveSum(NULL, tb, in, out, (int64_t)n));
+    cudaCheck(cub::DeviceScan::ExclusiveSum(NULL, tb, in, out, gcx_cub_items(n)));
     void *t = gcx_dmalloc(tb);
-    cudaCheck(cub::DeviceScan::ExclusiveSum(t, tb, in, out, (int64_t)n));
+    cudaCheck(cub::DeviceScan::ExclusiveSum(t, tb, in, out, gcx_cub_items(n)));
     gcx_dfree(t);
 }
 
@@ -98,9 +111,9 @@ struct MaxU32 {
 void gcx_inclusive_max_u32(uint32_t *out, const uint32_t *in, size_t n) {
     if (n == 0) return;
     size_t tb = 0;
-    cudaCheck(cub::DeviceScan::InclusiveScan(NULL, tb, in, out, MaxU32(), (int64_t)n));
+    cudaCheck(cub::DeviceScan::InclusiveScan(NULL, tb, in, out, MaxU32(), gcx_cub_items(n)));
     void *t = gcx_dmalloc(tb);
-    cudaCheck(cub::DeviceScan::InclusiveScan(t, tb, in, out, MaxU32(), (int64_t)n));
+    cudaCheck(cub::DeviceScan::InclusiveScan(t, tb, in, out, MaxU32(), gcx_cub_items(n)));
     gcx_dfree(t);
 }
 
@@ -109,9 +122,9 @@ static size_t select_flagged(T *out, const T *in, const uint8_t *flags, size_t n
     if (n == 0) return 0;
     int64_t *d_num = (int64_t *)gcx_dmalloc(sizeof(int64_t));
     size_t tb = 0;
-    cudaCheck(cub::DeviceSelect::Flagged(NULL, tb, in, flags, out, d_num, (int64_t)n));
+    cudaCheck(cub::DeviceSelect::Flagged(NULL, tb, in, flags, out, d_num, gcx_cub_items(n)));
     void *t = gcx_dmalloc(tb);
-    cudaCheck(cub::DeviceSelect::Flagged(t, tb, in, flags, out, d_num, (int64_t)n));
+    cudaCheck(cub::DeviceSelect::Flagged(t, tb, in, flags, out, d_num, gcx_cub_items(n)));
     int64_t num = 0;
     cudaCheck(cudaMemcpy(&num, d_num, sizeof num, cudaMemcpyDeviceToHost));
     gcx_dfree(t);

@@ -97,6 +97,9 @@ struct CodecCuda {
 /* device scratch from the stream-ordered pool (never NULL; at least 16 bytes) */
 void *gcx_dmalloc(size_t bytes);
 void gcx_dfree(void *p);
+/* n as CUB's item count; exits with a message when this CUB cannot count that
+ * far (CUB before 3.0 may take int counts: at most 2^31 - 1) */
+int64_t gcx_cub_items(size_t n);
 /* blocks of 256 threads for a grid-stride loop over work items (1..65536) */
 unsigned gcx_grid(size_t work);
 /* device prefix sums and selections (CUB), all on the default stream */

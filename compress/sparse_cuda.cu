@@ -90,9 +90,9 @@ static size_t compact_ge(uint32_t *out, const float *x, size_t n, uint32_t t, in
     thrust::counting_iterator<uint32_t> first(0);
     int64_t *d_num = (int64_t *)gcx_dmalloc(sizeof(int64_t));
     size_t tb = 0;
-    cudaCheck(cub::DeviceSelect::If(NULL, tb, first, out, d_num, (int64_t)n, pred));
+    cudaCheck(cub::DeviceSelect::If(NULL, tb, first, out, d_num, gcx_cub_items(n), pred));
     void *tmp = gcx_dmalloc(tb);
-    cudaCheck(cub::DeviceSelect::If(tmp, tb, first, out, d_num, (int64_t)n, pred));
+    cudaCheck(cub::DeviceSelect::If(tmp, tb, first, out, d_num, gcx_cub_items(n), pred));
     int64_t num = 0;
     cudaCheck(cudaMemcpy(&num, d_num, sizeof num, cudaMemcpyDeviceToHost));
     gcx_dfree(tmp);

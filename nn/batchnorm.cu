@@ -27,6 +27,12 @@
 
 #ifdef HAVE_CUDNN
 
+/* cuDNN rejects a smaller epsilon (BAD_PARAM); 0 in cuDNN 9, 1e-5 in old
+ * releases, where the float 1e-5 passed as a double would be just below it */
+#ifdef CUDNN_BN_MIN_EPSILON
+static_assert((double)GC_BN_EPS >= CUDNN_BN_MIN_EPSILON, "GC_BN_EPS is below this cuDNN's CUDNN_BN_MIN_EPSILON");
+#endif
+
 /* out = [relu](out + res) in place; res may be NULL */
 __global__ static void add_relu_kernel(float *out /*n*/, const float *res /*n or NULL*/, int relu, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {

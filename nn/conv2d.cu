@@ -7,10 +7,12 @@
  * A plan per shape (N, C, H, W, OC, KH, KW, stride, pad) holds the tensor,
  * filter and convolution descriptors and the algorithm of each direction,
  * chosen ONCE with cudnnFind* (timed on the device: the fastest one that is
- * deterministic when nn_cuda_set_deterministic is on, succeeded, and needs at
- * most the workspace limit), with the math type the search reported for it
- * (CUDNN_FMA_MATH, i.e. strict fp32, unless TF32 is allowed). Each direction
- * has its own convolution descriptor so the three can use different math types.
+ * deterministic when nn_cuda_set_deterministic is on, succeeded, is not FFT or
+ * Winograd unless nn_cuda_set_fft_winograd is on, and needs at most the
+ * workspace limit as cuDNN's workspace query confirms), run under
+ * CUDNN_FMA_MATH (strict fp32) unless TF32 is allowed, where it keeps the math
+ * type the search reported (see pick). Each direction has its own convolution
+ * descriptor so the three can use different math types.
  * Plans live in the calling thread's context; the workspace is the context's,
  * grown to the largest a chosen algorithm needs.
  *
@@ -126,26 +128,81 @@ static ConvPlan *get_plan(NnCudaCtx *ctx, const Conv2dShape *s) {
     return p;
 }
 
-/* Index of the result to use: results come sorted by time; take the first that
- * succeeded, fits the workspace limit and (when asked) is deterministic.
- * -1 when none qualifies. */
+/* FFT and Winograd: other rounding, possibly less precise (nn/cuda_ops.h) */
+static bool transform_algo(cudnnConvolutionFwdAlgo_t a) {
+    return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+           a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+static bool transform_algo(cudnnConvolutionBwdDataAlgo_t a) {
+    return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+           a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+static bool transform_algo(cudnnConvolutionBwdFilterAlgo_t a) {
+    return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+           a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+/* the workspace an algorithm needs under the descriptor's current math type */
+static cudnnStatus_t ws_size(NnCudaCtx *ctx, const ConvPlan *p, cudnnConvolutionFwdAlgo_t a, size_t *bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(ctx->cudnn, p->x, p->w, p->conv[DIR_FWD], p->y, a, bytes);
+}
+static cudnnStatus_t ws_size(NnCudaCtx *ctx, const ConvPlan *p, cudnnConvolutionBwdDataAlgo_t a, size_t *bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx->cudnn, p->w, p->y, p->conv[DIR_BWD_DATA], p->x, a,
+                                                        bytes);
+}
+static cudnnStatus_t ws_size(NnCudaCtx *ctx, const ConvPlan *p, cudnnConvolutionBwdFilterAlgo_t a, size_t *bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx->cudnn, p->x, p->y, p->conv[DIR_BWD_FILTER], p->w, a,
+                                                          bytes);
+}
+
+/* Index of the Find result to use, its workspace in *ws; -1 when none qualifies.
+ * Results come sorted by time. A result qualifies when it succeeded, is
+ * deterministic (when asked), is not FFT/Winograd (unless allowed), and the
+ * descriptor's final math type runs it within the workspace limit: cuDNN's
+ * workspace query under that math type must succeed, and the workspace is the
+ * larger of its answer and Find's.
+ * Strict fp32 (descriptor CUDNN_FMA_MATH): Find also tries CUDNN_DEFAULT_MATH,
+ * which on Ampere and later may mean TF32 tensor cores; such a result runs
+ * under CUDNN_FMA_MATH as another kernel (or not at all) and its time is not
+ * the fp32 one, so results labelled CUDNN_FMA_MATH come first and the others
+ * only when no FMA-labelled one qualifies; tensor-op-only results never. */
 template <typename Perf>
-static int pick(const Perf *perf, int got, const NnCudaSettings *st, int need_det) {
-    for (int i = 0; i < got; i++) {
-        if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-        if (perf[i].memory > st->workspace_limit) continue;
-        if (need_det && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
-        /* strict fp32: never a tensor-core (TF32/half conversion) result */
-        if (!st->tf32 && perf[i].mathType != CUDNN_FMA_MATH && perf[i].mathType != CUDNN_DEFAULT_MATH) continue;
-        return i;
-    }
+static int pick(NnCudaCtx *ctx, ConvPlan *p, int d, const Perf *perf, int got, const NnCudaSettings *st,
+                int need_det, size_t *ws) {
+    for (int pass = 0; pass < (st->tf32 ? 1 : 2); pass++)
+        for (int i = 0; i < got; i++) {
+            if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+            if (need_det && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+            if (!st->fft_winograd && transform_algo(perf[i].algo)) continue;
+            cudnnMathType_t m = perf[i].mathType;
+            if (!st->tf32) {
+                if (m != (pass == 0 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH)) continue;
+                m = CUDNN_FMA_MATH;
+            }
+            cudnnCheck(cudnnSetConvolutionMathType(p->conv[d], m));
+            size_t need = 0;
+            if (ws_size(ctx, p, perf[i].algo, &need) != CUDNN_STATUS_SUCCESS) continue;
+            if (need < perf[i].memory) need = perf[i].memory;
+            if (need > st->workspace_limit) continue;
+            *ws = need;
+            return i;
+        }
     return -1;
 }
 
 template <typename Perf>
-static int pick_any(const Perf *perf, int got, const NnCudaSettings *st) {
-    int i = pick(perf, got, st, st->deterministic);
-    if (i < 0 && st->deterministic) i = pick(perf, got, st, 0); /* none deterministic: the fastest that works */
+static int pick_any(NnCudaCtx *ctx, ConvPlan *p, int d, const Perf *perf, int got, const NnCudaSettings *st,
+                    size_t *ws) {
+    int i = pick(ctx, p, d, perf, got, st, st->deterministic, ws);
+    if (i < 0 && st->deterministic) {
+        i = pick(ctx, p, d, perf, got, st, 0, ws); /* none deterministic: the fastest that works */
+        if (i >= 0)
+            fprintf(stderr,
+                    "warning: conv2d CUDA: no deterministic cuDNN %s algorithm for N=%d C=%d %dx%d OC=%d K=%d "
+                    "stride %d pad %d; using a non-deterministic one (runs may differ in the last bits)\n",
+                    d == DIR_FWD ? "forward" : d == DIR_BWD_DATA ? "backward-data" : "backward-filter", p->key[0],
+                    p->key[1], p->key[2], p->key[3], p->key[4], p->key[5], p->key[7], p->key[8]);
+    }
     return i;
 }
 
@@ -157,11 +214,9 @@ static void no_algo(const char *dir, const ConvPlan *p) {
     exit(1);
 }
 
-/* the chosen result's math type; strict fp32 keeps CUDNN_FMA_MATH (the search ran under it) */
-static void set_math(ConvPlan *p, int d, cudnnMathType_t found, const NnCudaSettings *st) {
-    cudnnCheck(cudnnSetConvolutionMathType(p->conv[d], st->tf32 ? found : CUDNN_FMA_MATH));
-}
-
+/* Find runs under the descriptor's math type (strict fp32: CUDNN_FMA_MATH;
+ * TF32 allowed: CUDNN_DEFAULT_MATH); pick leaves the chosen result's math type
+ * set on the descriptor */
 static void choose(NnCudaCtx *ctx, ConvPlan *p, int d) {
     if (p->chosen[d]) return;
     NnCudaSettings st = nn_cuda_settings();
@@ -170,26 +225,20 @@ static void choose(NnCudaCtx *ctx, ConvPlan *p, int d) {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         cudnnCheck(cudnnFindConvolutionForwardAlgorithm(ctx->cudnn, p->x, p->w, p->conv[d], p->y,
                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-        if ((i = pick_any(perf, got, &st)) < 0) no_algo("forward", p);
+        if ((i = pick_any(ctx, p, d, perf, got, &st, &p->ws[d])) < 0) no_algo("forward", p);
         p->fwd = perf[i].algo;
-        p->ws[d] = perf[i].memory;
-        set_math(p, d, perf[i].mathType, &st);
     } else if (d == DIR_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         cudnnCheck(cudnnFindConvolutionBackwardDataAlgorithm(ctx->cudnn, p->w, p->y, p->conv[d], p->x,
                                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-        if ((i = pick_any(perf, got, &st)) < 0) no_algo("backward-data", p);
+        if ((i = pick_any(ctx, p, d, perf, got, &st, &p->ws[d])) < 0) no_algo("backward-data", p);
         p->bwd_data = perf[i].algo;
-        p->ws[d] = perf[i].memory;
-        set_math(p, d, perf[i].mathType, &st);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         cudnnCheck(cudnnFindConvolutionBackwardFilterAlgorithm(ctx->cudnn, p->x, p->y, p->conv[d], p->w,
                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-        if ((i = pick_any(perf, got, &st)) < 0) no_algo("backward-filter", p);
+        if ((i = pick_any(ctx, p, d, perf, got, &st, &p->ws[d])) < 0) no_algo("backward-filter", p);
         p->bwd_filter = perf[i].algo;
-        p->ws[d] = perf[i].memory;
-        set_math(p, d, perf[i].mathType, &st);
     }
     if (getenv("GCX_CUDNN_VERBOSE"))
         fprintf(stderr, "conv2d CUDA plan N=%d C=%d %dx%d OC=%d K=%d s=%d p=%d dir %d: algo %d, workspace %zu\n",

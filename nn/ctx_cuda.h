@@ -34,6 +34,7 @@ typedef struct {
     int deterministic;
     size_t workspace_limit;
     int generation;
+    int fft_winograd; /* FFT and Winograd convolution algorithms allowed */
 } NnCudaSettings;
 
 /* this thread's context (created on first use; exits with a message if the

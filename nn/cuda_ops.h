@@ -36,9 +36,13 @@
  * Numerics. By default fp32 is strict (no TF32: cuDNN CUDNN_FMA_MATH, cuBLAS
  * default math) and cuDNN algorithms are chosen among the deterministic ones
  * (cudnnFind*, fastest deterministic that fits the workspace limit), so two runs
- * give identical results on the same GPU. nn_cuda_set_tf32(1) allows TF32
- * tensor cores; nn_cuda_set_deterministic(0) lets the fastest algorithm win.
- * Both settings apply to plans made afterwards (existing plans are re-made).
+ * give identical results on the same GPU. The FFT and Winograd convolution
+ * algorithms are left out: they round differently from a direct sum and can
+ * be less precise (frameworks skip Winograd-nonfused for that reason), which
+ * the parity tests' tolerances do not allow for. nn_cuda_set_tf32(1) allows
+ * TF32 tensor cores; nn_cuda_set_deterministic(0) lets the fastest algorithm
+ * win; nn_cuda_set_fft_winograd(1) admits FFT and Winograd. The settings apply
+ * to plans made afterwards (existing plans are re-made).
  *
  * Shape letters: N batch, C channels, H,W spatial, HW = H*W, OC output
  * channels, P planes, V classes, IN/OUT features; language-model ops: T time
@@ -66,6 +70,7 @@ int nn_cuda_device_count(void);
 const char *nn_cuda_unavailable(void);
 void nn_cuda_set_tf32(int enable);
 void nn_cuda_set_deterministic(int enable);
+void nn_cuda_set_fft_winograd(int enable);
 /* workspace limit for cuDNN algorithm choice, bytes (default 1 GiB) */
 void nn_cuda_set_workspace_limit(size_t bytes);
 /* free the calling thread's handles, plans and scratch (the next op re-creates them) */

@@ -225,8 +225,12 @@ typedef struct {
     int N, C, H, W, OC, K, stride, pad, bias;
 } ConvCase;
 
+/* tolerances of test_conv: rtol, afrac of the forward, afrac of the gradients */
+static float conv_rtol = 1e-4f, conv_afrac_fwd = 1e-5f, conv_afrac_grad = 1e-4f;
+
 static void test_conv(Rng *r) {
-    printf("conv2d (cuDNN): forward rtol 1e-4 afrac 1e-5, gradients rtol 1e-4 afrac 1e-4\n");
+    printf("conv2d (cuDNN): forward rtol %g afrac %g, gradients rtol %g afrac %g\n", conv_rtol, conv_afrac_fwd,
+           conv_rtol, conv_afrac_grad);
     const ConvCase cases[] = {
         {2, 3, 8, 8, 4, 3, 1, 1, 0},     {3, 5, 9, 7, 6, 3, 2, 1, 1},    {2, 4, 8, 8, 8, 1, 2, 0, 0},
         {4, 1, 28, 28, 20, 5, 1, 0, 1},  {4, 20, 12, 12, 50, 5, 1, 0, 1}, {2, 16, 16, 16, 32, 3, 2, 1, 0},
@@ -266,12 +270,12 @@ static void test_conv(Rng *r) {
         char what[128];
         snprintf(what, sizeof what, "conv N=%d C=%d %dx%d OC=%d K=%d s=%d p=%d%s fwd", c->N, c->C, c->H, c->W, c->OC,
                  c->K, c->stride, c->pad, c->bias ? " bias" : "");
-        close_scaled(what, yg, yc, ny, 1e-4f, 1e-5f);
+        close_scaled(what, yg, yc, ny, conv_rtol, conv_afrac_fwd);
         snprintf(what, sizeof what, "  dinp");
-        close_scaled(what, dxg, dxc, nx, 1e-4f, 1e-4f);
+        close_scaled(what, dxg, dxc, nx, conv_rtol, conv_afrac_grad);
         snprintf(what, sizeof what, "  dw (+= 0.5)");
-        close_scaled(what, dwg, dw, nw, 1e-4f, 1e-4f);
-        if (c->bias) close_scaled("  db (+= 0.5)", dbg, dbias, c->OC, 1e-4f, 1e-4f);
+        close_scaled(what, dwg, dw, nw, conv_rtol, conv_afrac_grad);
+        if (c->bias) close_scaled("  db (+= 0.5)", dbg, dbias, c->OC, conv_rtol, conv_afrac_grad);
         else {
             int untouched = 1;
             for (int i = 0; i < c->OC; i++) untouched &= dbg[i] == 0.5f;
@@ -282,7 +286,7 @@ static void test_conv(Rng *r) {
         conv2d_backward_cuda(NULL, d_dw, NULL, NULL, d_g, d_x, d_w, &s);
         float *dw2 = dev_download(d_dw, nw), *dx2 = dev_download(d_dx, nx);
         for (size_t i = 0; i < nw; i++) dw[i] = 2.0f * (dw[i] - 0.5f) + 0.5f;
-        close_scaled("  dw twice (accumulates)", dw2, dw, nw, 1e-4f, 1e-4f);
+        close_scaled("  dw twice (accumulates)", dw2, dw, nw, conv_rtol, conv_afrac_grad);
         CHECK(max_abs(dx2, nx) == 0.0f, "dinp NULL: input gradient untouched");
         free(x), free(w), free(b), free(g), free(xc), free(gc), free(work), free(yc), free(dxc), free(dw);
         free(dbias), free(y), free(yg), free(dx), free(dxg), free(dwg), free(dbg), free(dw2), free(dx2);
@@ -644,6 +648,15 @@ int main(void) {
         printf("again with non-deterministic cuDNN algorithms allowed\n");
         test_conv(&r);
         nn_cuda_set_deterministic(1);
+        /* FFT and Winograd admitted: another rounding (and on the emulation,
+         * operands rounded to 10 mantissa bits), so looser tolerances: this
+         * checks that such plans are made and run, not their precision */
+        nn_cuda_set_fft_winograd(1);
+        conv_rtol = 1e-2f, conv_afrac_fwd = 3e-3f, conv_afrac_grad = 3e-3f;
+        printf("again with FFT and Winograd algorithms allowed\n");
+        test_conv(&r);
+        conv_rtol = 1e-4f, conv_afrac_fwd = 1e-5f, conv_afrac_grad = 1e-4f;
+        nn_cuda_set_fft_winograd(0);
     }
     nn_cuda_release();
     cudaCheck(cudaDeviceSynchronize());

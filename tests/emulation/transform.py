@@ -1,9 +1,16 @@
+# compress/*.cu and optim/*.cu -> C++ for the host emulation: kernel launches
+# f<<<g, b>>>(args) become emu_launch(g, b, lambda) (emu_sched.cpp runs each
+# block's threads as fibers), after checking that every pointer argument is
+# device memory and with the device pages accessible while it runs (tracked
+# device memory: nn/cuda_runtime.h, nn/emu_device.c); blocks of 64 threads and
+# at most 3 blocks, so that every grid-stride loop goes round.
 import re, sys
 s = open(sys.argv[1]).read()
 def rep(m):
     name, cfg, args = m.group(1), m.group(2), m.group(3)
     g, b = cfg.rsplit(',', 1)
-    return 'emu_launch(%s, %s, [&]() { %s(%s); });' % (g, b, name, args)
+    return ('{ emu_check_args(%s); emu_dev_open(); emu_launch(%s, %s, [&]() { %s(%s); }); emu_dev_close(); }'
+            % (args, g, b, name, args))
 s = re.sub(r'(\w+)<<<(.*?)>>>\((.*?)\);', rep, s, flags=re.S)
 s = s.replace('#define TPB 256', '#define TPB 64').replace('if (b > 65536) b = 65536;', 'if (b > 3) b = 3;')
 open(sys.argv[2], 'w').write(s)

@@ -40,7 +40,7 @@ cudaError_t cudaMalloc(void **p, size_t n);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMemset(void *p, int v, size_t n);
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
-int emu_is_dev(const void *p);       /* p lies inside a live device allocation */
+int emu_is_dev(const void *p);       /* p lies inside a live device allocation, or at its end */
 void emu_dev_check(const void *p, const char *what); /* NULL or device memory, else abort */
 void emu_dev_span(const void *p, size_t bytes, const char *what); /* [p, p+bytes) inside one allocation */
 void emu_dev_open(void);             /* device pages readable and writable */
@@ -48,6 +48,8 @@ void emu_dev_close(void);            /* device pages inaccessible again */
 #ifdef __cplusplus
 }
 #endif
+static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { (void)s; return cudaMalloc(p, n); }
+static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { (void)s; return cudaFree(p); }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { (void)s; return cudaMemset(p, v, n); }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
     (void)st;

@@ -116,6 +116,21 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t h, const
                                                           const cudnnConvolutionDescriptor_t conv,
                                                           const cudnnFilterDescriptor_t dw, int requested,
                                                           int *returned, cudnnConvolutionBwdFilterAlgoPerf_t *perf);
+cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
+                                                      const cudnnFilterDescriptor_t w,
+                                                      const cudnnConvolutionDescriptor_t conv,
+                                                      const cudnnTensorDescriptor_t y, cudnnConvolutionFwdAlgo_t algo,
+                                                      size_t *bytes);
+cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t h, const cudnnFilterDescriptor_t w,
+                                                           const cudnnTensorDescriptor_t dy,
+                                                           const cudnnConvolutionDescriptor_t conv,
+                                                           const cudnnTensorDescriptor_t dx,
+                                                           cudnnConvolutionBwdDataAlgo_t algo, size_t *bytes);
+cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
+                                                             const cudnnTensorDescriptor_t dy,
+                                                             const cudnnConvolutionDescriptor_t conv,
+                                                             const cudnnFilterDescriptor_t dw,
+                                                             cudnnConvolutionBwdFilterAlgo_t algo, size_t *bytes);
 cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const cudnnTensorDescriptor_t xd,
                                       const void *x, const cudnnFilterDescriptor_t wd, const void *w,
                                       const cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo,

@@ -22,12 +22,14 @@
  * output overlapping an input, a workspace smaller than the algorithm needs,
  * an algorithm the Find call did not offer for that direction, a tensor-core-
  * only algorithm run under CUDNN_FMA_MATH, epsilon below CUDNN_BN_MIN_EPSILON
- * (0 in cuDNN 9) or a factor outside [0, 1]. The Find calls offer, sorted "by
- * time": a tensor-core-only algorithm, a non-deterministic one (backward), one
- * needing more workspace than any sensible limit (4 GiB), and a deterministic
- * strict-fp32 one needing a shape-dependent workspace (forward and backward-
- * filter) or none (backward-data), plus a NOT_SUPPORTED entry, so the caller's
- * choice is exercised. The workspace is overwritten with garbage after each use. */
+ * (0 in cuDNN 9) or a factor outside [0, 1]. The Find calls offer results
+ * that exercise the caller's choice (see offers(): tensor-op-only, FFT and
+ * Winograd, non-deterministic, huge workspace, NOT_SUPPORTED, and results
+ * labelled CUDNN_DEFAULT_MATH that need another workspace, or cannot run at
+ * all, under CUDNN_FMA_MATH, as the workspace queries
+ * cudnnGetConvolution*WorkspaceSize say). FFT and Winograd compute with their
+ * operands rounded to 10 mantissa bits, so a parity test whose code picks one
+ * by mistake fails. The workspace is overwritten with garbage after each use. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -155,37 +157,74 @@ static size_t nw(const Shape *s) { return (size_t)s->K * s->C * s->KH * s->KW; }
 /* ---- the algorithms Find offers (per direction), and what each needs ---- */
 
 enum { D_FWD, D_BWD_DATA, D_BWD_FILTER };
-typedef struct { int algo; cudnnStatus_t status; size_t memory; cudnnDeterminism_t det; cudnnMathType_t math; } Offer;
+/* memory: the workspace Find reports (measured under the math type it labels
+ * the result with); fma_memory: what the algorithm needs when run under
+ * CUDNN_FMA_MATH, FMA_NO when it cannot run so (cuDNN: NOT_SUPPORTED);
+ * lossy: an FFT or Winograd algorithm, computed with each operand rounded to
+ * 10 mantissa bits, a model of their other rounding */
+typedef struct {
+    int algo;
+    cudnnStatus_t status;
+    size_t memory;
+    cudnnDeterminism_t det;
+    cudnnMathType_t math;
+    size_t fma_memory;
+    int lossy;
+} Offer;
 #define HUGE_WS ((size_t)4 << 30)
+#define FMA_NO SIZE_MAX
+#define NOFFERS 6
 
-static int offers(int dir, const Shape *s, Offer o[5]) {
+/* Sorted "by time". Forward: every fp32 result is labelled CUDNN_DEFAULT_MATH
+ * (Find also tries the default math, which may mean TF32), one of them cannot
+ * run under CUDNN_FMA_MATH and another needs more workspace there than Find
+ * reported. Backward-data: the only deterministic fp32 result is labelled
+ * default. Backward-filter: FMA-labelled results. Each direction also offers a
+ * tensor-op-only Winograd, an FFT (lossy; backward-data also a small FFT
+ * tiling), a non-deterministic result (backward), one beyond any sensible
+ * workspace limit (4 GiB), and a NOT_SUPPORTED entry. */
+static int offers(int dir, const Shape *s, Offer o[NOFFERS]) {
     size_t im2col = (size_t)s->C * s->KH * s->KW * s->OH * s->OW * sizeof(float);
+    const cudnnDeterminism_t DET = CUDNN_DETERMINISTIC, NDET = CUDNN_NON_DETERMINISTIC;
+    const cudnnMathType_t FMA = CUDNN_FMA_MATH, DEF = CUDNN_DEFAULT_MATH, TOP = CUDNN_TENSOR_OP_MATH;
     if (dir == D_FWD) {
-        o[0] = (Offer){CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, 0, 4096, CUDNN_DETERMINISTIC, CUDNN_TENSOR_OP_MATH};
-        o[1] = (Offer){CUDNN_CONVOLUTION_FWD_ALGO_FFT, 0, HUGE_WS, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH};
-        o[2] = (Offer){CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, 0, im2col, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH};
-        o[3] = (Offer){CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 0, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH};
+        o[0] = (Offer){CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED, 0, 4096, DET, TOP, FMA_NO, 1};
+        o[1] = (Offer){CUDNN_CONVOLUTION_FWD_ALGO_FFT, 0, 8192, DET, FMA, 8192, 1};
+        o[2] = (Offer){CUDNN_CONVOLUTION_FWD_ALGO_GEMM, 0, 0, DET, DEF, FMA_NO, 0};
+        o[3] = (Offer){CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, 0, im2col / 2, DET, DEF, im2col, 0};
+        o[4] = (Offer){CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 0, 0, DET, DEF, 0, 0};
+        o[5] = (Offer){CUDNN_CONVOLUTION_FWD_ALGO_DIRECT, CUDNN_STATUS_NOT_SUPPORTED, 0, DET, FMA, 0, 0};
     } else if (dir == D_BWD_DATA) {
-        o[0] = (Offer){CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED, 0, 4096, CUDNN_DETERMINISTIC,
-                       CUDNN_TENSOR_OP_MATH};
-        o[1] = (Offer){CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, 0, 0, CUDNN_NON_DETERMINISTIC, CUDNN_FMA_MATH};
-        o[2] = (Offer){CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, 0, HUGE_WS, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH};
-        o[3] = (Offer){CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, 0, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH};
+        o[0] = (Offer){CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED, 0, 4096, DET, TOP, FMA_NO, 1};
+        o[1] = (Offer){CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, 0, 0, NDET, FMA, 0, 0};
+        o[2] = (Offer){CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, 0, HUGE_WS, DET, FMA, HUGE_WS, 1};
+        o[3] = (Offer){CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING, 0, 8192, DET, FMA, 8192, 1};
+        o[4] = (Offer){CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, 0, 0, DET, DEF, 256, 0};
+        o[5] = (Offer){CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD, CUDNN_STATUS_NOT_SUPPORTED, 0, DET, FMA, 0, 1};
     } else {
-        o[0] = (Offer){CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, 0, 1024, CUDNN_NON_DETERMINISTIC, CUDNN_FMA_MATH};
-        o[1] = (Offer){CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, 0, 4096, CUDNN_DETERMINISTIC,
-                       CUDNN_TENSOR_OP_MATH};
-        o[2] = (Offer){CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, 0, HUGE_WS, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH};
-        o[3] = (Offer){CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, 0, nw(s) * sizeof(float), CUDNN_DETERMINISTIC,
-                       CUDNN_FMA_MATH};
+        o[0] = (Offer){CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, 0, 1024, NDET, FMA, 1024, 0};
+        o[1] = (Offer){CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, 0, 4096, DET, TOP, FMA_NO, 1};
+        o[2] = (Offer){CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, 0, HUGE_WS, DET, FMA, HUGE_WS, 1};
+        o[3] = (Offer){CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, 0, nw(s) * sizeof(float), DET, FMA,
+                       nw(s) * sizeof(float), 0};
+        o[4] = (Offer){CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, 0, 0, NDET, FMA, 0, 0};
+        o[5] = (Offer){CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, CUDNN_STATUS_NOT_SUPPORTED, 0, DET, FMA, 0, 1};
     }
-    o[4] = (Offer){dir == D_FWD ? CUDNN_CONVOLUTION_FWD_ALGO_DIRECT : 4, CUDNN_STATUS_NOT_SUPPORTED, 0,
-                   CUDNN_DETERMINISTIC, CUDNN_FMA_MATH};
-    return 5;
+    return NOFFERS;
 }
 
+/* the offer of algo that succeeded, or NULL */
+static const Offer *find_offer(const Offer o[NOFFERS], int k, int algo) {
+    for (int i = 0; i < k; i++)
+        if (o[i].algo == algo && o[i].status == CUDNN_STATUS_SUCCESS) return &o[i];
+    return NULL;
+}
+
+/* the workspace the offer needs under math type m; FMA_NO when it cannot run */
+static size_t offer_ws(const Offer *o, cudnnMathType_t m) { return m == CUDNN_FMA_MATH ? o->fma_memory : o->memory; }
+
 #define FIND_BODY(fn, dir)                                                                                           \
-    Offer o[5];                                                                                                      \
+    Offer o[NOFFERS];                                                                                                \
     int k = offers(dir, &s, o);                                                                                      \
     if (requested < 1) fail(fn, "requested < 1");                                                                    \
     if (k > requested) k = requested;                                                                                \
@@ -229,22 +268,68 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t h, const
     FIND_BODY("cudnnFindConvolutionBackwardFilterAlgorithm", D_BWD_FILTER)
 }
 
-/* the algorithm was offered and runs under the descriptor's math type; the workspace suffices */
-static void check_algo(const char *fn, int dir, const Shape *s, int algo, const cudnnConvolutionDescriptor_t conv,
-                       void *ws, size_t ws_bytes) {
-    Offer o[5];
-    int k = offers(dir, s, o), i;
-    for (i = 0; i < k; i++)
-        if (o[i].algo == algo && o[i].status == CUDNN_STATUS_SUCCESS) break;
-    if (i == k) fail(fn, "algorithm not among those Find offered");
-    if (o[i].math == CUDNN_TENSOR_OP_MATH && conv->math == CUDNN_FMA_MATH)
-        fail(fn, "a tensor-core algorithm run under CUDNN_FMA_MATH (cuDNN: NOT_SUPPORTED)");
-    if (ws_bytes < o[i].memory) {
-        fprintf(stderr, "emu cuDNN %s: algorithm %d needs %zu workspace bytes, given %zu\n", fn, algo, o[i].memory,
-                ws_bytes);
+/* the algorithm was offered and runs under the descriptor's math type; the
+ * workspace suffices. Returns 1 for a lossy (FFT/Winograd) algorithm. */
+static int check_algo(const char *fn, int dir, const Shape *s, int algo, const cudnnConvolutionDescriptor_t conv,
+                      void *ws, size_t ws_bytes) {
+    Offer o[NOFFERS];
+    int k = offers(dir, s, o);
+    const Offer *f = find_offer(o, k, algo);
+    if (!f) fail(fn, "algorithm not among those Find offered");
+    size_t need = offer_ws(f, conv->math);
+    if (need == FMA_NO) fail(fn, "an algorithm that cannot run under CUDNN_FMA_MATH run so (cuDNN: NOT_SUPPORTED)");
+    if (ws_bytes < need) {
+        fprintf(stderr, "emu cuDNN %s: algorithm %d needs %zu workspace bytes under math type %d, given %zu\n", fn,
+                algo, need, (int)conv->math, ws_bytes);
         abort();
     }
     if (ws_bytes) emu_dev_span(ws, ws_bytes, "the workspace");
+    return f->lossy;
+}
+
+/* an operand of a lossy algorithm: rounded to nearest at 10 mantissa bits */
+static inline float operand(float v, int lossy) {
+    if (!lossy || !isfinite(v)) return v;
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    u = (u + 0x1000u) & ~0x1FFFu;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+#define WS_QUERY_BODY(fn, dir)                                                                                       \
+    check_handle(h, fn);                                                                                             \
+    if (!bytes) fail(fn, "NULL size");                                                                               \
+    Offer o[NOFFERS];                                                                                                \
+    int k = offers(dir, &s, o);                                                                                      \
+    const Offer *f = find_offer(o, k, (int)algo);                                                                    \
+    if (!f || offer_ws(f, conv->math) == FMA_NO) return CUDNN_STATUS_NOT_SUPPORTED;                                  \
+    *bytes = offer_ws(f, conv->math);                                                                                \
+    return CUDNN_STATUS_SUCCESS;
+
+cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
+                                                      const cudnnFilterDescriptor_t w,
+                                                      const cudnnConvolutionDescriptor_t conv,
+                                                      const cudnnTensorDescriptor_t y, cudnnConvolutionFwdAlgo_t algo,
+                                                      size_t *bytes) {
+    Shape s = conv_shape("cudnnGetConvolutionForwardWorkspaceSize", x, w, conv, y);
+    WS_QUERY_BODY("cudnnGetConvolutionForwardWorkspaceSize", D_FWD)
+}
+cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t h, const cudnnFilterDescriptor_t w,
+                                                           const cudnnTensorDescriptor_t dy,
+                                                           const cudnnConvolutionDescriptor_t conv,
+                                                           const cudnnTensorDescriptor_t dx,
+                                                           cudnnConvolutionBwdDataAlgo_t algo, size_t *bytes) {
+    Shape s = conv_shape("cudnnGetConvolutionBackwardDataWorkspaceSize", dx, w, conv, dy);
+    WS_QUERY_BODY("cudnnGetConvolutionBackwardDataWorkspaceSize", D_BWD_DATA)
+}
+cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
+                                                             const cudnnTensorDescriptor_t dy,
+                                                             const cudnnConvolutionDescriptor_t conv,
+                                                             const cudnnFilterDescriptor_t dw,
+                                                             cudnnConvolutionBwdFilterAlgo_t algo, size_t *bytes) {
+    Shape s = conv_shape("cudnnGetConvolutionBackwardFilterWorkspaceSize", x, dw, conv, dy);
+    WS_QUERY_BODY("cudnnGetConvolutionBackwardFilterWorkspaceSize", D_BWD_FILTER)
 }
 
 static void scribble(void *ws, size_t bytes) {
@@ -278,7 +363,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
     const char *fn = "cudnnConvolutionForward";
     check_handle(h, fn);
     Shape s = conv_shape(fn, xd, wd, conv, yd);
-    check_algo(fn, D_FWD, &s, algo, conv, ws, ws_bytes);
+    int lossy = check_algo(fn, D_FWD, &s, algo, conv, ws, ws_bytes);
     const float *x = xv, *w = wv;
     float *y = yv, a = *(const float *)alpha, b = *(const float *)beta;
     emu_dev_span(x, nx(&s) * 4, "x"), emu_dev_span(w, nw(&s) * 4, "w"), emu_dev_span(y, ny(&s) * 4, "y");
@@ -298,8 +383,8 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
                             for (int j = 0; j < s.KW; j++) {
                                 int ix = ox * s.v - s.pw + j;
                                 if (ix < 0 || ix >= s.W) continue;
-                                acc = mac(acc, x[(((size_t)n * s.C + c) * s.H + iy) * s.W + ix],
-                                          w[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j], dbl);
+                                acc = mac(acc, operand(x[(((size_t)n * s.C + c) * s.H + iy) * s.W + ix], lossy),
+                                          operand(w[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j], lossy), dbl);
                             }
                         }
                     float *o = &y[(((size_t)n * s.K + k) * s.OH + oy) * s.OW + ox];
@@ -318,7 +403,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, c
     const char *fn = "cudnnConvolutionBackwardData";
     check_handle(h, fn);
     Shape s = conv_shape(fn, dxd, wd, conv, dyd);
-    check_algo(fn, D_BWD_DATA, &s, algo, conv, ws, ws_bytes);
+    int lossy = check_algo(fn, D_BWD_DATA, &s, algo, conv, ws, ws_bytes);
     const float *w = wv, *dy = dyv;
     float *dx = dxv, a = *(const float *)alpha, b = *(const float *)beta;
     emu_dev_span(dx, nx(&s) * 4, "dx"), emu_dev_span(w, nw(&s) * 4, "w"), emu_dev_span(dy, ny(&s) * 4, "dy");
@@ -344,8 +429,8 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, c
                                 if (r < 0 || r % s.v) continue;
                                 int ox = r / s.v;
                                 if (ox >= s.OW) continue;
-                                acc = mac(acc, dy[(((size_t)n * s.K + k) * s.OH + oy) * s.OW + ox],
-                                          w[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j], dbl);
+                                acc = mac(acc, operand(dy[(((size_t)n * s.K + k) * s.OH + oy) * s.OW + ox], lossy),
+                                          operand(w[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j], lossy), dbl);
                             }
                         }
                     float *o = &dx[(((size_t)n * s.C + c) * s.H + iy) * s.W + ix];
@@ -364,7 +449,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
     const char *fn = "cudnnConvolutionBackwardFilter";
     check_handle(h, fn);
     Shape s = conv_shape(fn, xd, dwd, conv, dyd);
-    check_algo(fn, D_BWD_FILTER, &s, algo, conv, ws, ws_bytes);
+    int lossy = check_algo(fn, D_BWD_FILTER, &s, algo, conv, ws, ws_bytes);
     const float *x = xv, *dy = dyv;
     float *dw = dwv, a = *(const float *)alpha, b = *(const float *)beta;
     emu_dev_span(x, nx(&s) * 4, "x"), emu_dev_span(dw, nw(&s) * 4, "dw"), emu_dev_span(dy, ny(&s) * 4, "dy");
@@ -385,8 +470,8 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
                             for (int ox = 0; ox < s.OW; ox++) {
                                 int ix = ox * s.v - s.pw + j;
                                 if (ix < 0 || ix >= s.W) continue;
-                                acc = mac(acc, dy[(((size_t)n * s.K + k) * s.OH + oy) * s.OW + ox],
-                                          x[(((size_t)n * s.C + c) * s.H + iy) * s.W + ix], dbl);
+                                acc = mac(acc, operand(dy[(((size_t)n * s.K + k) * s.OH + oy) * s.OW + ox], lossy),
+                                          operand(x[(((size_t)n * s.C + c) * s.H + iy) * s.W + ix], lossy), dbl);
                             }
                         }
                     float *o = &dw[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j];

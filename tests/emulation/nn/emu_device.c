@@ -66,12 +66,14 @@ void emu_dev_close(void) {
     give();
 }
 
+/* inside an allocation or just past its end: a kernel may be handed the end of
+ * a buffer with nothing left to read there (an empty tail), as in C */
 int emu_is_dev(const void *q) {
     const char *p = q;
     int r = 0;
     take();
     for (int i = 0; i < nallocs && !r; i++)
-        if (p >= allocs[i].p && p < allocs[i].p + (allocs[i].n ? allocs[i].n : 1)) r = 1;
+        if (p >= allocs[i].p && p <= allocs[i].p + allocs[i].n) r = 1;
     give();
     return r;
 }
