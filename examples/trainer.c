@@ -648,15 +648,19 @@ static void fmt_eta(char *buf, size_t n, double s) {
 static void report_eval(Worker *w, const char *split, const EvalResult *e, double epoch, double total_s) {
     Shared *sh = w->sh;
     if (w->rank != 0) return;
+    double loss = isnan(e->loss) ? fabs(e->loss) : e->loss; /* "nan", not "-nan" */
     if (sh->task->lm) {
         char bpc[32] = "";
         if (sh->task->is_char) snprintf(bpc, sizeof bpc, "  bits/char %.4f", e->bpc);
         printf("eval  %-5s step %ld epoch %.2f: loss %.4f  perplexity %.2f%s  (%ld tokens)\n", split, w->step, epoch,
-               e->loss, e->ppl, bpc, e->count);
+               loss, e->ppl, bpc, e->count);
     } else
         printf("eval  %-5s step %ld epoch %.2f: loss %.4f  accuracy %.2f%%  (%ld samples)\n", split, w->step, epoch,
-               e->loss, 100 * e->acc, e->count);
+               loss, 100 * e->acc, e->count);
     fflush(stdout);
+    if (!isfinite(e->loss))
+        fprintf(stderr, "warning: the %s loss is %s: the model has diverged (try a lower --lr or a warm-up, "
+                "--schedule ...,warmup=N)\n", split, isnan(e->loss) ? "NaN" : "infinite");
     LogRow r = {0};
     r.kind = split;
     r.step = w->step;
