@@ -190,6 +190,8 @@ static int pick(NnCudaCtx *ctx, ConvPlan *p, int d, const Perf *perf, int got, c
     return -1;
 }
 
+static const char *const dir_names[DIR_N] = {"forward", "backward-data", "backward-filter"};
+
 template <typename Perf>
 static int pick_any(NnCudaCtx *ctx, ConvPlan *p, int d, const Perf *perf, int got, const NnCudaSettings *st,
                     size_t *ws) {
@@ -200,17 +202,18 @@ static int pick_any(NnCudaCtx *ctx, ConvPlan *p, int d, const Perf *perf, int go
             fprintf(stderr,
                     "warning: conv2d CUDA: no deterministic cuDNN %s algorithm for N=%d C=%d %dx%d OC=%d K=%d "
                     "stride %d pad %d; using a non-deterministic one (runs may differ in the last bits)\n",
-                    d == DIR_FWD ? "forward" : d == DIR_BWD_DATA ? "backward-data" : "backward-filter", p->key[0],
-                    p->key[1], p->key[2], p->key[3], p->key[4], p->key[5], p->key[7], p->key[8]);
+                    dir_names[d], p->key[0], p->key[1], p->key[2], p->key[3], p->key[4], p->key[5], p->key[7],
+                    p->key[8]);
     }
     return i;
 }
 
-static void no_algo(const char *dir, const ConvPlan *p) {
+static void no_algo(int d, const ConvPlan *p) {
     fprintf(stderr,
             "error: conv2d CUDA: cuDNN offers no %s algorithm for N=%d C=%d H=%d W=%d OC=%d K=%dx%d stride %d pad %d "
             "within the workspace limit\n",
-            dir, p->key[0], p->key[1], p->key[2], p->key[3], p->key[4], p->key[5], p->key[6], p->key[7], p->key[8]);
+            dir_names[d], p->key[0], p->key[1], p->key[2], p->key[3], p->key[4], p->key[5], p->key[6], p->key[7],
+            p->key[8]);
     exit(1);
 }
 
@@ -225,19 +228,19 @@ static void choose(NnCudaCtx *ctx, ConvPlan *p, int d) {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         cudnnCheck(cudnnFindConvolutionForwardAlgorithm(ctx->cudnn, p->x, p->w, p->conv[d], p->y,
                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-        if ((i = pick_any(ctx, p, d, perf, got, &st, &p->ws[d])) < 0) no_algo("forward", p);
+        if ((i = pick_any(ctx, p, d, perf, got, &st, &p->ws[d])) < 0) no_algo(d, p);
         p->fwd = perf[i].algo;
     } else if (d == DIR_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         cudnnCheck(cudnnFindConvolutionBackwardDataAlgorithm(ctx->cudnn, p->w, p->y, p->conv[d], p->x,
                                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-        if ((i = pick_any(ctx, p, d, perf, got, &st, &p->ws[d])) < 0) no_algo("backward-data", p);
+        if ((i = pick_any(ctx, p, d, perf, got, &st, &p->ws[d])) < 0) no_algo(d, p);
         p->bwd_data = perf[i].algo;
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         cudnnCheck(cudnnFindConvolutionBackwardFilterAlgorithm(ctx->cudnn, p->x, p->y, p->conv[d], p->w,
                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-        if ((i = pick_any(ctx, p, d, perf, got, &st, &p->ws[d])) < 0) no_algo("backward-filter", p);
+        if ((i = pick_any(ctx, p, d, perf, got, &st, &p->ws[d])) < 0) no_algo(d, p);
         p->bwd_filter = perf[i].algo;
     }
     if (getenv("GCX_CUDNN_VERBOSE"))

@@ -226,11 +226,15 @@ typedef struct {
 } ConvCase;
 
 /* tolerances of test_conv: rtol, afrac of the forward, afrac of the gradients */
-static float conv_rtol = 1e-4f, conv_afrac_fwd = 1e-5f, conv_afrac_grad = 1e-4f;
+typedef struct {
+    float rtol, afrac_fwd, afrac_grad;
+} ConvTol;
+#define CONV_TOL_STRICT {1e-4f, 1e-5f, 1e-4f}
+static ConvTol conv_tol = CONV_TOL_STRICT;
 
 static void test_conv(Rng *r) {
-    printf("conv2d (cuDNN): forward rtol %g afrac %g, gradients rtol %g afrac %g\n", conv_rtol, conv_afrac_fwd,
-           conv_rtol, conv_afrac_grad);
+    printf("conv2d (cuDNN): forward rtol %g afrac %g, gradients rtol %g afrac %g\n", conv_tol.rtol,
+           conv_tol.afrac_fwd, conv_tol.rtol, conv_tol.afrac_grad);
     const ConvCase cases[] = {
         {2, 3, 8, 8, 4, 3, 1, 1, 0},     {3, 5, 9, 7, 6, 3, 2, 1, 1},    {2, 4, 8, 8, 8, 1, 2, 0, 0},
         {4, 1, 28, 28, 20, 5, 1, 0, 1},  {4, 20, 12, 12, 50, 5, 1, 0, 1}, {2, 16, 16, 16, 32, 3, 2, 1, 0},
@@ -270,12 +274,12 @@ static void test_conv(Rng *r) {
         char what[128];
         snprintf(what, sizeof what, "conv N=%d C=%d %dx%d OC=%d K=%d s=%d p=%d%s fwd", c->N, c->C, c->H, c->W, c->OC,
                  c->K, c->stride, c->pad, c->bias ? " bias" : "");
-        close_scaled(what, yg, yc, ny, conv_rtol, conv_afrac_fwd);
+        close_scaled(what, yg, yc, ny, conv_tol.rtol, conv_tol.afrac_fwd);
         snprintf(what, sizeof what, "  dinp");
-        close_scaled(what, dxg, dxc, nx, conv_rtol, conv_afrac_grad);
+        close_scaled(what, dxg, dxc, nx, conv_tol.rtol, conv_tol.afrac_grad);
         snprintf(what, sizeof what, "  dw (+= 0.5)");
-        close_scaled(what, dwg, dw, nw, conv_rtol, conv_afrac_grad);
-        if (c->bias) close_scaled("  db (+= 0.5)", dbg, dbias, c->OC, conv_rtol, conv_afrac_grad);
+        close_scaled(what, dwg, dw, nw, conv_tol.rtol, conv_tol.afrac_grad);
+        if (c->bias) close_scaled("  db (+= 0.5)", dbg, dbias, c->OC, conv_tol.rtol, conv_tol.afrac_grad);
         else {
             int untouched = 1;
             for (int i = 0; i < c->OC; i++) untouched &= dbg[i] == 0.5f;
@@ -286,7 +290,7 @@ static void test_conv(Rng *r) {
         conv2d_backward_cuda(NULL, d_dw, NULL, NULL, d_g, d_x, d_w, &s);
         float *dw2 = dev_download(d_dw, nw), *dx2 = dev_download(d_dx, nx);
         for (size_t i = 0; i < nw; i++) dw[i] = 2.0f * (dw[i] - 0.5f) + 0.5f;
-        close_scaled("  dw twice (accumulates)", dw2, dw, nw, conv_rtol, conv_afrac_grad);
+        close_scaled("  dw twice (accumulates)", dw2, dw, nw, conv_tol.rtol, conv_tol.afrac_grad);
         CHECK(max_abs(dx2, nx) == 0.0f, "dinp NULL: input gradient untouched");
         free(x), free(w), free(b), free(g), free(xc), free(gc), free(work), free(yc), free(dxc), free(dw);
         free(dbias), free(y), free(yg), free(dx), free(dxg), free(dwg), free(dbg), free(dw2), free(dx2);
@@ -652,10 +656,10 @@ int main(void) {
          * operands rounded to 10 mantissa bits), so looser tolerances: this
          * checks that such plans are made and run, not their precision */
         nn_cuda_set_fft_winograd(1);
-        conv_rtol = 1e-2f, conv_afrac_fwd = 3e-3f, conv_afrac_grad = 3e-3f;
+        conv_tol = (ConvTol){1e-2f, 3e-3f, 3e-3f};
         printf("again with FFT and Winograd algorithms allowed\n");
         test_conv(&r);
-        conv_rtol = 1e-4f, conv_afrac_fwd = 1e-5f, conv_afrac_grad = 1e-4f;
+        conv_tol = (ConvTol)CONV_TOL_STRICT;
         nn_cuda_set_fft_winograd(0);
     }
     nn_cuda_release();

@@ -297,39 +297,44 @@ static inline float operand(float v, int lossy) {
     return v;
 }
 
-#define WS_QUERY_BODY(fn, dir)                                                                                       \
-    check_handle(h, fn);                                                                                             \
-    if (!bytes) fail(fn, "NULL size");                                                                               \
-    Offer o[NOFFERS];                                                                                                \
-    int k = offers(dir, &s, o);                                                                                      \
-    const Offer *f = find_offer(o, k, (int)algo);                                                                    \
-    if (!f || offer_ws(f, conv->math) == FMA_NO) return CUDNN_STATUS_NOT_SUPPORTED;                                  \
-    *bytes = offer_ws(f, conv->math);                                                                                \
+/* cudnnGetConvolution*WorkspaceSize: what algo needs under the descriptor's math type */
+static cudnnStatus_t ws_query(const char *fn, cudnnHandle_t h, int dir, const Shape *s,
+                              const cudnnConvolutionDescriptor_t conv, int algo, size_t *bytes) {
+    check_handle(h, fn);
+    if (!bytes) fail(fn, "NULL size");
+    Offer o[NOFFERS];
+    const Offer *f = find_offer(o, offers(dir, s, o), algo);
+    if (!f || offer_ws(f, conv->math) == FMA_NO) return CUDNN_STATUS_NOT_SUPPORTED;
+    *bytes = offer_ws(f, conv->math);
     return CUDNN_STATUS_SUCCESS;
+}
 
 cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
                                                       const cudnnFilterDescriptor_t w,
                                                       const cudnnConvolutionDescriptor_t conv,
                                                       const cudnnTensorDescriptor_t y, cudnnConvolutionFwdAlgo_t algo,
                                                       size_t *bytes) {
-    Shape s = conv_shape("cudnnGetConvolutionForwardWorkspaceSize", x, w, conv, y);
-    WS_QUERY_BODY("cudnnGetConvolutionForwardWorkspaceSize", D_FWD)
+    const char *fn = "cudnnGetConvolutionForwardWorkspaceSize";
+    Shape s = conv_shape(fn, x, w, conv, y);
+    return ws_query(fn, h, D_FWD, &s, conv, (int)algo, bytes);
 }
 cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t h, const cudnnFilterDescriptor_t w,
                                                            const cudnnTensorDescriptor_t dy,
                                                            const cudnnConvolutionDescriptor_t conv,
                                                            const cudnnTensorDescriptor_t dx,
                                                            cudnnConvolutionBwdDataAlgo_t algo, size_t *bytes) {
-    Shape s = conv_shape("cudnnGetConvolutionBackwardDataWorkspaceSize", dx, w, conv, dy);
-    WS_QUERY_BODY("cudnnGetConvolutionBackwardDataWorkspaceSize", D_BWD_DATA)
+    const char *fn = "cudnnGetConvolutionBackwardDataWorkspaceSize";
+    Shape s = conv_shape(fn, dx, w, conv, dy);
+    return ws_query(fn, h, D_BWD_DATA, &s, conv, (int)algo, bytes);
 }
 cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
                                                              const cudnnTensorDescriptor_t dy,
                                                              const cudnnConvolutionDescriptor_t conv,
                                                              const cudnnFilterDescriptor_t dw,
                                                              cudnnConvolutionBwdFilterAlgo_t algo, size_t *bytes) {
-    Shape s = conv_shape("cudnnGetConvolutionBackwardFilterWorkspaceSize", x, dw, conv, dy);
-    WS_QUERY_BODY("cudnnGetConvolutionBackwardFilterWorkspaceSize", D_BWD_FILTER)
+    const char *fn = "cudnnGetConvolutionBackwardFilterWorkspaceSize";
+    Shape s = conv_shape(fn, x, dw, conv, dy);
+    return ws_query(fn, h, D_BWD_FILTER, &s, conv, (int)algo, bytes);
 }
 
 static void scribble(void *ws, size_t bytes) {
