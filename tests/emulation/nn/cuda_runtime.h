@@ -43,8 +43,10 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
 int emu_is_dev(const void *p);       /* p lies inside a live device allocation, or at its end */
 void emu_dev_check(const void *p, const char *what); /* NULL or device memory, else abort */
 void emu_dev_span(const void *p, size_t bytes, const char *what); /* [p, p+bytes) inside one allocation */
-void emu_dev_open(void);             /* device pages readable and writable */
-void emu_dev_close(void);            /* device pages inaccessible again */
+void emu_dev_open(void);             /* every device page readable and writable */
+/* only the allocations holding p[0..k) (NULL entries skipped) readable and writable */
+void emu_dev_open_ptrs(const void *const *p, int k);
+void emu_dev_close(void);            /* device pages inaccessible again (closes either open) */
 #ifdef __cplusplus
 }
 #endif
@@ -65,9 +67,18 @@ static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = 0; re
 #include <type_traits>
 template <class T> static inline T atomicMin(T *p, T v) { T o = *p; *p = o < v ? o : v; return o; }
 template <class T> static inline T atomicCAS(T *p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
-/* kernel arguments: pointers must be device memory (or NULL) */
-static inline void emu_check_arg(const void *p) { emu_dev_check(p, "a kernel argument"); }
-template <class T> static inline typename std::enable_if<!std::is_pointer<T>::value>::type emu_check_arg(T) {}
-template <class... A> static inline void emu_check_args(A... a) { (emu_check_arg(a), ...); }
+/* kernel arguments: pointers must be device memory (or NULL); the launch opens the
+ * allocations they point into, and only those */
+static inline const void *emu_arg_ptr(const void *p) {
+    emu_dev_check(p, "a kernel argument");
+    return p;
+}
+template <class T> static inline typename std::enable_if<!std::is_pointer<T>::value, const void *>::type emu_arg_ptr(T) {
+    return nullptr;
+}
+template <class... A> static inline void emu_open_args(A... a) {
+    const void *p[] = {nullptr, emu_arg_ptr(a)...};
+    emu_dev_open_ptrs(p, (int)(sizeof p / sizeof p[0]));
+}
 #endif
 #endif

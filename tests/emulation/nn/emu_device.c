@@ -57,12 +57,62 @@ static void protect_all(int prot) {
         if (mprotect(allocs[i].p, allocs[i].mapped, prot)) { perror("emu mprotect"); abort(); }
 }
 
+/* What is open: every allocation (all_open), or only those of the current operation's
+ * pointers (opened[], e.g. a kernel's arguments), so that each operation changes the
+ * protection of the pages it touches and no others: a launch over 3 buffers makes 6
+ * mprotect calls, not 2 per live allocation. A kernel that reaches an allocation it was
+ * not handed (through a pointer stored in memory) faults. */
+#define MAXOPEN 64
+static struct { char *p; size_t mapped; } opened[MAXOPEN];
+static int nopened, all_open;
+
+static void open_one(const void *q) {
+    const char *p = q;
+    if (!p || all_open) return;
+    /* the allocation holding p; else the one p is the end of (adjacent mappings: the
+     * end of one may be the start of the next, which then wins) */
+    int at = -1;
+    for (int i = 0; i < nallocs && (at < 0 || p == allocs[at].p + allocs[at].n); i++)
+        if (p >= allocs[i].p && p <= allocs[i].p + allocs[i].n) at = i;
+    if (at < 0) return; /* the caller has refused non-device pointers */
+    for (int k = 0; k < nopened; k++)
+        if (opened[k].p == allocs[at].p) return;
+    if (nopened == MAXOPEN) { /* more than any launch has: open everything */
+        protect_all(PROT_READ | PROT_WRITE);
+        all_open = 1;
+        return;
+    }
+#ifndef EMU_NO_PROTECT
+    if (mprotect(allocs[at].p, allocs[at].mapped, PROT_READ | PROT_WRITE)) { perror("emu mprotect"); abort(); }
+#endif
+    opened[nopened].p = allocs[at].p, opened[nopened].mapped = allocs[at].mapped;
+    nopened++;
+}
+
 void emu_dev_open(void) {
     take();
-    if (open_depth++ == 0) protect_all(PROT_READ | PROT_WRITE);
+    open_depth++;
+    if (!all_open) {
+        protect_all(PROT_READ | PROT_WRITE);
+        all_open = 1;
+    }
+}
+void emu_dev_open_ptrs(const void *const *p, int k) {
+    take();
+    open_depth++;
+    for (int i = 0; i < k; i++) open_one(p[i]);
 }
 void emu_dev_close(void) {
-    if (--open_depth == 0) protect_all(PROT_NONE);
+    if (--open_depth == 0) {
+        if (all_open) protect_all(PROT_NONE);
+#ifndef EMU_NO_PROTECT
+        else
+            for (int k = 0; k < nopened; k++)
+                if (mprotect(opened[k].p, opened[k].mapped, PROT_NONE)) { perror("emu mprotect"); abort(); }
+#endif
+        all_open = 0;
+        nopened = 0;
+    }
     give();
 }
 
@@ -120,7 +170,7 @@ cudaError_t cudaMalloc(void **p, size_t n) {
     memset(q, 0xA5, m); /* garbage, as fresh device memory */
     POISON((char *)q + n, m - n);
 #ifndef EMU_NO_PROTECT
-    if (open_depth == 0 && mprotect(q, m, PROT_NONE)) { perror("emu mprotect"); abort(); }
+    if (!all_open && mprotect(q, m, PROT_NONE)) { perror("emu mprotect"); abort(); }
 #endif
     allocs[nallocs].p = q, allocs[nallocs].n = n, allocs[nallocs].mapped = m;
     nallocs++;
@@ -169,7 +219,8 @@ cudaError_t cudaFree(void *p) {
 cudaError_t cudaMemset(void *p, int v, size_t n) {
     emu_dev_check(p, "cudaMemset's destination");
     if (p && n) emu_dev_span(p, n, "cudaMemset's destination");
-    emu_dev_open();
+    const void *q[1] = {p};
+    emu_dev_open_ptrs(q, 1);
     memset(p, v, n);
     emu_dev_close();
     return 0;
@@ -188,7 +239,8 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) 
     }
     if (n && dd) emu_dev_span(d, n, "cudaMemcpy's destination");
     if (n && sd) emu_dev_span(s, n, "cudaMemcpy's source");
-    emu_dev_open();
+    const void *q[2] = {dd ? d : NULL, sd ? s : NULL};
+    emu_dev_open_ptrs(q, 2);
     memmove(d, s, n);
     emu_dev_close();
     return 0;

@@ -8,7 +8,7 @@ s = open(sys.argv[1]).read()
 def rep(m):
     name, cfg, args = m.group(1), m.group(2), m.group(3)
     g, b = cfg.rsplit(',', 1)
-    return ('{ emu_check_args(%s); emu_dev_open(); emu_launch(%s, %s, [&]() { %s(%s); }); emu_dev_close(); }'
+    return ('{ emu_open_args(%s); emu_launch(%s, %s, [&]() { %s(%s); }); emu_dev_close(); }'
             % (args, g, b, name, args))
 s = re.sub(r'(\w+)<<<(.*?)>>>\((.*?)\);', rep, s, flags=re.S)
 s = s.replace('__global__ static', '__global__')
