@@ -9,6 +9,9 @@
 
 #include "common/check.h"
 #include "common/rng.h"
+#ifdef HAVE_OPENMP
+#include <omp.h>
+#endif
 
 /* ------------------------------------------------------------ names ---- */
 static const char *const topo_names[TOPO_COUNT] = {"allreduce", "allgather", "ps", "ring"};
@@ -167,6 +170,12 @@ struct Exchange {
     ByteBuf out, in;
     ByteBuf ckpt;        /* the "codecs" checkpoint section */
     size_t *lens;
+    /* tensor-parallel passes (see tensor_loop) */
+    int *order;          /* [T] tensors by size, largest first */
+    size_t *at;          /* [T] a pass's staged entry offsets */
+    int64_t *flen;       /* [T] a pass's frame lengths (or negative GcError, or NO_ENTRY) */
+    const uint8_t **fp;  /* [T] a decode pass's frames */
+    double *sq;          /* [T] DGC: per-tensor sums of squares */
     long local_steps;
     int started;
     ExchangeStats st;
@@ -183,6 +192,7 @@ static double now_s(void) {
 }
 
 static float *arena(const Exchange *ex) { return param_arena_alloc(ex->pt); }
+static size_t t_numel(const ParamTable *pt, int t) { return pt->t[t].numel; }
 
 static void set_err(Exchange *ex, const char *fmt, ...) {
     if (ex->failed) return; /* keep the first */
@@ -273,6 +283,20 @@ Exchange *exchange_new(const DistConfig *cfg, Comm *comm, const ParamTable *pt, 
     ex->enc = callocCheck((size_t)ex->T * (size_t)ex->nslots, sizeof(Codec *));
     ex->dec = callocCheck((size_t)ex->T * (size_t)ex->nslots, sizeof(Codec *));
     ex->lens = callocCheck((size_t)ex->N, sizeof(size_t));
+    ex->order = callocCheck((size_t)ex->T, sizeof *ex->order);
+    ex->at = callocCheck((size_t)ex->T, sizeof *ex->at);
+    ex->flen = callocCheck((size_t)ex->T, sizeof *ex->flen);
+    ex->fp = callocCheck((size_t)ex->T, sizeof *ex->fp);
+    ex->sq = callocCheck((size_t)ex->T, sizeof *ex->sq);
+    /* largest first (insertion sort: stable, T is a few hundred) */
+    for (int t = 0; t < ex->T; t++) {
+        int k = t;
+        while (k > 0 && t_numel(pt, ex->order[k - 1]) < t_numel(pt, t)) {
+            ex->order[k] = ex->order[k - 1];
+            k--;
+        }
+        ex->order[k] = t;
+    }
     return ex;
 fail:
     free(ex);
@@ -295,6 +319,11 @@ void exchange_free(Exchange *ex) {
     free(ex->pol);
     free(ex->mem);
     free(ex->lens);
+    free(ex->order);
+    free(ex->at);
+    free(ex->flen);
+    free(ex->fp);
+    free(ex->sq);
     bytebuf_free(&ex->out);
     bytebuf_free(&ex->in);
     bytebuf_free(&ex->ckpt);
@@ -336,29 +365,6 @@ static void bundle_begin(ByteBuf *b, long step) {
     put_u32(b->p + 8, (uint32_t)step);
     put_u32(b->p + 12, 0);
     b->len = BUNDLE_HDR;
-}
-
-/* appends one encoded frame; returns 0 or a negative GcError */
-static int bundle_add(Exchange *ex, ByteBuf *b, int t, int chunk, Codec *c, const float *x, size_t n,
-                      const CodecSide *side) {
-    size_t cap = codec_max_frame(c, n);
-    bytebuf_reserve(b, b->len + ENTRY_HDR + cap);
-    uint8_t *e = b->p + b->len;
-    double t0 = now_s();
-    int64_t len = codec_encode(c, e + ENTRY_HDR, cap, x, n, side);
-    ex->st.codec_s += now_s() - t0;
-    if (len < 0) return (int)len;
-    put_u32(e, (uint32_t)t);
-    put_u32(e + 4, (uint32_t)chunk);
-    put_u32(e + 8, (uint32_t)len);
-    b->len += ENTRY_HDR + (size_t)len;
-    put_u32(b->p + 12, get_u32(b->p + 12) + 1);
-    ex->st.raw_up += 4 * (uint64_t)n;
-    if (ex->pol[t].compressed) {
-        ex->st.comp_raw += 4 * (uint64_t)n;
-        ex->st.comp_bytes += ENTRY_HDR + (uint64_t)len;
-    }
-    return 0;
 }
 
 typedef struct {
@@ -455,6 +461,11 @@ static void memory_out(Exchange *ex, int t, const float *x, size_t lo, size_t hi
     }
 }
 
+/* memory_in over a whole tensor of g (arg) into ex->work: a tensor_loop pass */
+static void memory_in_tensor(Exchange *ex, int t, void *g) {
+    memory_in(ex, t, ex->work + t_off(ex, t), (const float *)g + t_off(ex, t), 0, t_n(ex, t));
+}
+
 /* GCOMP levels for a model delta d added to parameters p: n bits of d are lost
  * in p + d when |p / d| > 2^n (gcomp.txt section 5.1 with the update written
  * as the delta itself); one guard bit as optim_gcomp_levels. */
@@ -533,12 +544,224 @@ static void report_frame_error(Exchange *ex, int rc, int t, int chunk, int peer,
 /* ---------------------------------------------------- topologies ---- */
 static size_t chunk_lo(size_t n, int N, int c) { return n * (size_t)c / (size_t)N; }
 
+/* ------------------------------------------------ tensor-parallel passes ----
+ * The exchange's host work is per tensor (error feedback, side inputs, one frame
+ * each), and a model has hundreds of tensors, most of them small: ResNet-110 has
+ * 329, none over 37k values, too small for the codecs' own threads. So each pass
+ * runs over the tensors in parallel: the large ones first, one at a time with every
+ * thread inside (the codecs' own partitions), then the rest one tensor per thread.
+ * Each tensor has its own codec instances, residuals and output range, and frames
+ * do not depend on the threads, so the results are those of a sequential loop;
+ * errors are reported for the first failing tensor in tensor order. */
+typedef void (*TensorFn)(Exchange *ex, int t, void *arg);
+
+static void tensor_loop(Exchange *ex, TensorFn fn, void *arg) {
+    int nth = 1;
+#ifdef HAVE_OPENMP
+    nth = ex->cfg.codec_threads > 0 ? ex->cfg.codec_threads : omp_get_max_threads();
+#endif
+    /* large: at least a thread's share of the values, and enough to split */
+    size_t share = ex->pt->total / (size_t)(nth > 0 ? nth : 1);
+    int k = 0;
+    while (k < ex->T && nth > 1 && t_n(ex, ex->order[k]) >= share && t_n(ex, ex->order[k]) >= ((size_t)1 << 17))
+        fn(ex, ex->order[k++], arg);
+    int first = k;
+#ifdef HAVE_OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nth) if (nth > 1 && ex->T - first > 1)
+#endif
+    for (int i = first; i < ex->T; i++) fn(ex, ex->order[i], arg);
+}
+
+/* elementwise loops over whole arenas */
+#ifdef HAVE_OPENMP
+#define ARENA_PFOR _Pragma("omp parallel for schedule(static) if (n >= ((size_t)1 << 16))")
+#else
+#define ARENA_PFOR
+#endif
+
+/* ---- encoding: one bundle of frames, one per tensor (or per tensor chunk) ----
+ * Each tensor's frame is encoded at its own place in the bundle buffer (offsets
+ * from the worst-case frame sizes), then the frames are moved together in
+ * tensor order. */
+#define NO_ENTRY INT64_MAX
+
+typedef struct {
+    int kind;           /* SIDE_PUSH, SIDE_PULL, SIDE_RING */
+    int chunk;          /* ring: the chunk of every tensor that is encoded; -1: whole tensors */
+    int slot;           /* encoder slot */
+    int fold;           /* ring allgather phase: x takes what the frame represents */
+    float *x;           /* push, pull: the values to encode; ring: the running sums */
+    const float *params;
+    const Optim *opt;
+    double lr, density;
+    long step;
+    ByteBuf *out;
+} EncPass;
+
+static void pass_range(const Exchange *ex, int t, int chunk, size_t *lo, size_t *hi) {
+    size_t n = t_n(ex, t);
+    *lo = chunk < 0 ? 0 : chunk_lo(n, ex->N, chunk);
+    *hi = chunk < 0 ? n : chunk_lo(n, ex->N, chunk + 1);
+}
+
+static void enc_tensor(Exchange *ex, int t, void *arg) {
+    const EncPass *p = arg;
+    if (ex->flen[t] == NO_ENTRY) return;
+    size_t off = t_off(ex, t), lo, hi;
+    pass_range(ex, t, p->chunk, &lo, &hi);
+    float *v = p->x + off;
+    if (p->kind == SIDE_RING) {
+        v = ex->work + off;
+        memory_in(ex, t, v, p->x + off, lo, hi);
+    } else if (p->kind == SIDE_PULL && ex->mem[t] != MEM_NONE) {
+        /* the model delta plus the server's error accumulation (3LC section 3.1) */
+        const float *pr = ex->pull_resid + off;
+        for (size_t i = lo; i < hi; i++) v[i] += pr[i];
+    }
+    CodecSide side;
+    make_side(ex, &side, t, p->kind, p->slot, lo, hi, v + lo, p->params, p->opt, p->lr, p->density, p->step);
+    Codec *c = ENC(t, p->slot); /* created before the pass */
+    uint8_t *e = p->out->p + ex->at[t];
+    ex->flen[t] = codec_encode(c, e + ENTRY_HDR, codec_max_frame(c, hi - lo), v + lo, hi - lo, &side);
+    if (ex->flen[t] < 0) return;
+    if (p->kind == SIDE_PULL) {
+        if (ex->mem[t] != MEM_NONE) {
+            const float *repr = ex->repr + off;
+            float *pr = ex->pull_resid + off;
+            for (size_t i = lo; i < hi; i++) pr[i] = v[i] - repr[i];
+        }
+    } else {
+        memory_out(ex, t, v, lo, hi);
+    }
+    if (p->fold) memcpy(p->x + off + lo, ex->repr + off + lo, (hi - lo) * sizeof(float));
+}
+
+/* Encodes the pass into p->out as one bundle; 0, or -1 with the error set (what:
+ * who encodes, for the message). Tensors with nothing in the chunk have no entry. */
+static int encode_pass(Exchange *ex, const EncPass *p, const char *what) {
+    ByteBuf *b = p->out;
+    bundle_begin(b, p->step);
+    if (ex->failed) return -1; /* an empty bundle keeps the others going; agree() stops them */
+    size_t cap = BUNDLE_HDR;
+    for (int t = 0; t < ex->T; t++) {
+        size_t lo, hi;
+        pass_range(ex, t, p->chunk, &lo, &hi);
+        ex->flen[t] = hi == lo ? NO_ENTRY : 0;
+        if (hi == lo) continue;
+        ex->at[t] = cap;
+        cap += ENTRY_HDR + codec_max_frame(ENC(t, p->slot), hi - lo);
+    }
+    bytebuf_reserve(b, cap);
+    double t0 = now_s();
+    tensor_loop(ex, enc_tensor, (void *)p);
+    ex->st.codec_s += now_s() - t0;
+    uint32_t count = 0;
+    for (int t = 0; t < ex->T; t++) {
+        if (ex->flen[t] == NO_ENTRY) continue;
+        if (ex->flen[t] < 0) {
+            /* keep taking part in the collectives; agree() stops every rank */
+            set_err(ex, "%s: encoding %stensor %s failed: %s", what, p->kind == SIDE_PULL ? "the pull of " : "",
+                    ex->pt->t[t].name, gc_strerror((int)ex->flen[t]));
+            break;
+        }
+        size_t lo, hi, len = (size_t)ex->flen[t];
+        pass_range(ex, t, p->chunk, &lo, &hi);
+        uint8_t *e = b->p + b->len;
+        memmove(e + ENTRY_HDR, b->p + ex->at[t] + ENTRY_HDR, len); /* never to the right */
+        put_u32(e, (uint32_t)t);
+        put_u32(e + 4, (uint32_t)(p->chunk < 0 ? 0 : p->chunk));
+        put_u32(e + 8, (uint32_t)len);
+        b->len += ENTRY_HDR + len;
+        count++;
+        ex->st.raw_up += 4 * (uint64_t)(hi - lo);
+        if (ex->pol[t].compressed) {
+            ex->st.comp_raw += 4 * (uint64_t)(hi - lo);
+            ex->st.comp_bytes += ENTRY_HDR + (uint64_t)len;
+        }
+    }
+    put_u32(b->p + 12, count);
+    return ex->failed ? -1 : 0;
+}
+
+/* ---- decoding: a bundle from peer src, one frame per tensor (or chunk) ---- */
+typedef struct {
+    float *dst;
+    int chunk; /* -1: whole tensors */
+    int slot;  /* decoder slot */
+    int acc;   /* dst += decode (else dst = decode) */
+} DecPass;
+
+static void dec_tensor(Exchange *ex, int t, void *arg) {
+    const DecPass *p = arg;
+    if (!ex->fp[t]) return; /* no entry, a bad one, or not reached */
+    size_t lo, hi;
+    pass_range(ex, t, p->chunk, &lo, &hi);
+    float *out = p->dst + t_off(ex, t) + lo;
+    Codec *c = DEC(t, p->slot);
+    size_t len = (size_t)ex->flen[t];
+    int rc = p->acc ? codec_decode_acc(c, out, hi - lo, 1.0f, ex->fp[t], len) : codec_decode(c, out, hi - lo, ex->fp[t], len);
+    if (rc) ex->flen[t] = rc;
+}
+
+/* Decodes the bundle (bytes, len) from worker src into p->dst. pull: the server's
+ * pull (for the messages). Sets the error on a bad bundle or frame. */
+static void decode_pass(Exchange *ex, const DecPass *p, const uint8_t *bytes, size_t len, int src, long step, int pull) {
+    BundleReader br;
+    int rc = bundle_open(&br, bytes, len, step);
+    if (rc) {
+        if (pull) set_err(ex, "worker %d: pull from the server is not a valid frame bundle: %s", ex->rank, gc_strerror(rc));
+        else set_err(ex, "worker %d: message from worker %d is not a valid frame bundle: %s", ex->rank, src, gc_strerror(rc));
+        return;
+    }
+    /* index the entries (and create the decoders) in order; a bad entry ends it */
+    int bad = -1;
+    for (int t = 0; t < ex->T; t++) {
+        size_t lo, hi, flen = 0;
+        pass_range(ex, t, p->chunk, &lo, &hi);
+        ex->fp[t] = NULL;
+        ex->flen[t] = 0;
+        if (hi == lo || bad >= 0) continue;
+        rc = bundle_next(&br, t, p->chunk < 0 ? 0 : p->chunk, &ex->fp[t], &flen);
+        if (rc) {
+            bad = t;
+            ex->fp[t] = NULL;
+            ex->flen[t] = rc;
+            continue;
+        }
+        ex->flen[t] = (int64_t)flen;
+        DEC(t, p->slot);
+    }
+    double t0 = now_s();
+    tensor_loop(ex, dec_tensor, (void *)p);
+    ex->st.codec_s += now_s() - t0;
+    for (int t = 0; t < ex->T; t++)
+        if (ex->flen[t] < 0) {
+            report_frame_error(ex, (int)ex->flen[t], t, p->chunk, pull ? 0 : src, pull ? "pulled" : "bad");
+            return;
+        }
+    rc = bundle_close(&br);
+    if (rc) {
+        if (pull) set_err(ex, "worker %d: pull bundle: %s", ex->rank, gc_strerror(rc));
+        else set_err(ex, "worker %d: bundle from worker %d: %s", ex->rank, src, gc_strerror(rc));
+    }
+}
+
 static void tamper(Exchange *ex, long step) {
     if (ex->tamper) ex->tamper(ex->out.p, ex->out.len, ex->rank, step, ex->tamper_arg);
 }
 
+typedef struct {
+    const float *x;
+} ScalarPass;
+
+static void scalar_tensor(Exchange *ex, int t, void *arg) {
+    const ScalarPass *p = arg;
+    if (ex->pol[t].spec.ops->local_scalar)
+        ex->scalars[t] = codec_local_scalar(ENC(t, SLOT_PUSH), p->x + t_off(ex, t), t_n(ex, t));
+}
+
 /* encode every tensor of x (= memory applied) into ex->out as the push bundle */
-static void encode_all(Exchange *ex, const float *x, const float *params, const Optim *opt, double lr, double density,
+static void encode_all(Exchange *ex, float *x, const float *params, const Optim *opt, double lr, double density,
                       long step) {
     /* TernGrad scalar sharing (terngrad.txt section 3.1): the max over workers
      * of each tensor's scalar, after clipping, so all workers share it */
@@ -546,59 +769,29 @@ static void encode_all(Exchange *ex, const float *x, const float *params, const 
         int any = 0;
         for (int t = 0; t < ex->T; t++)
             if (ex->pol[t].spec.ops->local_scalar) {
-                ex->scalars[t] = codec_local_scalar(ENC(t, SLOT_PUSH), x + t_off(ex, t), t_n(ex, t));
+                ENC(t, SLOT_PUSH); /* created here, in order, not in the pass */
                 any = 1;
             }
-        if (any) comm_allreduce_f32(ex->comm, ex->scalars, (size_t)ex->T, COMM_MAX);
-    }
-    bundle_begin(&ex->out, step);
-    for (int t = 0; t < ex->T; t++) {
-        size_t off = t_off(ex, t), n = t_n(ex, t);
-        CodecSide side;
-        make_side(ex, &side, t, SIDE_PUSH, SLOT_PUSH, 0, n, x + off, params, opt, lr, density, step);
-        int rc = bundle_add(ex, &ex->out, t, 0, ENC(t, SLOT_PUSH), x + off, n, &side);
-        if (rc) {
-            /* keep taking part in the collectives; agree() stops every rank */
-            set_err(ex, "worker %d: encoding tensor %s failed: %s", ex->rank, ex->pt->t[t].name, gc_strerror(rc));
-            break;
+        if (any) {
+            ScalarPass sp = {x};
+            tensor_loop(ex, scalar_tensor, &sp);
+            comm_allreduce_f32(ex->comm, ex->scalars, (size_t)ex->T, COMM_MAX);
         }
-        memory_out(ex, t, x + off, 0, n);
     }
+    char who[32];
+    snprintf(who, sizeof who, "worker %d", ex->rank);
+    EncPass p = {SIDE_PUSH, -1, SLOT_PUSH, 0, x, params, opt, lr, density, step, &ex->out};
+    encode_pass(ex, &p, who);
     ex->st.up_bytes += ex->out.len;
 }
 
-/* decode a push bundle from src (decoders slot src) and add it to acc */
-static void decode_bundle_acc(Exchange *ex, float *acc, const uint8_t *p, size_t len, int src, long step) {
-    BundleReader br;
-    int rc = bundle_open(&br, p, len, step);
-    if (rc) {
-        set_err(ex, "worker %d: message from worker %d is not a valid frame bundle: %s", ex->rank, src, gc_strerror(rc));
-        return;
-    }
-    for (int t = 0; t < ex->T; t++) {
-        const uint8_t *f;
-        size_t flen, off = t_off(ex, t), n = t_n(ex, t);
-        rc = bundle_next(&br, t, 0, &f, &flen);
-        if (!rc) {
-            double t0 = now_s();
-            rc = codec_decode_acc(DEC(t, src), acc + off, n, 1.0f, f, flen);
-            ex->st.codec_s += now_s() - t0;
-        }
-        if (rc) {
-            report_frame_error(ex, rc, t, -1, src, "bad");
-            return;
-        }
-    }
-    rc = bundle_close(&br);
-    if (rc) set_err(ex, "worker %d: bundle from worker %d: %s", ex->rank, src, gc_strerror(rc));
-}
-
 static void scale_arena(float *a, size_t n, float s) {
+    ARENA_PFOR
     for (size_t i = 0; i < n; i++) a[i] *= s;
 }
 
 /* agg = average over workers of decode(encode(x)); x is the memory-applied input */
-static int avg_allgather(Exchange *ex, const float *x, const float *params, const Optim *opt, double lr, double density,
+static int avg_allgather(Exchange *ex, float *x, const float *params, const Optim *opt, double lr, double density,
                          long step) {
     encode_all(ex, x, params, opt, lr, density, step);
     tamper(ex, step);
@@ -606,7 +799,8 @@ static int avg_allgather(Exchange *ex, const float *x, const float *params, cons
     memset(ex->agg, 0, ex->pt->total * sizeof(float));
     size_t at = 0;
     for (int src = 0; src < ex->N; src++) {
-        if (!ex->failed) decode_bundle_acc(ex, ex->agg, ex->in.p + at, ex->lens[src], src, step);
+        DecPass dp = {ex->agg, -1, src, 1};
+        if (!ex->failed) decode_pass(ex, &dp, ex->in.p + at, ex->lens[src], src, step, 0);
         if (src != ex->rank) ex->st.down_bytes += ex->lens[src];
         at += ex->lens[src];
     }
@@ -631,51 +825,22 @@ static int avg_ring(Exchange *ex, const float *x, const float *params, const Opt
     int N = ex->N, r = ex->rank, left = (r + N - 1) % N, right = (r + 1) % N;
     float *acc = ex->agg;
     memcpy(acc, x, ex->pt->total * sizeof(float));
+    char who[32];
+    snprintf(who, sizeof who, "worker %d", ex->rank);
     for (int phase = 0; phase < 2; phase++) {
         /* allgather phase: the owner encodes its fully reduced chunk once,
          * replaces it by what the frame represents, and frames are forwarded */
         if (phase == 1) {
             int own = right; /* after the reduce-scatter rank r holds chunk r+1 */
-            bundle_begin(&ex->out, step);
-            for (int t = 0; t < ex->T && !ex->failed; t++) {
-                size_t off = t_off(ex, t), n = t_n(ex, t);
-                size_t lo = chunk_lo(n, N, own), hi = chunk_lo(n, N, own + 1);
-                if (hi == lo) continue;
-                float *v = ex->work + off;
-                memory_in(ex, t, v, acc + off, lo, hi);
-                CodecSide side;
-                make_side(ex, &side, t, SIDE_RING, N + own, lo, hi, v + lo, params, opt, lr, 0, step);
-                int rc = bundle_add(ex, &ex->out, t, own, ENC(t, N + own), v + lo, hi - lo, &side);
-                if (rc) {
-                    set_err(ex, "worker %d: encoding tensor %s failed: %s", ex->rank, ex->pt->t[t].name,
-                            gc_strerror(rc));
-                    break;
-                }
-                memory_out(ex, t, v, lo, hi);
-                memcpy(acc + off + lo, ex->repr + off + lo, (hi - lo) * sizeof(float));
-            }
+            EncPass p = {SIDE_RING, own, N + own, 1, acc, params, opt, lr, 0, step, &ex->out};
+            encode_pass(ex, &p, who);
         }
         for (int s = 0; s < N - 1; s++) {
             int send_c = phase == 0 ? (r - s + 2 * N) % N : 0;
             int recv_c = phase == 0 ? (r - s - 1 + 2 * N) % N : (r - s + 2 * N) % N;
             if (phase == 0) {
-                bundle_begin(&ex->out, step);
-                for (int t = 0; t < ex->T && !ex->failed; t++) {
-                    size_t off = t_off(ex, t), n = t_n(ex, t);
-                    size_t lo = chunk_lo(n, N, send_c), hi = chunk_lo(n, N, send_c + 1);
-                    if (hi == lo) continue;
-                    float *v = ex->work + off;
-                    memory_in(ex, t, v, acc + off, lo, hi);
-                    CodecSide side;
-                    make_side(ex, &side, t, SIDE_RING, send_c, lo, hi, v + lo, params, opt, lr, 0, step);
-                    int rc = bundle_add(ex, &ex->out, t, send_c, ENC(t, send_c), v + lo, hi - lo, &side);
-                    if (rc) {
-                        set_err(ex, "worker %d: encoding tensor %s failed: %s", ex->rank, ex->pt->t[t].name,
-                                gc_strerror(rc));
-                        break;
-                    }
-                    memory_out(ex, t, v, lo, hi);
-                }
+                EncPass p = {SIDE_RING, send_c, send_c, 0, acc, params, opt, lr, 0, step, &ex->out};
+                encode_pass(ex, &p, who);
             } else if (s > 0) {
                 /* forward what arrived last hop unchanged */
                 bytebuf_reserve(&ex->out, ex->in.len);
@@ -696,30 +861,8 @@ static int avg_ring(Exchange *ex, const float *x, const float *params, const Opt
             comm_sendrecv(ex->comm, &ex->in, left, ex->out.p, ex->out.len, right);
             ex->st.down_bytes += ex->in.len;
             if (ex->failed) continue; /* keep the ring moving; agree() reports */
-            BundleReader br;
-            int rc = bundle_open(&br, ex->in.p, ex->in.len, step);
-            if (rc) {
-                set_err(ex, "worker %d: message from worker %d is not a valid frame bundle: %s", ex->rank, left,
-                        gc_strerror(rc));
-                continue;
-            }
-            for (int t = 0; t < ex->T && !rc; t++) {
-                size_t off = t_off(ex, t), n = t_n(ex, t);
-                size_t lo = chunk_lo(n, N, recv_c), hi = chunk_lo(n, N, recv_c + 1);
-                if (hi == lo) continue;
-                const uint8_t *f;
-                size_t flen;
-                rc = bundle_next(&br, t, recv_c, &f, &flen);
-                if (!rc) {
-                    double t0 = now_s();
-                    if (phase == 0) rc = codec_decode_acc(DEC(t, recv_c), acc + off + lo, hi - lo, 1.0f, f, flen);
-                    else rc = codec_decode(DEC(t, N + recv_c), acc + off + lo, hi - lo, f, flen);
-                    ex->st.codec_s += now_s() - t0;
-                }
-                if (rc) report_frame_error(ex, rc, t, recv_c, left, "bad");
-            }
-            if (!rc && (rc = bundle_close(&br)) != 0)
-                set_err(ex, "worker %d: bundle from worker %d: %s", ex->rank, left, gc_strerror(rc));
+            DecPass dp = {acc, recv_c, phase == 0 ? recv_c : N + recv_c, phase == 0};
+            decode_pass(ex, &dp, ex->in.p, ex->in.len, left, step, 0);
         }
     }
     scale_arena(acc, ex->pt->total, 1.0f / (float)N);
@@ -749,15 +892,28 @@ static void apply_gradient(Exchange *ex, float *params, const float *agg, Optim 
  * tensors sent uncompressed too (biases, small tensors): the trainer leaves
  * clipping to this function under DGC's memory, and an unclipped bias of a
  * recurrent network diverges. */
-static void dgc_prepare(Exchange *ex, float *grads, const float *params) {
+typedef struct {
+    float *grads;
+    const float *params;
+} DgcPass;
+
+static void dgc_tensor(Exchange *ex, int t, void *arg) {
+    const DgcPass *p = arg;
+    size_t off = t_off(ex, t), n = t_n(ex, t);
+    if (ex->mem[t] == MEM_DGC && ex->cfg.weight_decay != 0)
+        optim_add_weight_decay(p->grads + off, p->params + off, ex->cfg.weight_decay, n);
+    const float *g = p->grads + off;
     double sq = 0;
-    for (int t = 0; t < ex->T; t++) {
-        size_t off = t_off(ex, t), n = t_n(ex, t);
-        if (ex->mem[t] == MEM_DGC && ex->cfg.weight_decay != 0)
-            optim_add_weight_decay(grads + off, params + off, ex->cfg.weight_decay, n);
-        for (size_t i = 0; i < n; i++) sq += (double)grads[off + i] * grads[off + i];
-    }
+    for (size_t i = 0; i < n; i++) sq += (double)g[i] * g[i];
+    ex->sq[t] = sq;
+}
+
+static void dgc_prepare(Exchange *ex, float *grads, const float *params) {
+    DgcPass p = {grads, params};
+    tensor_loop(ex, dgc_tensor, &p);
     if (ex->cfg.dgc_clip <= 0) return;
+    double sq = 0; /* per-tensor sums added in tensor order: the same on any thread count */
+    for (int t = 0; t < ex->T; t++) sq += ex->sq[t];
     double thr = ex->cfg.dgc_clip / sqrt((double)ex->N), norm = sqrt(sq);
     if (norm <= thr) return;
     float coef = (float)(thr / (norm + 1e-6)); /* as torch.nn.utils.clip_grad_norm_ */
@@ -766,7 +922,7 @@ static void dgc_prepare(Exchange *ex, float *grads, const float *params) {
 
 /* ps: push frames to the server, the server averages and updates the global
  * model, then compresses the model delta once and every worker pulls it */
-static int ps_exchange(Exchange *ex, float *params, const float *x, Optim *opt, double lr, double density, long step) {
+static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double lr, double density, long step) {
     encode_all(ex, x, params, opt, lr, density, step);
     tamper(ex, step);
     comm_gatherv(ex->comm, &ex->in, ex->lens, ex->out.p, ex->out.len, 0);
@@ -776,7 +932,8 @@ static int ps_exchange(Exchange *ex, float *params, const float *x, Optim *opt, 
         memset(ex->agg, 0, total * sizeof(float));
         size_t at = 0;
         for (int src = 0; src < ex->N; src++) {
-            if (!ex->failed) decode_bundle_acc(ex, ex->agg, ex->in.p + at, ex->lens[src], src, step);
+            DecPass dp = {ex->agg, -1, src, 1};
+            if (!ex->failed) decode_pass(ex, &dp, ex->in.p + at, ex->lens[src], src, step, 0);
             at += ex->lens[src];
         }
         scale_arena(ex->agg, total, 1.0f / (float)ex->N);
@@ -784,31 +941,22 @@ static int ps_exchange(Exchange *ex, float *params, const float *x, Optim *opt, 
     int rc = agree(ex);
     if (rc) return rc;
     if (server) {
-        float *before = ex->tmp;
-        memcpy(before, ex->global, total * sizeof(float));
+        float *before = ex->tmp, *g = ex->global, *agg = ex->agg;
+        memcpy(before, g, total * sizeof(float));
         if (ex->deltas) {
-            for (size_t i = 0; i < total; i++) ex->global[i] += ex->agg[i];
+            size_t n = total;
+            ARENA_PFOR
+            for (size_t i = 0; i < n; i++) g[i] += agg[i];
         } else {
-            apply_gradient(ex, ex->global, ex->agg, opt, lr);
+            apply_gradient(ex, g, agg, opt, lr);
         }
         /* the model delta plus the server's error accumulation, encoded once */
-        float *d = ex->agg;
-        for (size_t i = 0; i < total; i++) d[i] = ex->global[i] - before[i];
-        bundle_begin(&ex->out, step);
-        for (int t = 0; t < ex->T; t++) {
-            size_t off = t_off(ex, t), n = t_n(ex, t);
-            if (ex->mem[t] != MEM_NONE)
-                for (size_t i = 0; i < n; i++) d[off + i] += ex->pull_resid[off + i];
-            CodecSide side;
-            make_side(ex, &side, t, SIDE_PULL, SLOT_PULL, 0, n, d + off, ex->global, opt, lr, 0, step);
-            rc = bundle_add(ex, &ex->out, t, 0, ENC(t, SLOT_PULL), d + off, n, &side);
-            if (rc) {
-                set_err(ex, "server: encoding the pull of tensor %s failed: %s", ex->pt->t[t].name, gc_strerror(rc));
-                break;
-            }
-            if (ex->mem[t] != MEM_NONE)
-                for (size_t i = 0; i < n; i++) ex->pull_resid[off + i] = d[off + i] - ex->repr[off + i];
-        }
+        float *d = agg;
+        size_t n = total;
+        ARENA_PFOR
+        for (size_t i = 0; i < n; i++) d[i] = g[i] - before[i];
+        EncPass p = {SIDE_PULL, -1, SLOT_PULL, 0, d, g, opt, lr, 0, step, &ex->out};
+        encode_pass(ex, &p, "server");
         tamper(ex, step);
     }
     rc = agree(ex);
@@ -816,23 +964,8 @@ static int ps_exchange(Exchange *ex, float *params, const float *x, Optim *opt, 
     comm_bcast(ex->comm, &ex->out, 0);
     ex->st.down_bytes += ex->out.len;
     /* every worker applies the same pulled delta (to the anchor in delta mode) */
-    float *target = ex->deltas ? ex->anchor : params;
-    BundleReader br;
-    rc = bundle_open(&br, ex->out.p, ex->out.len, step);
-    if (rc) set_err(ex, "worker %d: pull from the server is not a valid frame bundle: %s", ex->rank, gc_strerror(rc));
-    for (int t = 0; t < ex->T && !ex->failed; t++) {
-        const uint8_t *f;
-        size_t flen;
-        rc = bundle_next(&br, t, 0, &f, &flen);
-        if (!rc) {
-            double t0 = now_s();
-            rc = codec_decode_acc(DEC(t, SLOT_PULL + 2 * ex->N), target + t_off(ex, t), t_n(ex, t), 1.0f, f, flen);
-            ex->st.codec_s += now_s() - t0;
-        }
-        if (rc) report_frame_error(ex, rc, t, -1, 0, "pulled");
-    }
-    if (!ex->failed && (rc = bundle_close(&br)) != 0)
-        set_err(ex, "worker %d: pull bundle: %s", ex->rank, gc_strerror(rc));
+    DecPass dp = {ex->deltas ? ex->anchor : params, -1, SLOT_PULL + 2 * ex->N, 1};
+    decode_pass(ex, &dp, ex->out.p, ex->out.len, 0, step, 1);
     if (ex->deltas && !ex->failed) memcpy(params, ex->anchor, total * sizeof(float));
     return agree(ex);
 }
@@ -866,10 +999,9 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
 
     if (!ex->deltas) {
         if (ex->cfg.memory == MEM_DGC) dgc_prepare(ex, grads, params);
-        /* memory: x = g (+ residual, or DGC's corrected accumulation) */
-        for (int t = 0; t < ex->T; t++)
-            if (ex->cfg.topology != TOPO_RING)
-                memory_in(ex, t, ex->work + t_off(ex, t), grads + t_off(ex, t), 0, t_n(ex, t));
+        /* memory: x = g (+ residual, or DGC's corrected accumulation); the ring
+         * applies it per chunk */
+        if (ex->cfg.topology != TOPO_RING) tensor_loop(ex, memory_in_tensor, grads);
         switch (ex->cfg.topology) {
         case TOPO_ALLREDUCE: rc = avg_allreduce(ex, grads); break;
         case TOPO_ALLGATHER: rc = avg_allgather(ex, ex->work, params, opt, lr, side_density, step); break;
@@ -887,10 +1019,11 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
         ex->local_steps++;
         if (ex->local_steps % ex->cfg.delay == 0) {
             float *d = grads; /* the gradient is spent: reuse it for the delta */
-            for (size_t i = 0; i < total; i++) d[i] = params[i] - ex->anchor[i];
-            for (int t = 0; t < ex->T; t++)
-                if (ex->cfg.topology != TOPO_RING)
-                    memory_in(ex, t, ex->work + t_off(ex, t), d + t_off(ex, t), 0, t_n(ex, t));
+            const float *anchor = ex->anchor;
+            size_t n = total;
+            ARENA_PFOR
+            for (size_t i = 0; i < n; i++) d[i] = params[i] - anchor[i];
+            if (ex->cfg.topology != TOPO_RING) tensor_loop(ex, memory_in_tensor, d);
             switch (ex->cfg.topology) {
             case TOPO_ALLREDUCE: rc = avg_allreduce(ex, d); break;
             case TOPO_ALLGATHER: rc = avg_allgather(ex, ex->work, ex->anchor, opt, lr, side_density, step); break;
@@ -898,8 +1031,11 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
             case TOPO_PS: rc = ps_exchange(ex, params, ex->work, opt, lr, side_density, step); break;
             }
             if (!rc && ex->cfg.topology != TOPO_PS) {
-                for (size_t i = 0; i < total; i++) ex->anchor[i] += ex->agg[i];
-                memcpy(params, ex->anchor, total * sizeof(float));
+                float *an = ex->anchor;
+                const float *agg = ex->agg;
+                ARENA_PFOR
+                for (size_t i = 0; i < n; i++) an[i] += agg[i];
+                memcpy(params, an, total * sizeof(float));
             }
             ex->st.exchanged = 1;
         }

@@ -65,7 +65,7 @@ typedef struct {
     /* TernGrad (terngrad.txt section 3.1) */
     int scalar_sharing;  /* allreduce-max of the per-tensor scalars */
     uint64_t seed;       /* stochastic codecs: per (step, rank, tensor) streams */
-    int codec_threads;   /* 0 = OpenMP default */
+    int codec_threads;   /* threads of the per-tensor passes and chunk-parallel encoders; 0 = OpenMP default */
     /* network model */
     double bandwidth;    /* bits per second (0 = no model) */
     double latency;      /* seconds per message hop */
@@ -90,7 +90,8 @@ typedef struct {
     uint64_t comp_raw, comp_bytes; /* the same for the compressed tensors alone: 4 x values, and
                                       bytes of their frames (headers included) this worker encoded */
     uint64_t wire_sent, wire_received; /* on this rank's link, per the Comm's accounting */
-    double codec_s;       /* seconds spent encoding and decoding */
+    double codec_s;       /* seconds in the encoding and decoding passes (wall time; with each
+                             tensor's side inputs and error-feedback update) */
     double comm_model_s;  /* modeled network time of the exchange (same on all ranks) */
     double density;       /* sparsifier density used this step (DGC warm-up), 0 if none */
 } ExchangeStats;

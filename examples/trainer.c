@@ -287,7 +287,8 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "                       sbc's p defaults to 0.01 with N > 1 (SBC (2), (3)), else 0.001 (SBC (1))\n"
             "  --bandwidth BW       network model: link rate, e.g. 100mbit, 1gbit (default: no model)\n"
             "  --latency T          network model: per-message latency, e.g. 0.5ms\n"
-            "  --codec-threads N    threads of chunk-parallel encoders (default: OpenMP default)\n",
+            "  --codec-threads N    threads of the exchange's per-tensor passes and chunk-parallel encoders\n"
+            "                       (default: OpenMP default)\n",
             d->epochs, d->batch, d->lr, d->optim, d->schedule, d->eval_every, d->print_every, d->workers);
     fprintf(fp, "\n");
     opt_help(fp);

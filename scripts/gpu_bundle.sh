@@ -4,10 +4,12 @@
 #
 #   scripts/gpu_bundle.sh [FILE]        (default build/gcx-gpu.tar.xz)
 #
-# Builds (make: the binaries, the CUDA tests, bench/resnet_gpu, bench/codecs_gpu)
+# Builds (make: the binaries, the CUDA tests, bench/resnet_gpu, bench/codecs_gpu,
+# bench/exchange)
 # here, where nvcc is, then packs, with paths relative to the repository root:
 #   the binaries: ./train_resnet ./train_lstm ./train_lenet ./gcx,
-#                 build/tests/cuda/*, build/bench/resnet_gpu, build/bench/codecs_gpu;
+#                 build/tests/cuda/*, build/bench/resnet_gpu, build/bench/codecs_gpu,
+#                 build/bench/exchange;
 #   build/gpu-libs/: every shared library they load that is neither part of the
 #                 C runtime nor NVIDIA's (CUDA runtime, cuBLAS, cuDNN, NCCL come
 #                 from the GPU machine, matching its driver);
@@ -20,8 +22,8 @@ cd "$(dirname "$0")/.."
 OUTF=${1:-build/gcx-gpu.tar.xz}
 command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || { echo "gpu_bundle: nvcc not found: nothing to bundle" >&2; exit 1; }
 export PATH=$PATH:/usr/local/cuda/bin
-make -s -j"$(nproc)" all build-cuda-tests build/bench/resnet_gpu build/bench/codecs_gpu
-bins=(train_resnet train_lstm train_lenet gcx build/bench/resnet_gpu build/bench/codecs_gpu)
+make -s -j"$(nproc)" all build-cuda-tests build/bench/resnet_gpu build/bench/codecs_gpu build/bench/exchange
+bins=(train_resnet train_lstm train_lenet gcx build/bench/resnet_gpu build/bench/codecs_gpu build/bench/exchange)
 for t in tests/cuda/test_*.c; do bins+=("build/tests/cuda/$(basename "$t" .c)"); done
 for b in "${bins[@]}"; do
     [ -x "$b" ] || { echo "gpu_bundle: $b was not built" >&2; exit 1; }

@@ -15,7 +15,8 @@
 #          workers with TernGrad); where a GPU step's time goes (ResNet-110,
 #          batch 128, fp32, 3lc and dgc: scripts/step_breakdown.py); WordLSTM
 #          throughput (PTB, 50 steps)
-#   bench  bench/resnet_gpu.sh (gcx against PyTorch eager) and bench/codecs_gpu
+#   bench  bench/resnet_gpu.sh (gcx against PyTorch eager), bench/codecs_gpu and
+#          bench/exchange (the exchange's host time on this machine's cores)
 #   sanitize  compute-sanitizer memcheck and racecheck (shared-memory races, which
 #          the host emulation cannot show) on the kernel tests, each run capped at
 #          GCX_SANITIZE_SECONDS (default 240)
@@ -72,12 +73,12 @@ if [ -n "$BUNDLE" ]; then
     export NO_BUILD=1
 else
     export PATH=$PATH:/usr/local/cuda/bin
-    make -s -j"$(nproc)" all build-cuda-tests build/bench/resnet_gpu build/bench/codecs_gpu 2>&1 | tail -n 20 | tee "$LOGS/build.log"
+    make -s -j"$(nproc)" all build-cuda-tests build/bench/resnet_gpu build/bench/codecs_gpu build/bench/exchange 2>&1 | tail -n 20 | tee "$LOGS/build.log"
 fi
 export DATA_DIR=$DATA
 TESTS=()
 for t in tests/cuda/test_*.c; do TESTS+=("build/tests/cuda/$(basename "$t" .c)"); done
-BINS=(./train_resnet ./train_lstm ./train_lenet ./gcx build/bench/resnet_gpu build/bench/codecs_gpu "${TESTS[@]}")
+BINS=(./train_resnet ./train_lstm ./train_lenet ./gcx build/bench/resnet_gpu build/bench/codecs_gpu build/bench/exchange "${TESTS[@]}")
 
 phase_env() {
     nvidia-smi || echo "nvidia-smi failed"
@@ -176,6 +177,10 @@ phase_bench() {
     out=$(build/bench/codecs_gpu 2>&1)
     echo "$out"
     while IFS= read -r l; do note bench "$l"; done < <(echo "$out" | grep -E '^(GPU codec|codec |[a-z0-9]+)' | head -n 60)
+    # the exchange's host time with this host's cores (docs/DIST.md "Host time")
+    out=$(OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-active} build/bench/exchange --steps 20 2>&1)
+    echo "$out"
+    while IFS= read -r l; do note bench "exchange $l"; done < <(echo "$out" | grep -E '^[a-z0-9]+ ')
 }
 
 phase_sanitize() {

@@ -9,7 +9,9 @@
  *  - federated averaging (--delay) equals the hand-computed average of deltas
  *  - SBC's p follows the delay (SBC (1) / (2) / (3)) unless given
  *  - a corrupt frame from a peer stops every worker with an error naming the
- *    tensor and the peer */
+ *    tensor and the peer
+ *  - the tensor-parallel passes: the same parameters, memory and bytes on 1
+ *    thread as on 3 */
 #include <pthread.h>
 
 #include "common/rng.h"
@@ -55,6 +57,7 @@ typedef struct {
     int tamper_rank;
     long tamper_step;
     int nworkers;
+    int codec_threads;
 } Run;
 
 static LocalGroup *group;
@@ -83,6 +86,7 @@ static void worker(int rank, void *arg) {
     cfg.dgc_momentum = run->momentum;
     cfg.bandwidth = 1e8;
     cfg.latency = 5e-4;
+    cfg.codec_threads = run->codec_threads;
     OptConfig oc;
     opt_config_default(&oc, OPT_SGD);
     oc.momentum = run->momentum;
@@ -389,6 +393,56 @@ static void test_corrupt_peer(void) {
     }
 }
 
+/* The exchange runs its per-tensor work on several threads (dist/exchange.c,
+ * tensor_loop): small tensors one per thread, a large one with every thread
+ * inside its codec. Neither may change a bit: every codec over allgather, ps and
+ * ring, 2 workers, 3 steps, on 1 thread and on 3, with a table holding a tensor
+ * large enough to take the second path. */
+static void test_threads_same(void) {
+    ParamTable small = pt;
+    param_table_init(&pt);
+    int s1[4] = {30, 10, 3, 3}, s2[1] = {16}, s3[2] = {150, 1000}, s4[1] = {10};
+    param_table_add(&pt, "conv1.weight", PK_CONV_WEIGHT, 4, s1);
+    param_table_add(&pt, "bn1.weight", PK_BN_WEIGHT, 1, s2);
+    param_table_add(&pt, "fc.weight", PK_FC_WEIGHT, 2, s3); /* 150000 >= 2^17 and > a third of the table */
+    param_table_add(&pt, "fc.bias", PK_BIAS, 1, s4);
+    int bad = 0, runs = 0;
+    for (int c = 0; c < codec_count(); c++) {
+        const CodecOps *o = codec_ops_at(c);
+        int topos[] = {TOPO_ALLGATHER, TOPO_PS, TOPO_RING};
+        for (int k = 0; k < 3; k++) {
+            if (o->id == CODEC_DGC && topos[k] == TOPO_RING) continue;
+            Run r[2];
+            for (int v = 0; v < 2; v++) {
+                run_init(&r[v], o->name, topos[k], 2);
+                r[v].steps = 3;
+                r[v].lr = 0.1;
+                r[v].momentum = 0.9;
+                r[v].codec_threads = v == 0 ? 1 : 3;
+                run_go(&r[v]);
+            }
+            int same = r[0].rc[0] == 0 && r[1].rc[0] == 0;
+            for (int w = 0; w < 2 && same; w++) {
+                same &= memcmp(r[0].params[w], r[1].params[w], pt.total * 4) == 0;
+                same &= memcmp(r[0].resid[w], r[1].resid[w], pt.total * 4) == 0;
+                same &= memcmp(r[0].vel[w], r[1].vel[w], pt.total * 4) == 0;
+                same &= r[0].st[w].up_bytes == r[1].st[w].up_bytes && r[0].st[w].down_bytes == r[1].st[w].down_bytes;
+            }
+            if (!same) {
+                printf("  %s over %s: 1 and 3 threads differ (%s%s)\n", o->name, topology_name(topos[k]), r[0].err[0],
+                       r[1].err[0]);
+                bad++;
+            }
+            runs++;
+            run_free(&r[0]);
+            run_free(&r[1]);
+        }
+    }
+    CHECK(bad == 0, "tensor-parallel exchange: %d of %d codec/topology runs differ between 1 and 3 threads", bad, runs);
+    param_table_free(&pt);
+    pt = small;
+}
+
 int main(void) {
     build_table();
     test_fp32_equals_average();
@@ -398,6 +452,7 @@ int main(void) {
     test_fedavg();
     test_sbc_defaults();
     test_corrupt_peer();
+    test_threads_same();
     param_table_free(&pt);
     TEST_END();
 }
