@@ -26,6 +26,8 @@ uint32_t crc32c(uint32_t crc, const void *data, size_t len) {
     return ~(uint32_t)c;
 }
 #else
+#include <pthread.h>
+
 static uint32_t crc_table[8][256];
 static void crc_init(void) {
     for (uint32_t i = 0; i < 256; i++) {
@@ -36,9 +38,9 @@ static void crc_init(void) {
     for (int t = 1; t < 8; t++)
         for (int i = 0; i < 256; i++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
 }
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 uint32_t crc32c(uint32_t crc, const void *data, size_t len) {
-    static int ready;
-    if (!ready) { crc_init(); ready = 1; } /* benign race: every thread writes the same tables */
+    pthread_once(&crc_once, crc_init); /* codecs run on several threads at once */
     const uint8_t *p = data;
     uint32_t c = ~crc;
     while (len >= 8) {
