@@ -27,6 +27,7 @@
 #include "common/check.h"
 #include "common/rng.h"
 #include "compress/codec.h"
+#include "bench/bench.h"
 
 #ifdef HAVE_OPENMP
 #include <omp.h>
@@ -34,12 +35,6 @@
 
 #define MAX_SPECS 32
 #define MAX_SIZES 8
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int max_threads(void) {
 #ifdef HAVE_OPENMP

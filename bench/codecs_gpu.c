@@ -37,15 +37,10 @@ int main(void) {
 #include "common/cuda_check.h"
 #include "common/rng.h"
 #include "compress/codec_cuda.h"
+#include "bench/bench.h"
 
 #define MAX_SPECS 32
 #define MAX_SIZES 8
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void usage(FILE *fp) {
     fprintf(fp, "usage: codecs_gpu [options]\n"

@@ -19,23 +19,13 @@
 #include "common/rng.h"
 #include "dist/exchange.h"
 #include "nn/resnet.h"
+#include "bench/bench.h"
 #ifdef HAVE_OPENMP
 #include <omp.h>
 #endif
 
 #define MAXW 16
 #define MAXSTEPS 1000
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
@@ -137,14 +127,6 @@ static void usage(FILE *f) {
             "  --threads T    OpenMP threads per worker (default: the OpenMP default)\n"
             "  --help\n",
             MAXW, MAXSTEPS);
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == 0 || *end != 0 || v < lo || v > hi) return 0;
-    *out = (int)v;
-    return 1;
 }
 
 int main(int argc, char **argv) {

@@ -19,22 +19,12 @@
 #include "nn/parallel.h"
 #include "nn/resnet.h"
 #include "nn/summary.h"
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
+#include "bench/bench.h"
 
 static double cpu_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static void usage(FILE *f) {
@@ -49,14 +39,6 @@ static void usage(FILE *f) {
             "  --shortcut A|B shortcut option (default A)\n"
             "  --profile      print time per layer type\n"
             "  --help\n");
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == 0 || *end != 0 || v < lo || v > hi) return 0;
-    *out = (int)v;
-    return 1;
 }
 
 int main(int argc, char **argv) {

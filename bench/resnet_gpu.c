@@ -25,24 +25,12 @@
 #include "nn/resnet.h"
 #include "nn/resnet_cuda.h"
 #include "nn/summary.h"
+#include "bench/bench.h"
 #ifdef HAVE_CUDA
 #include "common/cuda_check.h"
 #include "nn/cuda_ops.h"
 #include "nn/model_cuda.h"
 #include "optim/optim_cuda.h"
-#endif
-
-#ifdef HAVE_CUDA
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 #endif
 
 static void usage(FILE *f) {
@@ -59,14 +47,6 @@ static void usage(FILE *f) {
             "                     cudnn.benchmark may pick them)\n"
             "  --device-optim     parameters stay on the GPU and SGD runs there (default: SGD on the host arenas)\n"
             "  --help\n");
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == 0 || *end != 0 || v < lo || v > hi) return 0;
-    *out = (int)v;
-    return 1;
 }
 
 int main(int argc, char **argv) {
