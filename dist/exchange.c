@@ -192,7 +192,8 @@ static double now_s(void) {
 }
 
 static float *arena(const Exchange *ex) { return param_arena_alloc(ex->pt); }
-static size_t t_numel(const ParamTable *pt, int t) { return pt->t[t].numel; }
+static size_t t_off(const Exchange *ex, int t) { return ex->pt->t[t].offset; }
+static size_t t_n(const Exchange *ex, int t) { return ex->pt->t[t].numel; }
 
 static void set_err(Exchange *ex, const char *fmt, ...) {
     if (ex->failed) return; /* keep the first */
@@ -291,7 +292,7 @@ Exchange *exchange_new(const DistConfig *cfg, Comm *comm, const ParamTable *pt, 
     /* largest first (insertion sort: stable, T is a few hundred) */
     for (int t = 0; t < ex->T; t++) {
         int k = t;
-        while (k > 0 && t_numel(pt, ex->order[k - 1]) < t_numel(pt, t)) {
+        while (k > 0 && t_n(ex, ex->order[k - 1]) < t_n(ex, t)) {
             ex->order[k] = ex->order[k - 1];
             k--;
         }
@@ -406,9 +407,6 @@ static int bundle_close(const BundleReader *r) {
 }
 
 /* ---------------------------------------------------- error feedback ---- */
-static size_t t_off(const Exchange *ex, int t) { return ex->pt->t[t].offset; }
-static size_t t_n(const Exchange *ex, int t) { return ex->pt->t[t].numel; }
-
 /* x = input + memory (before encoding) for tensor t, range [lo, hi) */
 static void memory_in(Exchange *ex, int t, float *x, const float *g, size_t lo, size_t hi) {
     size_t off = t_off(ex, t);
@@ -574,10 +572,28 @@ static void tensor_loop(Exchange *ex, TensorFn fn, void *arg) {
 
 /* elementwise loops over whole arenas */
 #ifdef HAVE_OPENMP
-#define ARENA_PFOR _Pragma("omp parallel for schedule(static) if (n >= ((size_t)1 << 16))")
+#define ARENA_PRAGMA_(x) _Pragma(#x)
+#define ARENA_PFOR(n) ARENA_PRAGMA_(omp parallel for schedule(static) if ((n) >= ((size_t)1 << 16)))
 #else
-#define ARENA_PFOR
+#define ARENA_PFOR(n)
 #endif
+
+static void scale_arena(float *a, size_t n, float s) {
+    ARENA_PFOR(n)
+    for (size_t i = 0; i < n; i++) a[i] *= s;
+}
+
+/* a += b */
+static void add_arena(float *a, const float *b, size_t n) {
+    ARENA_PFOR(n)
+    for (size_t i = 0; i < n; i++) a[i] += b[i];
+}
+
+/* d = a - b */
+static void sub_arena(float *d, const float *a, const float *b, size_t n) {
+    ARENA_PFOR(n)
+    for (size_t i = 0; i < n; i++) d[i] = a[i] - b[i];
+}
 
 /* ---- encoding: one bundle of frames, one per tensor (or per tensor chunk) ----
  * Each tensor's frame is encoded at its own place in the bundle buffer (offsets
@@ -636,9 +652,9 @@ static void enc_tensor(Exchange *ex, int t, void *arg) {
     if (p->fold) memcpy(p->x + off + lo, ex->repr + off + lo, (hi - lo) * sizeof(float));
 }
 
-/* Encodes the pass into p->out as one bundle; 0, or -1 with the error set (what:
- * who encodes, for the message). Tensors with nothing in the chunk have no entry. */
-static int encode_pass(Exchange *ex, const EncPass *p, const char *what) {
+/* Encodes the pass into p->out as one bundle; 0, or -1 with the error set.
+ * Tensors with nothing in the chunk have no entry. */
+static int encode_pass(Exchange *ex, const EncPass *p) {
     ByteBuf *b = p->out;
     bundle_begin(b, p->step);
     if (ex->failed) return -1; /* an empty bundle keeps the others going; agree() stops them */
@@ -660,8 +676,12 @@ static int encode_pass(Exchange *ex, const EncPass *p, const char *what) {
         if (ex->flen[t] == NO_ENTRY) continue;
         if (ex->flen[t] < 0) {
             /* keep taking part in the collectives; agree() stops every rank */
-            set_err(ex, "%s: encoding %stensor %s failed: %s", what, p->kind == SIDE_PULL ? "the pull of " : "",
-                    ex->pt->t[t].name, gc_strerror((int)ex->flen[t]));
+            if (p->kind == SIDE_PULL) /* the server's */
+                set_err(ex, "server: encoding the pull of tensor %s failed: %s", ex->pt->t[t].name,
+                        gc_strerror((int)ex->flen[t]));
+            else
+                set_err(ex, "worker %d: encoding tensor %s failed: %s", ex->rank, ex->pt->t[t].name,
+                        gc_strerror((int)ex->flen[t]));
             break;
         }
         size_t lo, hi, len = (size_t)ex->flen[t];
@@ -724,7 +744,6 @@ static void decode_pass(Exchange *ex, const DecPass *p, const uint8_t *bytes, si
         rc = bundle_next(&br, t, p->chunk < 0 ? 0 : p->chunk, &ex->fp[t], &flen);
         if (rc) {
             bad = t;
-            ex->fp[t] = NULL;
             ex->flen[t] = rc;
             continue;
         }
@@ -750,14 +769,10 @@ static void tamper(Exchange *ex, long step) {
     if (ex->tamper) ex->tamper(ex->out.p, ex->out.len, ex->rank, step, ex->tamper_arg);
 }
 
-typedef struct {
-    const float *x;
-} ScalarPass;
-
-static void scalar_tensor(Exchange *ex, int t, void *arg) {
-    const ScalarPass *p = arg;
+/* TernGrad's scalar of tensor t of x (arg): a tensor_loop pass */
+static void scalar_tensor(Exchange *ex, int t, void *x) {
     if (ex->pol[t].spec.ops->local_scalar)
-        ex->scalars[t] = codec_local_scalar(ENC(t, SLOT_PUSH), p->x + t_off(ex, t), t_n(ex, t));
+        ex->scalars[t] = codec_local_scalar(ENC(t, SLOT_PUSH), (const float *)x + t_off(ex, t), t_n(ex, t));
 }
 
 /* encode every tensor of x (= memory applied) into ex->out as the push bundle */
@@ -773,21 +788,13 @@ static void encode_all(Exchange *ex, float *x, const float *params, const Optim 
                 any = 1;
             }
         if (any) {
-            ScalarPass sp = {x};
-            tensor_loop(ex, scalar_tensor, &sp);
+            tensor_loop(ex, scalar_tensor, x);
             comm_allreduce_f32(ex->comm, ex->scalars, (size_t)ex->T, COMM_MAX);
         }
     }
-    char who[32];
-    snprintf(who, sizeof who, "worker %d", ex->rank);
     EncPass p = {SIDE_PUSH, -1, SLOT_PUSH, 0, x, params, opt, lr, density, step, &ex->out};
-    encode_pass(ex, &p, who);
+    encode_pass(ex, &p);
     ex->st.up_bytes += ex->out.len;
-}
-
-static void scale_arena(float *a, size_t n, float s) {
-    ARENA_PFOR
-    for (size_t i = 0; i < n; i++) a[i] *= s;
 }
 
 /* agg = average over workers of decode(encode(x)); x is the memory-applied input */
@@ -825,22 +832,20 @@ static int avg_ring(Exchange *ex, const float *x, const float *params, const Opt
     int N = ex->N, r = ex->rank, left = (r + N - 1) % N, right = (r + 1) % N;
     float *acc = ex->agg;
     memcpy(acc, x, ex->pt->total * sizeof(float));
-    char who[32];
-    snprintf(who, sizeof who, "worker %d", ex->rank);
     for (int phase = 0; phase < 2; phase++) {
         /* allgather phase: the owner encodes its fully reduced chunk once,
          * replaces it by what the frame represents, and frames are forwarded */
         if (phase == 1) {
             int own = right; /* after the reduce-scatter rank r holds chunk r+1 */
             EncPass p = {SIDE_RING, own, N + own, 1, acc, params, opt, lr, 0, step, &ex->out};
-            encode_pass(ex, &p, who);
+            encode_pass(ex, &p);
         }
         for (int s = 0; s < N - 1; s++) {
             int send_c = phase == 0 ? (r - s + 2 * N) % N : 0;
             int recv_c = phase == 0 ? (r - s - 1 + 2 * N) % N : (r - s + 2 * N) % N;
             if (phase == 0) {
                 EncPass p = {SIDE_RING, send_c, send_c, 0, acc, params, opt, lr, 0, step, &ex->out};
-                encode_pass(ex, &p, who);
+                encode_pass(ex, &p);
             } else if (s > 0) {
                 /* forward what arrived last hop unchanged */
                 bytebuf_reserve(&ex->out, ex->in.len);
@@ -941,22 +946,15 @@ static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double
     int rc = agree(ex);
     if (rc) return rc;
     if (server) {
-        float *before = ex->tmp, *g = ex->global, *agg = ex->agg;
-        memcpy(before, g, total * sizeof(float));
-        if (ex->deltas) {
-            size_t n = total;
-            ARENA_PFOR
-            for (size_t i = 0; i < n; i++) g[i] += agg[i];
-        } else {
-            apply_gradient(ex, g, agg, opt, lr);
-        }
+        float *before = ex->tmp;
+        memcpy(before, ex->global, total * sizeof(float));
+        if (ex->deltas) add_arena(ex->global, ex->agg, total);
+        else apply_gradient(ex, ex->global, ex->agg, opt, lr);
         /* the model delta plus the server's error accumulation, encoded once */
-        float *d = agg;
-        size_t n = total;
-        ARENA_PFOR
-        for (size_t i = 0; i < n; i++) d[i] = g[i] - before[i];
-        EncPass p = {SIDE_PULL, -1, SLOT_PULL, 0, d, g, opt, lr, 0, step, &ex->out};
-        encode_pass(ex, &p, "server");
+        float *d = ex->agg;
+        sub_arena(d, ex->global, before, total);
+        EncPass p = {SIDE_PULL, -1, SLOT_PULL, 0, d, ex->global, opt, lr, 0, step, &ex->out};
+        encode_pass(ex, &p);
         tamper(ex, step);
     }
     rc = agree(ex);
@@ -1019,10 +1017,7 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
         ex->local_steps++;
         if (ex->local_steps % ex->cfg.delay == 0) {
             float *d = grads; /* the gradient is spent: reuse it for the delta */
-            const float *anchor = ex->anchor;
-            size_t n = total;
-            ARENA_PFOR
-            for (size_t i = 0; i < n; i++) d[i] = params[i] - anchor[i];
+            sub_arena(d, params, ex->anchor, total);
             if (ex->cfg.topology != TOPO_RING) tensor_loop(ex, memory_in_tensor, d);
             switch (ex->cfg.topology) {
             case TOPO_ALLREDUCE: rc = avg_allreduce(ex, d); break;
@@ -1031,11 +1026,8 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
             case TOPO_PS: rc = ps_exchange(ex, params, ex->work, opt, lr, side_density, step); break;
             }
             if (!rc && ex->cfg.topology != TOPO_PS) {
-                float *an = ex->anchor;
-                const float *agg = ex->agg;
-                ARENA_PFOR
-                for (size_t i = 0; i < n; i++) an[i] += agg[i];
-                memcpy(params, an, total * sizeof(float));
+                add_arena(ex->anchor, ex->agg, total);
+                memcpy(params, ex->anchor, total * sizeof(float));
             }
             ex->st.exchanged = 1;
         }
