@@ -50,6 +50,12 @@ void emu_dev_close(void);            /* device pages inaccessible again (closes 
 #ifdef __cplusplus
 }
 #endif
+/* emu_dev_open_ptrs over the listed pointers: an operation's operands (NULL ones skipped) */
+#define EMU_DEV_OPEN(...)                                                                                            \
+    do {                                                                                                             \
+        const void *emu_q_[] = {__VA_ARGS__};                                                                        \
+        emu_dev_open_ptrs(emu_q_, (int)(sizeof emu_q_ / sizeof emu_q_[0]));                                          \
+    } while (0)
 static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { (void)s; return cudaMalloc(p, n); }
 static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { (void)s; return cudaFree(p); }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { (void)s; return cudaMemset(p, v, n); }

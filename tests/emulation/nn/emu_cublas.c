@@ -14,8 +14,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
         exit(1);
     }
     emu_dev_check(A, "cublasSgemm's A"), emu_dev_check(B, "cublasSgemm's B"), emu_dev_check(C, "cublasSgemm's C");
-    const void *q[] = {A, B, C};
-    emu_dev_open_ptrs(q, 3);
+    EMU_DEV_OPEN(A, B, C);
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             float s = 0.0f;

@@ -45,12 +45,6 @@ struct EmuFilter { int set, k, c, h, w; };
 struct EmuConv { int set, pad_h, pad_w, u, v; cudnnMathType_t math; };
 
 #define MAGIC 0x6364
-/* a call's device pages: only the allocations of its operands (and workspace) open */
-#define OPEN(...)                                                                                                    \
-    do {                                                                                                             \
-        const void *q_[] = {__VA_ARGS__};                                                                            \
-        emu_dev_open_ptrs(q_, (int)(sizeof q_ / sizeof q_[0]));                                                      \
-    } while (0)
 
 static void fail(const char *fn, const char *msg) {
     fprintf(stderr, "emu cuDNN %s: %s\n", fn, msg);
@@ -380,7 +374,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
     emu_dev_span(x, nx(&s) * 4, "x"), emu_dev_span(w, nw(&s) * 4, "w"), emu_dev_span(y, ny(&s) * 4, "y");
     if (overlaps(y, ny(&s) * 4, x, nx(&s) * 4) || overlaps(y, ny(&s) * 4, w, nw(&s) * 4)) fail(fn, "y overlaps x or w");
     int dbl = use_double();
-    OPEN(x, w, y, ws);
+    EMU_DEV_OPEN(x, w, y, ws);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < s.N; n++)
         for (int k = 0; k < s.K; k++)
@@ -421,7 +415,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, c
     if (overlaps(dx, nx(&s) * 4, dy, ny(&s) * 4) || overlaps(dx, nx(&s) * 4, w, nw(&s) * 4))
         fail(fn, "dx overlaps dy or w");
     int dbl = use_double();
-    OPEN(dx, w, dy, ws);
+    EMU_DEV_OPEN(dx, w, dy, ws);
     /* gather form: dx[n,c,iy,ix] = sum over (k,i,j) with oy*u - ph + i = iy, ox*v - pw + j = ix */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < s.N; n++)
@@ -467,7 +461,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
     if (overlaps(dw, nw(&s) * 4, dy, ny(&s) * 4) || overlaps(dw, nw(&s) * 4, x, nx(&s) * 4))
         fail(fn, "dw overlaps x or dy");
     int dbl = use_double();
-    OPEN(x, dw, dy, ws);
+    EMU_DEV_OPEN(x, dw, dy, ws);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int k = 0; k < s.K; k++)
         for (int c = 0; c < s.C; c++)
@@ -507,7 +501,7 @@ cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t h, const void *alpha, c
     emu_dev_span(dy, numel(dyd) * 4, "dy"), emu_dev_span(db, (size_t)dbd->c * 4, "db");
     if (overlaps(db, (size_t)dbd->c * 4, dy, numel(dyd) * 4)) fail(fn, "db overlaps dy");
     int dbl = use_double();
-    OPEN(dy, db);
+    EMU_DEV_OPEN(dy, db);
     size_t hw = (size_t)dyd->h * dyd->w;
     for (int c = 0; c < dyd->c; c++) {
         double acc = 0.0;
@@ -532,7 +526,7 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t h, const void *alpha, const cudnnTens
     float *C = Cv, a = *(const float *)alpha, b = *(const float *)beta;
     emu_dev_span(A, numel(ad) * 4, "A"), emu_dev_span(C, numel(cd) * 4, "C");
     if (overlaps(C, numel(cd) * 4, A, numel(ad) * 4)) fail(fn, "C overlaps A");
-    OPEN(A, C);
+    EMU_DEV_OPEN(A, C);
     for (int n = 0; n < cd->n; n++)
         for (int c = 0; c < cd->c; c++)
             for (int y = 0; y < cd->h; y++)
@@ -609,7 +603,7 @@ cudnnStatus_t cudnnBatchNormalizationForwardTraining(
     if (sm) emu_dev_span(sm, cb, "saved mean"), emu_dev_span(si, cb, "saved inverse variance");
     if (x != (const float *)y && overlaps(y, s.n * 4, x, s.n * 4)) fail(fn, "y partly overlaps x");
     int dbl = use_double();
-    OPEN(x, y, g, be, rm, rv, sm, si);
+    EMU_DEV_OPEN(x, y, g, be, rm, rv, sm, si);
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < s.C; c++) {
         double m, v;
@@ -647,7 +641,7 @@ cudnnStatus_t cudnnBatchNormalizationForwardInference(cudnnHandle_t h, cudnnBatc
     emu_dev_span(x, s.n * 4, "x"), emu_dev_span(y, s.n * 4, "y"), emu_dev_span(g, cb, "bnScale");
     emu_dev_span(be, cb, "bnBias"), emu_dev_span(rm, cb, "estimated mean"), emu_dev_span(rv, cb, "estimated variance");
     if (x != (const float *)y && overlaps(y, s.n * 4, x, s.n * 4)) fail(fn, "y partly overlaps x");
-    OPEN(x, y, g, be, rm, rv);
+    EMU_DEV_OPEN(x, y, g, be, rm, rv);
     for (int c = 0; c < s.C; c++) {
         double inv = 1.0 / sqrt((double)rv[c] + eps);
         for (int n = 0; n < s.N; n++)
@@ -684,7 +678,7 @@ cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t h, cudnnBatchNormMod
     if (sm) emu_dev_span(sm, cb, "saved mean"), emu_dev_span(si, cb, "saved inverse variance");
     if (overlaps(dx, s.n * 4, dy, s.n * 4) || overlaps(dx, s.n * 4, x, s.n * 4)) fail(fn, "dx overlaps dy or x");
     int dbl = use_double();
-    OPEN(x, dy, dx, g, dg, db, sm, si);
+    EMU_DEV_OPEN(x, dy, dx, g, dg, db, sm, si);
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < s.C; c++) {
         double m, inv;

@@ -219,8 +219,7 @@ cudaError_t cudaFree(void *p) {
 cudaError_t cudaMemset(void *p, int v, size_t n) {
     emu_dev_check(p, "cudaMemset's destination");
     if (p && n) emu_dev_span(p, n, "cudaMemset's destination");
-    const void *q[1] = {p};
-    emu_dev_open_ptrs(q, 1);
+    EMU_DEV_OPEN(p);
     memset(p, v, n);
     emu_dev_close();
     return 0;
@@ -239,8 +238,7 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) 
     }
     if (n && dd) emu_dev_span(d, n, "cudaMemcpy's destination");
     if (n && sd) emu_dev_span(s, n, "cudaMemcpy's source");
-    const void *q[2] = {dd ? d : NULL, sd ? s : NULL};
-    emu_dev_open_ptrs(q, 2);
+    EMU_DEV_OPEN(dd ? d : NULL, sd ? s : NULL);
     memmove(d, s, n);
     emu_dev_close();
     return 0;
