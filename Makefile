@@ -203,7 +203,8 @@ build-cuda-tests: $(CUDA_TEST_BINS)
 # NO_CUDA build of the library; no GPU needed. make test runs them unless NO_EMU=1,
 # under AddressSanitizer, with the blocks and threads in a shuffled order (EMU_ORDER)
 # and the codec test's sizes up to 8193 values; then the trainers with --device cuda
-# (and --backend nccl) against --device cpu (test_trainers_emu.sh).
+# (and --backend nccl) against --device cpu (test_trainers_emu.sh), and every phase of
+# scripts/gpu_check.sh at toy sizes on the emulated binaries (gpu_check_dry.sh).
 EMU_DIR := $(BUILD)/emu
 EMU_TEST_BINS := $(addprefix $(EMU_DIR)/codec/,test_codec_emu test_optim_emu) \
                  $(addprefix $(EMU_DIR)/nn/,test_nn_cuda_ops_emu test_nn_cuda_lenet_emu test_lstm_lm_emu \
@@ -211,7 +212,7 @@ EMU_TEST_BINS := $(addprefix $(EMU_DIR)/codec/,test_codec_emu test_optim_emu) \
 ifeq ($(HAVE_MPI),1)
   EMU_TEST_BINS += $(EMU_DIR)/codec/test_comm_nccl_emu
 endif
-EMU_TEST_BINS += tests/emulation/test_trainers_emu.sh
+EMU_TEST_BINS += tests/emulation/test_trainers_emu.sh tests/emulation/gpu_check_dry.sh
 EMU_DEPS := $(shell find tests/emulation tests/cuda $(LIB_DIRS) examples bench -type f \
               \( -name '*.[ch]' -o -name '*.cu' -o -name '*.cpp' -o -name '*.cuh' -o -name '*.py' -o -name '*.sh' \))
 EMU_ENV := EMU_ORDER=$${EMU_ORDER:-shuffle:1} GCX_CODEC_CUDA_BIG=0 GCX_CODEC_CUDA_MAXN=$${GCX_CODEC_CUDA_MAXN:-8193}
@@ -221,7 +222,8 @@ $(EMU_DIR)/codec/built: $(EMU_DEPS)
 $(EMU_DIR)/nn/built: $(EMU_DEPS)
 	@mkdir -p $(dir $@)
 	EMU_ASAN=1 sh tests/emulation/nn/build.sh $(dir $@) && touch $@
-EMU_BUILT := $(EMU_DIR)/codec/built $(EMU_DIR)/nn/built
+# (bench/exchange: gpu_check_dry.sh packs it)
+EMU_BUILT := $(EMU_DIR)/codec/built $(EMU_DIR)/nn/built $(BUILD)/bench/exchange
 ifneq ($(NO_EMU),)
   EMU_BUILT :=
   EMU_TEST_BINS :=

@@ -160,7 +160,7 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
         o->threads = (int)v;
         return 1;
     case O_EVAL_EVERY:
-        if (get_long("eval-every", arg, 0, 100000, &v)) return -1;
+        if (get_long("eval-every", arg, -1, 100000, &v)) return -1;
         o->eval_every = (int)v;
         return 1;
     case O_PRINT_EVERY: return get_long("print-every", arg, 1, 1000000000L, &o->print_every) ? -1 : 1;
@@ -262,7 +262,8 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --schedule SPEC      learning-rate schedule (default %s; see below), counted in steps\n"
             "  --seed N             seed of initialization, data order, augmentation, codecs (default 0)\n"
             "  --threads N          compute threads in total (default: all cores; divided among local workers)\n"
-            "  --eval-every N       evaluate every N epochs (default %d; 0 = at the end only)\n"
+            "  --eval-every N       evaluate every N epochs (default %d; 0 = at the end only, -1 = never:\n"
+            "                       throughput runs)\n"
             "  --print-every N      progress line every N steps (default %ld)\n"
             "  --log FILE           write every progress and evaluation line as CSV (.jsonl: JSON lines)\n"
             "  --save FILE          checkpoint at the end (and with --save-every N, every N steps)\n"
@@ -914,17 +915,19 @@ static void worker_main(Shared *sh, Comm *comm) {
     if (sh->status == 0) {
         EvalResult e;
         double t_train = now_s() - t_start - t_eval, te = now_s();
-        if (evaluate(w, w->eval, &e) == 0) {
-            report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, now_s() - t_start);
-            if (task->has_valid) {
-                DataIter *test = task->data_new(task, SPLIT_TEST, w->rank, world, o->batch, o->seed, err, sizeof err);
-                if (test) {
-                    if (evaluate(w, test, &e) == 0) report_eval(w, "test", &e, (double)w->step / spe, now_s() - t_start);
-                    test->free(test);
+        if (o->eval_every >= 0) { /* -1: never */
+            if (evaluate(w, w->eval, &e) == 0) {
+                report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, now_s() - t_start);
+                if (task->has_valid) {
+                    DataIter *test = task->data_new(task, SPLIT_TEST, w->rank, world, o->batch, o->seed, err, sizeof err);
+                    if (test) {
+                        if (evaluate(w, test, &e) == 0) report_eval(w, "test", &e, (double)w->step / spe, now_s() - t_start);
+                        test->free(test);
+                    }
                 }
+            } else {
+                sh->status = 1;
             }
-        } else {
-            sh->status = 1;
         }
         t_eval += now_s() - te;
         if (w->rank == 0)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check of docs/GPU.md in one command, for a session on a GPU machine:
 #
-#   scripts/gpu_check.sh [--bundle FILE] [--logs DIR] [PHASE...]
+#   scripts/gpu_check.sh [--bundle FILE] [--logs DIR] [--quick] [--deadline SEC] [PHASE...]
 #
 # PHASE: env, test, train, bench (default: these four, in that order), sanitize
 # (asked for by name: slow). Each phase
@@ -20,24 +20,37 @@
 #   sanitize  compute-sanitizer memcheck and racecheck (shared-memory races, which
 #          the host emulation cannot show) on the kernel tests, each run capped at
 #          GCX_SANITIZE_SECONDS (default 240)
+# --quick: the same steps at toy sizes (a few steps of ResNet-8 instead of ResNet-110,
+# 4k-value codec runs, ...), to check that every phase runs end to end; its figures
+# mean nothing (tests/emulation/gpu_check_dry.sh runs it on the host emulation).
+# --deadline SEC: stop SEC seconds after the start, with the summary written: each
+# step still to come is skipped (and says so in the summary), the one under way is
+# stopped; for a command whose time is limited, e.g. --deadline 560 under a 600 s cap.
 # --bundle FILE: unpack a bundle made by scripts/gpu_bundle.sh (on a machine with
 # gcx's build dependencies, same commit) instead of building here; its libraries
 # and datasets are used (it unpacks into this checkout, replacing binaries built
 # here: after trying it on a development machine, run make all bench build-cuda-tests).
 # Without it the binaries are built with make.
 # Environment: DEPTHS, ROUNDS, STEPS for bench/resnet_gpu.sh; GCX_TRAIN_STEPS
-# (default 200) for the CharLSTM comparison.
+# (default 200) for the CharLSTM comparison; GCX_CHECK_TESTS="test_codec_cuda ..."
+# runs only those tests in the test phase (default: all of tests/cuda).
 set -uo pipefail
 BUNDLE=""
 LOGS=""
+QUICK=0
+DEADLINE=""
 phases=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --bundle) BUNDLE=$2; shift 2 ;;
     --logs) LOGS=$2; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    --deadline)
+        [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "gpu_check: --deadline needs a number of seconds" >&2; exit 2; }
+        DEADLINE=$((EPOCHSECONDS + $2)); shift 2 ;;
     -h | --help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     env | test | train | bench | sanitize) phases+=("$1"); shift ;;
-    *) echo "gpu_check: unknown argument '$1' (phases: env test train bench sanitize; --bundle FILE, --logs DIR)" >&2; exit 2 ;;
+    *) echo "gpu_check: unknown argument '$1' (phases: env test train bench sanitize; --bundle FILE, --logs DIR, --quick, --deadline SEC)" >&2; exit 2 ;;
     esac
 done
 [ ${#phases[@]} -gt 0 ] || phases=(env test train bench)
@@ -53,10 +66,55 @@ SUMMARY=$LOGS/summary.txt
 : >"$SUMMARY"
 note() { printf '%-6s %s\n' "$1" "$2" >>"$SUMMARY"; } # phases run in pipelines: subshells
 
+# --deadline: seconds left; late PHASE LABEL says (and notes) that LABEL is skipped
+# when too little is left to start it; lim runs a command within what is left
+left() { if [ -n "$DEADLINE" ]; then echo $((DEADLINE - EPOCHSECONDS)); else echo 999999; fi; }
+late() {
+    [ "$(left)" -gt 10 ] && return 1
+    echo "--- $2: skipped, --deadline reached"
+    note "$1" "$2: skipped (--deadline reached)"
+    return 0
+}
+lim() {
+    if [ -z "$DEADLINE" ]; then "$@"; return; fi
+    local l
+    l=$(left)
+    [ "$l" -ge 1 ] || return 124
+    timeout "$l" "$@"
+}
+stopped() { [ "$1" = 124 ] && echo " (stopped at the --deadline)"; }
+
+# the sizes of each step: full, or toys with --quick
+if [ "$QUICK" = 1 ]; then
+    TRAIN_STEPS=${GCX_TRAIN_STEPS:-6}
+    head -c 20000 README.md >"$LOGS/quick_text.txt" # the character model's text: 2k characters to evaluate
+    CHAR_ARGS=(--text "$LOGS/quick_text.txt")
+    RN=(--depth 8 --batch 8 --steps 4 --print-every 2) # the CPU/GPU ResNet pairs
+    RN_NAME=resnet8
+    SHARE_NAME=resnet8
+    SHARE=(--depth 8 --batch 8 --steps 4 --print-every 2)
+    WORD_STEPS=2 WORD_ARGS=(--hidden 32 --emb 32 --bptt 5)
+    FOLDER=$LOGS/quick-folder FOLDER_SIZES=(8 2)
+    export DEPTHS=${DEPTHS:-8} BATCH=${BATCH:-8} STEPS=${STEPS:-2} ROUNDS=${ROUNDS:-1}
+    CODECS_ARGS=(--sizes 4k --min-time 0)
+    EXCHANGE_ARGS=(--depth 8 --steps 2 --warmup 1)
+else
+    TRAIN_STEPS=${GCX_TRAIN_STEPS:-200}
+    CHAR_ARGS=()
+    RN=(--batch 32 --steps 40 --print-every 10)
+    RN_NAME=resnet20
+    SHARE_NAME=resnet110
+    SHARE=(--depth 110 --batch 128 --steps 30 --print-every 5)
+    WORD_STEPS=50 WORD_ARGS=()
+    FOLDER=/tmp/gcx-folder FOLDER_SIZES=(64 16)
+    CODECS_ARGS=()
+    EXCHANGE_ARGS=(--steps 20)
+fi
+
 # ---- binaries and libraries
 DATA=${DATA_DIR:-data}
 if [ -n "$BUNDLE" ]; then
-    tar -xJf "$BUNDLE" || { echo "gpu_check: cannot unpack $BUNDLE" >&2; exit 1; }
+    tar -xf "$BUNDLE" || { echo "gpu_check: cannot unpack $BUNDLE" >&2; exit 1; }
     echo "gpu_check: unpacked $BUNDLE (built from $(cat build/gpu-commit); this checkout: $(git rev-parse HEAD 2>/dev/null || echo unknown))"
     [ -d build/gpu-data ] && DATA=build/gpu-data
     # the bundle's libraries, then NVIDIA's: the CUDA toolkit's, then those of
@@ -79,6 +137,13 @@ export DATA_DIR=$DATA
 TESTS=()
 for t in tests/cuda/test_*.c; do TESTS+=("build/tests/cuda/$(basename "$t" .c)"); done
 BINS=(./train_resnet ./train_lstm ./train_lenet ./gcx build/bench/resnet_gpu build/bench/codecs_gpu build/bench/exchange "${TESTS[@]}")
+if [ -n "${GCX_CHECK_TESTS:-}" ]; then
+    TESTS=()
+    for t in $GCX_CHECK_TESTS; do
+        [ -f "tests/cuda/$t.c" ] || { echo "gpu_check: GCX_CHECK_TESTS: no test tests/cuda/$t.c" >&2; exit 2; }
+        TESTS+=("build/tests/cuda/$t")
+    done
+fi
 
 phase_env() {
     nvidia-smi || echo "nvidia-smi failed"
@@ -98,10 +163,12 @@ phase_env() {
 }
 
 phase_test() {
-    local out
-    out=$(LOG_DIR="$LOGS/tests" tests/run.sh "${TESTS[@]}" 2>&1)
+    late test "the CUDA tests" && return
+    local out rc
+    out=$(LOG_DIR="$LOGS/tests" lim tests/run.sh "${TESTS[@]}" 2>&1)
+    rc=$?
     echo "$out"
-    note test "$(echo "$out" | tail -n 1) (per binary: $(echo "$out" | grep -E '^tests/cuda' | awk '{printf "%s %s/%s; ", $1, $2, ($4 == "FAILED" ? $4 "=" $3 : "ok")}'))"
+    note test "$(echo "$out" | tail -n 1)$(stopped $rc) (per binary: $(echo "$out" | grep -E '^tests/cuda' | awk '{printf "%s %s/%s; ", $1, $2, ($4 == "FAILED" ? $4 "=" $3 : "ok")}'))"
 }
 
 # "step loss" of a trainer's progress lines
@@ -110,16 +177,17 @@ last_eval() { grep -E '^eval' "$1" | tail -n 1 | tr -s ' ' | cut -c1-100; }
 
 # a small image folder (10 classes of 32x32 PPM: class-coloured stripes + noise), for
 # ResNet training without CIFAR-10 on this machine
-make_folder() { python3 scripts/make_image_folder.py "$1" 64 16; }
+make_folder() { python3 scripts/make_image_folder.py "$1" "${FOLDER_SIZES[@]}"; }
 
 run_pair() { # name, args...: the same run on the CPU and the GPU; losses side by side
     local name=$1; shift
+    late train "$name" && return
     local rc_c rc_g
     for dev in cpu cuda; do
         local t0=$EPOCHREALTIME
-        "$@" --device "$dev" --log "$LOGS/train_${name}_$dev.jsonl" >"$LOGS/train_${name}_$dev.log" 2>&1
+        lim "$@" --device "$dev" --log "$LOGS/train_${name}_$dev.jsonl" >"$LOGS/train_${name}_$dev.log" 2>&1
         local rc=$?
-        echo "--- $name on $dev: exit $rc, $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s: $*"
+        echo "--- $name on $dev: exit $rc$(stopped $rc), $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s: $*"
         tail -n 3 "$LOGS/train_${name}_$dev.log"
         if [ "$dev" = cpu ]; then rc_c=$rc; else rc_g=$rc; fi
     done
@@ -140,47 +208,63 @@ run_pair() { # name, args...: the same run on the CPU and the GPU; losses side b
 # update on the host, so this measures what a device-side exchange could save
 step_share() { # name, args...: one run on the GPU
     local name=$1; shift
+    late train "share $name" && return
     local t0=$EPOCHREALTIME
-    "$@" --device cuda --log "$LOGS/share_$name.jsonl" >"$LOGS/share_$name.log" 2>&1
-    echo "--- $name on cuda: exit $?, $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s: $*"
+    lim "$@" --device cuda --log "$LOGS/share_$name.jsonl" >"$LOGS/share_$name.log" 2>&1
+    local rc=$?
+    echo "--- $name on cuda: exit $rc$(stopped $rc), $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s: $*"
     tail -n 2 "$LOGS/share_$name.log"
     note train "share $(python3 scripts/step_breakdown.py "$LOGS/share_$name.jsonl")"
 }
 
 phase_train() {
-    local steps=${GCX_TRAIN_STEPS:-200}
-    run_pair charlstm ./train_lstm --model char --workers 1 --steps "$steps" --print-every 20 --quiet
-    local folder=/tmp/gcx-folder
+    local every=$((TRAIN_STEPS / 10 > 0 ? TRAIN_STEPS / 10 : 1))
+    run_pair charlstm ./train_lstm --model char "${CHAR_ARGS[@]}" --workers 1 --steps "$TRAIN_STEPS" --print-every "$every" --quiet
+    local folder=$FOLDER
     [ -d "$folder/train" ] || make_folder "$folder"
-    run_pair resnet20 ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 --batch 32 --lr 0.01 \
-        --steps 40 --print-every 10 --eval-every 0 --quiet
-    run_pair resnet20_terngrad_2w ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 --batch 32 --lr 0.01 \
-        --steps 40 --print-every 10 --eval-every 0 --codec terngrad --quiet
+    run_pair "$RN_NAME" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 --lr 0.01 \
+        "${RN[@]}" --eval-every 0 --quiet
+    run_pair "${RN_NAME}_terngrad_2w" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 --lr 0.01 \
+        "${RN[@]}" --eval-every 0 --codec terngrad --quiet
     for c in fp32 3lc dgc; do
-        step_share "resnet110_$c" ./train_resnet --dataset "folder:$folder" --image-size 32 --depth 110 --workers 1 \
-            --batch 128 --lr 0.01 --steps 30 --print-every 5 --eval-every 0 --codec "$c" --quiet
+        step_share "${SHARE_NAME}_$c" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 \
+            "${SHARE[@]}" --lr 0.01 --eval-every 0 --codec "$c" --quiet
     done
-    if [ -d "$DATA_DIR/ptb" ]; then
+    if [ -d "$DATA_DIR/ptb" ] && ! late train wordlstm; then
         local t0=$EPOCHREALTIME
-        ./train_lstm --model word --workers 1 --steps 50 --print-every 10 --device cuda --quiet >"$LOGS/train_wordlstm_cuda.log" 2>&1
-        echo "--- wordlstm on cuda: exit $?, $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s"
+        lim ./train_lstm --model word "${WORD_ARGS[@]}" --eval-every -1 --workers 1 --steps "$WORD_STEPS" --print-every $((WORD_STEPS / 5 > 0 ? WORD_STEPS / 5 : 1)) \
+            --device cuda --quiet >"$LOGS/train_wordlstm_cuda.log" 2>&1
+        local rc=$?
+        echo "--- wordlstm on cuda: exit $rc$(stopped $rc), $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s"
         tail -n 4 "$LOGS/train_wordlstm_cuda.log"
-        note train "wordlstm cuda, 50 steps: $(grep -E '^(step|done)' "$LOGS/train_wordlstm_cuda.log" | tail -n 2 | tr -s ' ' | cut -c1-100 | paste -sd'|')"
+        note train "wordlstm cuda, $WORD_STEPS steps, exit $rc$(stopped $rc): $(grep -E '^(step|done)' "$LOGS/train_wordlstm_cuda.log" | tail -n 2 | tr -s ' ' | cut -c1-100 | paste -sd'|')"
     fi
 }
 
 phase_bench() {
-    local out
-    out=$(bench/resnet_gpu.sh 2>&1)
-    echo "$out"
-    while IFS= read -r l; do note bench "$l"; done < <(echo "$out" | grep -E '^ResNet-[0-9]+ +gcx')
-    out=$(build/bench/codecs_gpu 2>&1)
-    echo "$out"
-    while IFS= read -r l; do note bench "$l"; done < <(echo "$out" | grep -E '^(GPU codec|codec |[a-z0-9]+)' | head -n 60)
+    local out rc
+    if ! late bench resnet_gpu.sh; then
+        out=$(lim bench/resnet_gpu.sh 2>&1)
+        rc=$?
+        echo "$out"
+        while IFS= read -r l; do note bench "$l"; done < <(echo "$out" | grep -E '^ResNet-[0-9]+ +gcx')
+        [ $rc = 0 ] || note bench "resnet_gpu.sh: exit $rc$(stopped $rc)"
+    fi
+    if ! late bench codecs_gpu; then
+        out=$(lim build/bench/codecs_gpu "${CODECS_ARGS[@]}" 2>&1)
+        rc=$?
+        echo "$out"
+        while IFS= read -r l; do note bench "$l"; done < <(echo "$out" | grep -E '^(GPU codec|codec |[a-z0-9]+)' | head -n 60)
+        [ $rc = 0 ] || note bench "codecs_gpu: exit $rc$(stopped $rc)"
+    fi
     # the exchange's host time with this host's cores (docs/DIST.md "Host time")
-    out=$(OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-active} build/bench/exchange --steps 20 2>&1)
-    echo "$out"
-    while IFS= read -r l; do note bench "exchange $l"; done < <(echo "$out" | grep -E '^[a-z0-9]+ ')
+    if ! late bench exchange; then
+        out=$(OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-active} lim build/bench/exchange "${EXCHANGE_ARGS[@]}" 2>&1)
+        rc=$?
+        echo "$out"
+        while IFS= read -r l; do note bench "exchange $l"; done < <(echo "$out" | grep -E '^[a-z0-9]+ ')
+        [ $rc = 0 ] || note bench "exchange: exit $rc$(stopped $rc)"
+    fi
 }
 
 phase_sanitize() {
@@ -206,16 +290,20 @@ phase_sanitize() {
     for r in "${runs[@]}"; do
         set -- $r
         local tool=$1 label=$2 envv=$3 bin=$4 log="$LOGS/sanitize_$1_$2.log"
+        late sanitize "$tool $label" && continue
+        local cap=$secs l
+        l=$(left)
+        [ "$l" -lt "$cap" ] && cap=$l
         local t0=$EPOCHREALTIME
         if [ "$envv" = - ]; then
-            timeout "$secs" "$cs" --tool "$tool" --error-exitcode 99 "$bin" >"$log" 2>&1
+            timeout "$cap" "$cs" --tool "$tool" --error-exitcode 99 "$bin" >"$log" 2>&1
         else
-            env "$envv" timeout "$secs" "$cs" --tool "$tool" --error-exitcode 99 "$bin" >"$log" 2>&1
+            env "$envv" timeout "$cap" "$cs" --tool "$tool" --error-exitcode 99 "$bin" >"$log" 2>&1
         fi
         local rc=$?
         local what="clean"
         [ $rc = 99 ] && what="ERRORS FOUND"
-        [ $rc = 124 ] && what="stopped after ${secs}s (no error before)"
+        [ $rc = 124 ] && what="stopped after ${cap}s (no error before)"
         [ $rc != 0 ] && [ $rc != 99 ] && [ $rc != 124 ] && what="exit $rc"
         local summ
         summ=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -n 1)

@@ -21,7 +21,7 @@ static const char *const keys[] = {"kind", "step", "epoch", "loss", "acc", "ppl"
                                    "step_s", "total_s", "samples_per_s", "data_s"};
 #define NKEYS (int)(sizeof keys / sizeof keys[0])
 
-static int run(const char *log) {
+static int run(const char *log, int eval_every) {
     TrainOpts o;
     train_opts_default(&o);
     o.steps = 4;
@@ -32,6 +32,7 @@ static int run(const char *log) {
     o.print_every = 1;
     o.quiet = 1;
     o.seed = 5;
+    o.eval_every = eval_every;
     snprintf(o.backend, sizeof o.backend, "local");
     snprintf(o.log, sizeof o.log, "%s", log);
     SynthCtx c;
@@ -143,10 +144,19 @@ int main(void) {
     char csv[64], json[64];
     snprintf(csv, sizeof csv, "/tmp/gcx_log_%d.csv", (int)getpid());
     snprintf(json, sizeof json, "/tmp/gcx_log_%d.jsonl", (int)getpid());
-    CHECK(run(csv) == 0, "training run with a CSV log");
+    CHECK(run(csv, 1) == 0, "training run with a CSV log");
     check_csv(csv);
-    CHECK(run(json) == 0, "training run with a JSON log");
+    CHECK(run(json, 1) == 0, "training run with a JSON log");
     check_json(json);
+    /* --eval-every -1: the training rows and no evaluation */
+    CHECK(run(json, -1) == 0, "training run without evaluation");
+    char *s = slurp(json);
+    int rows = 0, evals = 0;
+    for (char *l = s ? strtok(s, "\n") : NULL; l; l = strtok(NULL, "\n")) {
+        rows++;
+        evals += strstr(l, "\"kind\":\"train\"") == NULL;
+    }
+    CHECK(rows == 4 && evals == 0, "--eval-every -1: 4 training rows, no evaluation (%d rows, %d others)", rows, evals);
     unlink(csv);
     unlink(json);
     TEST_END();

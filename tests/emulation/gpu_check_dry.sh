@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh end to end on the host emulation, before a GPU session spends
+# its device time on it: a bundle is packed from the emulated binaries (the trainers,
+# the GPU benchmarks and two CUDA tests of nn/build.sh and build.sh, under the names
+# scripts/gpu_bundle.sh gives the real ones), unpacked by gpu_check.sh --bundle in a
+# scratch copy of the scripts, and every phase runs with --quick: env (a stand-in
+# nvidia-smi), test (GCX_CHECK_TESTS: two tests), train (the CPU/GPU pairs, the step
+# breakdowns, the word LSTM on PTB when $DATA_DIR has it), bench (resnet_gpu.sh
+# without PyTorch, codecs_gpu, exchange) and sanitize (a stand-in compute-sanitizer
+# that checks its arguments and the binary, and reports no error). Then a second run
+# with --deadline 1 must skip every step and say so. Checks: the exit status, and the
+# summary lines of every phase with the figures they should carry.
+#
+#   tests/emulation/gpu_check_dry.sh [EMU_DIR]   EMU_DIR: build/emu (codec/ and nn/)
+# Needs ./gcx and build/bench/exchange (make all bench). Ends with "RESULT passed failed";
+# LOG_DIR=DIR keeps gpu_check.sh's output and logs.
+set -u
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+EMU=${1:-$REPO/build/emu}
+passed=0 failed=0
+check() { # condition-status, message
+    if [ "$1" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $2"; fi
+}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# the bundle: emulated binaries under the real binaries' paths
+S=$TMP/stage
+mkdir -p "$S/build/tests/cuda" "$S/build/bench" "$S/build/gpu-libs"
+map=(
+    "$EMU/nn/train_resnet_emu train_resnet" "$EMU/nn/train_lstm_emu train_lstm" "$EMU/nn/train_lenet_emu train_lenet"
+    "$REPO/gcx gcx" "$EMU/nn/resnet_gpu_emu build/bench/resnet_gpu" "$EMU/codec/codecs_gpu_emu build/bench/codecs_gpu"
+    "$REPO/build/bench/exchange build/bench/exchange"
+    "$EMU/codec/test_optim_emu build/tests/cuda/test_optim_cuda"
+    "$EMU/nn/test_nn_cuda_lenet_emu build/tests/cuda/test_nn_cuda_lenet"
+)
+for m in "${map[@]}"; do
+    set -- $m
+    if [ ! -x "$1" ]; then echo "missing $1 (make all bench build-emu)"; echo "RESULT 0 1"; exit 1; fi
+    cp "$1" "$S/$2"
+done
+# the other tests exist in the bundle; GCX_CHECK_TESTS leaves them out of the test phase
+for t in "$REPO"/tests/cuda/test_*.c; do
+    b=$S/build/tests/cuda/$(basename "$t" .c)
+    [ -e "$b" ] || printf '#!/bin/sh\necho "not run in the dry run"; exit 1\n' >"$b"
+    chmod +x "$b"
+done
+echo dry-run >"$S/build/gpu-commit"
+(cd "$S" && tar -cf "$TMP/bundle.tar" .)
+check $? "packing the bundle"
+
+# a scratch checkout: what gpu_check.sh reads besides the bundle
+R=$TMP/repo
+mkdir -p "$R/tests"
+cp -r "$REPO/scripts" "$REPO/bench" "$REPO/README.md" "$R/"
+cp -r "$REPO/tests/cuda" "$REPO/tests/run.sh" "$R/tests/"
+
+# stand-ins for NVIDIA's tools
+mkdir -p "$TMP/bin"
+cat >"$TMP/bin/nvidia-smi" <<'EOF'
+#!/bin/sh
+case "$*" in
+*--query-gpu=name,*) echo "name, driver_version, memory.total [MiB], clocks.max.sm [MHz]"; echo "gcx host emulation, none, 0 MiB, 0 MHz" ;;
+*--query-gpu=name*) echo "gcx host emulation" ;;
+*) echo "gcx host emulation (stand-in nvidia-smi)" ;;
+esac
+EOF
+cat >"$TMP/bin/compute-sanitizer" <<'EOF'
+#!/bin/sh
+# --tool TOOL --error-exitcode N BINARY: what gpu_check.sh passes
+[ "$1" = --tool ] && [ "$3" = --error-exitcode ] && [ -x "$5" ] && [ $# -eq 5 ] || { echo "bad arguments: $*"; exit 3; }
+echo "========= $2 of $5 (stand-in)"
+echo "RESULT 1 0"
+echo "========= ERROR SUMMARY: 0 errors"
+EOF
+chmod +x "$TMP/bin/nvidia-smi" "$TMP/bin/compute-sanitizer"
+
+export PATH=$TMP/bin:$PATH OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1
+export PY=/nonexistent-python # resnet_gpu.sh: gcx only
+LOGS=$TMP/logs
+GCX_CHECK_TESTS="test_optim_cuda test_nn_cuda_lenet" "$R/scripts/gpu_check.sh" --bundle "$TMP/bundle.tar" \
+    --logs "$LOGS" --quick env test train bench sanitize >"$TMP/out.txt" 2>&1
+rc=$?
+check $rc "gpu_check.sh --quick exited $rc"
+SUM=$LOGS/summary.txt
+[ -s "$SUM" ]
+check $? "no summary in $SUM"
+has() { # pattern, message
+    grep -Eq "$1" "$SUM"
+    check $? "$2: no line matching '$1' in the summary"
+}
+has '^env +GPU: gcx host emulation; binaries with unresolved libraries or missing: 0$' "env"
+has '^test +[0-9]+ passed, 0 failed \(per binary: tests/cuda/test_optim_cuda [0-9]+/ok; tests/cuda/test_nn_cuda_lenet [0-9]+/ok; \)' "test"
+for pair in charlstm resnet8 resnet8_terngrad_2w; do
+    has "^train +$pair: exit cpu 0, cuda 0; largest relative loss difference over the printed steps: [0-9.e+-]+$" "train $pair"
+done
+for c in fp32 3lc dgc; do
+    has "^train +share share_resnet8_$c: [0-9]+ steps, step [0-9.]+ ms = compute" "step breakdown with $c"
+done
+if [ -d "${DATA_DIR:-/nonexistent}/ptb" ]; then has '^train +wordlstm cuda, 2 steps, exit 0: step ' "word LSTM"; fi
+has '^bench +ResNet-8 +gcx \(host SGD\) +[0-9.]+ img/s' "resnet_gpu.sh, host SGD"
+has '^bench +ResNet-8 +gcx \(device SGD\) +[0-9.]+ img/s' "resnet_gpu.sh, device SGD"
+has '^bench +3lc:s=1 +4096 ' "codecs_gpu"
+has '^bench +exchange 3lc ' "exchange"
+for r in "memcheck ops" "racecheck ops" "memcheck lstm" "memcheck codecs" "memcheck resnet"; do
+    has "^sanitize $r: clean; ========= ERROR SUMMARY: 0 errors RESULT 1 0$" "sanitize $r"
+done
+! grep -Eq 'skipped|stopped|exit [1-9]' "$SUM"
+check $? "something was skipped, stopped or failed"
+# the logs of the runs are kept
+for f in env.log test.log train.log bench.log sanitize.log tests/test_optim_cuda.log train_charlstm_cuda.log; do
+    [ -s "$LOGS/$f" ]
+    check $? "no log $f"
+done
+if [ "$failed" -ne 0 ]; then sed 's/^/    | /' "$SUM"; tail -n 40 "$TMP/out.txt" | sed 's/^/    > /'; fi
+
+# --deadline 1: every step is skipped, the summary says so, nothing fails
+"$R/scripts/gpu_check.sh" --bundle "$TMP/bundle.tar" --logs "$TMP/late" --quick --deadline 1 test train bench \
+    >"$TMP/late.txt" 2>&1
+check $? "gpu_check.sh --deadline 1 exited $?"
+n=$(grep -c 'skipped (--deadline reached)' "$TMP/late/summary.txt")
+want=10 # the tests, 3 pairs, 3 breakdowns, 3 benchmarks, and the word LSTM with PTB
+[ -d "${DATA_DIR:-/nonexistent}/ptb" ] && want=11
+[ "$n" -eq "$want" ]
+check $? "--deadline 1: $n steps said they were skipped, expected $want"
+"$R/scripts/gpu_check.sh" --deadline x >/dev/null 2>&1
+[ $? -eq 2 ]
+check $? "--deadline x was accepted"
+if [ -n "${LOG_DIR:-}" ]; then mkdir -p "$LOG_DIR" && cp -r "$TMP/out.txt" "$LOGS" "$LOG_DIR/"; fi
+echo "RESULT $passed $failed"
+[ "$failed" -eq 0 ]
