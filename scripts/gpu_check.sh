@@ -169,6 +169,12 @@ phase_test() {
     rc=$?
     echo "$out"
     note test "$(echo "$out" | tail -n 1)$(stopped $rc) (per binary: $(echo "$out" | grep -E '^tests/cuda' | awk '{printf "%s %s/%s; ", $1, $2, ($4 == "FAILED" ? $4 "=" $3 : "ok")}'))"
+    # a test that finds no GPU (or no mpirun) passes with one check: say which did
+    local skipped="" t
+    for t in "${TESTS[@]}"; do
+        grep -qE 'skipped$' "$LOGS/tests/$(basename "$t").log" 2>/dev/null && skipped="$skipped $(basename "$t")"
+    done
+    [ -z "$skipped" ] || note test "SKIPPED, nothing checked:$skipped (see their logs: no GPU visible, too few GPUs, or no mpirun)"
 }
 
 # "step loss" of a trainer's progress lines
@@ -199,9 +205,13 @@ run_pair() { # name, args...: the same run on the CPU and the GPU; losses side b
     local worst
     worst=$(awk 'BEGIN{w = -1} {if ($4 > w) w = $4} END{if (w < 0) print "none compared"; else printf "%.2e", w}' "$table")
     note train "$name: exit cpu $rc_c, cuda $rc_g; largest relative loss difference over the printed steps: $worst"
-    note train "  cpu  $(last_eval "$LOGS/train_${name}_cpu.log")"
-    note train "  cuda $(last_eval "$LOGS/train_${name}_cuda.log")"
-    note train "  $(python3 scripts/step_breakdown.py "$LOGS/train_${name}_cuda.jsonl")"
+    for dev in cpu cuda; do
+        local r=$rc_c
+        [ $dev = cuda ] && r=$rc_g
+        if [ "$r" = 0 ]; then note train "  $(printf '%-4s' $dev) $(last_eval "$LOGS/train_${name}_$dev.log")"
+        else note train "  $(printf '%-4s' $dev) failed: $(tail -n 1 "$LOGS/train_${name}_$dev.log" | cut -c1-160)"; fi
+    done
+    [ "$rc_g" = 0 ] && note train "  $(python3 scripts/step_breakdown.py "$LOGS/train_${name}_cuda.jsonl")"
 }
 
 # where a GPU step's time goes (scripts/step_breakdown.py): the trainers encode and
@@ -214,7 +224,8 @@ step_share() { # name, args...: one run on the GPU
     local rc=$?
     echo "--- $name on cuda: exit $rc$(stopped $rc), $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s: $*"
     tail -n 2 "$LOGS/share_$name.log"
-    note train "share $(python3 scripts/step_breakdown.py "$LOGS/share_$name.jsonl")"
+    if [ $rc = 0 ]; then note train "share $(python3 scripts/step_breakdown.py "$LOGS/share_$name.jsonl")"
+    else note train "share $name: exit $rc$(stopped $rc): $(tail -n 1 "$LOGS/share_$name.log" | cut -c1-160)"; fi
 }
 
 phase_train() {
@@ -237,7 +248,10 @@ phase_train() {
         local rc=$?
         echo "--- wordlstm on cuda: exit $rc$(stopped $rc), $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s"
         tail -n 4 "$LOGS/train_wordlstm_cuda.log"
-        note train "wordlstm cuda, $WORD_STEPS steps, exit $rc$(stopped $rc): $(grep -E '^(step|done)' "$LOGS/train_wordlstm_cuda.log" | tail -n 2 | tr -s ' ' | cut -c1-100 | paste -sd'|')"
+        local what
+        what=$(grep -E '^(step|done)' "$LOGS/train_wordlstm_cuda.log" | tail -n 2 | tr -s ' ' | cut -c1-100 | paste -sd'|')
+        [ $rc = 0 ] || what=$(tail -n 1 "$LOGS/train_wordlstm_cuda.log" | cut -c1-160)
+        note train "wordlstm cuda, $WORD_STEPS steps, exit $rc$(stopped $rc): $what"
     fi
 }
 

@@ -9,7 +9,8 @@
 # without PyTorch, codecs_gpu, exchange) and sanitize (a stand-in compute-sanitizer
 # that checks its arguments and the binary, and reports no error). Then a second run
 # with --deadline 1 must skip every step and say so. Checks: the exit status, and the
-# summary lines of every phase with the figures they should carry.
+# summary lines of every phase with the figures they should carry. A run with this build's
+# own trainers, which find no GPU, must report each failed GPU run with its error.
 #
 #   tests/emulation/gpu_check_dry.sh [EMU_DIR]   EMU_DIR: build/emu (codec/ and nn/)
 # Needs ./gcx and build/bench/exchange (make all bench). Ends with "RESULT passed failed";
@@ -105,7 +106,7 @@ has '^bench +exchange 3lc ' "exchange"
 for r in "memcheck ops" "racecheck ops" "memcheck lstm" "memcheck codecs" "memcheck resnet"; do
     has "^sanitize $r: clean; ========= ERROR SUMMARY: 0 errors RESULT 1 0$" "sanitize $r"
 done
-! grep -Eq 'skipped|stopped|exit [1-9]' "$SUM"
+! grep -Eqi 'skipped|stopped|exit [1-9]' "$SUM"
 check $? "something was skipped, stopped or failed"
 # the logs of the runs are kept
 for f in env.log test.log train.log bench.log sanitize.log tests/test_optim_cuda.log train_charlstm_cuda.log; do
@@ -113,6 +114,22 @@ for f in env.log test.log train.log bench.log sanitize.log tests/test_optim_cuda
     check $? "no log $f"
 done
 if [ "$failed" -ne 0 ]; then sed 's/^/    | /' "$SUM"; tail -n 40 "$TMP/out.txt" | sed 's/^/    > /'; fi
+
+# the trainers of this build, which find no GPU here: every GPU run of the train phase
+# must be reported as failed, with its error, and the phase must go on
+cp "$REPO/train_resnet" "$REPO/train_lstm" "$S/"
+(cd "$S" && tar -cf "$TMP/nogpu.tar" .)
+"$R/scripts/gpu_check.sh" --bundle "$TMP/nogpu.tar" --logs "$TMP/nogpu" --quick train >"$TMP/nogpu.txt" 2>&1
+check $? "gpu_check.sh with GPU runs that fail exited $?"
+n=$(grep -cE '^train +(cuda failed: |share [a-z0-9_]+: exit 1: |wordlstm cuda, 2 steps, exit 1: )[a-z]+.*$' \
+    "$TMP/nogpu/summary.txt")
+want=6 # 3 pairs, 3 breakdowns, and the word LSTM with PTB
+[ -d "${DATA_DIR:-/nonexistent}/ptb" ] && want=7
+[ "$n" -eq "$want" ]
+check $? "failing GPU runs: $n summary lines give the error, expected $want"
+[ "$(grep -cE '^train +cpu +eval ' "$TMP/nogpu/summary.txt")" -eq 3 ]
+check $? "failing GPU runs: the 3 CPU runs of the pairs still evaluate"
+[ "$failed" -eq 0 ] || sed 's/^/    | /' "$TMP/nogpu/summary.txt"
 
 # --deadline 1: every step is skipped, the summary says so, nothing fails
 "$R/scripts/gpu_check.sh" --bundle "$TMP/bundle.tar" --logs "$TMP/late" --quick --deadline 1 test train bench \
