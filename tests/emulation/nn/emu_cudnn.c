@@ -375,26 +375,34 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
     if (overlaps(y, ny(&s) * 4, x, nx(&s) * 4) || overlaps(y, ny(&s) * 4, w, nw(&s) * 4)) fail(fn, "y overlaps x or w");
     int dbl = use_double();
     EMU_DEV_OPEN(x, w, y, ws);
+    /* each output sums over (c, i, j) in that order; a row of outputs at a time, so
+     * their independent sums interleave (the same sums, faster) */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < s.N; n++)
-        for (int k = 0; k < s.K; k++)
-            for (int oy = 0; oy < s.OH; oy++)
-                for (int ox = 0; ox < s.OW; ox++) {
-                    double acc = 0.0;
-                    for (int c = 0; c < s.C; c++)
-                        for (int i = 0; i < s.KH; i++) {
-                            int iy = oy * s.u - s.ph + i;
-                            if (iy < 0 || iy >= s.H) continue;
-                            for (int j = 0; j < s.KW; j++) {
+        for (int k = 0; k < s.K; k++) {
+            double acc[s.OW]; /* a row: at most a few thousand values */
+            for (int oy = 0; oy < s.OH; oy++) {
+                for (int ox = 0; ox < s.OW; ox++) acc[ox] = 0.0;
+                for (int c = 0; c < s.C; c++)
+                    for (int i = 0; i < s.KH; i++) {
+                        int iy = oy * s.u - s.ph + i;
+                        if (iy < 0 || iy >= s.H) continue;
+                        const float *xr = &x[(((size_t)n * s.C + c) * s.H + iy) * s.W];
+                        for (int j = 0; j < s.KW; j++) {
+                            float wv = operand(w[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j], lossy);
+                            for (int ox = 0; ox < s.OW; ox++) {
                                 int ix = ox * s.v - s.pw + j;
                                 if (ix < 0 || ix >= s.W) continue;
-                                acc = mac(acc, operand(x[(((size_t)n * s.C + c) * s.H + iy) * s.W + ix], lossy),
-                                          operand(w[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j], lossy), dbl);
+                                acc[ox] = mac(acc[ox], operand(xr[ix], lossy), wv, dbl);
                             }
                         }
+                    }
+                for (int ox = 0; ox < s.OW; ox++) {
                     float *o = &y[(((size_t)n * s.K + k) * s.OH + oy) * s.OW + ox];
-                    *o = blend(a, (float)acc, b, o);
+                    *o = blend(a, (float)acc[ox], b, o);
                 }
+            }
+        }
     scribble(ws, ws_bytes);
     emu_dev_close();
     return CUDNN_STATUS_SUCCESS;
@@ -417,30 +425,37 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, c
     int dbl = use_double();
     EMU_DEV_OPEN(dx, w, dy, ws);
     /* gather form: dx[n,c,iy,ix] = sum over (k,i,j) with oy*u - ph + i = iy, ox*v - pw + j = ix */
+    /* each output sums over (k, i, j) in that order; a row of outputs at a time */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < s.N; n++)
-        for (int c = 0; c < s.C; c++)
-            for (int iy = 0; iy < s.H; iy++)
-                for (int ix = 0; ix < s.W; ix++) {
-                    double acc = 0.0;
-                    for (int k = 0; k < s.K; k++)
-                        for (int i = 0; i < s.KH; i++) {
-                            int t = iy + s.ph - i;
-                            if (t < 0 || t % s.u) continue;
-                            int oy = t / s.u;
-                            if (oy >= s.OH) continue;
-                            for (int j = 0; j < s.KW; j++) {
+        for (int c = 0; c < s.C; c++) {
+            double acc[s.W];
+            for (int iy = 0; iy < s.H; iy++) {
+                for (int ix = 0; ix < s.W; ix++) acc[ix] = 0.0;
+                for (int k = 0; k < s.K; k++)
+                    for (int i = 0; i < s.KH; i++) {
+                        int t = iy + s.ph - i;
+                        if (t < 0 || t % s.u) continue;
+                        int oy = t / s.u;
+                        if (oy >= s.OH) continue;
+                        const float *dyr = &dy[(((size_t)n * s.K + k) * s.OH + oy) * s.OW];
+                        for (int j = 0; j < s.KW; j++) {
+                            float wv = operand(w[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j], lossy);
+                            for (int ix = 0; ix < s.W; ix++) {
                                 int r = ix + s.pw - j;
                                 if (r < 0 || r % s.v) continue;
                                 int ox = r / s.v;
                                 if (ox >= s.OW) continue;
-                                acc = mac(acc, operand(dy[(((size_t)n * s.K + k) * s.OH + oy) * s.OW + ox], lossy),
-                                          operand(w[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j], lossy), dbl);
+                                acc[ix] = mac(acc[ix], operand(dyr[ox], lossy), wv, dbl);
                             }
                         }
+                    }
+                for (int ix = 0; ix < s.W; ix++) {
                     float *o = &dx[(((size_t)n * s.C + c) * s.H + iy) * s.W + ix];
-                    *o = blend(a, (float)acc, b, o);
+                    *o = blend(a, (float)acc[ix], b, o);
                 }
+            }
+        }
     scribble(ws, ws_bytes);
     emu_dev_close();
     return CUDNN_STATUS_SUCCESS;
