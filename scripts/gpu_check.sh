@@ -83,6 +83,7 @@ lim() {
     timeout "$l" "$@"
 }
 stopped() { [ "$1" = 124 ] && echo " (stopped at the --deadline)"; }
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" -v f="${2:-%.1f}" 'BEGIN{printf f, b - a}'; } # T0 [FORMAT]: seconds
 
 # the sizes of each step: full, or toys with --quick
 if [ "$QUICK" = 1 ]; then
@@ -193,7 +194,7 @@ run_pair() { # name, args...: the same run on the CPU and the GPU; losses side b
         local t0=$EPOCHREALTIME
         lim "$@" --device "$dev" --log "$LOGS/train_${name}_$dev.jsonl" >"$LOGS/train_${name}_$dev.log" 2>&1
         local rc=$?
-        echo "--- $name on $dev: exit $rc$(stopped $rc), $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s: $*"
+        echo "--- $name on $dev: exit $rc$(stopped $rc), $(since "$t0")s: $*"
         tail -n 3 "$LOGS/train_${name}_$dev.log"
         if [ "$dev" = cpu ]; then rc_c=$rc; else rc_g=$rc; fi
     done
@@ -222,7 +223,7 @@ step_share() { # name, args...: one run on the GPU
     local t0=$EPOCHREALTIME
     lim "$@" --device cuda --log "$LOGS/share_$name.jsonl" >"$LOGS/share_$name.log" 2>&1
     local rc=$?
-    echo "--- $name on cuda: exit $rc$(stopped $rc), $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s: $*"
+    echo "--- $name on cuda: exit $rc$(stopped $rc), $(since "$t0")s: $*"
     tail -n 2 "$LOGS/share_$name.log"
     if [ $rc = 0 ]; then note train "share $(python3 scripts/step_breakdown.py "$LOGS/share_$name.jsonl")"
     else note train "share $name: exit $rc$(stopped $rc): $(tail -n 1 "$LOGS/share_$name.log" | cut -c1-160)"; fi
@@ -246,7 +247,7 @@ phase_train() {
         lim ./train_lstm --model word "${WORD_ARGS[@]}" --eval-every -1 --workers 1 --steps "$WORD_STEPS" --print-every $((WORD_STEPS / 5 > 0 ? WORD_STEPS / 5 : 1)) \
             --device cuda --quiet >"$LOGS/train_wordlstm_cuda.log" 2>&1
         local rc=$?
-        echo "--- wordlstm on cuda: exit $rc$(stopped $rc), $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')s"
+        echo "--- wordlstm on cuda: exit $rc$(stopped $rc), $(since "$t0")s"
         tail -n 4 "$LOGS/train_wordlstm_cuda.log"
         local what
         what=$(grep -E '^(step|done)' "$LOGS/train_wordlstm_cuda.log" | tail -n 2 | tr -s ' ' | cut -c1-100 | paste -sd'|')
@@ -255,30 +256,25 @@ phase_train() {
     fi
 }
 
+# bench_run LABEL PATTERN PREFIX COMMAND...: runs COMMAND within the deadline and
+# notes its output lines matching PATTERN (at most 60), each after PREFIX
+bench_run() {
+    local label=$1 pat=$2 pre=$3 out rc l
+    shift 3
+    late bench "$label" && return
+    out=$(lim "$@" 2>&1)
+    rc=$?
+    echo "$out"
+    while IFS= read -r l; do note bench "$pre$l"; done < <(echo "$out" | grep -E "$pat" | head -n 60)
+    [ $rc = 0 ] || note bench "$label: exit $rc$(stopped $rc)"
+}
+
 phase_bench() {
-    local out rc
-    if ! late bench resnet_gpu.sh; then
-        out=$(lim bench/resnet_gpu.sh 2>&1)
-        rc=$?
-        echo "$out"
-        while IFS= read -r l; do note bench "$l"; done < <(echo "$out" | grep -E '^ResNet-[0-9]+ +gcx')
-        [ $rc = 0 ] || note bench "resnet_gpu.sh: exit $rc$(stopped $rc)"
-    fi
-    if ! late bench codecs_gpu; then
-        out=$(lim build/bench/codecs_gpu "${CODECS_ARGS[@]}" 2>&1)
-        rc=$?
-        echo "$out"
-        while IFS= read -r l; do note bench "$l"; done < <(echo "$out" | grep -E '^(GPU codec|codec |[a-z0-9]+)' | head -n 60)
-        [ $rc = 0 ] || note bench "codecs_gpu: exit $rc$(stopped $rc)"
-    fi
+    bench_run resnet_gpu.sh '^ResNet-[0-9]+ +gcx' "" bench/resnet_gpu.sh
+    bench_run codecs_gpu '^(GPU codec|codec |[a-z0-9]+)' "" build/bench/codecs_gpu "${CODECS_ARGS[@]}"
     # the exchange's host time with this host's cores (docs/DIST.md "Host time")
-    if ! late bench exchange; then
-        out=$(OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-active} lim build/bench/exchange "${EXCHANGE_ARGS[@]}" 2>&1)
-        rc=$?
-        echo "$out"
-        while IFS= read -r l; do note bench "exchange $l"; done < <(echo "$out" | grep -E '^[a-z0-9]+ ')
-        [ $rc = 0 ] || note bench "exchange: exit $rc$(stopped $rc)"
-    fi
+    bench_run exchange '^[a-z0-9]+ ' "exchange " env OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-active}" \
+        build/bench/exchange "${EXCHANGE_ARGS[@]}"
 }
 
 phase_sanitize() {
@@ -321,7 +317,7 @@ phase_sanitize() {
         [ $rc != 0 ] && [ $rc != 99 ] && [ $rc != 124 ] && what="exit $rc"
         local summ
         summ=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -n 1)
-        echo "$tool $label: $what, $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.0f", b-a}')s; $summ; $(grep -E '^RESULT' "$log" | tail -n 1)"
+        echo "$tool $label: $what, $(since "$t0" %.0f)s; $summ; $(grep -E '^RESULT' "$log" | tail -n 1)"
         note sanitize "$tool $label: $what; $summ $(grep -E '^RESULT' "$log" | tail -n 1)"
     done
 }

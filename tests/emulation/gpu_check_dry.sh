@@ -79,6 +79,8 @@ chmod +x "$TMP/bin/nvidia-smi" "$TMP/bin/compute-sanitizer"
 export PATH=$TMP/bin:$PATH OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1
 export PY=/nonexistent-python # resnet_gpu.sh: gcx only
 LOGS=$TMP/logs
+ptb=0 # the word LSTM step runs only with PTB
+[ -d "${DATA_DIR:-/nonexistent}/ptb" ] && ptb=1
 GCX_CHECK_TESTS="test_optim_cuda test_nn_cuda_lenet" "$R/scripts/gpu_check.sh" --bundle "$TMP/bundle.tar" \
     --logs "$LOGS" --quick env test train bench sanitize >"$TMP/out.txt" 2>&1
 rc=$?
@@ -98,7 +100,7 @@ done
 for c in fp32 3lc dgc; do
     has "^train +share share_resnet8_$c: [0-9]+ steps, step [0-9.]+ ms = compute" "step breakdown with $c"
 done
-if [ -d "${DATA_DIR:-/nonexistent}/ptb" ]; then has '^train +wordlstm cuda, 2 steps, exit 0: step ' "word LSTM"; fi
+if [ $ptb = 1 ]; then has '^train +wordlstm cuda, 2 steps, exit 0: step ' "word LSTM"; fi
 has '^bench +ResNet-8 +gcx \(host SGD\) +[0-9.]+ img/s' "resnet_gpu.sh, host SGD"
 has '^bench +ResNet-8 +gcx \(device SGD\) +[0-9.]+ img/s' "resnet_gpu.sh, device SGD"
 has '^bench +3lc:s=1 +4096 ' "codecs_gpu"
@@ -123,8 +125,7 @@ cp "$REPO/train_resnet" "$REPO/train_lstm" "$S/"
 check $? "gpu_check.sh with GPU runs that fail exited $?"
 n=$(grep -cE '^train +(cuda failed: |share [a-z0-9_]+: exit 1: |wordlstm cuda, 2 steps, exit 1: )[a-z]+.*$' \
     "$TMP/nogpu/summary.txt")
-want=6 # 3 pairs, 3 breakdowns, and the word LSTM with PTB
-[ -d "${DATA_DIR:-/nonexistent}/ptb" ] && want=7
+want=$((6 + ptb)) # 3 pairs, 3 breakdowns, and the word LSTM
 [ "$n" -eq "$want" ]
 check $? "failing GPU runs: $n summary lines give the error, expected $want"
 [ "$(grep -cE '^train +cpu +eval ' "$TMP/nogpu/summary.txt")" -eq 3 ]
@@ -136,8 +137,7 @@ check $? "failing GPU runs: the 3 CPU runs of the pairs still evaluate"
     >"$TMP/late.txt" 2>&1
 check $? "gpu_check.sh --deadline 1 exited $?"
 n=$(grep -c 'skipped (--deadline reached)' "$TMP/late/summary.txt")
-want=10 # the tests, 3 pairs, 3 breakdowns, 3 benchmarks, and the word LSTM with PTB
-[ -d "${DATA_DIR:-/nonexistent}/ptb" ] && want=11
+want=$((10 + ptb)) # the tests, 3 pairs, 3 breakdowns, 3 benchmarks, and the word LSTM
 [ "$n" -eq "$want" ]
 check $? "--deadline 1: $n steps said they were skipped, expected $want"
 "$R/scripts/gpu_check.sh" --deadline x >/dev/null 2>&1
