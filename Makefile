@@ -128,6 +128,8 @@ BINS      := $(notdir $(basename $(wildcard $(addprefix examples/,$(addsuffix .c
 
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+# shell tests of the built binaries' command lines
+TEST_SCRIPTS := $(wildcard tests/test_*.sh)
 
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRCS))
@@ -234,7 +236,7 @@ test-emu: $(EMU_BUILT)
 
 test: all $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_BUILT)
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(EMU_ENV) \
-	  tests/run.sh $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_TEST_BINS)
+	  tests/run.sh $(TEST_BINS) $(TEST_SCRIPTS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_TEST_BINS)
 
 # libFuzzer with ASan + UBSan, one binary per target, FUZZ_SECONDS each
 FUZZ_SECONDS ?= 60

@@ -16,7 +16,8 @@
  * seed + k.
  *
  * Exit status: 0 ok, 1 bad file or failed codec (the message names the file),
- * 2 bad command line (usage printed).
+ * 2 bad command line (usage printed). A failed encode or decode leaves no output
+ * file behind and an existing one unchanged (open_out).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -25,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/check.h"
 #include "common/crc32c.h"
@@ -38,7 +41,7 @@
 #define GCF_MAX_SPEC 511
 #define MAX_CODECS 32
 
-static void usage(FILE *fp) {
+static void usage_short(FILE *fp) {
     fprintf(fp,
             "usage:\n"
             "  gcx encode --codec SPEC [options] in.f32 out.gcf   compress raw float32 into a .gcf file\n"
@@ -51,15 +54,26 @@ static void usage(FILE *fp) {
             "  --seed N            seed of the stochastic codecs; frame k uses seed + k (default 0)\n"
             "  --frame-values N    values per frame, 1..16777216 (default 16777216)\n"
             "  -h, --help          this help and the codec list\n"
-            "files: .f32 = raw little-endian float32; .gcf = docs/FORMAT.md\n\n");
+            "files: .f32 = raw little-endian float32; .gcf = docs/FORMAT.md\n");
+}
+
+/* --help: the usage and every codec with its parameters */
+static void usage(FILE *fp) {
+    usage_short(fp);
+    fputc('\n', fp);
     codec_print_help(fp);
 }
 
+/* a bad command line: the message (none when fmt is NULL: getopt has printed it), the
+ * usage without the codec list, exit 2 */
 static void die_usage(const char *fmt, const char *arg) {
-    fprintf(stderr, "gcx: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n\n");
-    usage(stderr);
+    if (fmt) {
+        fprintf(stderr, "gcx: ");
+        fprintf(stderr, fmt, arg);
+        fprintf(stderr, "\n\n");
+    }
+    usage_short(stderr);
+    fprintf(stderr, "'gcx --help' also lists the codecs and their parameters.\n");
     exit(2);
 }
 
@@ -97,10 +111,54 @@ static void write_exact(const void *buf, size_t n, FILE *f, const char *path) {
     }
 }
 
-static void close_out(FILE *f, const char *path) {
+/* The output file is written under a temporary name beside it and renamed over the
+ * given name only once it is complete, so a failed run (bad input, codec error, full
+ * disk) leaves no partial file and an existing file as it was: every failure path
+ * exits, and the atexit handler removes the temporary file. An output that exists and
+ * is not a regular file (/dev/stdout, a pipe) is written in place. */
+static char out_tmp[4096];
+
+static void remove_out_tmp(void) {
+    if (out_tmp[0]) remove(out_tmp);
+    out_tmp[0] = 0;
+}
+
+static FILE *open_out(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return open_file(path, "wb");
+    if (snprintf(out_tmp, sizeof out_tmp, "%s.XXXXXX", path) >= (int)sizeof out_tmp) {
+        fprintf(stderr, "gcx: cannot open '%s': path too long\n", path);
+        exit(1);
+    }
+    int fd = mkstemp(out_tmp);
+    if (fd < 0) {
+        out_tmp[0] = 0;
+        fprintf(stderr, "gcx: cannot open '%s': %s\n", path, strerror(errno));
+        exit(1);
+    }
+    atexit(remove_out_tmp);
+    mode_t mask = umask(0); /* mkstemp makes 0600; a new file gets 0666 less the umask */
+    umask(mask);
+    FILE *f = fdopen(fd, "wb");
+    if (!f || fchmod(fd, 0666 & ~mask) != 0) {
+        fprintf(stderr, "gcx: cannot open '%s': %s\n", path, strerror(errno));
+        exit(1);
+    }
+    return f;
+}
+
+/* close the complete output and give it its name */
+static void commit_out(FILE *f, const char *path) {
     if (fclose(f) != 0) {
         fprintf(stderr, "gcx: cannot write '%s': %s\n", path, strerror(errno));
         exit(1);
+    }
+    if (out_tmp[0]) {
+        if (rename(out_tmp, path) != 0) {
+            fprintf(stderr, "gcx: cannot write '%s': %s\n", path, strerror(errno));
+            exit(1);
+        }
+        out_tmp[0] = 0;
     }
 }
 
@@ -211,7 +269,7 @@ static void encode_cmd(const Opts *o, const char *in, const char *out) {
     float *x = mallocCheck(4 * (n < F ? (size_t)n : F));
     size_t cap = codec_max_frame(c, n < F ? (size_t)n : F);
     uint8_t *frame = mallocCheck(cap);
-    FILE *fo = open_file(out, "wb");
+    FILE *fo = open_out(out);
     gcf_write_header(fo, out, &h);
     uint64_t bytes = 0;
     for (uint64_t at = 0, k = 0; at < n; at += F, k++) {
@@ -225,14 +283,12 @@ static void encode_cmd(const Opts *o, const char *in, const char *out) {
         if (len < 0) {
             fprintf(stderr, "gcx: cannot encode '%s' (values %llu..%llu) with %s: %s\n", in,
                     (unsigned long long)at, (unsigned long long)(at + m - 1), h.spec, gc_strerror((int)len));
-            fclose(fo);
-            remove(out);
             exit(1);
         }
         write_exact(frame, (size_t)len, fo, out);
         bytes += (uint64_t)len;
     }
-    close_out(fo, out);
+    commit_out(fo, out);
     fclose(fi);
     printf("%s: %llu values -> %s: %llu bytes in %llu frames (%.4f bits/value, ratio %.2f) with %s\n", in,
            (unsigned long long)n, out, (unsigned long long)(bytes + GCF_FIXED + strlen(h.spec) + 4),
@@ -288,7 +344,7 @@ static void decode_cmd(const char *in, const char *out) {
     float *y = mallocCheck(4 * bufn);
     uint8_t *frame = NULL;
     size_t fcap = 0;
-    FILE *fo = open_file(out, "wb");
+    FILE *fo = open_out(out);
     for (uint64_t at = 0, k = 0; at < h.count; at += F, k++) {
         size_t m = h.count - at < F ? (size_t)(h.count - at) : F;
         size_t len = read_frame(&frame, &fcap, c, m, k, fi, in);
@@ -296,19 +352,15 @@ static void decode_cmd(const char *in, const char *out) {
         if (rc) {
             fprintf(stderr, "gcx: '%s': frame %llu does not decode: %s\n", in, (unsigned long long)k,
                     gc_strerror(rc));
-            fclose(fo);
-            remove(out);
             exit(1);
         }
         write_exact(y, 4 * m, fo, out);
     }
     if (fgetc(fi) != EOF) {
         fprintf(stderr, "gcx: '%s': bytes after the last frame (corrupt or concatenated file)\n", in);
-        fclose(fo);
-        remove(out);
         exit(1);
     }
-    close_out(fo, out);
+    commit_out(fo, out);
     fclose(fi);
     printf("%s: %llu values (%s) -> %s\n", in, (unsigned long long)h.count, h.spec, out);
     free(y);
@@ -414,10 +466,7 @@ static void stats_cmd(const Opts *o, const char *in) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
+    if (argc < 2) die_usage(NULL, NULL);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;
@@ -465,7 +514,7 @@ int main(int argc, char **argv) {
             o.frame_values = (uint32_t)v;
             break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: die_usage(NULL, NULL);
         }
     }
     int nargs = argc - optind;

@@ -91,14 +91,20 @@ void train_options_merge(struct option *out, int cap, const struct option *own) 
     memset(&out[n], 0, sizeof out[n]);
 }
 
+/* the last line of every command-line error */
+static void usage_hint_exit(const char *prog) {
+    fprintf(stderr, "Try '%s --help' for the usage.\n", prog);
+    exit(2);
+}
+
 void train_usage_error(const char *prog, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "%s: ", prog);
     vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\nTry '%s --help' for the usage.\n", prog);
+    fputc('\n', stderr);
     va_end(ap);
-    exit(2);
+    usage_hint_exit(prog);
 }
 
 static int bad(const char *flag, const char *arg, const char *want) {
@@ -226,24 +232,56 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
     return 0;
 }
 
-int train_opts_finish(TrainOpts *o) {
-    if (o->dist.bandwidth == 0 && o->dist.latency > 0) {
-        fprintf(stderr, "error: --latency needs --bandwidth\n");
+/* --optim with the shorthand flags over it, and --schedule; 0, or -1 after printing the error */
+static int parse_optim_sched(const TrainOpts *o, OptConfig *oc, LrSched *sched) {
+    char err[512];
+    if (opt_config_parse(oc, o->optim, err, sizeof err)) {
+        fprintf(stderr, "error: --optim: %s\n", err);
+        return -1;
+    }
+    /* a shorthand flag the optimizer has no use for is an error, not ignored */
+    const char *unused = o->momentum >= 0 && !opt_key_applies(oc->kind, "momentum") ? "--momentum"
+                         : o->nesterov > 0 && !opt_key_applies(oc->kind, "nesterov") ? "--nesterov"
+                                                                                       : NULL;
+    if (unused) {
+        fprintf(stderr, "error: %s does not apply to --optim %s\n", unused, opt_kind_name(oc->kind));
+        return -1;
+    }
+    if (o->momentum >= 0) oc->momentum = o->momentum;
+    if (o->wd >= 0) oc->weight_decay = o->wd;
+    if (o->nesterov > 0) oc->nesterov = 1;
+    if (opt_config_validate(oc, err, sizeof err)) {
+        fprintf(stderr, "error: optimizer: %s\n", err);
+        return -1;
+    }
+    if (lr_sched_parse(sched, o->schedule, o->lr, err, sizeof err)) {
+        fprintf(stderr, "error: --schedule: %s\n", err);
         return -1;
     }
     return 0;
 }
 
+/* checks across options, before any data is read: the caller exits with status 2 */
+int train_opts_finish(TrainOpts *o) {
+    if (o->dist.bandwidth == 0 && o->dist.latency > 0) {
+        fprintf(stderr, "error: --latency needs --bandwidth\n");
+        return -1;
+    }
+    OptConfig oc;
+    LrSched sched;
+    return parse_optim_sched(o, &oc, &sched);
+}
+
 void train_opts_getopt(TrainOpts *o, int c, char **argv) {
     if (c == '?') train_usage_error(argv[0], "unknown or incomplete option '%s'", argv[optind - 1]);
     int r = train_opts_handle(o, c, optarg);
-    if (r < 0) train_usage_error(argv[0], "bad value for '%s'", argv[optind - 1]);
+    if (r < 0) usage_hint_exit(argv[0]); /* train_opts_handle has said what is wrong */
     if (r == 0) train_usage_error(argv[0], "unknown option '%s'", argv[optind - 1]);
 }
 
 void train_opts_done(TrainOpts *o, int argc, char **argv) {
     if (optind < argc) train_usage_error(argv[0], "unexpected argument '%s'", argv[optind]);
-    if (train_opts_finish(o)) exit(2);
+    if (train_opts_finish(o)) usage_hint_exit(argv[0]);
 }
 
 void train_opts_help(FILE *fp, const TrainOpts *d) {
@@ -270,6 +308,7 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --resume FILE        continue a run from its checkpoint, exactly as if never stopped\n"
             "  --data-dir DIR       where the datasets are (default $DATA_DIR, else data/)\n"
             "  --quiet              no per-tensor policy table\n"
+            "  --help               this help\n"
             "Distributed (docs/DIST.md):\n"
             "  --workers N          data-parallel workers (default %d); threads of this process unless\n"
             "                       started by mpirun, where every process is one worker\n"
@@ -963,23 +1002,7 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
     Shared sh = {0};
     sh.o = o;
     sh.task = task;
-    char err[512];
-    /* optimizer: the spec, then the shorthand flags */
-    if (opt_config_parse(&sh.oc, o->optim, err, sizeof err)) {
-        fprintf(stderr, "error: --optim: %s\n", err);
-        return 2;
-    }
-    if (o->momentum >= 0) sh.oc.momentum = o->momentum;
-    if (o->wd >= 0) sh.oc.weight_decay = o->wd;
-    if (o->nesterov > 0) sh.oc.nesterov = 1;
-    if (opt_config_validate(&sh.oc, err, sizeof err)) {
-        fprintf(stderr, "error: optimizer: %s\n", err);
-        return 2;
-    }
-    if (lr_sched_parse(&sh.sched, o->schedule, o->lr, err, sizeof err)) {
-        fprintf(stderr, "error: --schedule: %s\n", err);
-        return 2;
-    }
+    if (parse_optim_sched(o, &sh.oc, &sh.sched)) return 2;
     task->cuda = o->cuda;
 #ifdef HAVE_CUDA
     /* said once here, rather than by every worker's model */

@@ -152,6 +152,12 @@ int opt_config_validate(const OptConfig *c, char *err, size_t errlen) {
     return 0;
 }
 
+int opt_key_applies(OptKind kind, const char *key) {
+    for (int i = 0; i < N_OPT_KEYS; i++)
+        if (!strcmp(opt_keys[i].key, key)) return (opt_keys[i].kinds & (1 << kind)) != 0;
+    return 0;
+}
+
 int opt_config_parse(OptConfig *c, const char *spec, char *err, size_t errlen) {
     if (!spec || !*spec) {
         ERRF("empty optimizer spec (try sgd, momentum, nesterov, adam, adamw, adagrad, rmsprop)");

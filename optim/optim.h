@@ -103,6 +103,8 @@ void opt_config_default(OptConfig *c, OptKind kind);
 int opt_config_validate(const OptConfig *c, char *err, size_t errlen);
 /* Parse "NAME[:key=value,...]" (see opt_help). 0, or -GC_ERR_PARAM with a message in err. */
 int opt_config_parse(OptConfig *c, const char *spec, char *err, size_t errlen);
+/* 1 if the spec key (wd, momentum, nesterov, beta1, ...) applies to this kind, else 0 */
+int opt_key_applies(OptKind kind, const char *key);
 /* canonical spec string that opt_config_parse reads back to the same config */
 int opt_config_describe(const OptConfig *c, char *buf, size_t n);
 /* --optim help text */

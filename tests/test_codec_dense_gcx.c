@@ -37,6 +37,12 @@ static int run(char *out, size_t cap, const char *fmt, ...) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+static mode_t current_umask(void) {
+    mode_t m = umask(0);
+    umask(m);
+    return m;
+}
+
 static void write_f32(const char *path, const float *x, size_t n) {
     FILE *f = fopenCheck(path, "wb");
     fwriteCheck(x, 4, n, f);
@@ -109,6 +115,25 @@ static void test_every_codec(void) {
     CHECK(all, "gcx --help lists every codec");
 }
 
+/* a failed run left path as it was (holding the sentinel text) and no temporary file */
+static int kept_as_it_was(const char *path) {
+    uint8_t *b;
+    size_t n = read_all(path, &b);
+    int same = b && n == strlen("sentinel") && !memcmp(b, "sentinel", n);
+    free(b);
+    char out[4096];
+    run(out, sizeof out, "ls -a %s", dir);
+    char tmp[160];
+    snprintf(tmp, sizeof tmp, "%s.", strrchr(path, '/') + 1);
+    return same && !strstr(out, tmp);
+}
+
+static void put_sentinel(const char *path) {
+    FILE *f = fopenCheck(path, "wb");
+    fputs("sentinel", f);
+    fcloseCheck(f);
+}
+
 static void test_bad_command_lines(void) {
     char out[8192], in[128];
     snprintf(in, sizeof in, "%s/x.f32", dir);
@@ -166,9 +191,12 @@ static void test_bad_files(void) {
         if (cases[i].extra > 0) fputc(0, f);
         fcloseCheck(f);
         free(c);
+        put_sentinel(y);
         rc = run(out, sizeof out, "./gcx decode %s %s", bad, y);
         CHECK(rc == 1 && strstr(out, bad) != NULL, "%s: exit 1 naming the file (got %d: %.200s)", cases[i].what, rc,
               out);
+        CHECK(kept_as_it_was(y), "%s: the existing output file is unchanged, no temporary file is left",
+              cases[i].what);
     }
     free(g);
     rc = run(out, sizeof out, "./gcx decode %s/missing.gcf %s", dir, y);
@@ -180,8 +208,19 @@ static void test_bad_files(void) {
     CHECK(rc == 1 && strstr(out, bad) && strstr(out, "multiple of 4"), "odd-sized .f32 rejected naming it");
     float nanv[4] = {1, NAN, 2, 3};
     write_f32(bad, nanv, 4);
-    rc = run(out, sizeof out, "./gcx encode --codec 3lc %s %s/z.gcf", bad, dir);
+    char z[128];
+    snprintf(z, sizeof z, "%s/z.gcf", dir);
+    put_sentinel(z);
+    rc = run(out, sizeof out, "./gcx encode --codec 3lc %s %s", bad, z);
     CHECK(rc == 1 && strstr(out, bad), "a codec error (NaN for 3lc) exits 1 naming the file");
+    CHECK(kept_as_it_was(z), "after the codec error the existing .gcf is unchanged, no temporary file is left");
+    /* a complete run replaces the file, with the permissions of a new one */
+    rc = run(out, sizeof out, "./gcx encode --codec fp16 %s %s", in, z);
+    struct stat st;
+    CHECK(rc == 0 && stat(z, &st) == 0 && st.st_size > 8 && (st.st_mode & 0777) == (0666 & ~current_umask()),
+          "a successful encode replaces the existing file (mode %o)", (unsigned)(st.st_mode & 0777));
+    rc = run(out, sizeof out, "./gcx decode %s /dev/null", gcf);
+    CHECK(rc == 0, "decoding to /dev/null writes in place (got %d: %.200s)", rc, out);
 }
 
 int main(void) {

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The trainers' command lines (./train_resnet, ./train_lenet, ./train_lstm, built by
+# `make` before `make test`; run from the repository root):
+#  - --help exits 0 on stdout and names every long option the binary accepts (the
+#    option tables in examples/trainer.c and examples/train_<name>.c);
+#  - a bad value, an unknown or incomplete option, a stray argument or an inconsistent
+#    combination exits 2 before any data is read (DATA_DIR points nowhere, so a check
+#    made after loading would show the dataset error instead), with exactly two lines
+#    on stderr: one naming the option and the value, then "Try '<bin> --help' ...";
+#  - a missing dataset exits 1 with a message naming the expected path.
+# Ends with "RESULT passed failed" (tests/run.sh).
+set -u
+cd "$(dirname "$0")/.." || exit 1
+passed=0 failed=0
+check() { # condition-status, message
+    if [ "$1" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $2"; fi
+}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1 DATA_DIR=$TMP/nowhere
+
+for b in train_resnet train_lenet train_lstm; do
+    if [ ! -x "./$b" ]; then echo "FAIL: ./$b not found: build it first (make)"; echo "RESULT 0 1"; exit 1; fi
+done
+
+# --help: status 0, and every option of the binary's tables appears as --name
+for b in train_resnet train_lenet train_lstm; do
+    "./$b" --help >"$TMP/help" 2>"$TMP/err"
+    check $? "$b --help exits 0"
+    check "$([ -s "$TMP/help" ] && [ ! -s "$TMP/err" ]; echo $?)" "$b --help writes to stdout only"
+    opts=$(grep -ho '{"[a-z0-9-]*", *\(required\|no\|optional\)_argument' examples/trainer.c "examples/$b.c" |
+           sed 's/{"\([a-z0-9-]*\)".*/\1/' | sort -u)
+    n=0 missing=""
+    for o in $opts; do
+        n=$((n + 1))
+        grep -q -- "--$o\b" "$TMP/help" || missing="$missing --$o"
+    done
+    check "$([ "$n" -ge 30 ] && [ -z "$missing" ]; echo $?)" "$b --help names all $n options (missing:${missing:- none})"
+done
+
+# bad_cli BIN EXPECT ARGS...: exit 2, stderr = one line containing EXPECT, then the hint
+bad_cli() {
+    local b=$1 want=$2
+    shift 2
+    "./$b" "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    local first hint lines
+    first=$(sed -n 1p "$TMP/err")
+    hint=$(sed -n 2p "$TMP/err")
+    lines=$(wc -l <"$TMP/err")
+    if [ "$rc" -eq 2 ] && [ "$lines" -eq 2 ] && [ ! -s "$TMP/out" ] && [[ "$first" == *"$want"* ]] &&
+       [ "$hint" = "Try './$b --help' for the usage." ]; then
+        check 0 ""
+    else
+        check 1 "$b $*: expected exit 2 and '...$want...' + the hint; got exit $rc, stderr: $(head -c 400 "$TMP/err")"
+    fi
+}
+
+for b in train_resnet train_lenet train_lstm; do
+    bad_cli $b "--workers 0" --workers 0
+    bad_cli $b "--eval-every -2" --eval-every -2
+    bad_cli $b "--lr abc" --lr abc
+    bad_cli $b "unknown codec 'foo'" --codec foo
+    bad_cli $b "sbc:p=2" --codec sbc:p=2
+    bad_cli $b "--layer-codec" --layer-codec nosuch
+    bad_cli $b "--device tpu" --device tpu
+    bad_cli $b "--backend nope" --backend nope
+    bad_cli $b "--topology star" --topology star
+    bad_cli $b "--bandwidth fast" --bandwidth fast
+    bad_cli $b "unknown optimizer 'nope'" --optim nope
+    bad_cli $b "'foo'" --optim sgd:foo=1
+    bad_cli $b "Nesterov momentum requires a momentum" --optim sgd --momentum 0 --nesterov
+    bad_cli $b "--momentum does not apply to --optim adam" --optim adam --momentum 0.5
+    bad_cli $b "--nesterov does not apply to --optim rmsprop" --optim rmsprop --nesterov
+    bad_cli $b "unknown lr schedule 'nope'" --schedule nope
+    bad_cli $b "--latency needs --bandwidth" --latency 1ms
+    bad_cli $b "'--bogus'" --bogus
+    bad_cli $b "'--steps'" --steps
+    bad_cli $b "'extra'" --steps 1 extra
+done
+bad_cli train_resnet "--depth 21" --depth 21
+bad_cli train_resnet "--shortcut C" --shortcut C
+bad_cli train_lenet "--shard x" --shard x
+bad_cli train_lstm "--model foo" --model foo
+bad_cli train_lstm "--dropout 1" --dropout 1
+
+# a missing dataset: exit 1, naming the path it looked for
+for spec in "train_resnet:cifar-10-batches-bin" "train_lenet:mnist" "train_lstm:ptb"; do
+    b=${spec%%:*} want=$TMP/nowhere/${spec#*:}
+    "./$b" --steps 1 >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    check "$([ "$rc" -eq 1 ] && grep -q -- "$want" "$TMP/err"; echo $?)" \
+        "$b with no dataset: expected exit 1 naming $want; got exit $rc: $(head -c 300 "$TMP/err")"
+done
+echo "RESULT $passed $failed"
+[ "$failed" -eq 0 ]
