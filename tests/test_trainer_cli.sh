@@ -2,7 +2,8 @@
 # The trainers' command lines (./train_resnet, ./train_lenet, ./train_lstm, built by
 # `make` before `make test`; run from the repository root):
 #  - --help exits 0 on stdout and names every long option the binary accepts (the
-#    option tables in examples/trainer.c and examples/train_<name>.c);
+#    option tables in examples/trainer.c and examples/train_<name>.c), and README.md
+#    names every option of the trainers and of gcx;
 #  - a bad value, an unknown or incomplete option, a stray argument or an inconsistent
 #    combination exits 2 before any data is read (DATA_DIR points nowhere, so a check
 #    made after loading would show the dataset error instead), with exactly two lines
@@ -37,6 +38,14 @@ for b in train_resnet train_lenet train_lstm; do
     done
     check "$([ "$n" -ge 30 ] && [ -z "$missing" ]; echo $?)" "$b --help names all $n options (missing:${missing:- none})"
 done
+
+# the README documents every option of the trainers and of gcx
+missing=""
+for o in $(grep -ho '{"[a-z0-9-]*", *\(required\|no\|optional\)_argument' examples/*.c | sed 's/{"\([a-z0-9-]*\)".*/\1/' |
+           sort -u); do
+    [ "$o" = help ] || grep -q -- "--$o\b" README.md || missing="$missing --$o"
+done
+check "$([ -z "$missing" ]; echo $?)" "README.md documents every option (missing:${missing:- none})"
 
 # bad_cli BIN EXPECT ARGS...: exit 2, stderr = one line containing EXPECT, then the hint
 bad_cli() {
