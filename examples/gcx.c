@@ -114,8 +114,9 @@ static void write_exact(const void *buf, size_t n, FILE *f, const char *path) {
 /* The output file is written under a temporary name beside it and renamed over the
  * given name only once it is complete, so a failed run (bad input, codec error, full
  * disk) leaves no partial file and an existing file as it was: every failure path
- * exits, and the atexit handler removes the temporary file. An output that exists and
- * is not a regular file (/dev/stdout, a pipe) is written in place. */
+ * exits, and the atexit handler removes the temporary file. A replaced file keeps its
+ * mode. An output that exists and is not a regular file (/dev/stdout, a pipe, a
+ * symbolic link, which stays a link) is written in place. */
 static char out_tmp[4096];
 
 static void remove_out_tmp(void) {
@@ -125,7 +126,8 @@ static void remove_out_tmp(void) {
 
 static FILE *open_out(const char *path) {
     struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return open_file(path, "wb");
+    int exists = lstat(path, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode)) return open_file(path, "wb");
     if (snprintf(out_tmp, sizeof out_tmp, "%s.XXXXXX", path) >= (int)sizeof out_tmp) {
         fprintf(stderr, "gcx: cannot open '%s': path too long\n", path);
         exit(1);
@@ -137,10 +139,11 @@ static FILE *open_out(const char *path) {
         exit(1);
     }
     atexit(remove_out_tmp);
-    mode_t mask = umask(0); /* mkstemp makes 0600; a new file gets 0666 less the umask */
+    /* mkstemp makes 0600: a replaced file keeps its mode, a new one gets 0666 less the umask */
+    mode_t mask = umask(0);
     umask(mask);
     FILE *f = fdopen(fd, "wb");
-    if (!f || fchmod(fd, 0666 & ~mask) != 0) {
+    if (!f || fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask) != 0) {
         fprintf(stderr, "gcx: cannot open '%s': %s\n", path, strerror(errno));
         exit(1);
     }

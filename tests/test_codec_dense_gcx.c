@@ -214,11 +214,24 @@ static void test_bad_files(void) {
     rc = run(out, sizeof out, "./gcx encode --codec 3lc %s %s", bad, z);
     CHECK(rc == 1 && strstr(out, bad), "a codec error (NaN for 3lc) exits 1 naming the file");
     CHECK(kept_as_it_was(z), "after the codec error the existing .gcf is unchanged, no temporary file is left");
-    /* a complete run replaces the file, with the permissions of a new one */
+    /* a complete run replaces the file and keeps its mode; a new file gets 0666 less the umask */
+    chmod(z, 0640);
     rc = run(out, sizeof out, "./gcx encode --codec fp16 %s %s", in, z);
     struct stat st;
-    CHECK(rc == 0 && stat(z, &st) == 0 && st.st_size > 8 && (st.st_mode & 0777) == (0666 & ~current_umask()),
-          "a successful encode replaces the existing file (mode %o)", (unsigned)(st.st_mode & 0777));
+    CHECK(rc == 0 && stat(z, &st) == 0 && st.st_size > 8 && (st.st_mode & 0777) == 0640,
+          "a successful encode replaces the existing file, keeping its mode (%o)", (unsigned)(st.st_mode & 0777));
+    char z2[160], link[160];
+    snprintf(z2, sizeof z2, "%s/new.gcf", dir);
+    rc = run(out, sizeof out, "./gcx encode --codec fp16 %s %s", in, z2);
+    CHECK(rc == 0 && stat(z2, &st) == 0 && (st.st_mode & 0777) == (0666 & ~current_umask()),
+          "a new file gets 0666 less the umask (%o)", (unsigned)(st.st_mode & 0777));
+    /* a symbolic link stays a link: the file it names is written */
+    snprintf(link, sizeof link, "%s/link.gcf", dir);
+    CHECK(symlink(z2, link) == 0, "make a link");
+    rc = run(out, sizeof out, "./gcx encode --codec 3lc %s %s", in, link);
+    struct stat lst;
+    CHECK(rc == 0 && lstat(link, &lst) == 0 && S_ISLNK(lst.st_mode) && stat(z2, &st) == 0 && st.st_size < 4000,
+          "encoding to a symbolic link writes the file it names (rc %d)", rc);
     rc = run(out, sizeof out, "./gcx decode %s /dev/null", gcf);
     CHECK(rc == 0, "decoding to /dev/null writes in place (got %d: %.200s)", rc, out);
 }
