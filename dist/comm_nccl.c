@@ -1,4 +1,5 @@
-/* NCCL backend: one GPU per process, bootstrapped through MPI (dist/comm_nccl.h).
+/* NCCL backend: one GPU per process, bootstrapped through MPI (dist/comm_nccl.h);
+ * a process not started by an MPI launcher is a communicator of one rank without MPI.
  *
  * Every call takes host buffers, copies them to device staging buffers on the
  * backend's stream, runs the NCCL collective or grouped point-to-point
@@ -27,21 +28,47 @@
 
 #include "common/cuda_check.h"
 
-static void mpi_check_(int err, const char *file, int line) {
+/* A failed call ends the whole job: under MPI with MPI_Abort, so that the other
+ * ranks do not wait forever inside an NCCL operation (the communicator is blocking
+ * and nothing polls ncclCommGetAsyncError); a single process just exits. */
+static void job_abort(void) {
+    int inited = 0, fin = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&fin);
+    if (inited && !fin) MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+static void fail_(const char *lib, const char *msg, const char *call, const char *file, int line) {
+    fprintf(stderr, "error: nccl backend: %s error: %s in %s at %s:%d\n", lib, msg, call, file, line);
+    job_abort();
+}
+
+static void mpi_check_(int err, const char *call, const char *file, int line) {
     if (err != MPI_SUCCESS) {
         char msg[MPI_MAX_ERROR_STRING];
         int len = 0;
         MPI_Error_string(err, msg, &len);
-        fprintf(stderr, "MPI error: %s at %s:%d\n", msg, file, line);
-        MPI_Abort(MPI_COMM_WORLD, 1);
+        fail_("MPI", msg, call, file, line);
     }
 }
-#define mpiCheckN(x) mpi_check_((x), __FILE__, __LINE__)
+#define mpiCheckN(x) mpi_check_((x), #x, __FILE__, __LINE__)
+#define cudaCheckN(x)                                                                   \
+    do {                                                                                \
+        cudaError_t e_ = (x);                                                           \
+        if (e_ != cudaSuccess) fail_("CUDA", cudaGetErrorString(e_), #x, __FILE__, __LINE__); \
+    } while (0)
+#define ncclCheckN(x)                                                                   \
+    do {                                                                                \
+        ncclResult_t r_ = (x);                                                          \
+        if (r_ != ncclSuccess) fail_("NCCL", ncclGetErrorString(r_), #x, __FILE__, __LINE__); \
+    } while (0)
 
 typedef struct {
     ncclComm_t nccl;
     cudaStream_t stream;
     int device;
+    int mpi; /* bootstrapped through MPI (0: one process on its own, no MPI) */
     uint8_t *dsend, *drecv; /* staging, grown on demand */
     size_t send_cap, recv_cap;
     uint64_t *dlen; /* [2 + size] lengths */
@@ -56,16 +83,16 @@ static void grow(uint8_t **p, size_t *cap, size_t need) {
     if (need <= *cap) return;
     size_t nc = *cap ? *cap : 1 << 16;
     while (nc < need) nc *= 2;
-    if (*p) cudaCheck(cudaFree(*p));
-    cudaCheck(cudaMalloc((void **)p, nc));
+    if (*p) cudaCheckN(cudaFree(*p));
+    cudaCheckN(cudaMalloc((void **)p, nc));
     *cap = nc;
 }
 
-static void sync_stream(NcclImpl *m) { cudaCheck(cudaStreamSynchronize(m->stream)); }
+static void sync_stream(NcclImpl *m) { cudaCheckN(cudaStreamSynchronize(m->stream)); }
 
 static void n_barrier(Comm *c) {
     sync_stream(impl(c));
-    mpiCheckN(MPI_Barrier(MPI_COMM_WORLD));
+    if (impl(c)->mpi) mpiCheckN(MPI_Barrier(MPI_COMM_WORLD));
 }
 
 static void count_allreduce(Comm *c, size_t bytes) {
@@ -80,9 +107,9 @@ static void allreduce_any(Comm *c, void *buf, size_t n, size_t esize, ncclDataTy
     size_t bytes = n * esize;
     if (n) {
         grow(&m->dsend, &m->send_cap, bytes);
-        cudaCheck(cudaMemcpyAsync(m->dsend, buf, bytes, cudaMemcpyHostToDevice, m->stream));
-        ncclCheck(ncclAllReduce(m->dsend, m->dsend, n, type, op == COMM_SUM ? ncclSum : ncclMax, m->nccl, m->stream));
-        cudaCheck(cudaMemcpyAsync(buf, m->dsend, bytes, cudaMemcpyDeviceToHost, m->stream));
+        cudaCheckN(cudaMemcpyAsync(m->dsend, buf, bytes, cudaMemcpyHostToDevice, m->stream));
+        ncclCheckN(ncclAllReduce(m->dsend, m->dsend, n, type, op == COMM_SUM ? ncclSum : ncclMax, m->nccl, m->stream));
+        cudaCheckN(cudaMemcpyAsync(buf, m->dsend, bytes, cudaMemcpyDeviceToHost, m->stream));
         sync_stream(m);
     }
     count_allreduce(c, bytes);
@@ -99,9 +126,9 @@ static void n_allreduce_f64(Comm *c, double *buf, size_t n, CommOp op) {
 static void gather_lengths(Comm *c, size_t len) {
     NcclImpl *m = impl(c);
     uint64_t mine = len;
-    cudaCheck(cudaMemcpyAsync(m->dlen, &mine, sizeof mine, cudaMemcpyHostToDevice, m->stream));
-    ncclCheck(ncclAllGather(m->dlen, m->dlen + 2, 1, ncclUint64, m->nccl, m->stream));
-    cudaCheck(cudaMemcpyAsync(m->hlen, m->dlen + 2, (size_t)c->size * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+    cudaCheckN(cudaMemcpyAsync(m->dlen, &mine, sizeof mine, cudaMemcpyHostToDevice, m->stream));
+    ncclCheckN(ncclAllGather(m->dlen, m->dlen + 2, 1, ncclUint64, m->nccl, m->stream));
+    cudaCheckN(cudaMemcpyAsync(m->hlen, m->dlen + 2, (size_t)c->size * sizeof(uint64_t), cudaMemcpyDeviceToHost,
                               m->stream));
     sync_stream(m);
 }
@@ -123,27 +150,27 @@ static void n_allgatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *dat
         grow(&m->drecv, &m->recv_cap, total);
         if (len) {
             grow(&m->dsend, &m->send_cap, len);
-            cudaCheck(cudaMemcpyAsync(m->dsend, data, len, cudaMemcpyHostToDevice, m->stream));
+            cudaCheckN(cudaMemcpyAsync(m->dsend, data, len, cudaMemcpyHostToDevice, m->stream));
         }
-        ncclCheck(ncclGroupStart());
+        ncclCheckN(ncclGroupStart());
         size_t at = 0;
         for (int k = 0; k < N; k++) {
             if (k != r) {
-                if (len) ncclCheck(ncclSend(m->dsend, len, ncclUint8, k, m->nccl, m->stream));
-                if (lens[k]) ncclCheck(ncclRecv(m->drecv + at, lens[k], ncclUint8, k, m->nccl, m->stream));
+                if (len) ncclCheckN(ncclSend(m->dsend, len, ncclUint8, k, m->nccl, m->stream));
+                if (lens[k]) ncclCheckN(ncclRecv(m->drecv + at, lens[k], ncclUint8, k, m->nccl, m->stream));
             }
             at += lens[k];
         }
-        ncclCheck(ncclGroupEnd());
-        cudaCheck(cudaMemcpyAsync(out->p, m->drecv, total, cudaMemcpyDeviceToHost, m->stream));
+        ncclCheckN(ncclGroupEnd());
+        cudaCheckN(cudaMemcpyAsync(out->p, m->drecv, total, cudaMemcpyDeviceToHost, m->stream));
         sync_stream(m);
     } else if (len) { /* every peer sends nothing, still everybody must send ours */
         grow(&m->dsend, &m->send_cap, len);
-        cudaCheck(cudaMemcpyAsync(m->dsend, data, len, cudaMemcpyHostToDevice, m->stream));
-        ncclCheck(ncclGroupStart());
+        cudaCheckN(cudaMemcpyAsync(m->dsend, data, len, cudaMemcpyHostToDevice, m->stream));
+        ncclCheckN(ncclGroupStart());
         for (int k = 0; k < N; k++)
-            if (k != r) ncclCheck(ncclSend(m->dsend, len, ncclUint8, k, m->nccl, m->stream));
-        ncclCheck(ncclGroupEnd());
+            if (k != r) ncclCheckN(ncclSend(m->dsend, len, ncclUint8, k, m->nccl, m->stream));
+        ncclCheckN(ncclGroupEnd());
         sync_stream(m);
     }
     if (len) memcpy(out->p + at_mine, data, len); /* own frame: not staged back */
@@ -165,14 +192,14 @@ static void n_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, 
         out->len = total;
         if (total > len) {
             grow(&m->drecv, &m->recv_cap, total);
-            ncclCheck(ncclGroupStart());
+            ncclCheckN(ncclGroupStart());
             size_t at = 0;
             for (int k = 0; k < N; k++) {
-                if (k != r && lens[k]) ncclCheck(ncclRecv(m->drecv + at, lens[k], ncclUint8, k, m->nccl, m->stream));
+                if (k != r && lens[k]) ncclCheckN(ncclRecv(m->drecv + at, lens[k], ncclUint8, k, m->nccl, m->stream));
                 at += lens[k];
             }
-            ncclCheck(ncclGroupEnd());
-            cudaCheck(cudaMemcpyAsync(out->p, m->drecv, total, cudaMemcpyDeviceToHost, m->stream));
+            ncclCheckN(ncclGroupEnd());
+            cudaCheckN(cudaMemcpyAsync(out->p, m->drecv, total, cudaMemcpyDeviceToHost, m->stream));
             sync_stream(m);
         }
         if (len) memcpy(out->p + at_root, data, len);
@@ -181,8 +208,8 @@ static void n_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, 
     } else {
         if (len) {
             grow(&m->dsend, &m->send_cap, len);
-            cudaCheck(cudaMemcpyAsync(m->dsend, data, len, cudaMemcpyHostToDevice, m->stream));
-            ncclCheck(ncclSend(m->dsend, len, ncclUint8, root, m->nccl, m->stream));
+            cudaCheckN(cudaMemcpyAsync(m->dsend, data, len, cudaMemcpyHostToDevice, m->stream));
+            ncclCheckN(ncclSend(m->dsend, len, ncclUint8, root, m->nccl, m->stream));
             sync_stream(m);
         }
         c->sent += len;
@@ -192,19 +219,19 @@ static void n_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, 
 static void n_bcast(Comm *c, ByteBuf *buf, int root) {
     NcclImpl *m = impl(c);
     uint64_t len = c->rank == root ? buf->len : 0;
-    cudaCheck(cudaMemcpyAsync(m->dlen, &len, sizeof len, cudaMemcpyHostToDevice, m->stream));
-    ncclCheck(ncclBroadcast(m->dlen, m->dlen, 1, ncclUint64, root, m->nccl, m->stream));
-    cudaCheck(cudaMemcpyAsync(&len, m->dlen, sizeof len, cudaMemcpyDeviceToHost, m->stream));
+    cudaCheckN(cudaMemcpyAsync(m->dlen, &len, sizeof len, cudaMemcpyHostToDevice, m->stream));
+    ncclCheckN(ncclBroadcast(m->dlen, m->dlen, 1, ncclUint64, root, m->nccl, m->stream));
+    cudaCheckN(cudaMemcpyAsync(&len, m->dlen, sizeof len, cudaMemcpyDeviceToHost, m->stream));
     sync_stream(m);
     bytebuf_reserve(buf, (size_t)len);
     buf->len = (size_t)len;
     if (len) {
         grow(&m->dsend, &m->send_cap, (size_t)len);
         if (c->rank == root)
-            cudaCheck(cudaMemcpyAsync(m->dsend, buf->p, (size_t)len, cudaMemcpyHostToDevice, m->stream));
-        ncclCheck(ncclBroadcast(m->dsend, m->dsend, (size_t)len, ncclUint8, root, m->nccl, m->stream));
+            cudaCheckN(cudaMemcpyAsync(m->dsend, buf->p, (size_t)len, cudaMemcpyHostToDevice, m->stream));
+        ncclCheckN(ncclBroadcast(m->dsend, m->dsend, (size_t)len, ncclUint8, root, m->nccl, m->stream));
         if (c->rank != root)
-            cudaCheck(cudaMemcpyAsync(buf->p, m->dsend, (size_t)len, cudaMemcpyDeviceToHost, m->stream));
+            cudaCheckN(cudaMemcpyAsync(buf->p, m->dsend, (size_t)len, cudaMemcpyDeviceToHost, m->stream));
         sync_stream(m);
     }
     if (c->rank == root) c->sent += len * (uint64_t)(c->size - 1);
@@ -221,24 +248,24 @@ static void n_sendrecv(Comm *c, ByteBuf *out, int src, const uint8_t *data, size
         if (len) memmove(out->p, data, len);
     } else {
         uint64_t mine = len;
-        cudaCheck(cudaMemcpyAsync(m->dlen, &mine, sizeof mine, cudaMemcpyHostToDevice, m->stream));
-        ncclCheck(ncclGroupStart());
-        ncclCheck(ncclSend(m->dlen, 1, ncclUint64, dst, m->nccl, m->stream));
-        ncclCheck(ncclRecv(m->dlen + 1, 1, ncclUint64, src, m->nccl, m->stream));
-        ncclCheck(ncclGroupEnd());
-        cudaCheck(cudaMemcpyAsync(&theirs, m->dlen + 1, sizeof theirs, cudaMemcpyDeviceToHost, m->stream));
+        cudaCheckN(cudaMemcpyAsync(m->dlen, &mine, sizeof mine, cudaMemcpyHostToDevice, m->stream));
+        ncclCheckN(ncclGroupStart());
+        ncclCheckN(ncclSend(m->dlen, 1, ncclUint64, dst, m->nccl, m->stream));
+        ncclCheckN(ncclRecv(m->dlen + 1, 1, ncclUint64, src, m->nccl, m->stream));
+        ncclCheckN(ncclGroupEnd());
+        cudaCheckN(cudaMemcpyAsync(&theirs, m->dlen + 1, sizeof theirs, cudaMemcpyDeviceToHost, m->stream));
         sync_stream(m);
         bytebuf_reserve(out, (size_t)theirs);
         if (len || theirs) {
             grow(&m->dsend, &m->send_cap, len);
             grow(&m->drecv, &m->recv_cap, (size_t)theirs);
-            if (len) cudaCheck(cudaMemcpyAsync(m->dsend, data, len, cudaMemcpyHostToDevice, m->stream));
-            ncclCheck(ncclGroupStart());
-            if (len) ncclCheck(ncclSend(m->dsend, len, ncclUint8, dst, m->nccl, m->stream));
-            if (theirs) ncclCheck(ncclRecv(m->drecv, (size_t)theirs, ncclUint8, src, m->nccl, m->stream));
-            ncclCheck(ncclGroupEnd());
+            if (len) cudaCheckN(cudaMemcpyAsync(m->dsend, data, len, cudaMemcpyHostToDevice, m->stream));
+            ncclCheckN(ncclGroupStart());
+            if (len) ncclCheckN(ncclSend(m->dsend, len, ncclUint8, dst, m->nccl, m->stream));
+            if (theirs) ncclCheckN(ncclRecv(m->drecv, (size_t)theirs, ncclUint8, src, m->nccl, m->stream));
+            ncclCheckN(ncclGroupEnd());
             if (theirs)
-                cudaCheck(cudaMemcpyAsync(out->p, m->drecv, (size_t)theirs, cudaMemcpyDeviceToHost, m->stream));
+                cudaCheckN(cudaMemcpyAsync(out->p, m->drecv, (size_t)theirs, cudaMemcpyDeviceToHost, m->stream));
             sync_stream(m);
         }
     }
@@ -252,11 +279,11 @@ static void n_free(Comm *c) {
     NcclImpl *m = impl(c);
     if (m) {
         sync_stream(m);
-        ncclCheck(ncclCommDestroy(m->nccl));
-        if (m->dsend) cudaCheck(cudaFree(m->dsend));
-        if (m->drecv) cudaCheck(cudaFree(m->drecv));
-        if (m->dlen) cudaCheck(cudaFree(m->dlen));
-        cudaCheck(cudaStreamDestroy(m->stream));
+        ncclCheckN(ncclCommDestroy(m->nccl));
+        if (m->dsend) cudaCheckN(cudaFree(m->dsend));
+        if (m->drecv) cudaCheckN(cudaFree(m->drecv));
+        if (m->dlen) cudaCheckN(cudaFree(m->dlen));
+        cudaCheckN(cudaStreamDestroy(m->stream));
         free(m->hlen);
         free(m);
     }
@@ -275,42 +302,67 @@ static const CommOps nccl_ops = {
     .free = n_free,
 };
 
-Comm *comm_nccl_new(int *argc, char ***argv) {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int provided = 0;
-        mpiCheckN(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
-    }
-    Comm *c = callocCheck(1, sizeof *c);
-    c->ops = &nccl_ops;
-    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &c->size);
-    /* the GPU of this process: its rank among the processes of its node */
-    MPI_Comm node;
-    int local = 0;
-    mpiCheckN(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
-    mpiCheckN(MPI_Comm_rank(node, &local));
-    mpiCheckN(MPI_Comm_free(&node));
+/* the GPU of this process, its rank among the processes of its node being local of
+ * nlocal: the local-th visible GPU; or the only one, when the launcher shows each
+ * process just its own (per-rank CUDA_VISIBLE_DEVICES) or there is one process */
+static int pick_device(int rank, int local, int nlocal) {
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
-    if (e != cudaSuccess || local >= ndev) {
-        fprintf(stderr,
-                "error: nccl backend: rank %d (local rank %d on its node) needs its own GPU, but the node has %d "
-                "(%s); start at most one process per GPU\n",
-                c->rank, local, e == cudaSuccess ? ndev : 0, e == cudaSuccess ? "ok" : cudaGetErrorString(e));
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    if (e != cudaSuccess || ndev < 1) {
+        fprintf(stderr, "error: nccl backend: rank %d sees no GPU (%s)\n", rank,
+                e == cudaSuccess ? "cudaGetDeviceCount reports none" : cudaGetErrorString(e));
+        job_abort();
     }
+    if (ndev == 1) return 0;
+    if (local >= ndev) {
+        fprintf(stderr,
+                "error: nccl backend: rank %d is process %d of %d on its node, which shows it %d GPUs; NCCL needs "
+                "one GPU per process: start at most %d processes on this node\n",
+                rank, local + 1, nlocal, ndev, ndev);
+        job_abort();
+    }
+    return local;
+}
+
+Comm *comm_nccl_new(int *argc, char ***argv) {
+    Comm *c = callocCheck(1, sizeof *c);
+    c->ops = &nccl_ops;
     NcclImpl *m = callocCheck(1, sizeof *m);
-    m->device = local;
-    cudaCheck(cudaSetDevice(local));
-    cudaCheck(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
-    cudaCheck(cudaMalloc((void **)&m->dlen, (size_t)(c->size + 2) * sizeof(uint64_t)));
+    int inited = 0, local = 0, nlocal = 1;
+    MPI_Initialized(&inited);
+    m->mpi = inited || comm_mpi_launched();
+    if (m->mpi) {
+        if (!inited) {
+            int provided = 0;
+            mpiCheckN(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+        }
+        MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+        MPI_Comm node;
+        mpiCheckN(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
+        mpiCheckN(MPI_Comm_rank(node, &local));
+        mpiCheckN(MPI_Comm_size(node, &nlocal));
+        mpiCheckN(MPI_Comm_free(&node));
+    } else { /* not started by an MPI launcher: a communicator of one rank, no MPI */
+        c->rank = 0;
+        c->size = 1;
+    }
+    m->device = pick_device(c->rank, local, nlocal);
+    cudaCheckN(cudaSetDevice(m->device));
+    cudaCheckN(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
+    cudaCheckN(cudaMalloc((void **)&m->dlen, (size_t)(c->size + 2) * sizeof(uint64_t)));
     m->hlen = callocCheck((size_t)c->size, sizeof *m->hlen);
     ncclUniqueId id;
-    if (c->rank == 0) ncclCheck(ncclGetUniqueId(&id));
-    mpiCheckN(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
-    ncclCheck(ncclCommInitRank(&m->nccl, c->size, id, c->rank));
+    if (c->rank == 0) ncclCheckN(ncclGetUniqueId(&id));
+    if (m->mpi) mpiCheckN(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+    ncclResult_t r = ncclCommInitRank(&m->nccl, c->size, id, c->rank);
+    if (r != ncclSuccess) {
+        /* NCCL refuses two ranks on one GPU ("Duplicate GPU detected": invalid usage) */
+        fprintf(stderr, "error: nccl backend: rank %d: ncclCommInitRank on GPU %d failed: %s%s\n", c->rank,
+                m->device, ncclGetErrorString(r),
+                nlocal > 1 ? "; if processes of one node share a GPU, start at most one process per GPU" : "");
+        job_abort();
+    }
     c->impl = m;
     return c;
 }

@@ -17,10 +17,14 @@
 
 /* 1 when this build has the NCCL backend */
 int comm_nccl_available(void);
-/* Initializes MPI if needed (MPI_Init_thread), selects GPU (local rank) and
- * creates the NCCL communicator over MPI_COMM_WORLD. Exits with a message
- * (MPI_Abort under mpirun) when a rank has no GPU of its own. Free with
- * comm_free; finalize MPI with comm_mpi_finalize. */
+/* Under an MPI launcher (or with MPI already initialized): initializes MPI if
+ * needed (MPI_Init_thread), selects the GPU of the process's local rank on its node
+ * (the only GPU when each process is shown just one) and creates the NCCL
+ * communicator over MPI_COMM_WORLD. Otherwise (a plain process): a communicator of
+ * one rank on GPU 0, without MPI. Exits with a message (MPI_Abort under MPI) when a
+ * rank has no GPU of its own; any CUDA, NCCL or MPI error in a later call also
+ * ends the whole job. Free with comm_free; finalize MPI with comm_mpi_finalize
+ * (harmless without MPI). */
 Comm *comm_nccl_new(int *argc, char ***argv);
 
 #endif

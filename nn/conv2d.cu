@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <vector>
+
 #include "nn/ctx_cuda.h"
 #include "nn/cuda_ops.h"
 
@@ -224,23 +226,29 @@ static void choose(NnCudaCtx *ctx, ConvPlan *p, int d) {
     if (p->chosen[d]) return;
     NnCudaSettings st = nn_cuda_settings();
     int got = 0, i;
+    /* Find may return more results than the enum has algorithms (math-type
+     * variants): the arrays are sized by cuDNN's own maximum */
+    int cap = 0;
     if (d == DIR_FWD) {
-        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        cudnnCheck(cudnnFindConvolutionForwardAlgorithm(ctx->cudnn, p->x, p->w, p->conv[d], p->y,
-                                                        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-        if ((i = pick_any(ctx, p, d, perf, got, &st, &p->ws[d])) < 0) no_algo(d, p);
+        cudnnCheck(cudnnGetConvolutionForwardAlgorithmMaxCount(ctx->cudnn, &cap));
+        std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(cap > 0 ? cap : 1);
+        cudnnCheck(cudnnFindConvolutionForwardAlgorithm(ctx->cudnn, p->x, p->w, p->conv[d], p->y, cap, &got,
+                                                        perf.data()));
+        if ((i = pick_any(ctx, p, d, perf.data(), got, &st, &p->ws[d])) < 0) no_algo(d, p);
         p->fwd = perf[i].algo;
     } else if (d == DIR_BWD_DATA) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        cudnnCheck(cudnnFindConvolutionBackwardDataAlgorithm(ctx->cudnn, p->w, p->y, p->conv[d], p->x,
-                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-        if ((i = pick_any(ctx, p, d, perf, got, &st, &p->ws[d])) < 0) no_algo(d, p);
+        cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(ctx->cudnn, &cap));
+        std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(cap > 0 ? cap : 1);
+        cudnnCheck(cudnnFindConvolutionBackwardDataAlgorithm(ctx->cudnn, p->w, p->y, p->conv[d], p->x, cap, &got,
+                                                             perf.data()));
+        if ((i = pick_any(ctx, p, d, perf.data(), got, &st, &p->ws[d])) < 0) no_algo(d, p);
         p->bwd_data = perf[i].algo;
     } else {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        cudnnCheck(cudnnFindConvolutionBackwardFilterAlgorithm(ctx->cudnn, p->x, p->y, p->conv[d], p->w,
-                                                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-        if ((i = pick_any(ctx, p, d, perf, got, &st, &p->ws[d])) < 0) no_algo(d, p);
+        cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(ctx->cudnn, &cap));
+        std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(cap > 0 ? cap : 1);
+        cudnnCheck(cudnnFindConvolutionBackwardFilterAlgorithm(ctx->cudnn, p->x, p->y, p->conv[d], p->w, cap, &got,
+                                                               perf.data()));
+        if ((i = pick_any(ctx, p, d, perf.data(), got, &st, &p->ws[d])) < 0) no_algo(d, p);
         p->bwd_filter = perf[i].algo;
     }
     if (getenv("GCX_CUDNN_VERBOSE"))

@@ -91,7 +91,8 @@ NnCudaCtx *nn_cuda_ctx(void) {
 
 void *nn_cuda_workspace(NnCudaCtx *ctx, size_t bytes) {
     if (bytes > ctx->work_bytes) {
-        /* cudaFree synchronizes the device, so no queued op still uses the old buffer */
+        /* no queued op may still use the old buffer (cudaFree only "may" synchronize) */
+        cudaCheck(cudaStreamSynchronize(0));
         cudaCheck(cudaFree(ctx->work));
         ctx->work = NULL;
         cudaError_t e = cudaMalloc(&ctx->work, bytes);
@@ -112,6 +113,7 @@ void *nn_cuda_scratch(NnCudaCtx *ctx, int k, size_t bytes) {
     }
     if (bytes == 0) bytes = 16;
     if (bytes > ctx->scratch_bytes[k]) {
+        cudaCheck(cudaStreamSynchronize(0)); /* as in nn_cuda_workspace */
         cudaCheck(cudaFree(ctx->scratch[k]));
         ctx->scratch[k] = NULL;
         cudaError_t e = cudaMalloc(&ctx->scratch[k], bytes);

@@ -176,6 +176,12 @@ phase_test() {
         grep -qE 'skipped$' "$LOGS/tests/$(basename "$t").log" 2>/dev/null && skipped="$skipped $(basename "$t")"
     done
     [ -z "$skipped" ] || note test "SKIPPED, nothing checked:$skipped (see their logs: no GPU visible, too few GPUs, or no mpirun)"
+    # a test that checked part of what it covers (test_comm_nccl's 2-rank part needs 2 GPUs)
+    local partly=""
+    for t in "${TESTS[@]}"; do
+        grep -qE 'part skipped\)$' "$LOGS/tests/$(basename "$t").log" 2>/dev/null && partly="$partly $(basename "$t")"
+    done
+    [ -z "$partly" ] || note test "PARTLY SKIPPED:$partly (see their logs)"
 }
 
 # "step loss" of a trainer's progress lines
@@ -187,14 +193,16 @@ last_eval() { grep -E '^eval' "$1" | tail -n 1 | tr -s ' ' | cut -c1-100; }
 make_folder() { python3 scripts/make_image_folder.py "$1" "${FOLDER_SIZES[@]}"; }
 
 run_pair() { # name, args...: the same run on the CPU and the GPU; losses side by side
+    # (CUDA_ARGS="..." run_pair ...: words added to the GPU run only)
     local name=$1; shift
     late train "$name" && return
     local rc_c rc_g
     for dev in cpu cuda; do
-        local t0=$EPOCHREALTIME
-        lim "$@" --device "$dev" --log "$LOGS/train_${name}_$dev.jsonl" >"$LOGS/train_${name}_$dev.log" 2>&1
+        local t0=$EPOCHREALTIME extra=()
+        [ "$dev" = cuda ] && [ -n "${CUDA_ARGS:-}" ] && read -ra extra <<<"$CUDA_ARGS"
+        lim "$@" --device "$dev" ${extra[@]+"${extra[@]}"} --log "$LOGS/train_${name}_$dev.jsonl" >"$LOGS/train_${name}_$dev.log" 2>&1
         local rc=$?
-        echo "--- $name on $dev: exit $rc$(stopped $rc), $(since "$t0")s: $*"
+        echo "--- $name on $dev: exit $rc$(stopped $rc), $(since "$t0")s: $*${extra[*]:+ (GPU run: ${extra[*]})}"
         tail -n 3 "$LOGS/train_${name}_$dev.log"
         if [ "$dev" = cpu ]; then rc_c=$rc; else rc_g=$rc; fi
     done
@@ -238,6 +246,9 @@ phase_train() {
         "${RN[@]}" --eval-every 0 --quiet
     run_pair "${RN_NAME}_terngrad_2w" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 --lr 0.01 \
         "${RN[@]}" --eval-every 0 --codec terngrad --quiet
+    # the NCCL backend as one process (a communicator of one rank, no MPI) against the local one
+    CUDA_ARGS="--backend nccl" run_pair "${RN_NAME}_3lc_nccl1" ./train_resnet --dataset "folder:$folder" --image-size 32 \
+        --workers 1 --backend local --lr 0.01 "${RN[@]}" --eval-every 0 --codec 3lc --quiet
     for c in fp32 3lc dgc; do
         step_share "${SHARE_NAME}_$c" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 \
             "${SHARE[@]}" --lr 0.01 --eval-every 0 --codec "$c" --quiet

@@ -28,8 +28,13 @@ trap 'rm -rf "$TMP"' EXIT
 # the bundle: emulated binaries under the real binaries' paths
 S=$TMP/stage
 mkdir -p "$S/build/tests/cuda" "$S/build/bench" "$S/build/gpu-libs"
+# train_resnet: the build with NCCL emulated over MPI when there is one (the train
+# phase's --backend nccl pair runs it as one process, a communicator of one rank)
+nccl=0
+rn=$EMU/nn/train_resnet_emu
+if [ -x "$EMU/nn/train_resnet_nccl_emu" ]; then nccl=1; rn=$EMU/nn/train_resnet_nccl_emu; fi
 map=(
-    "$EMU/nn/train_resnet_emu train_resnet" "$EMU/nn/train_lstm_emu train_lstm" "$EMU/nn/train_lenet_emu train_lenet"
+    "$rn train_resnet" "$EMU/nn/train_lstm_emu train_lstm" "$EMU/nn/train_lenet_emu train_lenet"
     "$REPO/gcx gcx" "$EMU/nn/resnet_gpu_emu build/bench/resnet_gpu" "$EMU/codec/codecs_gpu_emu build/bench/codecs_gpu"
     "$REPO/build/bench/exchange build/bench/exchange"
     "$EMU/codec/test_optim_emu build/tests/cuda/test_optim_cuda"
@@ -94,7 +99,9 @@ has() { # pattern, message
 }
 has '^env +GPU: gcx host emulation; binaries with unresolved libraries or missing: 0$' "env"
 has '^test +[0-9]+ passed, 0 failed \(per binary: tests/cuda/test_optim_cuda [0-9]+/ok; tests/cuda/test_nn_cuda_lenet [0-9]+/ok; \)' "test"
-for pair in charlstm resnet8 resnet8_terngrad_2w; do
+pairs="charlstm resnet8 resnet8_terngrad_2w"
+[ $nccl = 1 ] && pairs="$pairs resnet8_3lc_nccl1"
+for pair in $pairs; do
     has "^train +$pair: exit cpu 0, cuda 0; largest relative loss difference over the printed steps: [0-9.e+-]+$" "train $pair"
 done
 for c in fp32 3lc dgc; do
@@ -108,7 +115,10 @@ has '^bench +exchange 3lc ' "exchange"
 for r in "memcheck ops" "racecheck ops" "memcheck lstm" "memcheck codecs" "memcheck resnet"; do
     has "^sanitize $r: clean; ========= ERROR SUMMARY: 0 errors RESULT 1 0$" "sanitize $r"
 done
-! grep -Eqi 'skipped|stopped|exit [1-9]' "$SUM"
+# (without MPI the emulated trainer has no NCCL backend: its --backend nccl run fails)
+! grep -Ev "$([ $nccl = 1 ] && echo '^$' || echo 'nccl1|^train +cuda failed: error: this build has no NCCL')" "$SUM" |
+    grep -Eqi 'skipped|stopped|exit [1-9]'
+
 check $? "something was skipped, stopped or failed"
 # the logs of the runs are kept
 for f in env.log test.log train.log bench.log sanitize.log tests/test_optim_cuda.log train_charlstm_cuda.log; do
@@ -125,11 +135,11 @@ cp "$REPO/train_resnet" "$REPO/train_lstm" "$S/"
 check $? "gpu_check.sh with GPU runs that fail exited $?"
 n=$(grep -cE '^train +(cuda failed: |share [a-z0-9_]+: exit 1: |wordlstm cuda, 2 steps, exit 1: )[a-z]+.*$' \
     "$TMP/nogpu/summary.txt")
-want=$((6 + ptb)) # 3 pairs, 3 breakdowns, and the word LSTM
+want=$((7 + ptb)) # 4 pairs, 3 breakdowns, and the word LSTM
 [ "$n" -eq "$want" ]
 check $? "failing GPU runs: $n summary lines give the error, expected $want"
-[ "$(grep -cE '^train +cpu +eval ' "$TMP/nogpu/summary.txt")" -eq 3 ]
-check $? "failing GPU runs: the 3 CPU runs of the pairs still evaluate"
+[ "$(grep -cE '^train +cpu +eval ' "$TMP/nogpu/summary.txt")" -eq 4 ]
+check $? "failing GPU runs: the 4 CPU runs of the pairs still evaluate"
 [ "$failed" -eq 0 ] || sed 's/^/    | /' "$TMP/nogpu/summary.txt"
 
 # --deadline 1: every step is skipped, the summary says so, nothing fails
@@ -137,7 +147,7 @@ check $? "failing GPU runs: the 3 CPU runs of the pairs still evaluate"
     >"$TMP/late.txt" 2>&1
 check $? "gpu_check.sh --deadline 1 exited $?"
 n=$(grep -c 'skipped (--deadline reached)' "$TMP/late/summary.txt")
-want=$((10 + ptb)) # the tests, 3 pairs, 3 breakdowns, 3 benchmarks, and the word LSTM
+want=$((11 + ptb)) # the tests, 4 pairs, 3 breakdowns, 3 benchmarks, and the word LSTM
 [ "$n" -eq "$want" ]
 check $? "--deadline 1: $n steps said they were skipped, expected $want"
 "$R/scripts/gpu_check.sh" --deadline x >/dev/null 2>&1

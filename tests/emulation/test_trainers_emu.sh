@@ -85,6 +85,9 @@ if [ -x "$BIN/train_resnet_nccl_emu" ] && command -v mpirun >/dev/null 2>&1; the
     NC=(--image-size 32 --depth 8 --lr 0.01 --codec 3lc "${DATA[@]}")
     MP=(mpirun -np 2 "$BIN/train_resnet_nccl_emu")
     pair resnet8_3lc_nccl "${MP[@]}" --backend mpi --device cpu "${NC[@]}" -- "${MP[@]}" --backend nccl --device cuda "${NC[@]}"
+    # one process, no launcher: a NCCL communicator of one rank, without MPI
+    pair resnet8_3lc_nccl1 "$BIN/train_resnet_nccl_emu" --backend local --workers 1 --device cpu "${NC[@]}" -- \
+        "$BIN/train_resnet_nccl_emu" --backend nccl --workers 1 --device cuda "${NC[@]}"
 else
     echo "no MPI: the --backend nccl pair skipped"
 fi

@@ -12,31 +12,39 @@ const char *ncclGetErrorString(ncclResult_t r) { (void)r; return "fake"; }
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) { memset(id, 7, sizeof *id); return ncclSuccess; }
 ncclResult_t ncclCommInitRank(ncclComm_t *c, int n, ncclUniqueId id, int rank) {
     for (size_t i = 0; i < sizeof id.internal; i++) if (id.internal[i] != 7) { fprintf(stderr, "bad unique id\n"); exit(1); }
-    *c = malloc(sizeof **c); MPI_Comm_dup(MPI_COMM_WORLD, &(*c)->comm); (*c)->rank = rank; (*c)->size = n; return ncclSuccess;
+    *c = malloc(sizeof **c); (*c)->rank = rank; (*c)->size = n;
+    /* one rank: real NCCL needs no bootstrap, and MPI may not be initialized */
+    if (n == 1) (*c)->comm = MPI_COMM_NULL;
+    else MPI_Comm_dup(MPI_COMM_WORLD, &(*c)->comm);
+    return ncclSuccess;
 }
-ncclResult_t ncclCommDestroy(ncclComm_t c) { MPI_Comm_free(&c->comm); free(c); return ncclSuccess; }
+ncclResult_t ncclCommDestroy(ncclComm_t c) { if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm); free(c); return ncclSuccess; }
 ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t st) {
     (void)st; if (group) abort();
+    if (c->size == 1) { if (s != r) memmove(r, s, n * es(t)); return ncclSuccess; }
     MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, (int)n, mt(t), op == ncclSum ? MPI_SUM : MPI_MAX, c->comm); return ncclSuccess;
 }
 ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st) {
     (void)st; if (group) abort();
+    if (c->size == 1) { memmove(r, s, n * es(t)); return ncclSuccess; }
     void *tmp = malloc(n * es(t)); memcpy(tmp, s, n * es(t));
     MPI_Allgather(tmp, (int)n, mt(t), r, (int)n, mt(t), c->comm); free(tmp); return ncclSuccess;
 }
 ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st) {
     (void)st; if (group) abort();
     if (c->rank == root && s != r) memmove(r, s, n * es(t));
+    if (c->size == 1) return ncclSuccess;
     MPI_Bcast(r, (int)n, mt(t), root, c->comm); return ncclSuccess;
 }
 ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t st) {
-    (void)st; if (n == 0) { fprintf(stderr, "zero-byte send\n"); }
+    (void)st; if (c->size == 1) { fprintf(stderr, "fake nccl: send on a communicator of one rank\n"); exit(1); } if (n == 0) { fprintf(stderr, "zero-byte send\n"); }
     if (group) MPI_Isend(s, (int)n, mt(t), peer, 5, c->comm, &reqs[nreq++]);
     else MPI_Send(s, (int)n, mt(t), peer, 5, c->comm);
     return ncclSuccess;
 }
 ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t st) {
     (void)st; MPI_Status stt; int cnt;
+    if (c->size == 1) { fprintf(stderr, "fake nccl: receive on a communicator of one rank\n"); exit(1); }
     if (group) MPI_Irecv(r, (int)n, mt(t), peer, 5, c->comm, &reqs[nreq++]);
     else { MPI_Recv(r, (int)n, mt(t), peer, 5, c->comm, &stt); MPI_Get_count(&stt, mt(t), &cnt); if ((size_t)cnt != n) { fprintf(stderr, "size mismatch\n"); exit(1); } }
     return ncclSuccess;
@@ -45,7 +53,7 @@ ncclResult_t ncclGroupStart(void) { group++; return ncclSuccess; }
 ncclResult_t ncclGroupEnd(void) {
     if (--group == 0) {
         MPI_Status st[4096];
-        MPI_Waitall(nreq, reqs, st);
+        if (nreq) MPI_Waitall(nreq, reqs, st); /* an empty group needs no MPI */
         for (int i = 0; i < nreq; i++) { int e = st[i].MPI_ERROR; (void)e; }
         nreq = 0;
     }

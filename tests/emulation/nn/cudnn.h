@@ -101,6 +101,10 @@ cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnM
 cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescriptor_t d,
                                                     const cudnnTensorDescriptor_t x, const cudnnFilterDescriptor_t w,
                                                     int *n, int *c, int *h, int *wo);
+/* Find's maximum number of results, at least as many as it ever returns */
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithmMaxCount(cudnnHandle_t h, int *count);
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnnHandle_t h, int *count);
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnnHandle_t h, int *count);
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
                                                    const cudnnFilterDescriptor_t w,
                                                    const cudnnConvolutionDescriptor_t conv,

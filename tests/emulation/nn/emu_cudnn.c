@@ -240,6 +240,21 @@ static size_t offer_ws(const Offer *o, cudnnMathType_t m) { return m == CUDNN_FM
     *returned = k;                                                                                                   \
     return CUDNN_STATUS_SUCCESS;
 
+/* more than the offers, as cuDNN's maximum covers every algorithm and math variant */
+#define MAX_COUNT_BODY(fn)                                                                                           \
+    check_handle(h, fn);                                                                                             \
+    *count = NOFFERS + 2;                                                                                            \
+    return CUDNN_STATUS_SUCCESS;
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithmMaxCount(cudnnHandle_t h, int *count) {
+    MAX_COUNT_BODY("cudnnGetConvolutionForwardAlgorithmMaxCount")
+}
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnnHandle_t h, int *count) {
+    MAX_COUNT_BODY("cudnnGetConvolutionBackwardDataAlgorithmMaxCount")
+}
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnnHandle_t h, int *count) {
+    MAX_COUNT_BODY("cudnnGetConvolutionBackwardFilterAlgorithmMaxCount")
+}
+
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
                                                    const cudnnFilterDescriptor_t w,
                                                    const cudnnConvolutionDescriptor_t conv,
