@@ -980,9 +980,12 @@ int64_t codec_encode_cuda_payload(CodecCuda *g, uint8_t *payload, size_t cap, ui
     if (n > CODEC_MAX_COUNT) return -GC_ERR_PARAM;
     size_t maxp = g->spec.ops->max_payload(g->cpu, n);
     int64_t len;
-    if (cap >= maxp) {
+    /* straight into payload only when it has room for max_payload bytes and is 4-byte
+     * aligned: kernels store 16- and 32-bit words (and atomicOr 32-bit words) into the
+     * payload, which a GPU refuses at a misaligned address */
+    if (cap >= maxp && ((uintptr_t)payload & 3) == 0) {
         len = encode_payload(g, payload, cap, flags, x, n, side);
-    } else { /* the kernels may use up to max_payload bytes: stage, then copy what fits */
+    } else { /* the kernels may use up to max_payload bytes, aligned: stage, then copy what fits */
         uint8_t *tmp = (uint8_t *)gcx_dmalloc(maxp);
         len = encode_payload(g, tmp, cap, flags, x, n, side);
         if (len > 0) cudaCheck(cudaMemcpyAsync(payload, tmp, (size_t)len, cudaMemcpyDeviceToDevice, 0));

@@ -70,8 +70,11 @@ int64_t codec_encode_cuda(CodecCuda *g, uint8_t *frame, size_t cap, const float 
 /* The payload only (no 20-byte header, no CRC), left in DEVICE memory: what
  * the kernels produce before the copy to the host (benchmarks, device-resident
  * pipelines). *flags receives the header flags. Returns the payload length or a
- * negative GcError.
- *   payload: [cap] device out;  x: [n] device */
+ * negative GcError. The kernels write straight into payload when it is 4-byte aligned
+ * and cap >= max_payload(n); otherwise (a payload pointer not 4-byte aligned, whose 16-
+ * and 32-bit stores would fault on a GPU, or a smaller cap) they write into an aligned
+ * temporary device buffer of max_payload(n) bytes, copied device to device into payload.
+ *   payload: [cap] device out, any alignment;  x: [n] device */
 int64_t codec_encode_cuda_payload(CodecCuda *g, uint8_t *payload, size_t cap, uint16_t *flags, const float *x,
                                   size_t n, const CodecSide *side);
 

@@ -294,7 +294,8 @@ static void put_u32_dev(uint8_t *dst, uint32_t v) {
 /* ================================================================ topk ==== */
 
 /* bitmap bit of value i: bit 7 - (i % 8) of byte 4 + i/8 of the payload, set
- * through the aligned 32-bit word holding it (pay is 256-byte aligned) */
+ * through the aligned 32-bit word holding it (pay is 4-byte aligned: a device allocation,
+ * or codec_encode_cuda_payload's staging buffer for a caller's pointer that is not) */
 __global__ void k_topk_bits(uint32_t *pay32, const uint32_t *idx, size_t c) {
     GRID_STRIDE(j, c) {
         uint32_t i = idx[j];

@@ -22,21 +22,25 @@ CCS="gcc $SAN"
 # touches it, or a copy whose kind does not match where its pointers live, stops
 # the run; CUB's emulation (cub/) opens the device pages while it runs
 TRACK="-include $HERE/nn/cuda_runtime.h -I$HERE/nn"
+# a 16-, 32- or 64-bit load or store at an address its type does not divide stops a GPU
+# kernel ("misaligned address"), not x86: UBSan's alignment check on the kernels stops the run
+ALIGN="-fsanitize=alignment -fno-sanitize-recover=alignment"
 for f in compress/codec_cuda compress/sparse_cuda compress/gcomp_cuda optim/optim_cuda; do
   b=$(basename "$f")
   python3 "$HERE/transform.py" "$REPO/$f.cu" "$O/$b.cpp"
-  $CXX -std=c++17 -O1 -g -w $TRACK -I"$HERE" -I"$REPO" -c "$O/$b.cpp" -o "$O/$b.o"
+  $CXX $ALIGN -std=c++17 -O1 -g -w $TRACK -I"$HERE" -I"$REPO" -c "$O/$b.cpp" -o "$O/$b.o"
 done
 $CXX -std=c++17 -O1 -g -w -I"$HERE" -c "$HERE/emu_sched.cpp" -o "$O/emu_sched.o"
 CF="-std=c11 -O2 -g -D_GNU_SOURCE -fno-math-errno -DHAVE_CUDA $TRACK -I$HERE -I$REPO -fopenmp -DHAVE_OPENMP"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
+LF="-fsanitize=alignment" # the kernels' UBSan runtime
 $CCS $CF -c "$HERE/nn/emu_device.c" -o "$O/emu_device.o"
 EMU_OBJS="$O/emu_sched.o $O/emu_device.o"
 $CCS $CF "$REPO/tests/cuda/test_codec_cuda.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $EMU_OBJS \
-  "$LIB" $LIBS -fopenmp -o "$OUT/test_codec_emu"
-$CCS $CF "$REPO/tests/cuda/test_optim_cuda.c" $O/optim_cuda.o $EMU_OBJS "$LIB" $LIBS -fopenmp -o "$OUT/test_optim_emu"
+  "$LIB" $LIBS $LF -fopenmp -o "$OUT/test_codec_emu"
+$CCS $CF "$REPO/tests/cuda/test_optim_cuda.c" $O/optim_cuda.o $EMU_OBJS "$LIB" $LIBS $LF -fopenmp -o "$OUT/test_optim_emu"
 $CCS $CF "$REPO/bench/codecs_gpu.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $EMU_OBJS \
-  "$LIB" $LIBS -fopenmp -o "$OUT/codecs_gpu_emu"
+  "$LIB" $LIBS $LF -fopenmp -o "$OUT/codecs_gpu_emu"
 built="$OUT/test_codec_emu $OUT/test_optim_emu $OUT/codecs_gpu_emu"
 if [ -n "$NCCL_CF" ]; then
   NF="$NCCL_CF -fopenmp"

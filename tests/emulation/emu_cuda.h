@@ -53,7 +53,12 @@ extern uint64_t emu_slot[1024];
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__ static
+/* __shared__ variables are static (one copy, which every block's threads share as they
+ * run one block at a time) in a section of their own, emu_shared: emu_launch fills the
+ * whole section with garbage before each block (emu_sched.cpp), so a kernel that reads
+ * shared memory it has not written in that block gets garbage, as on a GPU, and not the
+ * zeros of a static or what the previous block left. */
+#define __shared__ static __attribute__((section("emu_shared")))
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fdiv_rn(float a, float b) { return a / b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
@@ -71,9 +76,19 @@ static inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
     for (int i = 0; i < 4; i++) { uint32_t sel = (s >> (4 * i)) & 7; r |= (uint32_t)((v >> (8 * sel)) & 0xFF) << (8 * i); }
     return r;
 }
-template <class T> static inline T atomicOr(T *p, T v) { T o = *p; *p = o | v; return o; }
-template <class T> static inline T atomicAdd(T *p, T v) { T o = *p; *p = o + v; return o; }
-template <class T> static inline T atomicMax(T *p, T v) { T o = *p; *p = o > v ? o : v; return o; }
+/* atomics need a naturally aligned address (a GPU stops the kernel with "misaligned
+ * address"; x86 would not mind): checked */
+template <class T> static inline T *emu_atomic_at(T *p, const char *op) {
+    if ((uintptr_t)p % sizeof(T)) {
+        fprintf(stderr, "emu: %s on %p, not aligned to its %zu-byte type (misaligned address on a GPU)\n", op,
+                (void *)p, sizeof(T));
+        abort();
+    }
+    return p;
+}
+template <class T> static inline T atomicOr(T *p, T v) { emu_atomic_at(p, "atomicOr"); T o = *p; *p = o | v; return o; }
+template <class T> static inline T atomicAdd(T *p, T v) { emu_atomic_at(p, "atomicAdd"); T o = *p; *p = o + v; return o; }
+template <class T> static inline T atomicMax(T *p, T v) { emu_atomic_at(p, "atomicMax"); T o = *p; *p = o > v ? o : v; return o; }
 /* warp ops: every thread of the block calls them at the same point */
 template <class T> static inline T __shfl_down_sync(unsigned m, T v, int o) {
     (void)m; unsigned t = threadIdx.x; uint64_t w = 0; memcpy(&w, &v, sizeof v); emu_slot[t] = w; __syncthreads();

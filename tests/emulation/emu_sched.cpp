@@ -124,6 +124,21 @@ static void order_fill(std::vector<size_t> &p, size_t n) {
         for (size_t i = n; i > 1; i--) { size_t j = order_next() % i, t = p[i - 1]; p[i - 1] = p[j]; p[j] = t; }
 }
 
+/* Shared memory (emu_cuda.h: every __shared__ variable of the program lies in section
+ * emu_shared, delimited by the linker's __start_/__stop_ symbols) is filled with garbage
+ * before each block runs: a kernel that reads it before writing it in the same block gets
+ * NaN / all-ones (0xFF bytes) or 0x5A5A... (1.5e16 as a float), alternating from block to
+ * block across launches, instead of a static's zeros or a previous block's values. The
+ * anchor keeps the section (and its symbols) in programs whose kernels have none. (GCC's
+ * AddressSanitizer puts no redzones around variables in a named section, so the memset
+ * over the whole section is clean under EMU_ASAN=1.) */
+__attribute__((section("emu_shared"), used)) static unsigned char shared_anchor[8];
+extern "C" unsigned char __start_emu_shared[], __stop_emu_shared[];
+static unsigned long long block_serial;
+static void shared_poison() {
+    memset(__start_emu_shared, (block_serial++ & 1) ? 0x5A : 0xFF, (size_t)(__stop_emu_shared - __start_emu_shared));
+}
+
 void emu_launch(size_t grid, size_t block, std::function<void()> fn) {
     if (block > 1024 || grid == 0 || block == 0) { fprintf(stderr, "bad launch %zu x %zu\n", grid, block); exit(1); }
     if (order_mode < 0) order_init();
@@ -139,6 +154,7 @@ void emu_launch(size_t grid, size_t block, std::function<void()> fn) {
     order_fill(blocks, grid);
     for (size_t bi = 0; bi < grid; bi++) {
         blockIdx = {(unsigned)blocks[bi], 0, 0};
+        shared_poison();
         for (size_t t = 0; t < block; t++) fibs[t].done = 0;
         for (;;) {
             int alive = 0;

@@ -71,8 +71,8 @@ static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = 0; re
 
 #ifdef __cplusplus
 #include <type_traits>
-template <class T> static inline T atomicMin(T *p, T v) { T o = *p; *p = o < v ? o : v; return o; }
-template <class T> static inline T atomicCAS(T *p, T cmp, T v) { T o = *p; if (o == cmp) *p = v; return o; }
+template <class T> static inline T atomicMin(T *p, T v) { emu_atomic_at(p, "atomicMin"); T o = *p; *p = o < v ? o : v; return o; }
+template <class T> static inline T atomicCAS(T *p, T cmp, T v) { emu_atomic_at(p, "atomicCAS"); T o = *p; if (o == cmp) *p = v; return o; }
 /* kernel arguments: pointers must be device memory (or NULL); the launch opens the
  * allocations they point into, and only those */
 static inline const void *emu_arg_ptr(const void *p) {
