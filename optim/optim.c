@@ -152,10 +152,15 @@ int opt_config_validate(const OptConfig *c, char *err, size_t errlen) {
     return 0;
 }
 
-int opt_key_applies(OptKind kind, const char *key) {
+static const OptKey *opt_key_find(const char *key) {
     for (int i = 0; i < N_OPT_KEYS; i++)
-        if (!strcmp(opt_keys[i].key, key)) return (opt_keys[i].kinds & (1 << kind)) != 0;
-    return 0;
+        if (!strcmp(opt_keys[i].key, key)) return &opt_keys[i];
+    return NULL;
+}
+
+int opt_key_applies(OptKind kind, const char *key) {
+    const OptKey *k = opt_key_find(key);
+    return k && (k->kinds & (1 << kind)) != 0;
 }
 
 int opt_config_parse(OptConfig *c, const char *spec, char *err, size_t errlen) {
@@ -203,9 +208,7 @@ int opt_config_parse(OptConfig *c, const char *spec, char *err, size_t errlen) {
             *eq = 0;
             const char *key = kv, *val = eq + 1;
             if (!strcmp(key, "weight_decay")) key = "wd";
-            const OptKey *k = NULL;
-            for (int i = 0; i < N_OPT_KEYS; i++)
-                if (!strcmp(opt_keys[i].key, key)) k = &opt_keys[i];
+            const OptKey *k = opt_key_find(key);
             if (!k) {
                 ERRF("unknown optimizer option '%s' (see --help)", key);
                 return -GC_ERR_PARAM;

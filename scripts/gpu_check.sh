@@ -170,17 +170,15 @@ phase_test() {
     rc=$?
     echo "$out"
     note test "$(echo "$out" | tail -n 1)$(stopped $rc) (per binary: $(echo "$out" | grep -E '^tests/cuda' | awk '{printf "%s %s/%s; ", $1, $2, ($4 == "FAILED" ? $4 "=" $3 : "ok")}'))"
-    # a test that finds no GPU (or no mpirun) passes with one check: say which did
-    local skipped="" t
+    # a test that finds no GPU (or no mpirun) passes with one check, and one that checked
+    # part of what it covers (test_comm_nccl's 2-rank part needs 2 GPUs) says so: say which
+    local skipped="" partly="" t log
     for t in "${TESTS[@]}"; do
-        grep -qE 'skipped$' "$LOGS/tests/$(basename "$t").log" 2>/dev/null && skipped="$skipped $(basename "$t")"
+        log=$LOGS/tests/$(basename "$t").log
+        grep -qE 'skipped$' "$log" 2>/dev/null && skipped="$skipped $(basename "$t")"
+        grep -qE 'part skipped\)$' "$log" 2>/dev/null && partly="$partly $(basename "$t")"
     done
     [ -z "$skipped" ] || note test "SKIPPED, nothing checked:$skipped (see their logs: no GPU visible, too few GPUs, or no mpirun)"
-    # a test that checked part of what it covers (test_comm_nccl's 2-rank part needs 2 GPUs)
-    local partly=""
-    for t in "${TESTS[@]}"; do
-        grep -qE 'part skipped\)$' "$LOGS/tests/$(basename "$t").log" 2>/dev/null && partly="$partly $(basename "$t")"
-    done
     [ -z "$partly" ] || note test "PARTLY SKIPPED:$partly (see their logs)"
 }
 

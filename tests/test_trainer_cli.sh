@@ -20,6 +20,11 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1 DATA_DIR=$TMP/nowhere
 
+# the long options declared in the option tables of the given sources, one per line
+options() {
+    grep -ho '{"[a-z0-9-]*", *\(required\|no\|optional\)_argument' "$@" | sed 's/{"\([a-z0-9-]*\)".*/\1/' | sort -u
+}
+
 for b in train_resnet train_lenet train_lstm; do
     if [ ! -x "./$b" ]; then echo "FAIL: ./$b not found: build it first (make)"; echo "RESULT 0 1"; exit 1; fi
 done
@@ -29,8 +34,7 @@ for b in train_resnet train_lenet train_lstm; do
     "./$b" --help >"$TMP/help" 2>"$TMP/err"
     check $? "$b --help exits 0"
     check "$([ -s "$TMP/help" ] && [ ! -s "$TMP/err" ]; echo $?)" "$b --help writes to stdout only"
-    opts=$(grep -ho '{"[a-z0-9-]*", *\(required\|no\|optional\)_argument' examples/trainer.c "examples/$b.c" |
-           sed 's/{"\([a-z0-9-]*\)".*/\1/' | sort -u)
+    opts=$(options examples/trainer.c "examples/$b.c")
     n=0 missing=""
     for o in $opts; do
         n=$((n + 1))
@@ -41,8 +45,7 @@ done
 
 # the README documents every option of the trainers and of gcx
 missing=""
-for o in $(grep -ho '{"[a-z0-9-]*", *\(required\|no\|optional\)_argument' examples/*.c | sed 's/{"\([a-z0-9-]*\)".*/\1/' |
-           sort -u); do
+for o in $(options examples/*.c); do
     [ "$o" = help ] || grep -q -- "--$o\b" README.md || missing="$missing --$o"
 done
 check "$([ -z "$missing" ]; echo $?)" "README.md documents every option (missing:${missing:- none})"

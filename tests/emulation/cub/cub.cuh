@@ -40,6 +40,16 @@ static inline void check_temp(const char *what, void *t, size_t tb, int64_t n) {
     memset(t, 0x5A, need);
     emu_dev_close();
 }
+/* the start of every device-wide call: true for a size query (tb set), else the real
+ * call's temp storage checked */
+static inline bool temp_query(const char *what, void *t, size_t &tb, int64_t n) {
+    if (!t) {
+        tb = temp_bytes(n);
+        return true;
+    }
+    check_temp(what, t, tb, n);
+    return false;
+}
 /* [lo, hi) bytes of p[0..n) for raw pointers; iterators (counting_iterator) have none */
 template <class T> static inline bool span(T *p, size_t n, uintptr_t r[2]) {
     r[0] = (uintptr_t)p, r[1] = r[0] + n * sizeof(T);
@@ -102,8 +112,7 @@ template <class I, class O> static inline void check_scan(const char *what, I in
 namespace cub {
 struct DeviceScan {
     template <class I, class O, class N> static cudaError_t ExclusiveSum(void *t, size_t &tb, I in, O out, N n, cudaStream_t s = 0) {
-        (void)s; if (!t) { tb = emu_cub::temp_bytes((int64_t)n); return 0; }
-        emu_cub::check_temp("DeviceScan::ExclusiveSum", t, tb, (int64_t)n);
+        (void)s; if (emu_cub::temp_query("DeviceScan::ExclusiveSum", t, tb, (int64_t)n)) return 0;
         emu_cub::check_scan("DeviceScan::ExclusiveSum", in, out, (int64_t)n);
         EmuDevScope open(in, out);
         typedef typename std::remove_reference<decltype(out[0])>::type T; T acc = 0;
@@ -111,8 +120,7 @@ struct DeviceScan {
         return 0;
     }
     template <class I, class O, class Op, class N> static cudaError_t InclusiveScan(void *t, size_t &tb, I in, O out, Op op, N n, cudaStream_t s = 0) {
-        (void)s; if (!t) { tb = emu_cub::temp_bytes((int64_t)n); return 0; }
-        emu_cub::check_temp("DeviceScan::InclusiveScan", t, tb, (int64_t)n);
+        (void)s; if (emu_cub::temp_query("DeviceScan::InclusiveScan", t, tb, (int64_t)n)) return 0;
         emu_cub::check_scan("DeviceScan::InclusiveScan", in, out, (int64_t)n);
         EmuDevScope open(in, out);
         typedef typename std::remove_reference<decltype(out[0])>::type T;
@@ -123,8 +131,7 @@ struct DeviceScan {
 };
 struct DeviceSelect {
     template <class I, class F, class O, class NS> static cudaError_t Flagged(void *t, size_t &tb, I in, F fl, O out, NS num, int64_t n, cudaStream_t s = 0) {
-        (void)s; if (!t) { tb = emu_cub::temp_bytes(n); return 0; }
-        emu_cub::check_temp("DeviceSelect::Flagged", t, tb, n);
+        (void)s; if (emu_cub::temp_query("DeviceSelect::Flagged", t, tb, n)) return 0;
         emu_cub::OutGuard g{"DeviceSelect::Flagged", emu_cub::kSelFlagged};
         g.add("[d_in, d_in + num_items)", in, (size_t)n);
         g.add("[d_flags, d_flags + num_items)", fl, (size_t)n);
@@ -134,8 +141,7 @@ struct DeviceSelect {
         *num = c; return 0;
     }
     template <class I, class O, class NS, class P> static cudaError_t If(void *t, size_t &tb, I in, O out, NS num, int64_t n, P pred, cudaStream_t s = 0) {
-        (void)s; if (!t) { tb = emu_cub::temp_bytes(n); return 0; }
-        emu_cub::check_temp("DeviceSelect::If", t, tb, n);
+        (void)s; if (emu_cub::temp_query("DeviceSelect::If", t, tb, n)) return 0;
         emu_cub::OutGuard g{"DeviceSelect::If", emu_cub::kSelIf};
         g.add("[d_in, d_in + num_items)", in, (size_t)n);
         g.add("d_num_selected_out", num, 1);
@@ -165,11 +171,6 @@ template <class T, int N> struct BlockScan {
         T acc = init; for (unsigned i = 0; i < threadIdx.x; i++) acc = op(acc, ts.v[i]); out = acc;
         T tot = ts.v[0]; for (int i = 1; i < N; i++) tot = op(tot, ts.v[i]); agg = tot;
     }
-    template <class Op> void ExclusiveScan(T in, T &out, T init, Op op) {
-        if (blockDim.x != N) { fprintf(stderr, "BlockScan with blockDim %u != %d\n", blockDim.x, N); exit(1); }
-        ts.v[threadIdx.x] = in; __syncthreads();
-        T acc = init; for (unsigned i = 0; i < threadIdx.x; i++) acc = op(acc, ts.v[i]); out = acc;
-    }
 };
 /* "The return value is undefined in threads other than thread0." (every BlockReduce
  * reduction): those threads get emu_cub::poison<T>() (NaN, or 0xA5 bytes). */
@@ -177,14 +178,12 @@ template <class T, int N> struct BlockReduce {
     struct TempStorage { T v[N]; };
     TempStorage &ts;
     BlockReduce(TempStorage &t) : ts(t) {}
-    template <class Op> T Reduce(T in, Op op) {
+    T Sum(T in) {
         if (blockDim.x != N) { fprintf(stderr, "BlockReduce with blockDim %u != %d\n", blockDim.x, N); exit(1); }
         ts.v[threadIdx.x] = in; __syncthreads();
         if (threadIdx.x != 0) return emu_cub::poison<T>();
-        T tot = ts.v[0]; for (int i = 1; i < N; i++) tot = op(tot, ts.v[i]);
+        T tot = ts.v[0]; for (int i = 1; i < N; i++) tot += ts.v[i];
         return tot;
     }
-    struct Plus { T operator()(const T &a, const T &b) const { return a + b; } };
-    T Sum(T in) { return Reduce(in, Plus()); }
 };
 }
