@@ -45,17 +45,19 @@ static void usage(FILE *f) {
             "  --nondeterministic let cuDNN pick non-deterministic algorithms when faster\n"
             "  --fft-winograd     let cuDNN pick FFT and Winograd convolutions (other rounding; PyTorch's\n"
             "                     cudnn.benchmark may pick them)\n"
+            "  --heuristic        rank cuDNN's convolution algorithms by its heuristic (the trainers' default:\n"
+            "                     reproducible) instead of timing them (Find; PyTorch's cudnn.benchmark)\n"
             "  --device-optim     parameters stay on the GPU and SGD runs there (default: SGD on the host arenas)\n"
             "  --help\n");
 }
 
 int main(int argc, char **argv) {
-    int depth = 20, batch = 128, steps = 50, warmup = 5, tf32 = 0, nondet = 0, devopt = 0, fftw = 0;
+    int depth = 20, batch = 128, steps = 50, warmup = 5, tf32 = 0, nondet = 0, devopt = 0, fftw = 0, heur = 0;
     ResNetShortcut sc = RESNET_SHORTCUT_A;
     static const struct option opts[] = {{"depth", 1, 0, 'd'},  {"batch", 1, 0, 'b'},    {"steps", 1, 0, 's'},
                                          {"warmup", 1, 0, 'w'}, {"shortcut", 1, 0, 'x'}, {"tf32", 0, 0, 't'},
                                          {"nondeterministic", 0, 0, 'n'}, {"device-optim", 0, 0, 'o'},
-                                         {"fft-winograd", 0, 0, 'f'},
+                                         {"fft-winograd", 0, 0, 'f'}, {"heuristic", 0, 0, 'u'},
                                          {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int o, idx = 0;
     while ((o = getopt_long(argc, argv, "", opts, &idx)) != -1) {
@@ -73,6 +75,7 @@ int main(int argc, char **argv) {
         case 'n': nondet = 1; break;
         case 'o': devopt = 1; break;
         case 'f': fftw = 1; break;
+        case 'u': heur = 1; break;
         case 'h': usage(stdout); return 0;
         default: ok = 0;
         }
@@ -88,13 +91,14 @@ int main(int argc, char **argv) {
         return 2;
     }
 #ifndef HAVE_CUDA
-    (void)tf32, (void)nondet, (void)sc, (void)devopt, (void)fftw;
+    (void)tf32, (void)nondet, (void)sc, (void)devopt, (void)fftw, (void)heur;
     fprintf(stderr, "resnet_gpu: this build has no CUDA (nvcc not found, or NO_CUDA=1)\n");
     return 1;
 #else
     nn_cuda_set_tf32(tf32);
     nn_cuda_set_deterministic(!nondet);
     nn_cuda_set_fft_winograd(fftw);
+    nn_cuda_set_conv_search(heur ? NN_CONV_HEURISTIC : NN_CONV_FIND);
     ResNetConfig cfg = resnet_cifar_config(depth);
     cfg.shortcut = sc;
     Model *m = resnet_cifar_create_cuda(&cfg, batch);

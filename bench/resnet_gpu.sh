@@ -9,9 +9,11 @@
 # host arenas), and "device" (--device-optim: parameters stay on the GPU, SGD as
 # a kernel, as PyTorch does). FFT_WINOGRAD=1 lets gcx's cuDNN choice take FFT
 # and Winograd convolutions too (off by default for precision; PyTorch's
-# cudnn.benchmark may take them).
+# cudnn.benchmark may take them). HEURISTIC=1 ranks the convolution algorithms
+# by cuDNN's heuristic in both (gcx --heuristic, the trainers' default; torch
+# with cudnn.benchmark off) instead of timing them.
 #
-#   bench/resnet_gpu.sh [DEPTHS="20 56 110"] [BATCH=128] [STEPS=50] [ROUNDS=3] [TF32=0] [FFT_WINOGRAD=0] [SGD="host device"] [PY=python3]
+#   bench/resnet_gpu.sh [DEPTHS="20 56 110"] [BATCH=128] [STEPS=50] [ROUNDS=3] [TF32=0] [FFT_WINOGRAD=0] [HEURISTIC=0] [SGD="host device"] [PY=python3]
 #   e.g. ROUNDS=5 bench/resnet_gpu.sh
 # PY must be a Python whose torch has CUDA; without one only gcx is measured.
 set -eu
@@ -29,13 +31,15 @@ if [ -z "${NO_BUILD:-}" ]; then make -s "$BIN" >/dev/null; fi
 GFLAG=""; TFLAG=""
 if [ "$TF32" = 1 ]; then GFLAG="--tf32"; TFLAG="--tf32"; fi
 if [ "${FFT_WINOGRAD:-0}" = 1 ]; then GFLAG="$GFLAG --fft-winograd"; fi
+RANKING=""
+if [ "${HEURISTIC:-0}" = 1 ]; then GFLAG="$GFLAG --heuristic"; TFLAG="$TFLAG --no-benchmark"; RANKING=", heuristic"; fi
 have_torch=1
 if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
     echo "note: $PY has no torch with CUDA; measuring gcx only"
     have_torch=0
 fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true)
-echo "ResNet-CIFAR training, batch $BATCH, $ROUNDS rounds of $STEPS steps, fp32$([ "$TF32" = 1 ] && echo ' (TF32 allowed)')$([ "${FFT_WINOGRAD:-0}" = 1 ] && echo ', gcx: FFT/Winograd allowed'), GPU: ${gpu:-unknown}"
+echo "ResNet-CIFAR training, batch $BATCH, $ROUNDS rounds of $STEPS steps, fp32$([ "$TF32" = 1 ] && echo ' (TF32 allowed)')$([ "${FFT_WINOGRAD:-0}" = 1 ] && echo ', gcx: FFT/Winograd allowed'), cuDNN algorithms by $([ "${HEURISTIC:-0}" = 1 ] && echo 'heuristic' || echo 'timing'), GPU: ${gpu:-unknown}"
 med() { echo "$@" | tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
 summary=""
 for D in $DEPTHS; do
@@ -51,7 +55,7 @@ for D in $DEPTHS; do
             gb=$(echo "$g" | awk '{print $3}'); gm=$(echo "$g" | awk '{print $5}' | tr -d ')')
             g_all[$v]="${g_all[$v]:-} $gm"
             g_best[$v]=$(awk -v a="${g_best[$v]:-0}" -v b="$gb" 'BEGIN{print (b>a)?b:a}')
-            line="$line gcx ($v SGD) ${g#gcx } |"
+            line="$line gcx ($v SGD$RANKING) ${g#gcx } |"
         done
         if [ "$have_torch" = 1 ]; then
             t=$("$PY" bench/resnet_gpu_torch.py --depth "$D" --batch "$BATCH" --steps "$STEPS" $TFLAG | grep '^torch images/s')
@@ -66,10 +70,10 @@ for D in $DEPTHS; do
         g_med=$(med ${g_all[$v]})
         if [ "$have_torch" = 1 ]; then
             t_med=$(med $t_all)
-            res=$(awk -v d="$D" -v v="$v" -v a="${g_best[$v]}" -v b="$t_best" -v c="$g_med" -v e="$t_med" \
-                'BEGIN{printf "ResNet-%-4s gcx (%s SGD) %9.1f img/s (median %9.1f) | torch %9.1f img/s (median %9.1f) | gcx/torch best %.2fx, median %.2fx", d, v, a, c, b, e, a/b, c/e}')
+            res=$(awk -v d="$D" -v v="$v" -v k="$RANKING" -v a="${g_best[$v]}" -v b="$t_best" -v c="$g_med" -v e="$t_med" \
+                'BEGIN{printf "ResNet-%-4s gcx (%s SGD%s) %9.1f img/s (median %9.1f) | torch %9.1f img/s (median %9.1f) | gcx/torch best %.2fx, median %.2fx", d, v, k, a, c, b, e, a/b, c/e}')
         else
-            res=$(awk -v d="$D" -v v="$v" -v a="${g_best[$v]}" -v c="$g_med" 'BEGIN{printf "ResNet-%-4s gcx (%s SGD) %9.1f img/s (median %9.1f)", d, v, a, c}')
+            res=$(awk -v d="$D" -v v="$v" -v k="$RANKING" -v a="${g_best[$v]}" -v c="$g_med" 'BEGIN{printf "ResNet-%-4s gcx (%s SGD%s) %9.1f img/s (median %9.1f)", d, v, k, a, c}')
         fi
         summary="$summary$res
 "

@@ -73,6 +73,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--tf32", action="store_true", help="allow TF32 tensor cores (default: strict fp32)")
     ap.add_argument("--channels-last", action="store_true", help="use torch.channels_last memory format")
+    ap.add_argument("--no-benchmark", action="store_true",
+                    help="cudnn.benchmark off: cuDNN's heuristic picks the algorithms (gcx: --heuristic)")
     args = ap.parse_args()
     if args.depth < 8 or (args.depth - 2) % 6 != 0 or args.batch < 1 or args.steps < 1 or args.warmup < 0:
         ap.error("depth must be 6n+2 (>= 8), batch and steps >= 1, warmup >= 0")
@@ -80,7 +82,7 @@ def main():
         print("torch %s: no CUDA device available" % torch.__version__, file=sys.stderr)
         sys.exit(1)
     dev = torch.device("cuda")
-    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.benchmark = not args.no_benchmark
     torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     torch.manual_seed(0)

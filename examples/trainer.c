@@ -26,7 +26,7 @@ enum {
     O_EPOCHS = TRAIN_OPT_BASE, O_STEPS, O_BATCH, O_LR, O_OPTIM, O_MOMENTUM, O_WD, O_NESTEROV, O_SCHEDULE, O_SEED,
     O_THREADS, O_EVAL_EVERY, O_PRINT_EVERY, O_LOG, O_SAVE, O_SAVE_EVERY, O_RESUME, O_WORKERS, O_BACKEND, O_CODEC,
     O_LAYER_CODEC, O_MIN_COMPRESS, O_TOPOLOGY, O_MEMORY, O_DELAY, O_BANDWIDTH, O_LATENCY, O_CODEC_THREADS, O_QUIET,
-    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT, O_DEVICE
+    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT, O_DEVICE, O_CUDNN
 };
 
 const struct option train_long_options[] = {
@@ -51,6 +51,7 @@ const struct option train_long_options[] = {
     {"workers", required_argument, 0, O_WORKERS},
     {"backend", required_argument, 0, O_BACKEND},
     {"device", required_argument, 0, O_DEVICE},
+    {"cudnn", required_argument, 0, O_CUDNN},
     {"codec", required_argument, 0, O_CODEC},
     {"layer-codec", required_argument, 0, O_LAYER_CODEC},
     {"min-compress", required_argument, 0, O_MIN_COMPRESS},
@@ -187,6 +188,10 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
         if (strcmp(arg, "cpu") && strcmp(arg, "cuda")) return bad("device", arg, "cpu or cuda");
         o->cuda = arg[0] == 'c' && arg[1] == 'u';
         return 1;
+    case O_CUDNN:
+        if (strcmp(arg, "heuristic") && strcmp(arg, "find")) return bad("cudnn", arg, "heuristic or find");
+        o->cudnn_find = arg[0] == 'f';
+        return 1;
     case O_CODEC:
         if (dist_parse_codec(&o->dist, arg, err, sizeof err)) {
             fprintf(stderr, "error: %s\n", err);
@@ -315,6 +320,9 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --backend B          auto (default), local (threads), mpi, or nccl (one GPU per MPI process)\n"
             "  --device cpu|cuda    where forward and backward run (default cpu); cuda models mirror the\n"
             "                       parameters on the GPU (docs/GPU.md; written, not yet run on a GPU)\n"
+            "  --cudnn MODE         with --device cuda: convolution algorithms by cuDNN's heuristic (default;\n"
+            "                       the same choice in every process, so runs and --resume repeat bit for\n"
+            "                       bit) or find (timed on the GPU: possibly faster, not reproducible)\n"
             "  --codec SPEC         codec of every compressible tensor: NAME[:key=value,...] (default fp32);\n"
             "                       also: graddrop (Gradient Dropping), dgc:warmup=EPOCHS,clip=NORM,\n"
             "                       terngrad:share=0|1, any codec with memory=none|residual|dgc\n"
@@ -1010,6 +1018,9 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
         fprintf(stderr, "error: --device cuda: no CUDA device is visible (cudaGetDeviceCount reports none or fails)\n");
         return 1;
     }
+    /* heuristic by default: every process (a resume, each rank and worker) then
+     * chooses the same convolution algorithms, so runs repeat bit for bit */
+    if (o->cuda) nn_cuda_set_conv_search(o->cudnn_find ? NN_CONV_FIND : NN_CONV_HEURISTIC);
 #endif
     int use_nccl = !strcmp(o->backend, "nccl");
     int use_mpi = use_nccl || !strcmp(o->backend, "mpi") || (!strcmp(o->backend, "auto") && comm_mpi_launched());

@@ -85,6 +85,7 @@ typedef struct {
     int workers;
     char backend[16];     /* "auto", "local", "mpi", "nccl" */
     int cuda;             /* --device cuda */
+    int cudnn_find;       /* --cudnn find: convolution algorithms by timing (default: heuristic) */
     DistConfig dist;
     char codec_text[512];
     int quiet;

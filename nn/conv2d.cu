@@ -6,7 +6,9 @@
  *
  * A plan per shape (N, C, H, W, OC, KH, KW, stride, pad) holds the tensor,
  * filter and convolution descriptors and the algorithm of each direction,
- * chosen ONCE with cudnnFind* (timed on the device: the fastest one that is
+ * chosen ONCE: ranked by cudnnFind* (timed on the device) or, with
+ * nn_cuda_set_conv_search(NN_CONV_HEURISTIC), by cuDNN's heuristic
+ * (cudnnGetConvolution*Algorithm_v7, no timing), the first one that is
  * deterministic when nn_cuda_set_deterministic is on, succeeded, is not FFT or
  * Winograd unless nn_cuda_set_fft_winograd is on, and needs at most the
  * workspace limit as cuDNN's workspace query confirms), run under
@@ -157,12 +159,13 @@ static cudnnStatus_t ws_size(NnCudaCtx *ctx, const ConvPlan *p, cudnnConvolution
                                                           bytes);
 }
 
-/* Index of the Find result to use, its workspace in *ws; -1 when none qualifies.
- * Results come sorted by time. A result qualifies when it succeeded, is
+/* Index of the ranked result to use, its workspace in *ws; -1 when none
+ * qualifies. Results come best first (Find: by time; the heuristic: by
+ * expected performance). A result qualifies when it succeeded, is
  * deterministic (when asked), is not FFT/Winograd (unless allowed), and the
  * descriptor's final math type runs it within the workspace limit: cuDNN's
  * workspace query under that math type must succeed, and the workspace is the
- * larger of its answer and Find's.
+ * larger of its answer and the ranking's.
  * Strict fp32 (descriptor CUDNN_FMA_MATH): Find also tries CUDNN_DEFAULT_MATH,
  * which on Ampere and later may mean TF32 tensor cores; such a result runs
  * under CUDNN_FMA_MATH as another kernel (or not at all) and its time is not
@@ -219,43 +222,84 @@ static void no_algo(int d, const ConvPlan *p) {
     exit(1);
 }
 
-/* Find runs under the descriptor's math type (strict fp32: CUDNN_FMA_MATH;
- * TF32 allowed: CUDNN_DEFAULT_MATH); pick leaves the chosen result's math type
- * set on the descriptor */
-static void choose(NnCudaCtx *ctx, ConvPlan *p, int d) {
+/* Per direction: its result type, cuDNN's maximum result count, the timed
+ * search (Find), the heuristic ranking (_v7, same arguments) and where the
+ * choice goes. */
+struct FwdDir {
+    typedef cudnnConvolutionFwdAlgoPerf_t Perf;
+    enum { D = DIR_FWD };
+    static cudnnStatus_t max_count(cudnnHandle_t h, int *n) { return cudnnGetConvolutionForwardAlgorithmMaxCount(h, n); }
+    static cudnnStatus_t rank(cudnnHandle_t h, const ConvPlan *p, bool timed, int cap, int *got, Perf *r) {
+        return timed ? cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv[D], p->y, cap, got, r)
+                     : cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv[D], p->y, cap, got, r);
+    }
+    static void set(ConvPlan *p, const Perf &r) { p->fwd = r.algo; }
+};
+struct BwdDataDir {
+    typedef cudnnConvolutionBwdDataAlgoPerf_t Perf;
+    enum { D = DIR_BWD_DATA };
+    static cudnnStatus_t max_count(cudnnHandle_t h, int *n) {
+        return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, n);
+    }
+    static cudnnStatus_t rank(cudnnHandle_t h, const ConvPlan *p, bool timed, int cap, int *got, Perf *r) {
+        return timed ? cudnnFindConvolutionBackwardDataAlgorithm(h, p->w, p->y, p->conv[D], p->x, cap, got, r)
+                     : cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv[D], p->x, cap, got, r);
+    }
+    static void set(ConvPlan *p, const Perf &r) { p->bwd_data = r.algo; }
+};
+struct BwdFilterDir {
+    typedef cudnnConvolutionBwdFilterAlgoPerf_t Perf;
+    enum { D = DIR_BWD_FILTER };
+    static cudnnStatus_t max_count(cudnnHandle_t h, int *n) {
+        return cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, n);
+    }
+    static cudnnStatus_t rank(cudnnHandle_t h, const ConvPlan *p, bool timed, int cap, int *got, Perf *r) {
+        return timed ? cudnnFindConvolutionBackwardFilterAlgorithm(h, p->x, p->y, p->conv[D], p->w, cap, got, r)
+                     : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv[D], p->w, cap, got, r);
+    }
+    static void set(ConvPlan *p, const Perf &r) { p->bwd_filter = r.algo; }
+};
+
+/* The ranking (Find: by measured time; heuristic: by cuDNN's expected
+ * performance, no timing, so every process makes the same choice) runs under
+ * the descriptor's math type (strict fp32: CUDNN_FMA_MATH; TF32 allowed:
+ * CUDNN_DEFAULT_MATH); pick leaves the chosen result's math type set on the
+ * descriptor. Either may return more results than the enum has algorithms
+ * (math-type variants): the array is sized by cuDNN's own maximum. */
+template <typename Dir>
+static void choose(NnCudaCtx *ctx, ConvPlan *p) {
+    const int d = Dir::D;
     if (p->chosen[d]) return;
     NnCudaSettings st = nn_cuda_settings();
-    int got = 0, i;
-    /* Find may return more results than the enum has algorithms (math-type
-     * variants): the arrays are sized by cuDNN's own maximum */
-    int cap = 0;
-    if (d == DIR_FWD) {
-        cudnnCheck(cudnnGetConvolutionForwardAlgorithmMaxCount(ctx->cudnn, &cap));
-        std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(cap > 0 ? cap : 1);
-        cudnnCheck(cudnnFindConvolutionForwardAlgorithm(ctx->cudnn, p->x, p->w, p->conv[d], p->y, cap, &got,
-                                                        perf.data()));
-        if ((i = pick_any(ctx, p, d, perf.data(), got, &st, &p->ws[d])) < 0) no_algo(d, p);
-        p->fwd = perf[i].algo;
-    } else if (d == DIR_BWD_DATA) {
-        cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(ctx->cudnn, &cap));
-        std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(cap > 0 ? cap : 1);
-        cudnnCheck(cudnnFindConvolutionBackwardDataAlgorithm(ctx->cudnn, p->w, p->y, p->conv[d], p->x, cap, &got,
-                                                             perf.data()));
-        if ((i = pick_any(ctx, p, d, perf.data(), got, &st, &p->ws[d])) < 0) no_algo(d, p);
-        p->bwd_data = perf[i].algo;
-    } else {
-        cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(ctx->cudnn, &cap));
-        std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(cap > 0 ? cap : 1);
-        cudnnCheck(cudnnFindConvolutionBackwardFilterAlgorithm(ctx->cudnn, p->x, p->y, p->conv[d], p->w, cap, &got,
-                                                               perf.data()));
-        if ((i = pick_any(ctx, p, d, perf.data(), got, &st, &p->ws[d])) < 0) no_algo(d, p);
-        p->bwd_filter = perf[i].algo;
-    }
+    int cap = 0, got = 0;
+    cudnnCheck(Dir::max_count(ctx->cudnn, &cap));
+    if (cap < 1) cap = 1;
+    std::vector<typename Dir::Perf> perf(cap);
+    cudnnCheck(Dir::rank(ctx->cudnn, p, st.conv_search != NN_CONV_HEURISTIC, cap, &got, perf.data()));
+    int i = pick_any(ctx, p, d, perf.data(), got, &st, &p->ws[d]);
+    if (i < 0) no_algo(d, p);
+    Dir::set(p, perf[i]);
     if (getenv("GCX_CUDNN_VERBOSE"))
-        fprintf(stderr, "conv2d CUDA plan N=%d C=%d %dx%d OC=%d K=%d s=%d p=%d dir %d: algo %d, workspace %zu\n",
-                p->key[0], p->key[1], p->key[2], p->key[3], p->key[4], p->key[5], p->key[7], p->key[8], d,
-                d == DIR_FWD ? (int)p->fwd : d == DIR_BWD_DATA ? (int)p->bwd_data : (int)p->bwd_filter, p->ws[d]);
+        fprintf(stderr, "conv2d CUDA plan N=%d C=%d %dx%d OC=%d K=%d s=%d p=%d %s (%s): algo %d, workspace %zu\n",
+                p->key[0], p->key[1], p->key[2], p->key[3], p->key[4], p->key[5], p->key[7], p->key[8], dir_names[d],
+                st.conv_search == NN_CONV_HEURISTIC ? "heuristic" : "find", (int)perf[i].algo, p->ws[d]);
     p->chosen[d] = 1;
+}
+
+extern "C" int nn_cuda_conv_algos(const Conv2dShape *s, int algo[3]) {
+    int key[9];
+    shape_key(key, s);
+    for (int i = 0; i < t_nplans; i++) {
+        const ConvPlan *p = t_plans[i];
+        if (memcmp(p->key, key, sizeof key) != 0) continue;
+        int now = p->generation == nn_cuda_settings().generation; /* else all to be chosen again */
+        algo[DIR_FWD] = now && p->chosen[DIR_FWD] ? (int)p->fwd : -1;
+        algo[DIR_BWD_DATA] = now && p->chosen[DIR_BWD_DATA] ? (int)p->bwd_data : -1;
+        algo[DIR_BWD_FILTER] = now && p->chosen[DIR_BWD_FILTER] ? (int)p->bwd_filter : -1;
+        return 0;
+    }
+    algo[0] = algo[1] = algo[2] = -1;
+    return -1;
 }
 
 extern "C" void conv2d_forward_cuda(float *out /*N,OC,OH,OW*/, float *work /*unused, NULL*/,
@@ -264,7 +308,7 @@ extern "C" void conv2d_forward_cuda(float *out /*N,OC,OH,OW*/, float *work /*unu
     (void)work;
     NnCudaCtx *ctx = nn_cuda_ctx();
     ConvPlan *p = get_plan(ctx, s);
-    choose(ctx, p, DIR_FWD);
+    choose<FwdDir>(ctx, p);
     void *ws = p->ws[DIR_FWD] ? nn_cuda_workspace(ctx, p->ws[DIR_FWD]) : NULL;
     const float one = 1.0f, zero = 0.0f;
     /* out = conv(inp, w) */
@@ -285,13 +329,13 @@ extern "C" void conv2d_backward_cuda(float *dinp /*N,C,H,W, overwritten; NULL = 
     const float one = 1.0f, zero = 0.0f;
     /* forward: out[n,o,y,x] = sum_{c,i,j} inp[n,c,y*s-p+i,x*s-p+j] * w[o,c,i,j] + b[o] */
     if (dinp) { /* dinp[n,c,.,.] = sum_{o,i,j} dout[n,o,.,.] * w[o,c,i,j] (transposed convolution), overwritten */
-        choose(ctx, p, DIR_BWD_DATA);
+        choose<BwdDataDir>(ctx, p);
         void *ws = p->ws[DIR_BWD_DATA] ? nn_cuda_workspace(ctx, p->ws[DIR_BWD_DATA]) : NULL;
         cudnnCheck(cudnnConvolutionBackwardData(ctx->cudnn, &one, p->w, w, p->y, dout, p->conv[DIR_BWD_DATA],
                                                 p->bwd_data, ws, p->ws[DIR_BWD_DATA], &zero, p->x, dinp));
     }
     /* dw[o,c,i,j] += sum_{n,y,x} dout[n,o,y,x] * inp[n,c,y*s-p+i,x*s-p+j] */
-    choose(ctx, p, DIR_BWD_FILTER);
+    choose<BwdFilterDir>(ctx, p);
     void *ws = p->ws[DIR_BWD_FILTER] ? nn_cuda_workspace(ctx, p->ws[DIR_BWD_FILTER]) : NULL;
     cudnnCheck(cudnnConvolutionBackwardFilter(ctx->cudnn, &one, p->x, inp, p->y, dout, p->conv[DIR_BWD_FILTER],
                                               p->bwd_filter, ws, p->ws[DIR_BWD_FILTER], &one, p->w, dw));
@@ -314,6 +358,11 @@ extern "C" void conv2d_backward_cuda(float *dinp, float *dw, float *db, float *w
                                      const float *inp, const float *w, const Conv2dShape *s) {
     (void)dinp, (void)dw, (void)db, (void)work, (void)dout, (void)inp, (void)w, (void)s;
     no_cudnn();
+}
+extern "C" int nn_cuda_conv_algos(const Conv2dShape *s, int algo[3]) {
+    (void)s;
+    algo[0] = algo[1] = algo[2] = -1;
+    return -1;
 }
 
 #endif

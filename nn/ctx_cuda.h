@@ -35,6 +35,7 @@ typedef struct {
     size_t workspace_limit;
     int generation;
     int fft_winograd; /* FFT and Winograd convolution algorithms allowed */
+    int conv_search;  /* NnConvSearch */
 } NnCudaSettings;
 
 /* this thread's context (created on first use; exits with a message if the

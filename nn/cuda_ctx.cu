@@ -7,7 +7,7 @@
 #include "nn/ctx_cuda.h"
 #include "nn/cuda_ops.h"
 
-static NnCudaSettings g_settings = {0, 1, (size_t)1 << 30, 0, 0};
+static NnCudaSettings g_settings = {0, 1, (size_t)1 << 30, 0, 0, NN_CONV_FIND};
 static thread_local NnCudaCtx *t_ctx = NULL;
 
 #define MAX_HOOKS 8
@@ -45,6 +45,11 @@ extern "C" void nn_cuda_set_deterministic(int enable) {
 
 extern "C" void nn_cuda_set_fft_winograd(int enable) {
     g_settings.fft_winograd = enable != 0;
+    g_settings.generation++;
+}
+
+extern "C" void nn_cuda_set_conv_search(NnConvSearch s) {
+    g_settings.conv_search = s;
     g_settings.generation++;
 }
 

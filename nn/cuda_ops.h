@@ -35,8 +35,11 @@
  *
  * Numerics. By default fp32 is strict (no TF32: cuDNN CUDNN_FMA_MATH, cuBLAS
  * default math) and cuDNN algorithms are chosen among the deterministic ones
- * (cudnnFind*, fastest deterministic that fits the workspace limit), so two runs
- * give identical results on the same GPU. The FFT and Winograd convolution
+ * (cudnnFind*, fastest deterministic that fits the workspace limit), so
+ * repeated steps give identical results. Find is timed, so another process may
+ * choose another algorithm (other rounding); nn_cuda_set_conv_search
+ * (NN_CONV_HEURISTIC) ranks by cuDNN's heuristic instead, the same choice in
+ * every process on the same GPU and cuDNN version. The FFT and Winograd convolution
  * algorithms are left out: they round differently from a direct sum and can
  * be less precise (frameworks skip Winograd-nonfused for that reason), which
  * the parity tests' tolerances do not allow for. nn_cuda_set_tf32(1) allows
@@ -71,6 +74,13 @@ const char *nn_cuda_unavailable(void);
 void nn_cuda_set_tf32(int enable);
 void nn_cuda_set_deterministic(int enable);
 void nn_cuda_set_fft_winograd(int enable);
+/* how convolution algorithms are ranked before the filters above pick one */
+typedef enum {
+    NN_CONV_FIND = 0,     /* cudnnFind*: each algorithm timed on the device (default) */
+    NN_CONV_HEURISTIC = 1 /* cudnnGetConvolution*Algorithm_v7: cuDNN's heuristic, no timing,
+                             so reproducible across processes (PyTorch's cudnn.benchmark off) */
+} NnConvSearch;
+void nn_cuda_set_conv_search(NnConvSearch s);
 /* workspace limit for cuDNN algorithm choice, bytes (default 1 GiB) */
 void nn_cuda_set_workspace_limit(size_t bytes);
 /* free the calling thread's handles, plans and scratch (the next op re-creates them) */
@@ -87,6 +97,11 @@ void conv2d_backward_cuda(float *dinp /*N,C,H,W, overwritten; NULL = skip*/, flo
                           float *db /*OC, +=, NULL = skip*/, float *work /*unused, NULL*/,
                           const float *dout /*N,OC,OH,OW*/, const float *inp /*N,C,H,W*/,
                           const float *w /*OC,C,KH,KW*/, const Conv2dShape *s);
+/* the cuDNN algorithms (cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t) the calling
+ * thread's plan for this shape uses: forward, backward-data, backward-filter, -1
+ * for a direction not chosen yet under the current settings; returns -1 (all -1)
+ * when the thread has no plan for the shape */
+int nn_cuda_conv_algos(const Conv2dShape *s, int algo[3]);
 
 /* ------------------------------------------------------- batch norm ---- */
 /* As nn/batchnorm.h over NCHW: y = (x - mean)/sqrt(var + eps)*gamma + beta [+ res] [ReLU],

@@ -12,10 +12,13 @@
 #   test   the CUDA parity tests (tests/cuda/*: what `make test-cuda` runs)
 #   train  the trainers on the GPU against the same runs on the CPU: CharLSTM
 #          (200 steps), ResNet-20 on a generated image folder (40 steps, and 2
-#          workers with TernGrad); where a GPU step's time goes (ResNet-110,
+#          workers with TernGrad, and over NCCL as one process); whether --resume
+#          continues bit for bit (20 steps against 10 + 10, each --cudnn
+#          ranking); where a GPU step's time goes (ResNet-110,
 #          batch 128, fp32, 3lc and dgc: scripts/step_breakdown.py); WordLSTM
 #          throughput (PTB, 50 steps)
-#   bench  bench/resnet_gpu.sh (gcx against PyTorch eager), bench/codecs_gpu and
+#   bench  bench/resnet_gpu.sh (gcx against PyTorch eager; once more, one round,
+#          with both ranking cuDNN's algorithms by heuristic), bench/codecs_gpu and
 #          bench/exchange (the exchange's host time on this machine's cores)
 #   sanitize  compute-sanitizer memcheck and racecheck (shared-memory races, which
 #          the host emulation cannot show) on the kernel tests, each run capped at
@@ -91,6 +94,7 @@ if [ "$QUICK" = 1 ]; then
     head -c 20000 README.md >"$LOGS/quick_text.txt" # the character model's text: 2k characters to evaluate
     CHAR_ARGS=(--text "$LOGS/quick_text.txt")
     RN=(--depth 8 --batch 8 --steps 4 --print-every 2) # the CPU/GPU ResNet pairs
+    RESUME_STEPS=4
     RN_NAME=resnet8
     SHARE_NAME=resnet8
     SHARE=(--depth 8 --batch 8 --steps 4 --print-every 2)
@@ -103,6 +107,7 @@ else
     TRAIN_STEPS=${GCX_TRAIN_STEPS:-200}
     CHAR_ARGS=()
     RN=(--batch 32 --steps 40 --print-every 10)
+    RESUME_STEPS=20
     RN_NAME=resnet20
     SHARE_NAME=resnet110
     SHARE=(--depth 110 --batch 128 --steps 30 --print-every 5)
@@ -235,6 +240,32 @@ step_share() { # name, args...: one run on the GPU
     else note train "share $name: exit $rc$(stopped $rc): $(tail -n 1 "$LOGS/share_$name.log" | cut -c1-160)"; fi
 }
 
+# --resume on the GPU continues bit for bit: RESUME_STEPS straight against half of them,
+# --save, --resume, the rest; the final checkpoints compared byte for byte, under each
+# --cudnn ranking. heuristic (the default) must give identical ones; find is timed, so the
+# resumed process may choose other algorithms: reported either way.
+resume_check() { # name, args...
+    local name=$1; shift
+    local mode
+    for mode in heuristic find; do
+        late train "resume $name --cudnn $mode" && continue
+        local t0=$EPOCHREALTIME f=$LOGS/resume_${name}_$mode rc=0 half=$((RESUME_STEPS / 2))
+        local run=("$@" --steps "$RESUME_STEPS" --device cuda --cudnn "$mode")
+        lim "${run[@]}" --save "$f.a" >"$f.log" 2>&1 || rc=$?
+        [ $rc = 0 ] && { lim "${run[@]}" --stop-at "$half" --save "$f.b" >>"$f.log" 2>&1 || rc=$?; }
+        [ $rc = 0 ] && { lim "${run[@]}" --resume "$f.b" --save "$f.c" >>"$f.log" 2>&1 || rc=$?; }
+        echo "--- resume $name --cudnn $mode: exit $rc$(stopped $rc), $(since "$t0")s: $* --steps $RESUME_STEPS"
+        if [ $rc != 0 ]; then
+            note train "resume $name --cudnn $mode: exit $rc$(stopped $rc): $(tail -n 1 "$f.log" | cut -c1-160)"
+        elif cmp -s "$f.a" "$f.c"; then
+            note train "resume $name --cudnn $mode: $RESUME_STEPS steps straight and $half + --resume $half: identical checkpoints"
+        else
+            note train "resume $name --cudnn $mode: $RESUME_STEPS steps straight and $half + --resume $half: different checkpoints"
+        fi
+        rm -f "$f.a" "$f.b" "$f.c"
+    done
+}
+
 phase_train() {
     local every=$((TRAIN_STEPS / 10 > 0 ? TRAIN_STEPS / 10 : 1))
     run_pair charlstm ./train_lstm --model char "${CHAR_ARGS[@]}" --workers 1 --steps "$TRAIN_STEPS" --print-every "$every" --quiet
@@ -247,6 +278,8 @@ phase_train() {
     # the NCCL backend as one process (a communicator of one rank, no MPI) against the local one
     CUDA_ARGS="--backend nccl" run_pair "${RN_NAME}_3lc_nccl1" ./train_resnet --dataset "folder:$folder" --image-size 32 \
         --workers 1 --backend local --lr 0.01 "${RN[@]}" --eval-every 0 --codec 3lc --quiet
+    resume_check "$RN_NAME" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 --lr 0.01 \
+        "${RN[@]}" --eval-every -1 --codec 3lc --quiet
     for c in fp32 3lc dgc; do
         step_share "${SHARE_NAME}_$c" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 \
             "${SHARE[@]}" --lr 0.01 --eval-every 0 --codec "$c" --quiet
@@ -280,6 +313,8 @@ bench_run() {
 
 phase_bench() {
     bench_run resnet_gpu.sh '^ResNet-[0-9]+ +gcx' "" bench/resnet_gpu.sh
+    # what the trainers' reproducible default (--cudnn heuristic) costs, against torch's
+    bench_run "resnet_gpu.sh HEURISTIC=1" '^ResNet-[0-9]+ +gcx' "" env HEURISTIC=1 ROUNDS=1 SGD=host bench/resnet_gpu.sh
     bench_run codecs_gpu '^(GPU codec|codec |[a-z0-9]+)' "" build/bench/codecs_gpu "${CODECS_ARGS[@]}"
     # the exchange's host time with this host's cores (docs/DIST.md "Host time")
     bench_run exchange '^[a-z0-9]+ ' "exchange " env OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-active}" \

@@ -299,6 +299,52 @@ static void test_conv(Rng *r) {
     }
 }
 
+/* The algorithms a fresh plan (after nn_cuda_release) chooses for one shape,
+ * `rounds` times, with a forward and a backward pass each: under the heuristic
+ * ranking always the same, since nothing is timed; under Find they may vary
+ * (timing noise; the emulation models it), which is printed, not checked. The
+ * forward output must be bit-identical whenever the algorithms are. */
+static void test_conv_choice(Rng *r, NnConvSearch search, int rounds) {
+    Conv2dShape s;
+    CHECK(conv2d_shape(&s, 4, 16, 16, 16, 16, 3, 3, 1, 1) == 0, "conv2d_shape");
+    size_t nx = (size_t)4 * 16 * 16 * 16, nw = (size_t)16 * 16 * 9;
+    float *x = rand_normal(r, nx, 1.0f), *w = rand_normal(r, nw, 0.1f);
+    nn_cuda_set_conv_search(search);
+    int first[3] = {-1, -1, -1}, same = 1, distinct = 1;
+    float *y0 = NULL;
+    for (int k = 0; k < rounds; k++) {
+        nn_cuda_release();
+        float *d_x = dev_upload(x, nx), *d_w = dev_upload(w, nw), *d_y = dev_fill(nx, 0.0f);
+        float *d_dx = dev_fill(nx, 0.0f), *d_dw = dev_fill(nw, 0.0f);
+        conv2d_forward_cuda(d_y, NULL, d_x, d_w, NULL, &s);
+        conv2d_backward_cuda(d_dx, d_dw, NULL, NULL, d_y, d_x, d_w, &s);
+        int a[3];
+        CHECK(nn_cuda_conv_algos(&s, a) == 0 && a[0] >= 0 && a[1] >= 0 && a[2] >= 0,
+              "the plan reports its three algorithms (%d %d %d)", a[0], a[1], a[2]);
+        float *y = dev_download(d_y, nx);
+        if (k == 0) {
+            memcpy(first, a, sizeof first);
+            y0 = y;
+        } else {
+            int eq = !memcmp(a, first, sizeof first);
+            same &= eq;
+            distinct += !eq;
+            if (eq) CHECK(!memcmp(y, y0, nx * sizeof(float)), "same algorithms, bit-identical forward output");
+            free(y);
+        }
+        cudaCheck(cudaFree(d_x)), cudaCheck(cudaFree(d_w)), cudaCheck(cudaFree(d_y));
+        cudaCheck(cudaFree(d_dx)), cudaCheck(cudaFree(d_dw));
+    }
+    if (search == NN_CONV_HEURISTIC)
+        CHECK(same, "heuristic ranking: the same algorithms in %d fresh plans (first %d %d %d)", rounds, first[0],
+              first[1], first[2]);
+    printf("conv algorithm choice (%s): %d fresh plans, %s (first: fwd %d, bwd-data %d, bwd-filter %d)\n",
+           search == NN_CONV_HEURISTIC ? "heuristic" : "find", rounds,
+           same ? "always the same" : distinct > 1 ? "they differ" : "", first[0], first[1], first[2]);
+    nn_cuda_set_conv_search(NN_CONV_FIND);
+    free(x), free(w), free(y0);
+}
+
 /* ------------------------------------------------------------ batch norm ---- */
 
 typedef struct {
@@ -661,6 +707,12 @@ int main(void) {
         test_conv(&r);
         conv_tol = (ConvTol)CONV_TOL_STRICT;
         nn_cuda_set_fft_winograd(0);
+        /* the heuristic ranking: the parity again, and the same choice in fresh plans */
+        nn_cuda_set_conv_search(NN_CONV_HEURISTIC);
+        printf("again with cuDNN's heuristic ranking\n");
+        test_conv(&r);
+        test_conv_choice(&r, NN_CONV_FIND, 8);
+        test_conv_choice(&r, NN_CONV_HEURISTIC, 8);
     }
     nn_cuda_release();
     cudaCheck(cudaDeviceSynchronize());

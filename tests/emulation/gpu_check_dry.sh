@@ -104,12 +104,17 @@ pairs="charlstm resnet8 resnet8_terngrad_2w"
 for pair in $pairs; do
     has "^train +$pair: exit cpu 0, cuda 0; largest relative loss difference over the printed steps: [0-9.e+-]+$" "train $pair"
 done
+has "^train +resume resnet8 --cudnn heuristic: 4 steps straight and 2 \+ --resume 2: identical checkpoints$" \
+    "resume, heuristic ranking"
+has "^train +resume resnet8 --cudnn find: 4 steps straight and 2 \+ --resume 2: (identical|different) checkpoints$" \
+    "resume, Find"
 for c in fp32 3lc dgc; do
     has "^train +share share_resnet8_$c: [0-9]+ steps, step [0-9.]+ ms = compute" "step breakdown with $c"
 done
 if [ $ptb = 1 ]; then has '^train +wordlstm cuda, 2 steps, exit 0: step ' "word LSTM"; fi
 has '^bench +ResNet-8 +gcx \(host SGD\) +[0-9.]+ img/s' "resnet_gpu.sh, host SGD"
 has '^bench +ResNet-8 +gcx \(device SGD\) +[0-9.]+ img/s' "resnet_gpu.sh, device SGD"
+has '^bench +ResNet-8 +gcx \(host SGD, heuristic\) +[0-9.]+ img/s' "resnet_gpu.sh HEURISTIC=1"
 has '^bench +3lc:s=1 +4096 ' "codecs_gpu"
 has '^bench +exchange 3lc ' "exchange"
 for r in "memcheck ops" "racecheck ops" "memcheck lstm" "memcheck codecs" "memcheck resnet"; do
@@ -133,9 +138,9 @@ cp "$REPO/train_resnet" "$REPO/train_lstm" "$S/"
 (cd "$S" && tar -cf "$TMP/nogpu.tar" .)
 "$R/scripts/gpu_check.sh" --bundle "$TMP/nogpu.tar" --logs "$TMP/nogpu" --quick train >"$TMP/nogpu.txt" 2>&1
 check $? "gpu_check.sh with GPU runs that fail exited $?"
-n=$(grep -cE '^train +(cuda failed: |share [a-z0-9_]+: exit 1: |wordlstm cuda, 2 steps, exit 1: )[a-z]+.*$' \
+n=$(grep -cE '^train +(cuda failed: |share [a-z0-9_]+: exit 1: |resume resnet8 --cudnn [a-z]+: exit 1: |wordlstm cuda, 2 steps, exit 1: )[a-z]+.*$' \
     "$TMP/nogpu/summary.txt")
-want=$((7 + ptb)) # 4 pairs, 3 breakdowns, and the word LSTM
+want=$((9 + ptb)) # 4 pairs, 2 resume checks, 3 breakdowns, and the word LSTM
 [ "$n" -eq "$want" ]
 check $? "failing GPU runs: $n summary lines give the error, expected $want"
 [ "$(grep -cE '^train +cpu +eval ' "$TMP/nogpu/summary.txt")" -eq 4 ]
@@ -147,7 +152,7 @@ check $? "failing GPU runs: the 4 CPU runs of the pairs still evaluate"
     >"$TMP/late.txt" 2>&1
 check $? "gpu_check.sh --deadline 1 exited $?"
 n=$(grep -c 'skipped (--deadline reached)' "$TMP/late/summary.txt")
-want=$((11 + ptb)) # the tests, 4 pairs, 3 breakdowns, 3 benchmarks, and the word LSTM
+want=$((14 + ptb)) # the tests, 4 pairs, 2 resume checks, 3 breakdowns, 4 benchmarks, and the word LSTM
 [ "$n" -eq "$want" ]
 check $? "--deadline 1: $n steps said they were skipped, expected $want"
 "$R/scripts/gpu_check.sh" --deadline x >/dev/null 2>&1

@@ -76,6 +76,25 @@ pair resnet8_terngrad "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.0
     "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" --device cuda
 pair lenet_sbc "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cpu -- \
     "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cuda
+# --resume on the emulated GPU continues bit for bit: 4 steps straight, and 2 steps, --save,
+# --resume, 2 more, end in byte-identical checkpoints. The default --cudnn heuristic makes the
+# same convolution choice in every process; the emulated Find models timing noise, so under
+# --cudnn find the resumed process may choose other algorithms (other last bits).
+resume_exact() { # name, command...
+    local name=$1; shift
+    "$@" --steps 4 --save "$TMP/$name.a" >"$TMP/$name.ra" 2>&1
+    check $? "$name: the uninterrupted run failed: $* --steps 4"
+    "$@" --steps 4 --stop-at 2 --save "$TMP/$name.b" >"$TMP/$name.rb" 2>&1
+    check $? "$name: the first half failed: $* --stop-at 2"
+    "$@" --steps 4 --resume "$TMP/$name.b" --save "$TMP/$name.c" >"$TMP/$name.rc" 2>&1
+    check $? "$name: the resumed half failed: $* --resume"
+    cmp -s "$TMP/$name.a" "$TMP/$name.c"
+    check $? "$name: the resumed run's final checkpoint differs from the uninterrupted run's"
+    echo "$name: 4 steps straight and 2 + --resume 2: $(cmp -s "$TMP/$name.a" "$TMP/$name.c" && echo identical checkpoints || echo DIFFERENT checkpoints)"
+}
+resume_exact resnet8_resume_gpu "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec 3lc "${IMG[@]}" \
+    --eval-every -1 --device cuda
+
 LM=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
     --print-every 1 --codec dgc --quiet)
 pair charlstm_dgc "$BIN/train_lstm_emu" "${LM[@]}" --device cpu -- "$BIN/train_lstm_emu" "${LM[@]}" --device cuda

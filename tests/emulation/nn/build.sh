@@ -59,9 +59,12 @@ $CXX -fopenmp $O/test_nn_cuda_ops_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/t
 $CXX -fopenmp $O/test_resnet_cuda_c.o $O/resnet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_resnet_cuda_emu"
 $CXX -fopenmp $O/test_nn_cuda_lenet_c.o $O/lenet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_nn_cuda_lenet_emu"
 MODELS="$O/resnet_cuda_c.o $O/lenet_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o"
+# the trainers' loop as a CUDA build compiles it (its device check and cuDNN setting),
+# linked ahead of the library's NO_CUDA copy
+$CCS $CF -c "$REPO/examples/trainer.c" -o "$O/trainer_cuda.o"
 for t in train_resnet train_lenet train_lstm; do
   $CCS $CF -c "$REPO/examples/$t.c" -o "$O/${t}_main.o"
-  $CXX -fopenmp "$O/${t}_main.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/${t}_emu"
+  $CXX -fopenmp "$O/${t}_main.o" "$O/trainer_cuda.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/${t}_emu"
 done
 $CCS $CF -c "$REPO/bench/resnet_gpu.c" -o "$O/resnet_gpu_main.o"
 $CXX -fopenmp "$O/resnet_gpu_main.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/resnet_gpu_emu"
@@ -70,7 +73,7 @@ built="$built train_resnet_emu train_lenet_emu train_lstm_emu resnet_gpu_emu"
 if [ -n "$NCCL_CF" ]; then
   $CCS $NCCL_CF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
   $CCS $NCCL_CF -c "$EMU/nccl/fake_nccl.c" -o "$O/fake_nccl.o"
-  $CXX -fopenmp "$O/train_resnet_main.o" "$O/comm_nccl.o" "$O/fake_nccl.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS \
+  $CXX -fopenmp "$O/train_resnet_main.o" "$O/trainer_cuda.o" "$O/comm_nccl.o" "$O/fake_nccl.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS \
     -o "$OUT/train_resnet_nccl_emu"
   built="$built train_resnet_nccl_emu"
 fi

@@ -120,6 +120,22 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t h, const
                                                           const cudnnConvolutionDescriptor_t conv,
                                                           const cudnnFilterDescriptor_t dw, int requested,
                                                           int *returned, cudnnConvolutionBwdFilterAlgoPerf_t *perf);
+/* the heuristic ranking: the same arguments and results as Find, no timing */
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
+                                                     const cudnnFilterDescriptor_t w,
+                                                     const cudnnConvolutionDescriptor_t conv,
+                                                     const cudnnTensorDescriptor_t y, int requested, int *returned,
+                                                     cudnnConvolutionFwdAlgoPerf_t *perf);
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t h, const cudnnFilterDescriptor_t w,
+                                                          const cudnnTensorDescriptor_t dy,
+                                                          const cudnnConvolutionDescriptor_t conv,
+                                                          const cudnnTensorDescriptor_t dx, int requested,
+                                                          int *returned, cudnnConvolutionBwdDataAlgoPerf_t *perf);
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
+                                                            const cudnnTensorDescriptor_t dy,
+                                                            const cudnnConvolutionDescriptor_t conv,
+                                                            const cudnnFilterDescriptor_t dw, int requested,
+                                                            int *returned, cudnnConvolutionBwdFilterAlgoPerf_t *perf);
 cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
                                                       const cudnnFilterDescriptor_t w,
                                                       const cudnnConvolutionDescriptor_t conv,

@@ -20,7 +20,7 @@
  * matching the others (channels, output size, BN shape), a tensor that is not
  * device memory or whose allocation is smaller than its descriptor says, an
  * output overlapping an input, a workspace smaller than the algorithm needs,
- * an algorithm the Find call did not offer for that direction, a tensor-core-
+ * an algorithm the ranking calls did not offer for that direction, a tensor-core-
  * only algorithm run under CUDNN_FMA_MATH, epsilon below CUDNN_BN_MIN_EPSILON
  * (0 in cuDNN 9) or a factor outside [0, 1]. The Find calls offer results
  * that exercise the caller's choice (see offers(): tensor-op-only, FFT and
@@ -29,12 +29,21 @@
  * all, under CUDNN_FMA_MATH, as the workspace queries
  * cudnnGetConvolution*WorkspaceSize say). FFT and Winograd compute with their
  * operands rounded to 10 mantissa bits, so a parity test whose code picks one
- * by mistake fails. The workspace is overwritten with garbage after each use. */
+ * by mistake fails. The forward algorithms with an odd enum value sum the input
+ * channels in reverse order (real algorithms differ in their order of summation),
+ * so which algorithm ran shows in the last bits. Find models timing noise: two
+ * forward algorithms close in time trade places in its ranking at random (a bit
+ * per call from the process id and a call counter), so processes, and threads
+ * with their own plans, can choose differently, as on a GPU. The heuristic
+ * ranking (cudnnGetConvolution*Algorithm_v7) offers the same results in a fixed
+ * order of its own, time -1. The workspace is overwritten with garbage after
+ * each use. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_runtime.h"
 #include "cudnn.h"
@@ -223,16 +232,33 @@ static const Offer *find_offer(const Offer o[NOFFERS], int k, int algo) {
 /* the workspace the offer needs under math type m; FMA_NO when it cannot run */
 static size_t offer_ws(const Offer *o, cudnnMathType_t m) { return m == CUDNN_FMA_MATH ? o->fma_memory : o->memory; }
 
-#define FIND_BODY(fn, dir)                                                                                           \
+/* Find's timing noise: one pseudo-random bit per call, from the process id and a
+ * call counter; when set, forward offers 3 and 4 (both usable under strict fp32,
+ * the first one odd) trade places */
+static unsigned noise_calls;
+static int timing_noise(void) {
+    uint32_t x = (uint32_t)getpid() * 2654435761u + __atomic_fetch_add(&noise_calls, 1, __ATOMIC_RELAXED) * 40503u;
+    x ^= x >> 15, x *= 2246822519u, x ^= x >> 13;
+    return (int)(x & 1);
+}
+static void swap_offers(Offer *a, Offer *b) {
+    Offer t = *a;
+    *a = *b, *b = t;
+}
+
+/* timed: Find (noisy order, times), else the heuristic (offers 3 and 4 always
+ * traded, time -1) */
+#define FIND_BODY(fn, dir, timed)                                                                                    \
     Offer o[NOFFERS];                                                                                                \
     int k = offers(dir, &s, o);                                                                                      \
     if (requested < 1) fail(fn, "requested < 1");                                                                    \
+    if (dir == D_FWD && (!(timed) || timing_noise())) swap_offers(&o[3], &o[4]);                                     \
     if (k > requested) k = requested;                                                                                \
     for (int i = 0; i < k; i++) {                                                                                    \
         memset(&perf[i], 0, sizeof perf[i]);                                                                         \
         perf[i].algo = o[i].algo;                                                                                    \
         perf[i].status = o[i].status;                                                                                \
-        perf[i].time = o[i].status ? -1.0f : 0.01f * (float)(i + 1);                                                 \
+        perf[i].time = o[i].status || !(timed) ? -1.0f : 0.01f * (float)(i + 1);                                     \
         perf[i].memory = o[i].memory;                                                                                \
         perf[i].determinism = o[i].det;                                                                              \
         perf[i].mathType = o[i].math;                                                                                \
@@ -255,32 +281,77 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnnHandle_t h
     MAX_COUNT_BODY("cudnnGetConvolutionBackwardFilterAlgorithmMaxCount")
 }
 
+/* Find (timed) and the heuristic ranking (_v7) share one body per direction */
+static cudnnStatus_t rank_fwd(const char *fn, int timed, cudnnHandle_t h, const cudnnTensorDescriptor_t x,
+                              const cudnnFilterDescriptor_t w, const cudnnConvolutionDescriptor_t conv,
+                              const cudnnTensorDescriptor_t y, int requested, int *returned,
+                              cudnnConvolutionFwdAlgoPerf_t *perf) {
+    check_handle(h, fn);
+    Shape s = conv_shape(fn, x, w, conv, y);
+    FIND_BODY(fn, D_FWD, timed)
+}
+static cudnnStatus_t rank_bwd_data(const char *fn, int timed, cudnnHandle_t h, const cudnnFilterDescriptor_t w,
+                                   const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t conv,
+                                   const cudnnTensorDescriptor_t dx, int requested, int *returned,
+                                   cudnnConvolutionBwdDataAlgoPerf_t *perf) {
+    check_handle(h, fn);
+    Shape s = conv_shape(fn, dx, w, conv, dy);
+    FIND_BODY(fn, D_BWD_DATA, timed)
+}
+static cudnnStatus_t rank_bwd_filter(const char *fn, int timed, cudnnHandle_t h, const cudnnTensorDescriptor_t x,
+                                     const cudnnTensorDescriptor_t dy, const cudnnConvolutionDescriptor_t conv,
+                                     const cudnnFilterDescriptor_t dw, int requested, int *returned,
+                                     cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
+    check_handle(h, fn);
+    Shape s = conv_shape(fn, x, dw, conv, dy);
+    FIND_BODY(fn, D_BWD_FILTER, timed)
+}
+
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
                                                    const cudnnFilterDescriptor_t w,
                                                    const cudnnConvolutionDescriptor_t conv,
                                                    const cudnnTensorDescriptor_t y, int requested, int *returned,
                                                    cudnnConvolutionFwdAlgoPerf_t *perf) {
-    check_handle(h, "cudnnFindConvolutionForwardAlgorithm");
-    Shape s = conv_shape("cudnnFindConvolutionForwardAlgorithm", x, w, conv, y);
-    FIND_BODY("cudnnFindConvolutionForwardAlgorithm", D_FWD)
+    return rank_fwd("cudnnFindConvolutionForwardAlgorithm", 1, h, x, w, conv, y, requested, returned, perf);
+}
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
+                                                     const cudnnFilterDescriptor_t w,
+                                                     const cudnnConvolutionDescriptor_t conv,
+                                                     const cudnnTensorDescriptor_t y, int requested, int *returned,
+                                                     cudnnConvolutionFwdAlgoPerf_t *perf) {
+    return rank_fwd("cudnnGetConvolutionForwardAlgorithm_v7", 0, h, x, w, conv, y, requested, returned, perf);
 }
 cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(cudnnHandle_t h, const cudnnFilterDescriptor_t w,
                                                         const cudnnTensorDescriptor_t dy,
                                                         const cudnnConvolutionDescriptor_t conv,
                                                         const cudnnTensorDescriptor_t dx, int requested,
                                                         int *returned, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
-    check_handle(h, "cudnnFindConvolutionBackwardDataAlgorithm");
-    Shape s = conv_shape("cudnnFindConvolutionBackwardDataAlgorithm", dx, w, conv, dy);
-    FIND_BODY("cudnnFindConvolutionBackwardDataAlgorithm", D_BWD_DATA)
+    return rank_bwd_data("cudnnFindConvolutionBackwardDataAlgorithm", 1, h, w, dy, conv, dx, requested, returned,
+                         perf);
+}
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t h, const cudnnFilterDescriptor_t w,
+                                                          const cudnnTensorDescriptor_t dy,
+                                                          const cudnnConvolutionDescriptor_t conv,
+                                                          const cudnnTensorDescriptor_t dx, int requested,
+                                                          int *returned, cudnnConvolutionBwdDataAlgoPerf_t *perf) {
+    return rank_bwd_data("cudnnGetConvolutionBackwardDataAlgorithm_v7", 0, h, w, dy, conv, dx, requested, returned,
+                         perf);
 }
 cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
                                                           const cudnnTensorDescriptor_t dy,
                                                           const cudnnConvolutionDescriptor_t conv,
                                                           const cudnnFilterDescriptor_t dw, int requested,
                                                           int *returned, cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
-    check_handle(h, "cudnnFindConvolutionBackwardFilterAlgorithm");
-    Shape s = conv_shape("cudnnFindConvolutionBackwardFilterAlgorithm", x, dw, conv, dy);
-    FIND_BODY("cudnnFindConvolutionBackwardFilterAlgorithm", D_BWD_FILTER)
+    return rank_bwd_filter("cudnnFindConvolutionBackwardFilterAlgorithm", 1, h, x, dy, conv, dw, requested,
+                           returned, perf);
+}
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t h, const cudnnTensorDescriptor_t x,
+                                                            const cudnnTensorDescriptor_t dy,
+                                                            const cudnnConvolutionDescriptor_t conv,
+                                                            const cudnnFilterDescriptor_t dw, int requested,
+                                                            int *returned, cudnnConvolutionBwdFilterAlgoPerf_t *perf) {
+    return rank_bwd_filter("cudnnGetConvolutionBackwardFilterAlgorithm_v7", 0, h, x, dy, conv, dw, requested,
+                           returned, perf);
 }
 
 /* the algorithm was offered and runs under the descriptor's math type; the
@@ -290,7 +361,7 @@ static int check_algo(const char *fn, int dir, const Shape *s, int algo, const c
     Offer o[NOFFERS];
     int k = offers(dir, s, o);
     const Offer *f = find_offer(o, k, algo);
-    if (!f) fail(fn, "algorithm not among those Find offered");
+    if (!f) fail(fn, "algorithm not among those the ranking calls offer");
     size_t need = offer_ws(f, conv->math);
     if (need == FMA_NO) fail(fn, "an algorithm that cannot run under CUDNN_FMA_MATH run so (cuDNN: NOT_SUPPORTED)");
     if (ws_bytes < need) {
@@ -388,18 +459,19 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
     float *y = yv, a = *(const float *)alpha, b = *(const float *)beta;
     emu_dev_span(x, nx(&s) * 4, "x"), emu_dev_span(w, nw(&s) * 4, "w"), emu_dev_span(y, ny(&s) * 4, "y");
     if (overlaps(y, ny(&s) * 4, x, nx(&s) * 4) || overlaps(y, ny(&s) * 4, w, nw(&s) * 4)) fail(fn, "y overlaps x or w");
-    int dbl = use_double();
+    int dbl = use_double(), rev = (int)algo & 1;
     EMU_DEV_OPEN(x, w, y, ws);
-    /* each output sums over (c, i, j) in that order; a row of outputs at a time, so
-     * their independent sums interleave (the same sums, faster) */
+    /* each output sums over (c, i, j) in that order (c from the last channel down
+     * for an odd algorithm); a row of outputs at a time, so their independent
+     * sums interleave (the same sums, faster) */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < s.N; n++)
         for (int k = 0; k < s.K; k++) {
             double acc[s.OW]; /* a row: at most a few thousand values */
             for (int oy = 0; oy < s.OH; oy++) {
                 for (int ox = 0; ox < s.OW; ox++) acc[ox] = 0.0;
-                for (int c = 0; c < s.C; c++)
-                    for (int i = 0; i < s.KH; i++) {
+                for (int cc = 0; cc < s.C; cc++)
+                    for (int i = 0, c = rev ? s.C - 1 - cc : cc; i < s.KH; i++) {
                         int iy = oy * s.u - s.ph + i;
                         if (iy < 0 || iy >= s.H) continue;
                         const float *xr = &x[(((size_t)n * s.C + c) * s.H + iy) * s.W];
