@@ -51,7 +51,7 @@ for D in $DEPTHS; do
             vflag=""; [ "$v" = device ] && vflag="--device-optim"
             gout=$("$BIN" --depth "$D" --batch "$BATCH" --steps "$STEPS" $GFLAG $vflag)
             g=$(echo "$gout" | grep '^gcx images/s')
-            [ "$r" = 1 ] && echo "$gout" | grep '^  per step' | sed "s/^/ResNet-$D gcx ($v SGD)/"
+            [ "$r" = 1 ] && echo "$gout" | grep '^  per step' | sed "s/^/ResNet-$D gcx ($v SGD$RANKING)/"
             gb=$(echo "$g" | awk '{print $3}'); gm=$(echo "$g" | awk '{print $5}' | tr -d ')')
             g_all[$v]="${g_all[$v]:-} $gm"
             g_best[$v]=$(awk -v a="${g_best[$v]:-0}" -v b="$gb" 'BEGIN{print (b>a)?b:a}')

@@ -74,7 +74,7 @@ def main():
     ap.add_argument("--tf32", action="store_true", help="allow TF32 tensor cores (default: strict fp32)")
     ap.add_argument("--channels-last", action="store_true", help="use torch.channels_last memory format")
     ap.add_argument("--no-benchmark", action="store_true",
-                    help="cudnn.benchmark off: cuDNN's heuristic picks the algorithms (gcx: --heuristic)")
+                    help="cudnn.benchmark off: no timed search (compare with gcx --heuristic)")
     args = ap.parse_args()
     if args.depth < 8 or (args.depth - 2) % 6 != 0 or args.batch < 1 or args.steps < 1 or args.warmup < 0:
         ap.error("depth must be 6n+2 (>= 8), batch and steps >= 1, warmup >= 0")

@@ -6,14 +6,16 @@
  *
  * A plan per shape (N, C, H, W, OC, KH, KW, stride, pad) holds the tensor,
  * filter and convolution descriptors and the algorithm of each direction,
- * chosen ONCE: ranked by cudnnFind* (timed on the device) or, with
- * nn_cuda_set_conv_search(NN_CONV_HEURISTIC), by cuDNN's heuristic
- * (cudnnGetConvolution*Algorithm_v7, no timing), the first one that is
- * deterministic when nn_cuda_set_deterministic is on, succeeded, is not FFT or
- * Winograd unless nn_cuda_set_fft_winograd is on, and needs at most the
- * workspace limit as cuDNN's workspace query confirms), run under
- * CUDNN_FMA_MATH (strict fp32) unless TF32 is allowed, where it keeps the math
- * type the search reported (see pick). Each direction has its own convolution
+ * chosen ONCE. The candidates are ranked by cudnnFind* (timed on the device) or,
+ * with nn_cuda_set_conv_search(NN_CONV_HEURISTIC), by cuDNN's heuristic
+ * (cudnnGetConvolution*Algorithm_v7, no timing); the first is taken that
+ * succeeded, is deterministic when nn_cuda_set_deterministic is on, is not FFT
+ * or Winograd unless nn_cuda_set_fft_winograd is on, and needs at most the
+ * workspace limit as cuDNN's workspace query confirms. The heuristic has not run
+ * its candidates, so one that cuDNN refuses at its first call is passed over for
+ * the next (see refused). Algorithms run under CUDNN_FMA_MATH (strict fp32)
+ * unless TF32 is allowed, where they keep the math type the ranking reported
+ * (see pick). Each direction has its own convolution
  * descriptor so the three can use different math types.
  * Plans live in the calling thread's context; the workspace is the context's,
  * grown to the largest a chosen algorithm needs.
@@ -41,6 +43,8 @@ typedef struct {
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv[DIR_N];
     int chosen[DIR_N];
+    int skip[DIR_N]; /* qualifying results cuDNN refused at their first call (heuristic) */
+    int ran[DIR_N];  /* the chosen algorithm has run once */
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
@@ -80,7 +84,7 @@ static ConvPlan *get_plan(NnCudaCtx *ctx, const Conv2dShape *s) {
         if (memcmp(p->key, key, sizeof key) != 0) continue;
         if (p->generation != st.generation) { /* settings changed: choose the algorithms again */
             for (int d = 0; d < DIR_N; d++) {
-                p->chosen[d] = 0;
+                p->chosen[d] = p->skip[d] = p->ran[d] = 0;
                 cudnnCheck(cudnnSetConvolutionMathType(p->conv[d], st.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
             }
             p->generation = st.generation;
@@ -171,13 +175,14 @@ static cudnnStatus_t ws_size(NnCudaCtx *ctx, const ConvPlan *p, cudnnConvolution
  * under CUDNN_FMA_MATH as another kernel (or not at all) and its time is not
  * the fp32 one, so results labelled CUDNN_FMA_MATH come first and the others
  * only when no FMA-labelled one qualifies; tensor-op-only results never. */
+enum { DET_ANY, DET_ONLY, NONDET_ONLY };
 template <typename Perf>
-static int pick(NnCudaCtx *ctx, ConvPlan *p, int d, const Perf *perf, int got, const NnCudaSettings *st,
-                int need_det, size_t *ws) {
+static int pick(NnCudaCtx *ctx, ConvPlan *p, int d, const Perf *perf, int got, const NnCudaSettings *st, int det,
+                int *skip, size_t *ws) {
     for (int pass = 0; pass < (st->tf32 ? 1 : 2); pass++)
         for (int i = 0; i < got; i++) {
             if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-            if (need_det && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+            if (det != DET_ANY && (perf[i].determinism == CUDNN_DETERMINISTIC) != (det == DET_ONLY)) continue;
             if (!st->fft_winograd && transform_algo(perf[i].algo)) continue;
             cudnnMathType_t m = perf[i].mathType;
             if (!st->tf32) {
@@ -189,6 +194,7 @@ static int pick(NnCudaCtx *ctx, ConvPlan *p, int d, const Perf *perf, int got, c
             if (ws_size(ctx, p, perf[i].algo, &need) != CUDNN_STATUS_SUCCESS) continue;
             if (need < perf[i].memory) need = perf[i].memory;
             if (need > st->workspace_limit) continue;
+            if ((*skip)-- > 0) continue; /* refused before */
             *ws = need;
             return i;
         }
@@ -197,12 +203,16 @@ static int pick(NnCudaCtx *ctx, ConvPlan *p, int d, const Perf *perf, int got, c
 
 static const char *const dir_names[DIR_N] = {"forward", "backward-data", "backward-filter"};
 
+/* the first qualifying result after the p->skip[d] that cuDNN refused; when
+ * determinism is asked for and no deterministic one is left, the best ranked
+ * other one, with a warning */
 template <typename Perf>
 static int pick_any(NnCudaCtx *ctx, ConvPlan *p, int d, const Perf *perf, int got, const NnCudaSettings *st,
                     size_t *ws) {
-    int i = pick(ctx, p, d, perf, got, st, st->deterministic, ws);
+    int skip = p->skip[d];
+    int i = pick(ctx, p, d, perf, got, st, st->deterministic ? DET_ONLY : DET_ANY, &skip, ws);
     if (i < 0 && st->deterministic) {
-        i = pick(ctx, p, d, perf, got, st, 0, ws); /* none deterministic: the fastest that works */
+        i = pick(ctx, p, d, perf, got, st, NONDET_ONLY, &skip, ws);
         if (i >= 0)
             fprintf(stderr,
                     "warning: conv2d CUDA: no deterministic cuDNN %s algorithm for N=%d C=%d %dx%d OC=%d K=%d "
@@ -286,6 +296,29 @@ static void choose(NnCudaCtx *ctx, ConvPlan *p) {
     p->chosen[d] = 1;
 }
 
+/* After a direction's call: false when it ran. The heuristic ranks algorithms
+ * without running them (Find has run every one it reports), so the first call
+ * of a heuristic choice may be refused (CUDNN_STATUS_NOT_SUPPORTED*, returned
+ * before any work, so nothing was written): then the next qualifying result is
+ * chosen and the call repeated (true), as PyTorch does. Any other error, or a
+ * refusal of an algorithm that has run or that Find chose, ends the process. */
+static bool refused(ConvPlan *p, int d, cudnnStatus_t e) {
+    if (e == CUDNN_STATUS_SUCCESS) {
+        p->ran[d] = 1;
+        return false;
+    }
+    if (p->ran[d] || nn_cuda_settings().conv_search != NN_CONV_HEURISTIC ||
+        (int)e / 1000 * 1000 != (int)CUDNN_STATUS_NOT_SUPPORTED)
+        cudnnCheck(e);
+    int algo = d == DIR_FWD ? (int)p->fwd : d == DIR_BWD_DATA ? (int)p->bwd_data : (int)p->bwd_filter;
+    if (getenv("GCX_CUDNN_VERBOSE"))
+        fprintf(stderr, "conv2d CUDA: cuDNN refused %s algorithm %d at its first call (%s); taking the next\n",
+                dir_names[d], algo, cudnnGetErrorString(e));
+    p->skip[d]++;
+    p->chosen[d] = 0;
+    return true;
+}
+
 extern "C" int nn_cuda_conv_algos(const Conv2dShape *s, int algo[3]) {
     int key[9];
     shape_key(key, s);
@@ -308,12 +341,14 @@ extern "C" void conv2d_forward_cuda(float *out /*N,OC,OH,OW*/, float *work /*unu
     (void)work;
     NnCudaCtx *ctx = nn_cuda_ctx();
     ConvPlan *p = get_plan(ctx, s);
-    choose<FwdDir>(ctx, p);
-    void *ws = p->ws[DIR_FWD] ? nn_cuda_workspace(ctx, p->ws[DIR_FWD]) : NULL;
     const float one = 1.0f, zero = 0.0f;
-    /* out = conv(inp, w) */
-    cudnnCheck(cudnnConvolutionForward(ctx->cudnn, &one, p->x, inp, p->w, w, p->conv[DIR_FWD], p->fwd, ws,
-                                       p->ws[DIR_FWD], &zero, p->y, out));
+    cudnnStatus_t e;
+    do { /* out = conv(inp, w) */
+        choose<FwdDir>(ctx, p);
+        void *ws = p->ws[DIR_FWD] ? nn_cuda_workspace(ctx, p->ws[DIR_FWD]) : NULL;
+        e = cudnnConvolutionForward(ctx->cudnn, &one, p->x, inp, p->w, w, p->conv[DIR_FWD], p->fwd, ws,
+                                    p->ws[DIR_FWD], &zero, p->y, out);
+    } while (refused(p, DIR_FWD, e));
     /* out += b (broadcast over N, OH, OW) */
     if (b) cudnnCheck(cudnnAddTensor(ctx->cudnn, &one, p->bias, b, &one, p->y, out));
 }
@@ -327,18 +362,22 @@ extern "C" void conv2d_backward_cuda(float *dinp /*N,C,H,W, overwritten; NULL = 
     NnCudaCtx *ctx = nn_cuda_ctx();
     ConvPlan *p = get_plan(ctx, s);
     const float one = 1.0f, zero = 0.0f;
+    cudnnStatus_t e;
     /* forward: out[n,o,y,x] = sum_{c,i,j} inp[n,c,y*s-p+i,x*s-p+j] * w[o,c,i,j] + b[o] */
-    if (dinp) { /* dinp[n,c,.,.] = sum_{o,i,j} dout[n,o,.,.] * w[o,c,i,j] (transposed convolution), overwritten */
-        choose<BwdDataDir>(ctx, p);
-        void *ws = p->ws[DIR_BWD_DATA] ? nn_cuda_workspace(ctx, p->ws[DIR_BWD_DATA]) : NULL;
-        cudnnCheck(cudnnConvolutionBackwardData(ctx->cudnn, &one, p->w, w, p->y, dout, p->conv[DIR_BWD_DATA],
-                                                p->bwd_data, ws, p->ws[DIR_BWD_DATA], &zero, p->x, dinp));
+    if (dinp) {
+        do { /* dinp[n,c,.,.] = sum_{o,i,j} dout[n,o,.,.] * w[o,c,i,j] (transposed convolution), overwritten */
+            choose<BwdDataDir>(ctx, p);
+            void *ws = p->ws[DIR_BWD_DATA] ? nn_cuda_workspace(ctx, p->ws[DIR_BWD_DATA]) : NULL;
+            e = cudnnConvolutionBackwardData(ctx->cudnn, &one, p->w, w, p->y, dout, p->conv[DIR_BWD_DATA],
+                                             p->bwd_data, ws, p->ws[DIR_BWD_DATA], &zero, p->x, dinp);
+        } while (refused(p, DIR_BWD_DATA, e));
     }
-    /* dw[o,c,i,j] += sum_{n,y,x} dout[n,o,y,x] * inp[n,c,y*s-p+i,x*s-p+j] */
-    choose<BwdFilterDir>(ctx, p);
-    void *ws = p->ws[DIR_BWD_FILTER] ? nn_cuda_workspace(ctx, p->ws[DIR_BWD_FILTER]) : NULL;
-    cudnnCheck(cudnnConvolutionBackwardFilter(ctx->cudnn, &one, p->x, inp, p->y, dout, p->conv[DIR_BWD_FILTER],
-                                              p->bwd_filter, ws, p->ws[DIR_BWD_FILTER], &one, p->w, dw));
+    do { /* dw[o,c,i,j] += sum_{n,y,x} dout[n,o,y,x] * inp[n,c,y*s-p+i,x*s-p+j] */
+        choose<BwdFilterDir>(ctx, p);
+        void *ws = p->ws[DIR_BWD_FILTER] ? nn_cuda_workspace(ctx, p->ws[DIR_BWD_FILTER]) : NULL;
+        e = cudnnConvolutionBackwardFilter(ctx->cudnn, &one, p->x, inp, p->y, dout, p->conv[DIR_BWD_FILTER],
+                                           p->bwd_filter, ws, p->ws[DIR_BWD_FILTER], &one, p->w, dw);
+    } while (refused(p, DIR_BWD_FILTER, e));
     /* db[o] += sum_{n,y,x} dout[n,o,y,x] */
     if (db) cudnnCheck(cudnnConvolutionBackwardBias(ctx->cudnn, &one, p->y, dout, &one, p->bias, db));
 }

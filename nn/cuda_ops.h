@@ -35,7 +35,7 @@
  *
  * Numerics. By default fp32 is strict (no TF32: cuDNN CUDNN_FMA_MATH, cuBLAS
  * default math) and cuDNN algorithms are chosen among the deterministic ones
- * (cudnnFind*, fastest deterministic that fits the workspace limit), so
+ * (the best-ranked deterministic one that fits the workspace limit), so
  * repeated steps give identical results. Find is timed, so another process may
  * choose another algorithm (other rounding); nn_cuda_set_conv_search
  * (NN_CONV_HEURISTIC) ranks by cuDNN's heuristic instead, the same choice in
@@ -43,7 +43,7 @@
  * algorithms are left out: they round differently from a direct sum and can
  * be less precise (frameworks skip Winograd-nonfused for that reason), which
  * the parity tests' tolerances do not allow for. nn_cuda_set_tf32(1) allows
- * TF32 tensor cores; nn_cuda_set_deterministic(0) lets the fastest algorithm
+ * TF32 tensor cores; nn_cuda_set_deterministic(0) lets the best-ranked algorithm
  * win; nn_cuda_set_fft_winograd(1) admits FFT and Winograd. The settings apply
  * to plans made afterwards (existing plans are re-made).
  *
@@ -78,7 +78,8 @@ void nn_cuda_set_fft_winograd(int enable);
 typedef enum {
     NN_CONV_FIND = 0,     /* cudnnFind*: each algorithm timed on the device (default) */
     NN_CONV_HEURISTIC = 1 /* cudnnGetConvolution*Algorithm_v7: cuDNN's heuristic, no timing,
-                             so reproducible across processes (PyTorch's cudnn.benchmark off) */
+                             so reproducible across processes (like PyTorch's cudnn.benchmark
+                             off); a choice cuDNN refuses at its first call gives way to the next */
 } NnConvSearch;
 void nn_cuda_set_conv_search(NnConvSearch s);
 /* workspace limit for cuDNN algorithm choice, bytes (default 1 GiB) */
@@ -99,8 +100,8 @@ void conv2d_backward_cuda(float *dinp /*N,C,H,W, overwritten; NULL = skip*/, flo
                           const float *w /*OC,C,KH,KW*/, const Conv2dShape *s);
 /* the cuDNN algorithms (cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t) the calling
  * thread's plan for this shape uses: forward, backward-data, backward-filter, -1
- * for a direction not chosen yet under the current settings; returns -1 (all -1)
- * when the thread has no plan for the shape */
+ * for a direction not chosen yet under the current settings; returns 0, or -1
+ * (all -1) when the thread has no plan for the shape */
 int nn_cuda_conv_algos(const Conv2dShape *s, int algo[3]);
 
 /* ------------------------------------------------------- batch norm ---- */

@@ -250,6 +250,7 @@ resume_check() { # name, args...
     for mode in heuristic find; do
         late train "resume $name --cudnn $mode" && continue
         local t0=$EPOCHREALTIME f=$LOGS/resume_${name}_$mode rc=0 half=$((RESUME_STEPS / 2))
+        local what="$RESUME_STEPS steps straight and $half + --resume $((RESUME_STEPS - half))"
         local run=("$@" --steps "$RESUME_STEPS" --device cuda --cudnn "$mode")
         lim "${run[@]}" --save "$f.a" >"$f.log" 2>&1 || rc=$?
         [ $rc = 0 ] && { lim "${run[@]}" --stop-at "$half" --save "$f.b" >>"$f.log" 2>&1 || rc=$?; }
@@ -258,11 +259,14 @@ resume_check() { # name, args...
         if [ $rc != 0 ]; then
             note train "resume $name --cudnn $mode: exit $rc$(stopped $rc): $(tail -n 1 "$f.log" | cut -c1-160)"
         elif cmp -s "$f.a" "$f.c"; then
-            note train "resume $name --cudnn $mode: $RESUME_STEPS steps straight and $half + --resume $half: identical checkpoints"
+            note train "resume $name --cudnn $mode: $what: identical checkpoints"
+        elif [ $mode = heuristic ]; then # kept for a look (scripts/ckpt_diff.py)
+            note train "resume $name --cudnn $mode: $what: DIFFERENT checkpoints (expected identical; kept: $f.a, $f.c)"
         else
-            note train "resume $name --cudnn $mode: $RESUME_STEPS steps straight and $half + --resume $half: different checkpoints"
+            note train "resume $name --cudnn $mode: $what: different checkpoints"
         fi
-        rm -f "$f.a" "$f.b" "$f.c"
+        if [ $mode = heuristic ] && [ $rc = 0 ] && ! cmp -s "$f.a" "$f.c"; then rm -f "$f.b"
+        else rm -f "$f.a" "$f.b" "$f.c"; fi
     done
 }
 

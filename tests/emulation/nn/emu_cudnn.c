@@ -36,8 +36,10 @@
  * per call from the process id and a call counter), so processes, and threads
  * with their own plans, can choose differently, as on a GPU. The heuristic
  * ranking (cudnnGetConvolution*Algorithm_v7) offers the same results in a fixed
- * order of its own, time -1. The workspace is overwritten with garbage after
- * each use. */
+ * order of its own, time -1, led by a forward algorithm (DIRECT) that it has not
+ * run: the workspace query accepts it, the convolution refuses it with
+ * CUDNN_STATUS_NOT_SUPPORTED (nothing written), so the caller must pass it over.
+ * The workspace is overwritten with garbage after each use. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -246,13 +248,24 @@ static void swap_offers(Offer *a, Offer *b) {
     *a = *b, *b = t;
 }
 
+/* The heuristic's untried forward result: DIRECT, which Find reports as
+ * NOT_SUPPORTED (offer 5), ranked first as usable; the workspace query accepts
+ * it and the convolution refuses it */
+static int phantom(int dir, int algo) { return dir == D_FWD && algo == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT; }
+static void heuristic_phantom_first(Offer o[NOFFERS]) {
+    Offer ph = {CUDNN_CONVOLUTION_FWD_ALGO_DIRECT, CUDNN_STATUS_SUCCESS, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH, 0, 0};
+    memmove(&o[1], &o[0], (NOFFERS - 1) * sizeof o[0]); /* drops offer 5, Find's DIRECT */
+    o[0] = ph;
+}
+
 /* timed: Find (noisy order, times), else the heuristic (offers 3 and 4 always
- * traded, time -1) */
+ * traded, the phantom first, time -1) */
 #define FIND_BODY(fn, dir, timed)                                                                                    \
     Offer o[NOFFERS];                                                                                                \
     int k = offers(dir, &s, o);                                                                                      \
     if (requested < 1) fail(fn, "requested < 1");                                                                    \
     if (dir == D_FWD && (!(timed) || timing_noise())) swap_offers(&o[3], &o[4]);                                     \
+    if (dir == D_FWD && !(timed)) heuristic_phantom_first(o);                                                        \
     if (k > requested) k = requested;                                                                                \
     for (int i = 0; i < k; i++) {                                                                                    \
         memset(&perf[i], 0, sizeof perf[i]);                                                                         \
@@ -355,9 +368,11 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t h, con
 }
 
 /* the algorithm was offered and runs under the descriptor's math type; the
- * workspace suffices. Returns 1 for a lossy (FFT/Winograd) algorithm. */
+ * workspace suffices. Returns 1 for a lossy (FFT/Winograd) algorithm, -1 for the
+ * heuristic's phantom (the call refuses it). */
 static int check_algo(const char *fn, int dir, const Shape *s, int algo, const cudnnConvolutionDescriptor_t conv,
                       void *ws, size_t ws_bytes) {
+    if (phantom(dir, algo)) return -1; /* refused: CUDNN_STATUS_NOT_SUPPORTED */
     Offer o[NOFFERS];
     int k = offers(dir, s, o);
     const Offer *f = find_offer(o, k, algo);
@@ -388,6 +403,10 @@ static cudnnStatus_t ws_query(const char *fn, cudnnHandle_t h, int dir, const Sh
                               const cudnnConvolutionDescriptor_t conv, int algo, size_t *bytes) {
     check_handle(h, fn);
     if (!bytes) fail(fn, "NULL size");
+    if (phantom(dir, algo)) {
+        *bytes = 0;
+        return CUDNN_STATUS_SUCCESS;
+    }
     Offer o[NOFFERS];
     const Offer *f = find_offer(o, offers(dir, s, o), algo);
     if (!f || offer_ws(f, conv->math) == FMA_NO) return CUDNN_STATUS_NOT_SUPPORTED;
@@ -455,6 +474,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
     check_handle(h, fn);
     Shape s = conv_shape(fn, xd, wd, conv, yd);
     int lossy = check_algo(fn, D_FWD, &s, algo, conv, ws, ws_bytes);
+    if (lossy < 0) return CUDNN_STATUS_NOT_SUPPORTED;
     const float *x = xv, *w = wv;
     float *y = yv, a = *(const float *)alpha, b = *(const float *)beta;
     emu_dev_span(x, nx(&s) * 4, "x"), emu_dev_span(w, nw(&s) * 4, "w"), emu_dev_span(y, ny(&s) * 4, "y");
@@ -504,6 +524,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, c
     check_handle(h, fn);
     Shape s = conv_shape(fn, dxd, wd, conv, dyd);
     int lossy = check_algo(fn, D_BWD_DATA, &s, algo, conv, ws, ws_bytes);
+    if (lossy < 0) return CUDNN_STATUS_NOT_SUPPORTED;
     const float *w = wv, *dy = dyv;
     float *dx = dxv, a = *(const float *)alpha, b = *(const float *)beta;
     emu_dev_span(dx, nx(&s) * 4, "dx"), emu_dev_span(w, nw(&s) * 4, "w"), emu_dev_span(dy, ny(&s) * 4, "dy");
@@ -557,6 +578,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
     check_handle(h, fn);
     Shape s = conv_shape(fn, xd, dwd, conv, dyd);
     int lossy = check_algo(fn, D_BWD_FILTER, &s, algo, conv, ws, ws_bytes);
+    if (lossy < 0) return CUDNN_STATUS_NOT_SUPPORTED;
     const float *x = xv, *dy = dyv;
     float *dw = dwv, a = *(const float *)alpha, b = *(const float *)beta;
     emu_dev_span(x, nx(&s) * 4, "x"), emu_dev_span(dw, nw(&s) * 4, "dw"), emu_dev_span(dy, ny(&s) * 4, "dy");
