@@ -15,8 +15,8 @@
  *  - a short training: 20 SGD steps (momentum 0.9, lr 0.02, weight decay 5e-4,
  *    the update done on the host arenas for both) over 4 fixed synthetic
  *    batches (cycled; the label shifts one channel's mean), ResNet-8 width 16
- *    on 3x32x32, batch 32: the loss of every step and the final parameters
- *    agree, and the loss falls
+ *    on 3x32x32, batch 32: the loss of every step, the final parameters and
+ *    running statistics agree, and the loss falls
  *  - copy statistics count the arena transfers
  *
  * Tolerances. Each op differs from its CPU twin by float rounding (~1e-6
@@ -29,7 +29,8 @@
  * other tensor by relative L2 error <= 5e-2 (CPU-vs-CPU runs from weights 1e-5
  * apart reach 1.6e-2; a wiring error gives O(1)). Training: the loss per step
  * within 2e-3 relative, parameters after 20 steps within 2e-3 relative L2 over
- * the arena and within 10% of each tensor's training change: the trajectories
+ * the arena and within 10% of each tensor's training change, running
+ * statistics within 2% of their change over the arena: the trajectories
  * drift apart by rounding, amplified by each step; two CPU runs of this setup
  * whose initial weights differ by 1e-5 relative end 2e-4 apart in loss. */
 #include "tests/test.h"
@@ -163,7 +164,7 @@ static void test_training(void) {
     CHECK(c && g, "create CPU and GPU models");
     if (!c || !g) return;
     float *mc = callocCheck(c->pt.total, sizeof(float)), *mg = callocCheck(g->pt.total, sizeof(float));
-    float *p0 = copy_floats(c->params, c->pt.total);
+    float *p0 = copy_floats(c->params, c->pt.total), *s0 = copy_floats(c->state, c->nstate);
     /* 4 fixed batches, cycled: the models can fit them, so the loss must fall */
     enum { NB = 4 };
     size_t nx = (size_t)N * 3 * HW * HW;
@@ -220,7 +221,19 @@ static void test_training(void) {
     }
     printf("  parameters after %d steps: worst per-tensor difference %.3e of the training change\n", steps, pworst);
     CHECK(pbad == 0, "%d parameter tensors differ by more than 10%% of their change", pbad);
-    close_scaled("running statistics after training", g->state, c->state, c->nstate, 1e-3f, 1e-3f);
+    /* running statistics: the whole arena's difference within 2% of how far
+     * training moved them (the emulation: 1.0e-3 to 1.3e-3 in three runs; a
+     * momentum bug: order 1). Element-wise tolerances failed by chance: the
+     * statistics follow the drifting parameters, and another summation order
+     * in a convolution (another cuDNN algorithm) moved two of 480 by 3.6e-3 */
+    double sd = 0, su = 0;
+    for (size_t k = 0; k < c->nstate; k++) {
+        double e = (double)g->state[k] - c->state[k], v = (double)c->state[k] - s0[k];
+        sd += e * e, su += v * v;
+    }
+    double se = su > 0 ? sqrt(sd / su) : sqrt(sd);
+    printf("  running statistics after %d steps: difference %.3e of the training change\n", steps, se);
+    CHECK(se <= 0.02, "running statistics after %d steps differ by %.3e of their change (at most 0.02)", steps, se);
 
     const ModelCudaCopyStats *cs = model_cuda_copy_stats(g);
     CHECK(cs != NULL && model_cuda_copy_stats(c) == NULL, "copy statistics exist for the GPU model only");
@@ -232,7 +245,7 @@ static void test_training(void) {
               "copy statistics: %zu bytes up (want %zu), %ld uploads, %ld downloads", cs->up_bytes, want_up,
               cs->uploads, cs->downloads);
     }
-    free(mc), free(mg), free(p0), free(x), free(y);
+    free(mc), free(mg), free(p0), free(s0), free(x), free(y);
     model_free(c);
     model_free(g);
 }
