@@ -45,9 +45,7 @@ typedef struct {
     int chosen[DIR_N];
     int skip[DIR_N]; /* qualifying results cuDNN refused at their first call (heuristic) */
     int ran[DIR_N];  /* the chosen algorithm has run once */
-    cudnnConvolutionFwdAlgo_t fwd;
-    cudnnConvolutionBwdDataAlgo_t bwd_data;
-    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    int algo[DIR_N]; /* the chosen cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
     size_t ws[DIR_N];
 } ConvPlan;
 
@@ -232,10 +230,10 @@ static void no_algo(int d, const ConvPlan *p) {
     exit(1);
 }
 
-/* Per direction: its result type, cuDNN's maximum result count, the timed
- * search (Find), the heuristic ranking (_v7, same arguments) and where the
- * choice goes. */
+/* Per direction: its algorithm and result types, cuDNN's maximum result count,
+ * the timed search (Find) and the heuristic ranking (_v7, same arguments). */
 struct FwdDir {
+    typedef cudnnConvolutionFwdAlgo_t Algo;
     typedef cudnnConvolutionFwdAlgoPerf_t Perf;
     enum { D = DIR_FWD };
     static cudnnStatus_t max_count(cudnnHandle_t h, int *n) { return cudnnGetConvolutionForwardAlgorithmMaxCount(h, n); }
@@ -243,9 +241,9 @@ struct FwdDir {
         return timed ? cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->conv[D], p->y, cap, got, r)
                      : cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv[D], p->y, cap, got, r);
     }
-    static void set(ConvPlan *p, const Perf &r) { p->fwd = r.algo; }
 };
 struct BwdDataDir {
+    typedef cudnnConvolutionBwdDataAlgo_t Algo;
     typedef cudnnConvolutionBwdDataAlgoPerf_t Perf;
     enum { D = DIR_BWD_DATA };
     static cudnnStatus_t max_count(cudnnHandle_t h, int *n) {
@@ -255,9 +253,9 @@ struct BwdDataDir {
         return timed ? cudnnFindConvolutionBackwardDataAlgorithm(h, p->w, p->y, p->conv[D], p->x, cap, got, r)
                      : cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv[D], p->x, cap, got, r);
     }
-    static void set(ConvPlan *p, const Perf &r) { p->bwd_data = r.algo; }
 };
 struct BwdFilterDir {
+    typedef cudnnConvolutionBwdFilterAlgo_t Algo;
     typedef cudnnConvolutionBwdFilterAlgoPerf_t Perf;
     enum { D = DIR_BWD_FILTER };
     static cudnnStatus_t max_count(cudnnHandle_t h, int *n) {
@@ -267,7 +265,6 @@ struct BwdFilterDir {
         return timed ? cudnnFindConvolutionBackwardFilterAlgorithm(h, p->x, p->y, p->conv[D], p->w, cap, got, r)
                      : cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv[D], p->w, cap, got, r);
     }
-    static void set(ConvPlan *p, const Perf &r) { p->bwd_filter = r.algo; }
 };
 
 /* The ranking (Find: by measured time; heuristic: by cuDNN's expected
@@ -288,11 +285,11 @@ static void choose(NnCudaCtx *ctx, ConvPlan *p) {
     cudnnCheck(Dir::rank(ctx->cudnn, p, st.conv_search != NN_CONV_HEURISTIC, cap, &got, perf.data()));
     int i = pick_any(ctx, p, d, perf.data(), got, &st, &p->ws[d]);
     if (i < 0) no_algo(d, p);
-    Dir::set(p, perf[i]);
+    p->algo[d] = (int)perf[i].algo;
     if (getenv("GCX_CUDNN_VERBOSE"))
         fprintf(stderr, "conv2d CUDA plan N=%d C=%d %dx%d OC=%d K=%d s=%d p=%d %s (%s): algo %d, workspace %zu\n",
                 p->key[0], p->key[1], p->key[2], p->key[3], p->key[4], p->key[5], p->key[7], p->key[8], dir_names[d],
-                st.conv_search == NN_CONV_HEURISTIC ? "heuristic" : "find", (int)perf[i].algo, p->ws[d]);
+                st.conv_search == NN_CONV_HEURISTIC ? "heuristic" : "find", p->algo[d], p->ws[d]);
     p->chosen[d] = 1;
 }
 
@@ -310,10 +307,9 @@ static bool refused(ConvPlan *p, int d, cudnnStatus_t e) {
     if (p->ran[d] || nn_cuda_settings().conv_search != NN_CONV_HEURISTIC ||
         (int)e / 1000 * 1000 != (int)CUDNN_STATUS_NOT_SUPPORTED)
         cudnnCheck(e);
-    int algo = d == DIR_FWD ? (int)p->fwd : d == DIR_BWD_DATA ? (int)p->bwd_data : (int)p->bwd_filter;
     if (getenv("GCX_CUDNN_VERBOSE"))
         fprintf(stderr, "conv2d CUDA: cuDNN refused %s algorithm %d at its first call (%s); taking the next\n",
-                dir_names[d], algo, cudnnGetErrorString(e));
+                dir_names[d], p->algo[d], cudnnGetErrorString(e));
     p->skip[d]++;
     p->chosen[d] = 0;
     return true;
@@ -326,13 +322,24 @@ extern "C" int nn_cuda_conv_algos(const Conv2dShape *s, int algo[3]) {
         const ConvPlan *p = t_plans[i];
         if (memcmp(p->key, key, sizeof key) != 0) continue;
         int now = p->generation == nn_cuda_settings().generation; /* else all to be chosen again */
-        algo[DIR_FWD] = now && p->chosen[DIR_FWD] ? (int)p->fwd : -1;
-        algo[DIR_BWD_DATA] = now && p->chosen[DIR_BWD_DATA] ? (int)p->bwd_data : -1;
-        algo[DIR_BWD_FILTER] = now && p->chosen[DIR_BWD_FILTER] ? (int)p->bwd_filter : -1;
+        for (int d = 0; d < DIR_N; d++) algo[d] = now && p->chosen[d] ? p->algo[d] : -1;
         return 0;
     }
     algo[0] = algo[1] = algo[2] = -1;
     return -1;
+}
+
+/* one direction's convolution: call(algorithm, workspace, its bytes) with the
+ * plan's choice, chosen again while cuDNN refuses it (see refused) */
+template <typename Dir, typename Call>
+static void run(NnCudaCtx *ctx, ConvPlan *p, Call call) {
+    const int d = Dir::D;
+    cudnnStatus_t e;
+    do {
+        choose<Dir>(ctx, p);
+        void *ws = p->ws[d] ? nn_cuda_workspace(ctx, p->ws[d]) : NULL;
+        e = call((typename Dir::Algo)p->algo[d], ws, p->ws[d]);
+    } while (refused(p, d, e));
 }
 
 extern "C" void conv2d_forward_cuda(float *out /*N,OC,OH,OW*/, float *work /*unused, NULL*/,
@@ -342,13 +349,11 @@ extern "C" void conv2d_forward_cuda(float *out /*N,OC,OH,OW*/, float *work /*unu
     NnCudaCtx *ctx = nn_cuda_ctx();
     ConvPlan *p = get_plan(ctx, s);
     const float one = 1.0f, zero = 0.0f;
-    cudnnStatus_t e;
-    do { /* out = conv(inp, w) */
-        choose<FwdDir>(ctx, p);
-        void *ws = p->ws[DIR_FWD] ? nn_cuda_workspace(ctx, p->ws[DIR_FWD]) : NULL;
-        e = cudnnConvolutionForward(ctx->cudnn, &one, p->x, inp, p->w, w, p->conv[DIR_FWD], p->fwd, ws,
-                                    p->ws[DIR_FWD], &zero, p->y, out);
-    } while (refused(p, DIR_FWD, e));
+    /* out = conv(inp, w) */
+    run<FwdDir>(ctx, p, [&](cudnnConvolutionFwdAlgo_t a, void *ws, size_t n) {
+        return cudnnConvolutionForward(ctx->cudnn, &one, p->x, inp, p->w, w, p->conv[DIR_FWD], a, ws, n, &zero, p->y,
+                                       out);
+    });
     /* out += b (broadcast over N, OH, OW) */
     if (b) cudnnCheck(cudnnAddTensor(ctx->cudnn, &one, p->bias, b, &one, p->y, out));
 }
@@ -362,22 +367,17 @@ extern "C" void conv2d_backward_cuda(float *dinp /*N,C,H,W, overwritten; NULL = 
     NnCudaCtx *ctx = nn_cuda_ctx();
     ConvPlan *p = get_plan(ctx, s);
     const float one = 1.0f, zero = 0.0f;
-    cudnnStatus_t e;
     /* forward: out[n,o,y,x] = sum_{c,i,j} inp[n,c,y*s-p+i,x*s-p+j] * w[o,c,i,j] + b[o] */
-    if (dinp) {
-        do { /* dinp[n,c,.,.] = sum_{o,i,j} dout[n,o,.,.] * w[o,c,i,j] (transposed convolution), overwritten */
-            choose<BwdDataDir>(ctx, p);
-            void *ws = p->ws[DIR_BWD_DATA] ? nn_cuda_workspace(ctx, p->ws[DIR_BWD_DATA]) : NULL;
-            e = cudnnConvolutionBackwardData(ctx->cudnn, &one, p->w, w, p->y, dout, p->conv[DIR_BWD_DATA],
-                                             p->bwd_data, ws, p->ws[DIR_BWD_DATA], &zero, p->x, dinp);
-        } while (refused(p, DIR_BWD_DATA, e));
-    }
-    do { /* dw[o,c,i,j] += sum_{n,y,x} dout[n,o,y,x] * inp[n,c,y*s-p+i,x*s-p+j] */
-        choose<BwdFilterDir>(ctx, p);
-        void *ws = p->ws[DIR_BWD_FILTER] ? nn_cuda_workspace(ctx, p->ws[DIR_BWD_FILTER]) : NULL;
-        e = cudnnConvolutionBackwardFilter(ctx->cudnn, &one, p->x, inp, p->y, dout, p->conv[DIR_BWD_FILTER],
-                                           p->bwd_filter, ws, p->ws[DIR_BWD_FILTER], &one, p->w, dw);
-    } while (refused(p, DIR_BWD_FILTER, e));
+    if (dinp) /* dinp[n,c,.,.] = sum_{o,i,j} dout[n,o,.,.] * w[o,c,i,j] (transposed convolution), overwritten */
+        run<BwdDataDir>(ctx, p, [&](cudnnConvolutionBwdDataAlgo_t a, void *ws, size_t n) {
+            return cudnnConvolutionBackwardData(ctx->cudnn, &one, p->w, w, p->y, dout, p->conv[DIR_BWD_DATA], a, ws,
+                                                n, &zero, p->x, dinp);
+        });
+    /* dw[o,c,i,j] += sum_{n,y,x} dout[n,o,y,x] * inp[n,c,y*s-p+i,x*s-p+j] */
+    run<BwdFilterDir>(ctx, p, [&](cudnnConvolutionBwdFilterAlgo_t a, void *ws, size_t n) {
+        return cudnnConvolutionBackwardFilter(ctx->cudnn, &one, p->x, inp, p->y, dout, p->conv[DIR_BWD_FILTER], a, ws,
+                                              n, &one, p->w, dw);
+    });
     /* db[o] += sum_{n,y,x} dout[n,o,y,x] */
     if (db) cudnnCheck(cudnnConvolutionBackwardBias(ctx->cudnn, &one, p->y, dout, &one, p->bias, db));
 }

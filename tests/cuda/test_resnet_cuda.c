@@ -154,6 +154,18 @@ static void sgd(Model *m, float *mom, float lr) {
     }
 }
 
+/* ||g - c|| / ||c - c0||: how far apart the GPU (g) and CPU (c) end, as a
+ * fraction of how far training moved the CPU's values from c0 (||g - c|| when
+ * they did not move) */
+static double change_ratio(const float *g, const float *c, const float *c0, size_t n) {
+    double d = 0, u = 0;
+    for (size_t k = 0; k < n; k++) {
+        double e = (double)g[k] - c[k], v = (double)c[k] - c0[k];
+        d += e * e, u += v * v;
+    }
+    return u > 0 ? sqrt(d / u) : sqrt(d);
+}
+
 static void test_training(void) {
     const int steps = 20, N = 32, HW = 32;
     ResNetConfig cfg = resnet_cifar_config(8);
@@ -209,13 +221,7 @@ static void test_training(void) {
     double pworst = 0;
     for (int i = 0; i < c->pt.n; i++) {
         const ParamInfo *t = &c->pt.t[i];
-        double d = 0, u = 0;
-        for (size_t k = 0; k < t->numel; k++) {
-            double e = (double)g->params[t->offset + k] - c->params[t->offset + k];
-            double v = (double)c->params[t->offset + k] - p0[t->offset + k];
-            d += e * e, u += v * v;
-        }
-        double e = u > 0 ? sqrt(d / u) : sqrt(d);
+        double e = change_ratio(g->params + t->offset, c->params + t->offset, p0 + t->offset, t->numel);
         if (e > pworst) pworst = e;
         if (!(e <= 0.1)) pbad++, printf("  %s: difference %.3e of the change\n", t->name, e);
     }
@@ -226,12 +232,7 @@ static void test_training(void) {
      * momentum bug: order 1). Element-wise tolerances failed by chance: the
      * statistics follow the drifting parameters, and another summation order
      * in a convolution (another cuDNN algorithm) moved two of 480 by 3.6e-3 */
-    double sd = 0, su = 0;
-    for (size_t k = 0; k < c->nstate; k++) {
-        double e = (double)g->state[k] - c->state[k], v = (double)c->state[k] - s0[k];
-        sd += e * e, su += v * v;
-    }
-    double se = su > 0 ? sqrt(sd / su) : sqrt(sd);
+    double se = change_ratio(g->state, c->state, s0, c->nstate);
     printf("  running statistics after %d steps: difference %.3e of the training change\n", steps, se);
     CHECK(se <= 0.02, "running statistics after %d steps differ by %.3e of their change (at most 0.02)", steps, se);
 
