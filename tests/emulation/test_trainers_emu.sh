@@ -83,7 +83,7 @@ pair lenet_sbc "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cpu -- \
 # as it holds only by chance).
 # GCX_CUDNN_VERBOSE=1 on the uninterrupted run: its plans must say "(heuristic)"; one more
 # step with --cudnn find must say "(find)". scripts/ckpt_diff.py must find the final
-# checkpoints equal and the halfway one different.
+# checkpoints equal and the halfway one different, and refuse a truncated or foreign file.
 resume_exact() { # name, command...
     local name=$1; shift
     GCX_CUDNN_VERBOSE=1 "$@" --steps 4 --save "$TMP/$name.a" >"$TMP/$name.ra" 2>&1
@@ -102,6 +102,13 @@ $(head -n 8 "$TMP/$name.diff")"
     python3 "$REPO/scripts/ckpt_diff.py" "$TMP/$name.a" "$TMP/$name.b" >/dev/null 2>&1
     [ $? -eq 1 ]
     check $? "$name: ckpt_diff.py found no difference between step 4 and step 2"
+    # a truncated or foreign file is refused (exit 2) with a message
+    head -c 3000 "$TMP/$name.a" >"$TMP/$name.t"
+    for bad in "$TMP/$name.t" "$REPO/README.md"; do
+        python3 "$REPO/scripts/ckpt_diff.py" "$bad" "$TMP/$name.a" >/dev/null 2>"$TMP/$name.err"
+        [ $? -eq 2 ] && grep -q '^ckpt_diff: ' "$TMP/$name.err"
+        check $? "$name: ckpt_diff.py did not refuse $(basename "$bad") with exit 2 and a message"
+    done
     echo "$name: 4 steps straight and 2 + --resume 2: $(head -n 1 "$TMP/$name.diff")"
 }
 resume_exact resnet8_resume_gpu "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec 3lc "${IMG[@]}" \
