@@ -141,6 +141,11 @@ ASAN_LIB_OBJS := $(patsubst %.c,$(BUILD)/asan/%.o,$(ASAN_LIB_SRCS))
 ASAN_TEST_SRCS := $(wildcard tests/test_codec*.c)
 ASAN_BINS := $(patsubst tests/%.c,$(BUILD)/asan/tests/%,$(ASAN_TEST_SRCS)) \
              $(patsubst tests/fuzz/%.c,$(BUILD)/asan/fuzz/%_replay,$(FUZZ_SRCS))
+# the trainer-level resume tests too, against a NO_CUDA NO_MPI build of the whole
+# library under ASan + UBSan in $(BUILD)/asan-full (a make of its own)
+ASAN_FULL := $(BUILD)/asan-full
+ASAN_FULL_BINS := $(ASAN_FULL)/tests/test_train_resume $(ASAN_FULL)/tests/test_train_resume_corrupt
+ASAN_BINS += $(ASAN_FULL_BINS)
 
 # ---------------------------------------------------------------- rules ----
 .PHONY: all test test-cuda build-cuda-tests test-emu build-emu fuzz bench deps clean probe fixtures
@@ -178,6 +183,10 @@ $(BUILD)/asan/%.o: %.c
 $(BUILD)/asan/tests/%: tests/%.c $(ASAN_LIB_OBJS) tests/test.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -O1 $< $(ASAN_LIB_OBJS) $(LDFLAGS) $(ASAN_FLAGS) $(LDLIBS) -o $@
+
+.PHONY: $(ASAN_FULL_BINS)
+$(ASAN_FULL_BINS):
+	@$(MAKE) -s --no-print-directory NO_CUDA=1 NO_MPI=1 BUILD=$(ASAN_FULL) OPT="-O1 -g $(ASAN_FLAGS)" $@
 
 $(BUILD)/asan/fuzz/%_replay: tests/fuzz/%.c tests/fuzz/replay_main.c $(ASAN_LIB_OBJS)
 	@mkdir -p $(dir $@)

@@ -175,6 +175,6 @@ int ckpt_load(const Ckpt *ck, const char *name, void *out, size_t len, char *err
                  name, have, len);
         return -1;
     }
-    memcpy(out, p, len);
+    if (len) memcpy(out, p, len); /* an empty section may load into NULL */
     return 0;
 }

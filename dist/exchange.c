@@ -1109,6 +1109,20 @@ int exchange_ckpt_sections(Exchange *ex, CkptSection *out, int cap, const char *
     return n;
 }
 
+int exchange_ckpt_agree(Exchange *ex, char *err, size_t errlen) {
+    /* (the largest of v and of -v: all agree when max == -max(-v)) */
+    double v[2] = {(double)ex->local_steps, (double)ex->started};
+    double hi[2], lo[2];
+    for (int i = 0; i < 2; i++) {
+        hi[i] = control_max(ex, v[i]);
+        lo[i] = -control_max(ex, -v[i]);
+    }
+    if (hi[0] == lo[0] && hi[1] == lo[1]) return 0;
+    snprintf(err, errlen, "checkpoint: the workers' exchange states disagree (local steps %.0f to %.0f, started %.0f to %.0f): "
+             "the file is damaged", lo[0], hi[0], lo[1], hi[1]);
+    return -1;
+}
+
 static int codecs_load(Exchange *ex, const uint8_t *p, size_t len, char *err, size_t errlen) {
     if (len < 4) goto bad;
     uint32_t count = get_u32(p);
@@ -1142,6 +1156,11 @@ int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, char *e
         snprintf(name, sizeof name, "%.15s%.31s", prefix, s[i].name);
         if (!strcmp(s[i].name, "codecs")) continue;
         if (ckpt_load(ck, name, (void *)s[i].data, s[i].len, err, errlen)) return -1;
+    }
+    if (ex->local_steps < 0 || (ex->started != 0 && ex->started != 1) || (!ex->deltas && ex->local_steps)) {
+        snprintf(err, errlen, "checkpoint: the exchange's counters are damaged (%.15ssteps %ld, started %d)", prefix,
+                 ex->local_steps, ex->started);
+        return -1;
     }
     /* absent when no codec kept state at the save */
     char name[CKPT_NAME_MAX + 16];

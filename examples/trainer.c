@@ -547,6 +547,10 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     uint8_t pos_buf[LOADER_POS_BYTES];
     int n = worker_sections(w, s, MAX_SECTIONS, pos_buf);
     int rc = ckpt_load(&ck, "step", &step, sizeof step, err, errlen);
+    if (!rc && step < 0) {
+        snprintf(err, errlen, "%.300s is damaged: its step %lld is negative", path, (long long)step);
+        rc = -1;
+    }
     for (int i = 0; i < n && !rc; i++) {
         /* the optimizer and the exchange load their own */
         if (!strncmp(s[i].name, "opt.", 4) || !strncmp(s[i].name, "ex.", 3)) continue;
@@ -799,9 +803,16 @@ static void worker_main(Shared *sh, Comm *comm) {
         goto done;
     }
     if (o->resume[0]) {
-        f = load_checkpoint(w, o->resume, err, sizeof err) ? 1 : 0;
-        if (f && w->rank == 0) fprintf(stderr, "error: --resume: %s\n", err);
+        /* the lowest worker that cannot load says why (damage to one worker's
+         * sections shows on that worker only) */
+        int failed = load_checkpoint(w, o->resume, err, sizeof err) != 0;
+        f = failed ? world - w->rank : 0;
         comm_allreduce_f64(comm, &f, 1, COMM_MAX);
+        if (failed && f == world - w->rank) fprintf(stderr, "error: --resume: %s\n", err);
+        if (f == 0 && exchange_ckpt_agree(w->ex, err, sizeof err)) {
+            if (w->rank == 0) fprintf(stderr, "error: --resume: %s\n", err);
+            f = 1;
+        }
         if (f > 0) {
             sh->status = 1;
             goto done;

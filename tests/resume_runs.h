@@ -1,0 +1,104 @@
+/* The trainer loop (examples/trainer.c) run in-process for the resume tests:
+ * run() a tiny ResNet-8 on tests/synth_task.h's images, run_lm() a tiny LSTM
+ * language model on a made-up token stream; both with 2 local workers, 6 steps
+ * in all, ending after stop_at when it is > 0, saving to save, resuming from
+ * resume when it is not NULL. They return train_run's status. */
+#ifndef GC_TEST_RESUME_RUNS_H
+#define GC_TEST_RESUME_RUNS_H
+
+#include "common/rng.h"
+#include "examples/image_task.h"
+#include "examples/lm_task.h"
+#include "examples/trainer.h"
+#include "nn/resnet.h"
+#include "tests/synth_task.h"
+
+static int run(const char *codec, int delay, long stop_at, const char *save, const char *resume) {
+    TrainOpts o;
+    train_opts_default(&o);
+    o.steps = 6;
+    o.stop_at = stop_at;
+    o.batch = 8;
+    o.workers = 2;
+    o.threads = 2;
+    o.lr = 0.05;
+    o.print_every = 1000;
+    o.quiet = 1;
+    o.seed = 3;
+    snprintf(o.optim, sizeof o.optim, "sgd:momentum=0.9,weight_decay=0.0005");
+    snprintf(o.schedule, sizeof o.schedule, "cosine");
+    snprintf(o.backend, sizeof o.backend, "local");
+    char err[256];
+    if (dist_parse_codec(&o.dist, codec, err, sizeof err)) {
+        printf("codec %s: %s\n", codec, err);
+        return -1;
+    }
+    snprintf(o.codec_text, sizeof o.codec_text, "%s", codec);
+    o.dist.delay = delay;
+    o.dist.dgc_warmup = 1; /* 4 steps per epoch: warm-up ends inside the run */
+    snprintf(o.save, sizeof o.save, "%s", save);
+    if (resume) snprintf(o.resume, sizeof o.resume, "%s", resume);
+    SynthCtx c;
+    Task t;
+    synth_task(&t, &c, 64, 16, 3);
+    int argc = 0;
+    char **argv = NULL;
+    int rc = train_run(&o, &t, &argc, &argv);
+    image_data_close(&c.data);
+    return rc;
+}
+
+static int *stream(int n, int V, uint64_t seed) {
+    int *s = malloc((size_t)n * sizeof(int));
+    Rng r;
+    rng_init(&r, seed, 1);
+    for (int i = 0; i < n; i++) s[i] = (int)((i % 7 == 0) ? 3 : rng_below(&r, (uint64_t)V));
+    return s;
+}
+
+static int run_lm(long stop_at, const char *save, const char *resume) {
+    TrainOpts o;
+    train_opts_default(&o);
+    o.steps = 6;
+    o.stop_at = stop_at;
+    o.batch = 4;
+    o.workers = 2;
+    o.threads = 2;
+    o.lr = 0.5;
+    o.print_every = 1000;
+    o.quiet = 1;
+    o.seed = 9;
+    snprintf(o.backend, sizeof o.backend, "local");
+    snprintf(o.codec_text, sizeof o.codec_text, "fp32");
+    snprintf(o.save, sizeof o.save, "%s", save);
+    if (resume) snprintf(o.resume, sizeof o.resume, "%s", resume);
+    LmTask lt;
+    memset(&lt, 0, sizeof lt);
+    lt.corpus.train = stream(200, 20, 1); /* 5 windows of 5 per epoch per worker */
+    lt.corpus.ntrain = 200;
+    lt.corpus.valid = stream(60, 20, 2);
+    lt.corpus.nvalid = 60;
+    lt.cfg = lstm_lm_config_sbc_char();
+    lt.cfg.vocab = 20;
+    lt.cfg.emb = lt.cfg.hidden = 16;
+    lt.cfg.dropout = 0.3f;
+    lt.cfg.seed = 9;
+    lt.seed = 9;
+    lt.bptt = 5;
+    Task t = {0};
+    t.name = "lstm synthetic";
+    t.lm = 1;
+    t.has_valid = 1;
+    t.clip_norm = 1.0;
+    t.model_new = lm_task_model;
+    t.data_new = lm_task_data;
+    t.ctx = &lt;
+    int argc = 0;
+    char **argv = NULL;
+    int rc = train_run(&o, &t, &argc, &argv);
+    free(lt.corpus.train);
+    free(lt.corpus.valid);
+    return rc;
+}
+
+#endif

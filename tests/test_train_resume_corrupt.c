@@ -1,0 +1,167 @@
+/* --resume from a damaged checkpoint whose CRC is valid (written by a bug, or
+ * by hand): every section of a real checkpoint (ResNet-8 with 2 local workers
+ * under codecs that keep exchange state, and the LSTM language model) is in
+ * turn filled with 0xff, 0x00, 0x7f, random bytes or NaN floats, cut by a
+ * byte, grown by a byte, or removed, and the file rewritten with a valid CRC.
+ * Each resume must either run to its end (status 0) or stop with status 1
+ * and an "error:" line that names what is wrong; it must never crash, hang or
+ * read out of bounds (make test runs this file under ASan + UBSan as well).
+ * Ends with the number of damaged files that loaded, per kind of damage;
+ * SHOW_LOADED=1 lists them on stderr. (Float arenas take any value; a step
+ * past the end runs no step; a cut optimizer description is accepted, since
+ * hyper-parameters may change on resume.) */
+#include <signal.h>
+#include <unistd.h>
+
+#include "common/ckpt.h"
+#include "tests/resume_runs.h"
+#include "tests/test.h"
+
+enum { M_FF, M_ZERO, M_7F, M_RANDOM, M_NAN, M_SHORT, M_LONG, M_GONE, M_N };
+static const char *mut_name[M_N] = {"0xff", "0x00", "0x7f", "random", "nan", "short", "long", "gone"};
+
+/* writes base with section k damaged by m to path; 0 when that damage applies */
+static int write_mutant(const Ckpt *base, int k, int m, const char *path, Rng *r) {
+    const CkptSection *s = &base->sec[k];
+    if ((m == M_NAN && s->len % 4) || (m == M_SHORT && s->len == 0)) return -1;
+    CkptSection *out = malloc(((size_t)base->n + 1) * sizeof *out);
+    uint8_t *b = malloc(s->len + 1);
+    memcpy(out, base->sec, (size_t)base->n * sizeof *out);
+    if (s->len) memcpy(b, s->data, s->len);
+    size_t len = s->len;
+    switch (m) {
+    case M_FF: memset(b, 0xff, len); break;
+    case M_ZERO: memset(b, 0, len); break;
+    case M_7F: memset(b, 0x7f, len); break;
+    case M_RANDOM:
+        for (size_t i = 0; i < len; i++) b[i] = (uint8_t)rng_u64(r);
+        break;
+    case M_NAN:
+        for (size_t i = 0; i < len; i += 4) memcpy(b + i, &(uint32_t){0x7fc00000u}, 4);
+        break;
+    case M_SHORT: len--; break;
+    case M_LONG: b[len++] = 0; break;
+    default: break;
+    }
+    out[k].data = b;
+    out[k].len = len;
+    int n = base->n;
+    if (m == M_GONE) memmove(out + k, out + k + 1, (size_t)(--n - k) * sizeof *out);
+    char err[512];
+    int rc = ckpt_write(path, out, n, err, sizeof err);
+    if (rc) printf("cannot write %s: %s\n", path, err);
+    free(b);
+    free(out);
+    return rc;
+}
+
+/* a resume that never ends (a damaged step counter) fails the test */
+static int g_stdout = -1;
+static char g_case[160];
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "FAIL: no end after 120 s: ";
+    if (write(g_stdout, msg, sizeof msg - 1) < 0 || write(g_stdout, g_case, strlen(g_case)) < 0) _exit(1);
+    _exit(1);
+}
+
+/* runs resume() with stdout and stderr in log; its status, the log in text */
+static int quiet_run(int (*resume)(const char *), const char *path, const char *log, char *text, size_t cap) {
+    fflush(stdout);
+    fflush(stderr);
+    int o = dup(1), e = dup(2);
+    g_stdout = o;
+    signal(SIGALRM, on_alarm);
+    alarm(120);
+    FILE *f = fopen(log, "w");
+    dup2(fileno(f), 1);
+    dup2(fileno(f), 2);
+    int rc = resume(path);
+    alarm(0);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(o, 1);
+    dup2(e, 2);
+    close(o);
+    close(e);
+    fclose(f);
+    f = fopen(log, "r");
+    size_t n = fread(text, 1, cap - 1, f);
+    text[n] = 0;
+    fclose(f);
+    return rc;
+}
+
+static const char *g_codec;
+static int g_delay;
+static char g_scratch[64];
+static int resume_resnet(const char *path) { return run(g_codec, g_delay, 4, g_scratch, path); }
+static int resume_lm(const char *path) { return run_lm(4, g_scratch, path); }
+
+static int loaded[M_N], tried[M_N];
+
+/* every damage of every section of the checkpoint at good */
+static void damage_all(const char *what, const char *good, int (*resume)(const char *)) {
+    Ckpt base;
+    char err[512], mutant[64], log[64];
+    static char text[1 << 16];
+    snprintf(mutant, sizeof mutant, "/tmp/gcx_corrupt_m_%d.ckpt", (int)getpid());
+    snprintf(log, sizeof log, "/tmp/gcx_corrupt_%d.log", (int)getpid());
+    if (ckpt_read(&base, good, err, sizeof err)) {
+        CHECK(0, "%s: %s", what, err);
+        return;
+    }
+    Rng r;
+    rng_init(&r, 77, 0);
+    int silent = 0, runs = 0;
+    for (int k = 0; k < base.n; k++)
+        for (int m = 0; m < M_N; m++) {
+            if (write_mutant(&base, k, m, mutant, &r)) continue;
+            snprintf(g_case, sizeof g_case, "%s: section %s damaged (%s)\n", what, base.sec[k].name, mut_name[m]);
+            int rc = quiet_run(resume, mutant, log, text, sizeof text);
+            runs++;
+            tried[m]++;
+            if (rc == 0) {
+                if (getenv("SHOW_LOADED")) fprintf(stderr, "loaded: %s", g_case);
+                loaded[m]++;
+                continue;
+            }
+            /* refused: an error line, on whichever worker found the damage */
+            if (!strstr(text, "error:")) {
+                silent++;
+                printf("%s: section %s damaged (%s): status %d, output:\n%.2000s\n", what, base.sec[k].name,
+                       mut_name[m], rc, text);
+            }
+        }
+    CHECK(silent == 0, "%s: %d damaged checkpoints (%d sections), each loaded or refused with an error line (%d not)",
+          what, runs, base.n, silent);
+    ckpt_free(&base);
+    unlink(mutant);
+    unlink(log);
+}
+
+int main(void) {
+    char good[64];
+    snprintf(good, sizeof good, "/tmp/gcx_corrupt_%d.ckpt", (int)getpid());
+    snprintf(g_scratch, sizeof g_scratch, "/tmp/gcx_corrupt_s_%d.ckpt", (int)getpid());
+    /* exchange state: 3lc's residuals on the parameter server, dgc's velocity,
+     * sbc's anchor, gcomp's codec tables */
+    const struct {
+        const char *codec;
+        int delay;
+    } cases[] = {{"3lc", 1}, {"dgc:density=0.01", 1}, {"sbc:p=0.01", 2}, {"gcomp:every=2", 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        g_codec = cases[c].codec;
+        g_delay = cases[c].delay;
+        CHECK(run(g_codec, g_delay, 3, good, NULL) == 0, "%s: 3 steps, save", g_codec);
+        CHECK(run(g_codec, g_delay, 4, g_scratch, good) == 0, "%s: the undamaged checkpoint resumes", g_codec);
+        damage_all(g_codec, good, resume_resnet);
+    }
+    CHECK(run_lm(3, good, NULL) == 0, "lstm: 3 steps, save");
+    CHECK(run_lm(4, g_scratch, good) == 0, "lstm: the undamaged checkpoint resumes");
+    damage_all("lstm", good, resume_lm);
+    for (int m = 0; m < M_N; m++) printf("%-6s damage: %3d of %3d files loaded\n", mut_name[m], loaded[m], tried[m]);
+    unlink(good);
+    unlink(g_scratch);
+    TEST_END();
+}
