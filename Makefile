@@ -134,18 +134,16 @@ TEST_SCRIPTS := $(wildcard tests/test_*.sh)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRCS))
 
-# codec tests and fuzz replays also run under AddressSanitizer + UBSan
+# every test and fuzz replay also runs under AddressSanitizer + UBSan, against a
+# NO_CUDA NO_MPI build of the whole library at -O1 in $(BUILD)/sanitize (a make of
+# its own); not test_dist_mpi (MPI), nor test_data_folder (the stb_image_write.h it
+# writes its test images with shifts into the sign bit; the image decoder the
+# library uses is covered by fuzz_image)
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 ASAN_LIB_SRCS := $(wildcard common/*.c compress/*.c) datasets/decode.c datasets/stb_image_impl.c
-ASAN_LIB_OBJS := $(patsubst %.c,$(BUILD)/asan/%.o,$(ASAN_LIB_SRCS))
-ASAN_TEST_SRCS := $(wildcard tests/test_codec*.c)
-ASAN_BINS := $(patsubst tests/%.c,$(BUILD)/asan/tests/%,$(ASAN_TEST_SRCS)) \
-             $(patsubst tests/fuzz/%.c,$(BUILD)/asan/fuzz/%_replay,$(FUZZ_SRCS))
-# the trainer-level resume tests too, against a NO_CUDA NO_MPI build of the whole
-# library under ASan + UBSan in $(BUILD)/asan-full (a make of its own)
-ASAN_FULL := $(BUILD)/asan-full
-ASAN_FULL_BINS := $(ASAN_FULL)/tests/test_train_resume $(ASAN_FULL)/tests/test_train_resume_corrupt
-ASAN_BINS += $(ASAN_FULL_BINS)
+SAN_DIR := $(BUILD)/sanitize
+ASAN_BINS := $(patsubst $(BUILD)/%,$(SAN_DIR)/%,$(filter-out %/test_dist_mpi %/test_data_folder,$(TEST_BINS)) \
+               $(FUZZ_REPLAY))
 
 # ---------------------------------------------------------------- rules ----
 .PHONY: all test test-cuda build-cuda-tests test-emu build-emu fuzz bench deps clean probe fixtures
@@ -176,21 +174,10 @@ $(BUILD)/fuzz/%_replay: tests/fuzz/%.c tests/fuzz/replay_main.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DCORPUS_DIR='"tests/fuzz/corpus/$*"' $< tests/fuzz/replay_main.c $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
-$(BUILD)/asan/%.o: %.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ASAN_FLAGS) -O1 -c $< -o $@
-
-$(BUILD)/asan/tests/%: tests/%.c $(ASAN_LIB_OBJS) tests/test.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ASAN_FLAGS) -O1 $< $(ASAN_LIB_OBJS) $(LDFLAGS) $(ASAN_FLAGS) $(LDLIBS) -o $@
-
-.PHONY: $(ASAN_FULL_BINS)
-$(ASAN_FULL_BINS):
-	@$(MAKE) -s --no-print-directory NO_CUDA=1 NO_MPI=1 BUILD=$(ASAN_FULL) OPT="-O1 -g $(ASAN_FLAGS)" $@
-
-$(BUILD)/asan/fuzz/%_replay: tests/fuzz/%.c tests/fuzz/replay_main.c $(ASAN_LIB_OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ASAN_FLAGS) -O1 -DCORPUS_DIR='"tests/fuzz/corpus/$*"' $< tests/fuzz/replay_main.c $(ASAN_LIB_OBJS) $(LDFLAGS) $(ASAN_FLAGS) $(LDLIBS) -o $@
+.PHONY: sanitize-build
+$(ASAN_BINS): sanitize-build ;
+sanitize-build:
+	@$(MAKE) -s --no-print-directory NO_CUDA=1 NO_MPI=1 BUILD=$(SAN_DIR) OPT="-O1 -g $(ASAN_FLAGS)" $(ASAN_BINS)
 
 # CUDA parity tests (tests/cuda/test_*.c): every CUDA op, optimizer and codec
 # kernel against its CPU twin; needs a GPU to run, builds wherever nvcc is

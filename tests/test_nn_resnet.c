@@ -2,9 +2,13 @@
  *  - ResNet-8 (n = 1) at width 8, option A and option B shortcuts, PyTorch's
  *    own initial weights (BN affine perturbed), batch 4 of 3x16x16: train-mode
  *    loss, logits, EVERY parameter gradient in full, running statistics, then
- *    eval-mode logits. Tolerance rtol 1e-4 with a floor of 5% of that at the
+ *    eval-mode logits. Tolerance rtol 1e-4 with a floor of 10% of that at the
  *    tensor's max magnitude: float32 through 8 conv/BN layers; measured errors
- *    are printed and sit around 1e-6 relative.
+ *    are printed and sit around 1e-6 relative. The floor is for BN's parameter
+ *    gradients and running means: sums over N*H*W values that cancel, whose
+ *    error scales with the terms, not with the sum; the largest need measured
+ *    was 4.4% with -O3 -march=native and 2.5% at -O0 (with 5%, builds at -O0
+ *    or -O1 failed here before batchnorm.c's float blocks were cut to 64).
  *  - ResNet-50 (torchvision v1.5 layout) at 10 classes, batch 2 of 3x64x64 with
  *    hash weights (each bottleneck's bn3 gamma small, which keeps 50 layers well
  *    conditioned: with gamma ~ 1 PyTorch's own float32 gradients differ from
@@ -56,7 +60,7 @@ static void test_cifar(const char *path, int max_extra, int counts_too) {
     nnfx_load_params(m, &fx);
     const float *x = nnfx_f(&fx, "x", (size_t)N * cfg.in_channels * cfg.in_h * cfg.in_w);
     const int *y = nnfx_i(&fx, "y", N);
-    nnfx_check_train_step(m, &fx, x, y, N, cfg.num_classes, resnet_logits, 1e-4f, 0.05f, 1e-4f);
+    nnfx_check_train_step(m, &fx, x, y, N, cfg.num_classes, resnet_logits, 1e-4f, 0.1f, 1e-4f);
 
     /* determinism and thread independence of a full step */
     float *g1 = mallocCheck(m->pt.total * sizeof(float));
@@ -134,7 +138,7 @@ static void test_resnet50(void) {
     for (int i = 0; i < fx.n && ok; i++)
         if (strncmp(fx.t[i].name, "gsum.", 5) == 0) ok = k < m->pt.n && strcmp(fx.t[i].name + 5, m->pt.t[k++].name) == 0;
     CHECK(ok && k == m->pt.n, "ResNet-50 parameter names and order match torchvision (%d tensors)", k);
-    nnfx_check_train_step(m, &fx, x, nnfx_i(&fx, "y", N), N, cfg.num_classes, resnet_logits, 1e-4f, 0.05f, 1e-4f);
+    nnfx_check_train_step(m, &fx, x, nnfx_i(&fx, "y", N), N, cfg.num_classes, resnet_logits, 1e-4f, 0.1f, 1e-4f);
     free(x);
     model_free(m);
 
