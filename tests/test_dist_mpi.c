@@ -3,8 +3,11 @@
  * every codec with its default topology, after a few real training steps of a
  * tiny ResNet-8 on synthetic images. The plain allreduce (fp32) path sums in
  * MPI's order and may differ by rounding: it is compared with a tolerance.
+ * Then a --resume whose workers disagree on SBC's local step count is refused
+ * with a message under mpirun (it hung there before the load checked it).
  * Skipped (with a note) when the build has no MPI or mpirun is missing. */
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/ckpt.h"
@@ -17,10 +20,13 @@
 #include "tests/test.h"
 
 
-static int run(const char *codec, const char *backend, const char *save, int *argc, char ***argv) {
+/* resume (or NULL) with delay > 1: SBC's local steps, 2 steps then a stop */
+static int run(const char *codec, const char *backend, const char *save, const char *resume, int delay, int *argc,
+               char ***argv) {
     TrainOpts o;
     train_opts_default(&o);
     o.steps = 4;
+    if (delay > 1 && !resume) o.stop_at = 2;
     o.batch = 4;
     o.workers = 4;
     o.threads = !strcmp(backend, "mpi") ? 1 : 4;
@@ -34,7 +40,9 @@ static int run(const char *codec, const char *backend, const char *save, int *ar
     char err[256];
     if (dist_parse_codec(&o.dist, codec, err, sizeof err)) return -1;
     snprintf(o.codec_text, sizeof o.codec_text, "%s", codec);
+    o.dist.delay = delay;
     snprintf(o.save, sizeof o.save, "%s", save);
+    if (resume) snprintf(o.resume, sizeof o.resume, "%s", resume);
     SynthCtx c;
     Task t;
     synth_task(&t, &c, 64, 8, 5);
@@ -43,8 +51,58 @@ static int run(const char *codec, const char *backend, const char *save, int *ar
     return rc;
 }
 
+/* A checkpoint whose workers disagree on SBC's local step count (one
+ * worker's counter damaged, the CRC valid) must be refused on every rank
+ * under mpirun, with a message, instead of leaving ranks in different
+ * collectives (a hang: the timeout catches it). */
+static void damaged_resume(const char *self, const char *good, const char *bad) {
+    int argc = 0;
+    char **argv = NULL;
+    CHECK(run("sbc", "local", good, NULL, 2, &argc, &argv) == 0, "sbc --delay 2: 2 local steps, save");
+    Ckpt ck;
+    char err[512];
+    if (ckpt_read(&ck, good, err, sizeof err)) {
+        CHECK(0, "%s", err);
+        return;
+    }
+    size_t len = 0;
+    const void *p = ckpt_find(&ck, "w1.ex.steps", &len);
+    CHECK(p && len == sizeof(long), "w1.ex.steps in the checkpoint");
+    long steps = 0;
+    if (p && len == sizeof steps) memcpy(&steps, p, len);
+    steps++;
+    CkptSection *s = malloc((size_t)ck.n * sizeof *s);
+    memcpy(s, ck.sec, (size_t)ck.n * sizeof *s);
+    for (int i = 0; i < ck.n; i++)
+        if (!strcmp(s[i].name, "w1.ex.steps")) s[i].data = &steps;
+    CHECK(ckpt_write(bad, s, ck.n, err, sizeof err) == 0, "%s", err);
+    free(s);
+    ckpt_free(&ck);
+    char cmd[8192], out[64];
+    snprintf(out, sizeof out, "/tmp/gcx_mpi_resume_%d.txt", (int)getpid());
+    snprintf(cmd, sizeof cmd,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
+             "timeout 120 mpirun --oversubscribe -np 4 %s --child-resume sbc %s %s > %s 2>&1",
+             self, good, bad, out);
+    int rc = system(cmd);
+    FILE *f = fopen(out, "r");
+    char text[8192] = "";
+    if (f) {
+        size_t n = fread(text, 1, sizeof text - 1, f);
+        text[n] = 0;
+        fclose(f);
+    }
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) != 0 && WEXITSTATUS(rc) != 124 &&
+              strstr(text, "error: --resume: checkpoint: the workers' exchange states disagree"),
+          "mpirun -np 4 --resume from workers that disagree: refused with a message (status %d), output:\n%.2000s",
+          WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, text);
+    unlink(out);
+}
+
 int main(int argc, char **argv) {
-    if (argc == 4 && !strcmp(argv[1], "--child")) return run(argv[2], "mpi", argv[3], &argc, &argv) ? 1 : 0;
+    if (argc == 4 && !strcmp(argv[1], "--child")) return run(argv[2], "mpi", argv[3], NULL, 1, &argc, &argv) ? 1 : 0;
+    if (argc == 5 && !strcmp(argv[1], "--child-resume"))
+        return run(argv[2], "mpi", argv[3], argv[4], 2, &argc, &argv) ? 1 : 0;
     if (!comm_mpi_available() || system("command -v mpirun >/dev/null 2>&1") != 0) {
         printf("MPI backend not built or mpirun missing: local-vs-MPI comparison skipped\n");
         CHECK(1, "skipped");
@@ -62,7 +120,7 @@ int main(int argc, char **argv) {
     snprintf(b, sizeof b, "/tmp/gcx_mpi_mpi_%d.ckpt", (int)getpid());
     for (int k = 0; k < codec_count(); k++) {
         const char *name = codec_ops_at(k)->name;
-        CHECK(run(name, "local", a, &argc, &argv) == 0, "%s: local run", name);
+        CHECK(run(name, "local", a, NULL, 1, &argc, &argv) == 0, "%s: local run", name);
         char cmd[8192];
         snprintf(cmd, sizeof cmd,
                  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
@@ -101,6 +159,7 @@ int main(int argc, char **argv) {
         ckpt_free(&ca);
         ckpt_free(&cb);
     }
+    damaged_resume(self, a, b);
     unlink(a);
     unlink(b);
     char rm[96];
