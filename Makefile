@@ -140,7 +140,6 @@ FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRCS))
 # writes its test images with shifts into the sign bit; the image decoder the
 # library uses is covered by fuzz_image)
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-ASAN_LIB_SRCS := $(wildcard common/*.c compress/*.c) datasets/decode.c datasets/stb_image_impl.c
 SAN_DIR := $(BUILD)/sanitize
 ASAN_BINS := $(patsubst $(BUILD)/%,$(SAN_DIR)/%,$(filter-out %/test_dist_mpi %/test_data_folder,$(TEST_BINS)) \
                $(FUZZ_REPLAY))
@@ -176,8 +175,11 @@ $(BUILD)/fuzz/%_replay: tests/fuzz/%.c tests/fuzz/replay_main.c $(LIB)
 
 .PHONY: sanitize-build
 $(ASAN_BINS): sanitize-build ;
+# (CFLAGS and LDFLAGS from the environment would reach it with this build's
+# additions in them: the probes' -DHAVE_MPI, -DHAVE_CUDA and include paths)
 sanitize-build:
-	@$(MAKE) -s --no-print-directory NO_CUDA=1 NO_MPI=1 BUILD=$(SAN_DIR) OPT="-O1 -g $(ASAN_FLAGS)" $(ASAN_BINS)
+	@env -u CFLAGS -u LDFLAGS $(MAKE) -s --no-print-directory NO_CUDA=1 NO_MPI=1 BUILD=$(SAN_DIR) \
+	  OPT="-O1 -g $(ASAN_FLAGS)" $(or $(filter $(ASAN_BINS),$(MAKECMDGOALS)),$(ASAN_BINS))
 
 # CUDA parity tests (tests/cuda/test_*.c): every CUDA op, optimizer and codec
 # kernel against its CPU twin; needs a GPU to run, builds wherever nvcc is
@@ -235,6 +237,7 @@ test: all $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_BUILT)
 	  tests/run.sh $(TEST_BINS) $(TEST_SCRIPTS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_TEST_BINS)
 
 # libFuzzer with ASan + UBSan, one binary per target, FUZZ_SECONDS each
+ASAN_LIB_SRCS := $(wildcard common/*.c compress/*.c) datasets/decode.c datasets/stb_image_impl.c
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 fuzz:

@@ -1109,20 +1109,6 @@ int exchange_ckpt_sections(Exchange *ex, CkptSection *out, int cap, const char *
     return n;
 }
 
-int exchange_ckpt_agree(Exchange *ex, char *err, size_t errlen) {
-    /* (the largest of v and of -v: all agree when max == -max(-v)) */
-    double v[2] = {(double)ex->local_steps, (double)ex->started};
-    double hi[2], lo[2];
-    for (int i = 0; i < 2; i++) {
-        hi[i] = control_max(ex, v[i]);
-        lo[i] = -control_max(ex, -v[i]);
-    }
-    if (hi[0] == lo[0] && hi[1] == lo[1]) return 0;
-    snprintf(err, errlen, "checkpoint: the workers' exchange states disagree (local steps %.0f to %.0f, started %.0f to %.0f): "
-             "the file is damaged", lo[0], hi[0], lo[1], hi[1]);
-    return -1;
-}
-
 static int codecs_load(Exchange *ex, const uint8_t *p, size_t len, char *err, size_t errlen) {
     if (len < 4) goto bad;
     uint32_t count = get_u32(p);
@@ -1148,7 +1134,7 @@ bad:
     return -1;
 }
 
-int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, char *err, size_t errlen) {
+int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long step, char *err, size_t errlen) {
     CkptSection s[10];
     int n = exchange_ckpt_sections(ex, s, 10, "");
     for (int i = 0; i < n; i++) {
@@ -1157,15 +1143,29 @@ int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, char *e
         if (!strcmp(s[i].name, "codecs")) continue;
         if (ckpt_load(ck, name, (void *)s[i].data, s[i].len, err, errlen)) return -1;
     }
-    if (ex->local_steps < 0 || (ex->started != 0 && ex->started != 1) || (!ex->deltas && ex->local_steps)) {
-        snprintf(err, errlen, "checkpoint: the exchange's counters are damaged (%.15ssteps %ld, started %d)", prefix,
-                 ex->local_steps, ex->started);
+    /* every training step is one exchange_step: the counters follow from the
+     * step (SBC's local step count decides when a worker enters the exchange's
+     * collectives, so a worker whose count was off would wait in one the
+     * others never enter) */
+    if (ex->local_steps != (ex->deltas ? step : 0) || ex->started != (step > 0)) {
+        snprintf(err, errlen,
+                 "checkpoint: the exchange's counters (%.15ssteps %ld, started %d) do not match its step %ld: the "
+                 "file is damaged", prefix, ex->local_steps, ex->started, step);
         return -1;
     }
-    /* absent when no codec kept state at the save */
+    /* absent when no codec kept state at the save: before the first exchange,
+     * or when no tensor's codec keeps state */
     char name[CKPT_NAME_MAX + 16];
     snprintf(name, sizeof name, "%.15scodecs", prefix);
     size_t len = 0;
     const uint8_t *p = ckpt_find(ck, name, &len);
-    return p ? codecs_load(ex, p, len, err, errlen) : 0;
+    if (p) return codecs_load(ex, p, len, err, errlen);
+    long exchanges = ex->deltas ? ex->local_steps / ex->cfg.delay : step;
+    for (int t = 0; t < ex->T && exchanges > 0; t++)
+        if (ex->pol[t].spec.ops->state_save) {
+            snprintf(err, errlen, "checkpoint has no section '%s', which this run's codec %s keeps after an exchange",
+                     name, ex->pol[t].spec.ops->name);
+            return -1;
+        }
+    return 0;
 }

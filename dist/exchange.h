@@ -123,12 +123,10 @@ const char *exchange_error(const Exchange *ex);
  * velocities, anchors, the server's global model); pointers stay valid while ex
  * lives. Returns the count (<= cap). */
 int exchange_ckpt_sections(Exchange *ex, CkptSection *out, int cap, const char *prefix);
-int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, char *err, size_t errlen);
-/* After every worker loaded its sections: 0 when the workers' loaded exchange
- * states agree where they must (the step counter that decides when SBC
- * exchanges), else -1 with the same message on every worker. Collective: every
- * worker calls it. */
-int exchange_ckpt_agree(Exchange *ex, char *err, size_t errlen);
+/* Loads them back (names prefix + the names above) for a checkpoint taken after
+ * step training steps; refuses, with a message, counters that do not match
+ * step and a missing codec state that this run's codecs would have kept. */
+int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long step, char *err, size_t errlen);
 
 /* Testing hook: called on every outgoing bundle before it is sent (may corrupt it). */
 typedef void (*ExchangeTamper)(uint8_t *bundle, size_t len, int rank, long step, void *arg);

@@ -563,7 +563,7 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     if (!rc) rc = optim_ckpt_load(&w->opt, &ck, optp, err, errlen);
     char exp_[24];
     snprintf(exp_, sizeof exp_, "%sex.", prefix);
-    if (!rc) rc = exchange_ckpt_load(w->ex, &ck, exp_, err, errlen);
+    if (!rc) rc = exchange_ckpt_load(w->ex, &ck, exp_, (long)step, err, errlen);
     if (!rc) rc = lr_sched_ckpt_load(&w->sh->sched, &ck, "", err, errlen);
     if (!rc) {
         LoaderPos pos;
@@ -809,10 +809,6 @@ static void worker_main(Shared *sh, Comm *comm) {
         f = failed ? world - w->rank : 0;
         comm_allreduce_f64(comm, &f, 1, COMM_MAX);
         if (failed && f == world - w->rank) fprintf(stderr, "error: --resume: %s\n", err);
-        if (f == 0 && exchange_ckpt_agree(w->ex, err, sizeof err)) {
-            if (w->rank == 0) fprintf(stderr, "error: --resume: %s\n", err);
-            f = 1;
-        }
         if (f > 0) {
             sh->status = 1;
             goto done;

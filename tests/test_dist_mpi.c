@@ -93,7 +93,7 @@ static void damaged_resume(const char *self, const char *good, const char *bad) 
         fclose(f);
     }
     CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) != 0 && WEXITSTATUS(rc) != 124 &&
-              strstr(text, "error: --resume: checkpoint: the workers' exchange states disagree"),
+              strstr(text, "error: --resume: checkpoint: the exchange's counters (w1.ex.steps 3, started 1) do not match its step 2"),
           "mpirun -np 4 --resume from workers that disagree: refused with a message (status %d), output:\n%.2000s",
           WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, text);
     unlink(out);

@@ -5,11 +5,14 @@
  * byte, grown by a byte, or removed, and the file rewritten with a valid CRC.
  * Each resume must either run to its end (status 0) or stop with status 1
  * and an "error:" line that names what is wrong; it must never crash, hang or
- * read out of bounds (make test runs this file under ASan + UBSan as well).
+ * read out of bounds (make test runs this file under ASan + UBSan as well);
+ * a section of the wrong size, or a missing one, must be refused (but for the
+ * exceptions in must_refuse).
  * Ends with the number of damaged files that loaded, per kind of damage;
  * SHOW_LOADED=1 lists them on stderr. (Float arenas take any value; a step
  * past the end runs no step; a cut optimizer description is accepted, since
  * hyper-parameters may change on resume.) */
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -55,25 +58,52 @@ static int write_mutant(const Ckpt *base, int k, int m, const char *path, Rng *r
     return rc;
 }
 
-/* a resume that never ends (a damaged step counter) fails the test */
+/* A resume that never ends (a damaged step counter) or dies (a crash, an
+ * ASan or UBSan report) fails the test, naming the damage and showing the
+ * end of that run's output, which is otherwise in a log file. */
 static int g_stdout = -1;
-static char g_case[160];
-static void on_alarm(int sig) {
-    (void)sig;
-    static const char msg[] = "FAIL: no end after 120 s: ";
-    if (write(g_stdout, msg, sizeof msg - 1) < 0 || write(g_stdout, g_case, strlen(g_case)) < 0) _exit(1);
+static char g_case[160], g_log[64];
+static void say(const char *s) {
+    if (write(g_stdout, s, strlen(s)) < 0) _exit(1);
+}
+static void died(const char *why) {
+    say("FAIL: ");
+    say(why);
+    say(" during ");
+    say(g_case);
+    say("the end of its output:\n");
+    int fd = open(g_log, O_RDONLY);
+    static char tail[3000];
+    off_t end = fd >= 0 ? lseek(fd, 0, SEEK_END) : -1;
+    if (end > 0 && lseek(fd, end > (off_t)sizeof tail ? end - (off_t)sizeof tail : 0, SEEK_SET) >= 0) {
+        ssize_t n = read(fd, tail, sizeof tail - 1);
+        tail[n > 0 ? n : 0] = 0;
+        say(tail);
+    }
+    say("\n");
     _exit(1);
 }
+static void on_alarm(int sig) {
+    (void)sig;
+    died("no end after 120 s");
+}
+static void on_signal(int sig) { died(sig == SIGSEGV ? "SIGSEGV" : sig == SIGABRT ? "SIGABRT" : "a fatal signal"); }
+static void on_sanitizer(void) { died("a sanitizer report"); }
+/* in ASan / UBSan builds only (a weak reference elsewhere) */
+void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
 
-/* runs resume() with stdout and stderr in log; its status, the log in text */
-static int quiet_run(int (*resume)(const char *), const char *path, const char *log, char *text, size_t cap) {
+/* runs resume() with stdout and stderr in g_log; its status, the log in text */
+static int quiet_run(int (*resume)(const char *), const char *path, char *text, size_t cap) {
     fflush(stdout);
     fflush(stderr);
+    FILE *f = fopen(g_log, "w");
+    if (!f) {
+        printf("cannot write %s\n", g_log);
+        return -99;
+    }
     int o = dup(1), e = dup(2);
     g_stdout = o;
-    signal(SIGALRM, on_alarm);
     alarm(120);
-    FILE *f = fopen(log, "w");
     dup2(fileno(f), 1);
     dup2(fileno(f), 2);
     int rc = resume(path);
@@ -84,12 +114,27 @@ static int quiet_run(int (*resume)(const char *), const char *path, const char *
     dup2(e, 2);
     close(o);
     close(e);
+    g_stdout = 1;
     fclose(f);
-    f = fopen(log, "r");
-    size_t n = fread(text, 1, cap - 1, f);
-    text[n] = 0;
-    fclose(f);
+    text[0] = 0;
+    f = fopen(g_log, "r");
+    if (f) {
+        size_t n = fread(text, 1, cap - 1, f);
+        text[n] = 0;
+        fclose(f);
+    }
     return rc;
+}
+
+/* damage a valid CRC cannot hide: a section of the wrong size or none at all
+ * is refused, except a cut, grown or missing optimizer description (its
+ * hyper-parameters may change on resume) and a trailing NUL after the run
+ * description */
+static int must_refuse(const char *section, int m) {
+    size_t L = strlen(section);
+    if (m != M_SHORT && m != M_LONG && m != M_GONE) return 0;
+    if (L >= 10 && !strcmp(section + L - 10, "opt.config")) return 0;
+    return !(m == M_LONG && !strcmp(section, "meta"));
 }
 
 static const char *g_codec;
@@ -103,27 +148,31 @@ static int loaded[M_N], tried[M_N];
 /* every damage of every section of the checkpoint at good */
 static void damage_all(const char *what, const char *good, int (*resume)(const char *)) {
     Ckpt base;
-    char err[512], mutant[64], log[64];
+    char err[512], mutant[64];
     static char text[1 << 16];
     snprintf(mutant, sizeof mutant, "/tmp/gcx_corrupt_m_%d.ckpt", (int)getpid());
-    snprintf(log, sizeof log, "/tmp/gcx_corrupt_%d.log", (int)getpid());
     if (ckpt_read(&base, good, err, sizeof err)) {
         CHECK(0, "%s: %s", what, err);
         return;
     }
     Rng r;
     rng_init(&r, 77, 0);
-    int silent = 0, runs = 0;
+    int silent = 0, runs = 0, wrong = 0;
     for (int k = 0; k < base.n; k++)
         for (int m = 0; m < M_N; m++) {
             if (write_mutant(&base, k, m, mutant, &r)) continue;
             snprintf(g_case, sizeof g_case, "%s: section %s damaged (%s)\n", what, base.sec[k].name, mut_name[m]);
-            int rc = quiet_run(resume, mutant, log, text, sizeof text);
+            int rc = quiet_run(resume, mutant, text, sizeof text);
             runs++;
             tried[m]++;
             if (rc == 0) {
                 if (getenv("SHOW_LOADED")) fprintf(stderr, "loaded: %s", g_case);
                 loaded[m]++;
+                if (must_refuse(base.sec[k].name, m)) {
+                    wrong++;
+                    printf("%s: section %s damaged (%s) loaded; expected a refusal\n", what, base.sec[k].name,
+                           mut_name[m]);
+                }
                 continue;
             }
             /* refused: an error line, on whichever worker found the damage */
@@ -135,12 +184,23 @@ static void damage_all(const char *what, const char *good, int (*resume)(const c
         }
     CHECK(silent == 0, "%s: %d damaged checkpoints (%d sections), each loaded or refused with an error line (%d not)",
           what, runs, base.n, silent);
+    CHECK(wrong == 0, "%s: every section of the wrong size, and every missing one, refused (%d loaded)", what, wrong);
     ckpt_free(&base);
     unlink(mutant);
-    unlink(log);
 }
 
 int main(void) {
+    g_stdout = 1;
+    snprintf(g_log, sizeof g_log, "/tmp/gcx_corrupt_%d.log", (int)getpid());
+    signal(SIGALRM, on_alarm);
+    if (__sanitizer_set_death_callback) {
+        __sanitizer_set_death_callback(on_sanitizer); /* after the sanitizer's own report */
+    } else {
+        signal(SIGSEGV, on_signal);
+        signal(SIGBUS, on_signal);
+        signal(SIGFPE, on_signal);
+        signal(SIGABRT, on_signal);
+    }
     char good[64];
     snprintf(good, sizeof good, "/tmp/gcx_corrupt_%d.ckpt", (int)getpid());
     snprintf(g_scratch, sizeof g_scratch, "/tmp/gcx_corrupt_s_%d.ckpt", (int)getpid());
@@ -163,5 +223,6 @@ int main(void) {
     for (int m = 0; m < M_N; m++) printf("%-6s damage: %3d of %3d files loaded\n", mut_name[m], loaded[m], tried[m]);
     unlink(good);
     unlink(g_scratch);
+    unlink(g_log);
     TEST_END();
 }
