@@ -13,21 +13,29 @@
 #include "nn/resnet.h"
 #include "tests/synth_task.h"
 
+/* what both runs share: 6 steps, 2 local workers, quiet, the files */
+static void resume_opts(TrainOpts *o, int batch, double lr, uint64_t seed, long stop_at, const char *save,
+                        const char *resume) {
+    train_opts_default(o);
+    o->steps = 6;
+    o->stop_at = stop_at;
+    o->batch = batch;
+    o->workers = 2;
+    o->threads = 2;
+    o->lr = lr;
+    o->print_every = 1000;
+    o->quiet = 1;
+    o->seed = seed;
+    snprintf(o->backend, sizeof o->backend, "local");
+    snprintf(o->save, sizeof o->save, "%s", save);
+    if (resume) snprintf(o->resume, sizeof o->resume, "%s", resume);
+}
+
 static int run(const char *codec, int delay, long stop_at, const char *save, const char *resume) {
     TrainOpts o;
-    train_opts_default(&o);
-    o.steps = 6;
-    o.stop_at = stop_at;
-    o.batch = 8;
-    o.workers = 2;
-    o.threads = 2;
-    o.lr = 0.05;
-    o.print_every = 1000;
-    o.quiet = 1;
-    o.seed = 3;
+    resume_opts(&o, 8, 0.05, 3, stop_at, save, resume);
     snprintf(o.optim, sizeof o.optim, "sgd:momentum=0.9,weight_decay=0.0005");
     snprintf(o.schedule, sizeof o.schedule, "cosine");
-    snprintf(o.backend, sizeof o.backend, "local");
     char err[256];
     if (dist_parse_codec(&o.dist, codec, err, sizeof err)) {
         printf("codec %s: %s\n", codec, err);
@@ -36,8 +44,6 @@ static int run(const char *codec, int delay, long stop_at, const char *save, con
     snprintf(o.codec_text, sizeof o.codec_text, "%s", codec);
     o.dist.delay = delay;
     o.dist.dgc_warmup = 1; /* 4 steps per epoch: warm-up ends inside the run */
-    snprintf(o.save, sizeof o.save, "%s", save);
-    if (resume) snprintf(o.resume, sizeof o.resume, "%s", resume);
     SynthCtx c;
     Task t;
     synth_task(&t, &c, 64, 16, 3);
@@ -58,20 +64,8 @@ static int *stream(int n, int V, uint64_t seed) {
 
 static int run_lm(long stop_at, const char *save, const char *resume) {
     TrainOpts o;
-    train_opts_default(&o);
-    o.steps = 6;
-    o.stop_at = stop_at;
-    o.batch = 4;
-    o.workers = 2;
-    o.threads = 2;
-    o.lr = 0.5;
-    o.print_every = 1000;
-    o.quiet = 1;
-    o.seed = 9;
-    snprintf(o.backend, sizeof o.backend, "local");
+    resume_opts(&o, 4, 0.5, 9, stop_at, save, resume);
     snprintf(o.codec_text, sizeof o.codec_text, "fp32");
-    snprintf(o.save, sizeof o.save, "%s", save);
-    if (resume) snprintf(o.resume, sizeof o.resume, "%s", resume);
     LmTask lt;
     memset(&lt, 0, sizeof lt);
     lt.corpus.train = stream(200, 20, 1); /* 5 windows of 5 per epoch per worker */
