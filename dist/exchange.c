@@ -176,8 +176,7 @@ struct Exchange {
     int64_t *flen;       /* [T] a pass's frame lengths (or negative GcError, or NO_ENTRY) */
     const uint8_t **fp;  /* [T] a decode pass's frames */
     double *sq;          /* [T] DGC: per-tensor sums of squares */
-    long local_steps;
-    int started;
+    int started; /* set by the first exchange_step, or by a checkpoint load after step > 0 */
     ExchangeStats st;
     ExchangeTamper tamper;
     void *tamper_arg;
@@ -1014,8 +1013,9 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
         if (!ex->started) memcpy(ex->anchor, params, total * sizeof(float));
         optim_begin_step(opt);
         optim_update(opt, params, grads, lr, 0, total);
-        ex->local_steps++;
-        if (ex->local_steps % ex->cfg.delay == 0) {
+        /* the exchange after every delay-th step follows from the global step,
+         * the same on every worker (no counter of its own that could differ) */
+        if ((step + 1) % ex->cfg.delay == 0) {
             float *d = grads; /* the gradient is spent: reuse it for the delta */
             sub_arena(d, params, ex->anchor, total);
             if (ex->cfg.topology != TOPO_RING) tensor_loop(ex, memory_in_tensor, d);
@@ -1094,8 +1094,6 @@ int exchange_ckpt_sections(Exchange *ex, CkptSection *out, int cap, const char *
         {"anchor", ex->anchor, ex->anchor ? ex->pt->total * 4 : 0},
         {"global", ex->global, ex->global ? ex->pt->total * 4 : 0},
         {"pullres", ex->pull_resid, ex->pull_resid ? ex->pt->total * 4 : 0},
-        {"steps", &ex->local_steps, sizeof ex->local_steps},
-        {"started", &ex->started, sizeof ex->started},
         {"codecs", ex->ckpt.len ? ex->ckpt.p : NULL, ex->ckpt.len},
     };
     int n = 0;
@@ -1143,16 +1141,9 @@ int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long st
         if (!strcmp(s[i].name, "codecs")) continue;
         if (ckpt_load(ck, name, (void *)s[i].data, s[i].len, err, errlen)) return -1;
     }
-    /* every training step is one exchange_step: the counters follow from the
-     * step (SBC's local step count decides when a worker enters the exchange's
-     * collectives, so a worker whose count was off would wait in one the
-     * others never enter) */
-    if (ex->local_steps != (ex->deltas ? step : 0) || ex->started != (step > 0)) {
-        snprintf(err, errlen,
-                 "checkpoint: the exchange's counters (%.15ssteps %ld, started %d) do not match its step %ld: the "
-                 "file is damaged", prefix, ex->local_steps, ex->started, step);
-        return -1;
-    }
+    /* the first exchange_step copies the parameters into the anchor and the
+     * server's model; after a step they come from the checkpoint */
+    ex->started = step > 0;
     /* absent when no codec kept state at the save: before the first exchange,
      * or when no tensor's codec keeps state */
     char name[CKPT_NAME_MAX + 16];
@@ -1160,7 +1151,7 @@ int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long st
     size_t len = 0;
     const uint8_t *p = ckpt_find(ck, name, &len);
     if (p) return codecs_load(ex, p, len, err, errlen);
-    long exchanges = ex->deltas ? ex->local_steps / ex->cfg.delay : step;
+    long exchanges = ex->deltas ? step / ex->cfg.delay : step;
     for (int t = 0; t < ex->T && exchanges > 0; t++)
         if (ex->pol[t].spec.ops->state_save) {
             snprintf(err, errlen, "checkpoint has no section '%s', which this run's codec %s keeps after an exchange",

@@ -112,7 +112,10 @@ void exchange_print(const Exchange *ex, FILE *fp);
 
 /* One training step after backward: grads (arena, may be modified) hold this
  * worker's gradient; params (arena) are updated in place by the optimizer and
- * the exchange. epoch is fractional (DGC warm-up). 0, or a negative GcError
+ * the exchange. epoch is fractional (DGC warm-up). step counts the training
+ * steps before this one (0, 1, 2, ..., the same on every worker, continued
+ * after a resume): it seeds the stochastic codecs, and with --delay N the
+ * workers exchange after the steps where (step + 1) % N == 0. 0, or a negative GcError
  * with a message in exchange_error() naming the tensor and the peer; every rank
  * returns the error (no rank is left waiting). */
 int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double lr, double epoch, long step,
@@ -124,8 +127,8 @@ const char *exchange_error(const Exchange *ex);
  * lives. Returns the count (<= cap). */
 int exchange_ckpt_sections(Exchange *ex, CkptSection *out, int cap, const char *prefix);
 /* Loads them back (names prefix + the names above) for a checkpoint taken after
- * step training steps; refuses, with a message, counters that do not match
- * step and a missing codec state that this run's codecs would have kept. */
+ * step (>= 0) training steps; refuses, with a message, a missing or
+ * malformed codec state that this run's codecs would have kept. */
 int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long step, char *err, size_t errlen);
 
 /* Testing hook: called on every outgoing bundle before it is sent (may corrupt it). */

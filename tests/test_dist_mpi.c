@@ -3,8 +3,10 @@
  * every codec with its default topology, after a few real training steps of a
  * tiny ResNet-8 on synthetic images. The plain allreduce (fp32) path sums in
  * MPI's order and may differ by rounding: it is compared with a tolerance.
- * Then a --resume whose workers disagree on SBC's local step count is refused
- * with a message under mpirun (it hung there before the load checked it).
+ * Then --resume under mpirun: an SBC --delay 2 run saved between two exchanges
+ * resumes bit for bit as the uninterrupted local run, and a checkpoint that
+ * only worker 1 cannot load is refused on every rank with worker 1's message
+ * (no rank left waiting in a collective: a timeout catches a hang).
  * Skipped (with a note) when the build has no MPI or mpirun is missing. */
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -20,13 +22,14 @@
 #include "tests/test.h"
 
 
-/* resume (or NULL) with delay > 1: SBC's local steps, 2 steps then a stop */
-static int run(const char *codec, const char *backend, const char *save, const char *resume, int delay, int *argc,
-               char ***argv) {
+/* 4 steps of a 4-worker run, saved at the end or at stop_at (> 0), from
+ * resume (or NULL); delay > 1: SBC's local steps */
+static int run(const char *codec, const char *backend, const char *save, const char *resume, int delay, int stop_at,
+               int *argc, char ***argv) {
     TrainOpts o;
     train_opts_default(&o);
     o.steps = 4;
-    if (delay > 1 && !resume) o.stop_at = 2;
+    o.stop_at = stop_at;
     o.batch = 4;
     o.workers = 4;
     o.threads = !strcmp(backend, "mpi") ? 1 : 4;
@@ -51,58 +54,88 @@ static int run(const char *codec, const char *backend, const char *save, const c
     return rc;
 }
 
-/* A checkpoint whose workers disagree on SBC's local step count (one
- * worker's counter damaged, the CRC valid) must be refused on every rank
- * under mpirun, with a message, instead of leaving ranks in different
- * collectives (a hang: the timeout catches it). */
-static void damaged_resume(const char *self, const char *good, const char *bad) {
-    int argc = 0;
-    char **argv = NULL;
-    CHECK(run("sbc", "local", good, NULL, 2, &argc, &argv) == 0, "sbc --delay 2: 2 local steps, save");
-    Ckpt ck;
-    char err[512];
-    if (ckpt_read(&ck, good, err, sizeof err)) {
-        CHECK(0, "%s", err);
-        return;
-    }
-    size_t len = 0;
-    const void *p = ckpt_find(&ck, "w1.ex.steps", &len);
-    CHECK(p && len == sizeof(long), "w1.ex.steps in the checkpoint");
-    long steps = 0;
-    if (p && len == sizeof steps) memcpy(&steps, p, len);
-    steps++;
-    CkptSection *s = malloc((size_t)ck.n * sizeof *s);
-    memcpy(s, ck.sec, (size_t)ck.n * sizeof *s);
-    for (int i = 0; i < ck.n; i++)
-        if (!strcmp(s[i].name, "w1.ex.steps")) s[i].data = &steps;
-    CHECK(ckpt_write(bad, s, ck.n, err, sizeof err) == 0, "%s", err);
-    free(s);
-    ckpt_free(&ck);
+static void read_text(const char *path, char *text, size_t cap) {
+    text[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(text, 1, cap - 1, f);
+    text[n] = 0;
+    fclose(f);
+}
+
+/* mpirun -np 4 of this binary resuming `from` and saving to `to`; its status
+ * (124: the timeout) and output */
+static int mpi_resume(const char *self, const char *from, const char *to, char *text, size_t cap) {
     char cmd[8192], out[64];
     snprintf(out, sizeof out, "/tmp/gcx_mpi_resume_%d.txt", (int)getpid());
     snprintf(cmd, sizeof cmd,
              "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
              "timeout 120 mpirun --oversubscribe -np 4 %s --child-resume sbc %s %s > %s 2>&1",
-             self, good, bad, out);
+             self, to, from, out);
     int rc = system(cmd);
-    FILE *f = fopen(out, "r");
-    char text[8192] = "";
-    if (f) {
-        size_t n = fread(text, 1, sizeof text - 1, f);
-        text[n] = 0;
-        fclose(f);
-    }
-    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) != 0 && WEXITSTATUS(rc) != 124 &&
-              strstr(text, "error: --resume: checkpoint: the exchange's counters (w1.ex.steps 3, started 1) do not match its step 2"),
-          "mpirun -np 4 --resume from workers that disagree: refused with a message (status %d), output:\n%.2000s",
-          WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, text);
+    read_text(out, text, cap);
     unlink(out);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* SBC with --delay 2 exchanges after steps 1 and 3 (0-based); a run stopped
+ * after 3 steps must exchange at once when it resumes, on every rank. */
+static void resume_checks(const char *self, const char *a, const char *b) {
+    int argc = 0;
+    char **argv = NULL;
+    char c[64], bad[64], text[8192];
+    snprintf(c, sizeof c, "/tmp/gcx_mpi_resumed_%d.ckpt", (int)getpid());
+    snprintf(bad, sizeof bad, "/tmp/gcx_mpi_bad_%d.ckpt", (int)getpid());
+    CHECK(run("sbc", "local", a, NULL, 2, 0, &argc, &argv) == 0, "sbc --delay 2: 4 local steps");
+    CHECK(run("sbc", "local", b, NULL, 2, 3, &argc, &argv) == 0, "sbc --delay 2: 3 local steps, save");
+    int rc = mpi_resume(self, b, c, text, sizeof text);
+    CHECK(rc == 0, "mpirun -np 4 --resume after step 3 (status %d), output:\n%.2000s", rc, text);
+    Ckpt ca, cb, cc;
+    char err[512];
+    if (ckpt_read(&ca, a, err, sizeof err)) {
+        CHECK(0, "%s", err);
+        return;
+    }
+    if (rc == 0 && !ckpt_read(&cc, c, err, sizeof err)) {
+        for (int w = 0; w < 4; w++) {
+            char sec[32];
+            snprintf(sec, sizeof sec, "w%d.params", w);
+            size_t la = 0, lc = 0;
+            const float *pa = ckpt_find(&ca, sec, &la), *pc = ckpt_find(&cc, sec, &lc);
+            CHECK(pa && pc && la == lc && memcmp(pa, pc, la) == 0,
+                  "sbc --delay 2: %s after a resume under MPI bit-identical to the uninterrupted local run", sec);
+        }
+        ckpt_free(&cc);
+    } else {
+        CHECK(0, "the resumed run's checkpoint: %s", rc ? "not written" : err);
+    }
+    ckpt_free(&ca);
+
+    /* worker 1's anchor removed (the CRC rewritten): only rank 1 fails its load */
+    if (ckpt_read(&cb, b, err, sizeof err)) {
+        CHECK(0, "%s", err);
+        return;
+    }
+    CkptSection *s = malloc((size_t)cb.n * sizeof *s);
+    int n = 0;
+    for (int i = 0; i < cb.n; i++)
+        if (strcmp(cb.sec[i].name, "w1.ex.anchor")) s[n++] = cb.sec[i];
+    CHECK(n == cb.n - 1, "w1.ex.anchor in the checkpoint");
+    CHECK(ckpt_write(bad, s, n, err, sizeof err) == 0, "%s", err);
+    free(s);
+    ckpt_free(&cb);
+    rc = mpi_resume(self, bad, c, text, sizeof text);
+    CHECK(rc != 0 && rc != 124 && strstr(text, "error: --resume: checkpoint has no section 'w1.ex.anchor'"),
+          "mpirun -np 4 --resume that only worker 1 cannot load: refused with its message (status %d), output:\n%.2000s",
+          rc, text);
+    unlink(bad);
+    unlink(c);
 }
 
 int main(int argc, char **argv) {
-    if (argc == 4 && !strcmp(argv[1], "--child")) return run(argv[2], "mpi", argv[3], NULL, 1, &argc, &argv) ? 1 : 0;
+    if (argc == 4 && !strcmp(argv[1], "--child")) return run(argv[2], "mpi", argv[3], NULL, 1, 0, &argc, &argv) ? 1 : 0;
     if (argc == 5 && !strcmp(argv[1], "--child-resume"))
-        return run(argv[2], "mpi", argv[3], argv[4], 2, &argc, &argv) ? 1 : 0;
+        return run(argv[2], "mpi", argv[3], argv[4], 2, 0, &argc, &argv) ? 1 : 0;
     if (!comm_mpi_available() || system("command -v mpirun >/dev/null 2>&1") != 0) {
         printf("MPI backend not built or mpirun missing: local-vs-MPI comparison skipped\n");
         CHECK(1, "skipped");
@@ -120,7 +153,7 @@ int main(int argc, char **argv) {
     snprintf(b, sizeof b, "/tmp/gcx_mpi_mpi_%d.ckpt", (int)getpid());
     for (int k = 0; k < codec_count(); k++) {
         const char *name = codec_ops_at(k)->name;
-        CHECK(run(name, "local", a, NULL, 1, &argc, &argv) == 0, "%s: local run", name);
+        CHECK(run(name, "local", a, NULL, 1, 0, &argc, &argv) == 0, "%s: local run", name);
         char cmd[8192];
         snprintf(cmd, sizeof cmd,
                  "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
@@ -159,7 +192,7 @@ int main(int argc, char **argv) {
         ckpt_free(&ca);
         ckpt_free(&cb);
     }
-    damaged_resume(self, a, b);
+    resume_checks(self, a, b);
     unlink(a);
     unlink(b);
     char rm[96];
