@@ -115,9 +115,9 @@ void exchange_print(const Exchange *ex, FILE *fp);
  * the exchange. epoch is fractional (DGC warm-up). step counts the training
  * steps before this one (0, 1, 2, ..., the same on every worker, continued
  * after a resume): it seeds the stochastic codecs, and with --delay N the
- * workers exchange after the steps where (step + 1) % N == 0. 0, or a negative GcError
- * with a message in exchange_error() naming the tensor and the peer; every rank
- * returns the error (no rank is left waiting). */
+ * workers exchange after the steps where (step + 1) % N == 0. Returns 0, or
+ * a negative GcError with a message in exchange_error() naming the tensor and
+ * the peer; every rank returns the error (no rank is left waiting). */
 int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double lr, double epoch, long step,
                   ExchangeStats *st);
 const char *exchange_error(const Exchange *ex);
