@@ -1044,6 +1044,13 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
     return rc;
 }
 
+const float *exchange_replica(const Exchange *ex, const float *params, const char **section) {
+    if (ex->cfg.topology == TOPO_ALLREDUCE) return NULL;
+    int anchor = ex->deltas && ex->started;
+    *section = anchor ? "ex.anchor" : "params";
+    return anchor ? ex->anchor : params;
+}
+
 /* ---------------------------------------------------- checkpoints ---- */
 /* The "codecs" section: the state of every codec instance that keeps some
  * (GCOMP's Huffman tables, docs/FORMAT.md section 13), so a resumed run codes

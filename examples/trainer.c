@@ -14,6 +14,7 @@
 
 #include "common/check.h"
 #include "common/ckpt.h"
+#include "common/crc32c.h"
 #include "common/units.h"
 #include "dist/comm_nccl.h"
 #ifdef HAVE_CUDA
@@ -578,6 +579,27 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     return rc ? -1 : 0;
 }
 
+/* After every worker loaded: the arena that the exchange keeps identical on
+ * every worker (exchange_replica) must be, or a worker whose copy was damaged
+ * would train apart from the others unseen. Collective; 1 when they differ,
+ * after the lowest worker that differs from worker 0 said so. */
+static int replicas_differ(Worker *w, int world) {
+    const char *section = "";
+    const float *x = exchange_replica(w->ex, w->m->params, &section);
+    uint64_t s0 = w->comm->sent, r0 = w->comm->received;
+    double mine = x ? (double)crc32c(0, x, w->m->pt.total * sizeof(float)) : 0;
+    double first = w->rank == 0 ? mine : 0; /* a CRC is >= 0: the maximum is worker 0's */
+    comm_allreduce_f64(w->comm, &first, 1, COMM_MAX);
+    double f = mine != first ? world - w->rank : 0;
+    comm_allreduce_f64(w->comm, &f, 1, COMM_MAX);
+    if (f > 0 && f == world - w->rank)
+        fprintf(stderr, "error: --resume: checkpoint: w%d.%s differs from w0.%s, which the exchange keeps identical "
+                "on every worker: the file is damaged\n", w->rank, section, section);
+    w->comm->sent = s0;
+    w->comm->received = r0;
+    return f > 0;
+}
+
 /* ----------------------------------------------------------- evaluate ---- */
 typedef struct {
     double loss, acc, ppl, bpc;
@@ -809,7 +831,7 @@ static void worker_main(Shared *sh, Comm *comm) {
         f = failed ? world - w->rank : 0;
         comm_allreduce_f64(comm, &f, 1, COMM_MAX);
         if (failed && f == world - w->rank) fprintf(stderr, "error: --resume: %s\n", err);
-        if (f > 0) {
+        if (f > 0 || replicas_differ(w, world)) {
             sh->status = 1;
             goto done;
         }

@@ -4,9 +4,10 @@
  * tiny ResNet-8 on synthetic images. The plain allreduce (fp32) path sums in
  * MPI's order and may differ by rounding: it is compared with a tolerance.
  * Then --resume under mpirun: an SBC --delay 2 run saved between two exchanges
- * resumes bit for bit as the uninterrupted local run, and a checkpoint that
- * only worker 1 cannot load is refused on every rank with worker 1's message
- * (no rank left waiting in a collective: a timeout catches a hang).
+ * resumes bit for bit as the uninterrupted local run; a checkpoint where one
+ * worker's copy of the exchanged model differs, and one that only worker 1
+ * cannot load, are refused on every rank with that worker's message (no rank
+ * left waiting in a collective: a timeout catches a hang).
  * Skipped (with a note) when the build has no MPI or mpirun is missing. */
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -111,12 +112,30 @@ static void resume_checks(const char *self, const char *a, const char *b) {
     }
     ckpt_free(&ca);
 
-    /* worker 1's anchor removed (the CRC rewritten): only rank 1 fails its load */
+    /* worker 2's anchor changed by one bit: every worker loads, but worker 2's
+     * copy of the model that the exchange keeps identical differs; then
+     * worker 1's anchor removed: only rank 1 fails its load (CRCs rewritten) */
     if (ckpt_read(&cb, b, err, sizeof err)) {
         CHECK(0, "%s", err);
         return;
     }
     CkptSection *s = malloc((size_t)cb.n * sizeof *s);
+    uint8_t *flipped = NULL;
+    for (int i = 0; i < cb.n; i++) {
+        s[i] = cb.sec[i];
+        if (!strcmp(s[i].name, "w2.ex.anchor") && s[i].len) {
+            flipped = malloc(s[i].len);
+            memcpy(flipped, s[i].data, s[i].len);
+            flipped[s[i].len / 2] ^= 1;
+            s[i].data = flipped;
+        }
+    }
+    CHECK(flipped && ckpt_write(bad, s, cb.n, err, sizeof err) == 0, "w2.ex.anchor changed: %s", err);
+    rc = mpi_resume(self, bad, c, text, sizeof text);
+    CHECK(rc != 0 && rc != 124 && strstr(text, "error: --resume: checkpoint: w2.ex.anchor differs from w0.ex.anchor"),
+          "mpirun -np 4 --resume with worker 2's anchor changed by a bit: refused with its message (status %d), "
+          "output:\n%.2000s", rc, text);
+    free(flipped);
     int n = 0;
     for (int i = 0; i < cb.n; i++)
         if (strcmp(cb.sec[i].name, "w1.ex.anchor")) s[n++] = cb.sec[i];
