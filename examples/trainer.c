@@ -361,8 +361,7 @@ typedef struct {
     TrainOpts *o;
     Task *task;
     OptConfig oc;
-    LrSched sched;
-    long total_steps, steps_per_epoch;
+    LrSched sched;        /* as parsed: each worker runs its own copy */
     FILE *log;
     int log_json;
     int status;           /* exit status (set by rank 0) */
@@ -419,6 +418,9 @@ typedef struct {
     int rank;
     Model *m;
     Optim opt;
+    /* the learning-rate schedule: every worker (thread or process) sets its
+     * length, observes the evaluations and loads it, so all have the same */
+    LrSched sched;
     Exchange *ex;
     DataIter *train, *eval;
     long step;
@@ -488,7 +490,7 @@ static int save_checkpoint(Worker *w, const char *path) {
         snprintf(out[k].name, CKPT_NAME_MAX, "step");
         out[k].data = &step;
         out[k++].len = sizeof step;
-        lr_sched_ckpt_section(&w->sh->sched, &out[k++], "");
+        lr_sched_ckpt_section(&w->sched, &out[k++], "");
         size_t at = 0;
         for (int r = 0; r < w->comm->size; r++) {
             int got = sections_unpack(out + k, cap - k, all.p + at, lens[r]);
@@ -565,7 +567,7 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     char exp_[24];
     snprintf(exp_, sizeof exp_, "%sex.", prefix);
     if (!rc) rc = exchange_ckpt_load(w->ex, &ck, exp_, (long)step, err, errlen);
-    if (!rc) rc = lr_sched_ckpt_load(&w->sh->sched, &ck, "", err, errlen);
+    if (!rc) rc = lr_sched_ckpt_load(&w->sched, &ck, "", err, errlen);
     if (!rc) {
         LoaderPos pos;
         rc = loader_pos_unpack(&pos, pos_buf, LOADER_POS_BYTES, err, errlen) ? -1 : 0;
@@ -757,6 +759,7 @@ static void worker_main(Shared *sh, Comm *comm) {
     w->sh = sh;
     w->comm = comm;
     w->rank = comm->rank;
+    w->sched = sh->sched;
     int world = comm->size;
     char err[1024];
     int fail = 0;
@@ -811,13 +814,9 @@ static void worker_main(Shared *sh, Comm *comm) {
         goto done;
     }
     long total = o->steps > 0 ? o->steps : o->epochs * spe;
-    if (w->rank == 0) {
-        sh->total_steps = total;
-        sh->steps_per_epoch = spe;
-        if (lr_sched_set_total(&sh->sched, total, err, sizeof err)) {
-            fprintf(stderr, "error: --schedule: %s\n", err);
-            f = 1;
-        }
+    if (lr_sched_set_total(&w->sched, total, err, sizeof err)) {
+        if (w->rank == 0) fprintf(stderr, "error: --schedule: %s\n", err);
+        f = 1;
     }
     comm_allreduce_f64(comm, &f, 1, COMM_MAX);
     if (f > 0) {
@@ -841,7 +840,7 @@ static void worker_main(Shared *sh, Comm *comm) {
         char pc[32], optdesc[200], sched[300];
         param_count_str(pc, sizeof pc, param_table_count(&w->m->pt));
         opt_config_describe(&sh->oc, optdesc, sizeof optdesc);
-        lr_sched_describe(&sh->sched, sched, sizeof sched);
+        lr_sched_describe(&w->sched, sched, sizeof sched);
         printf("model: %s, %s parameters (%zu) in %d tensors\n", task->name, pc, param_table_count(&w->m->pt),
                w->m->pt.n);
         printf("data: %ld steps per epoch, batch %d per worker x %d workers = %d global\n", spe, o->batch, world,
@@ -889,7 +888,7 @@ static void worker_main(Shared *sh, Comm *comm) {
         int nan = !isfinite(loss);
         if (!fail && !nan && task->clip_norm > 0 && exchange_config(w->ex)->memory != MEM_DGC)
             clip_grad_norm(w->m->grads, w->m->pt.total, task->clip_norm, 2.0);
-        double lr = lr_sched_lr(&sh->sched, w->step);
+        double lr = lr_sched_lr(&w->sched, w->step);
         double epoch = (double)w->step / (double)spe;
         /* agree on failures before the exchange so no rank waits alone */
         double flags[2] = {fail, nan};
@@ -980,7 +979,7 @@ static void worker_main(Shared *sh, Comm *comm) {
                 printf("epoch %ld: %.1f s training (%.1f s per epoch so far), %.1f s evaluating in total\n",
                        w->step / spe, now_s() - t_start - t_eval, (now_s() - t_start - t_eval) * spe / (double)w->step,
                        t_eval);
-            if (sh->sched.kind == LR_PLATEAU) lr_sched_observe(&sh->sched, e.loss);
+            lr_sched_observe(&w->sched, e.loss); /* the same loss on every worker */
             t_last = now_s();
         }
         if (o->save[0] && o->save_every > 0 && w->step % o->save_every == 0 && w->step < stop) {

@@ -1,14 +1,16 @@
 /* The same seed and worker count give bit-identical parameters on the local
  * backend (4 threads) and the MPI backend (mpirun -np 4 of this binary), for
  * every codec with its default topology, after a few real training steps of a
- * tiny ResNet-8 on synthetic images. The plain allreduce (fp32) path sums in
- * MPI's order and may differ by rounding: it is compared with a tolerance.
+ * tiny ResNet-8 on synthetic images under a cosine learning-rate schedule. The
+ * plain allreduce (fp32) path sums in MPI's order and may differ by rounding:
+ * it is compared by its relative L2 distance.
  * Then --resume under mpirun: an SBC --delay 2 run saved between two exchanges
  * resumes bit for bit as the uninterrupted local run; a checkpoint where one
  * worker's copy of the exchanged model differs, and one that only worker 1
  * cannot load, are refused on every rank with that worker's message (no rank
  * left waiting in a collective: a timeout catches a hang).
  * Skipped (with a note) when the build has no MPI or mpirun is missing. */
+#include <math.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,6 +42,7 @@ static int run(const char *codec, const char *backend, const char *save, const c
     o.seed = 5;
     o.eval_every = 0;
     snprintf(o.optim, sizeof o.optim, "sgd:momentum=0.9");
+    snprintf(o.schedule, sizeof o.schedule, "cosine"); /* its length: set by every process */
     snprintf(o.backend, sizeof o.backend, "%s", backend);
     char err[256];
     if (dist_parse_codec(&o.dist, codec, err, sizeof err)) return -1;
@@ -201,9 +204,18 @@ int main(int argc, char **argv) {
                 continue;
             }
             if (!strcmp(name, "fp32")) {
-                char what[64];
-                snprintf(what, sizeof what, "fp32 allreduce local vs mpi %s", sec);
-                CHECK_CLOSE(what, pa, pb, la / 4, 1e-4f, 1e-6f);
+                /* the sums differ in their last bits; where that moves a
+                 * pre-activation across a ReLU's kink, a few gradients (and so
+                 * parameters) differ by more: the relative L2 distance, not
+                 * every element, is what rounding bounds */
+                double d2 = 0, b2 = 0;
+                for (size_t i = 0; i < la / 4; i++) {
+                    d2 += ((double)pa[i] - pb[i]) * ((double)pa[i] - pb[i]);
+                    b2 += (double)pb[i] * pb[i];
+                }
+                double rel = sqrt(d2 / (b2 > 0 ? b2 : 1));
+                CHECK(rel < 1e-5, "fp32 allreduce: %s on local and MPI within rounding (relative L2 distance %.3g)",
+                      sec, rel);
             } else {
                 CHECK(memcmp(pa, pb, la) == 0, "%s: %s bit-identical on local and MPI", name, sec);
             }
