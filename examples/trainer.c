@@ -583,23 +583,41 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
 
 /* After every worker loaded: the arena that the exchange keeps identical on
  * every worker (exchange_replica) must be, or a worker whose copy was damaged
- * would train apart from the others unseen. Collective; 1 when they differ,
- * after the lowest worker that differs from worker 0 said so. */
+ * would train apart from the others unseen. The workers share the CRC-32C of
+ * their copies; rank 0 names the ones that differ from the majority's, or says
+ * there is none. Collective; 1 when they differ. */
 static int replicas_differ(Worker *w, int world) {
     const char *section = "";
     const float *x = exchange_replica(w->ex, w->m->params, &section);
     uint64_t s0 = w->comm->sent, r0 = w->comm->received;
-    double mine = x ? (double)crc32c(0, x, w->m->pt.total * sizeof(float)) : 0;
-    double first = w->rank == 0 ? mine : 0; /* a CRC is >= 0: the maximum is worker 0's */
-    comm_allreduce_f64(w->comm, &first, 1, COMM_MAX);
-    double f = mine != first ? world - w->rank : 0;
-    comm_allreduce_f64(w->comm, &f, 1, COMM_MAX);
-    if (f > 0 && f == world - w->rank)
-        fprintf(stderr, "error: --resume: checkpoint: w%d.%s differs from w0.%s, which the exchange keeps identical "
-                "on every worker: the file is damaged\n", w->rank, section, section);
+    double *crc = callocCheck((size_t)world, sizeof *crc);
+    if (x) crc[w->rank] = (double)crc32c(0, x, w->m->pt.total * sizeof(float));
+    comm_allreduce_f64(w->comm, crc, (size_t)world, COMM_SUM);
     w->comm->sent = s0;
     w->comm->received = r0;
-    return f > 0;
+    int best = 0, votes = 0, differ = 0, first = -1;
+    for (int i = 0; i < world; i++) { /* the most common value (the lowest worker's on a tie) */
+        int v = 0;
+        for (int j = 0; j < world; j++) v += crc[j] == crc[i];
+        if (v > votes) best = i, votes = v;
+    }
+    for (int i = 0; i < world; i++)
+        if (crc[i] != crc[best]) {
+            differ++;
+            if (first < 0) first = i;
+        }
+    if (differ && w->rank == 0) {
+        if (2 * votes > world)
+            fprintf(stderr, "error: --resume: checkpoint: w%d.%s%s differs from the copy that %d of %d workers hold, "
+                    "which the exchange keeps identical on every worker: the file is damaged\n",
+                    first, section, differ > 1 ? " (and others)" : "", votes, world);
+        else
+            fprintf(stderr, "error: --resume: checkpoint: the workers' copies of %s differ (no copy is held by more "
+                    "than half of the %d workers), which the exchange keeps identical on every worker: the file is "
+                    "damaged\n", section, world);
+    }
+    free(crc);
+    return differ > 0;
 }
 
 /* ----------------------------------------------------------- evaluate ---- */
