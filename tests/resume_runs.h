@@ -44,14 +44,7 @@ static int run(const char *codec, int delay, long stop_at, const char *save, con
     snprintf(o.codec_text, sizeof o.codec_text, "%s", codec);
     o.dist.delay = delay;
     o.dist.dgc_warmup = 1; /* 4 steps per epoch: warm-up ends inside the run */
-    SynthCtx c;
-    Task t;
-    synth_task(&t, &c, 64, 16, 3);
-    int argc = 0;
-    char **argv = NULL;
-    int rc = train_run(&o, &t, &argc, &argv);
-    image_data_close(&c.data);
-    return rc;
+    return synth_train(&o, 64, 16, 3, NULL, NULL);
 }
 
 static int *stream(int n, int V, uint64_t seed) {

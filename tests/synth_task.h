@@ -61,4 +61,16 @@ static void synth_task(Task *t, SynthCtx *c, int ntrain, int ntest, uint64_t see
     t->ctx = c;
 }
 
+/* train_run on synth_task's images; argc/argv NULL for a run without MPI's */
+static inline int synth_train(TrainOpts *o, int ntrain, int ntest, uint64_t seed, int *argc, char ***argv) {
+    SynthCtx c;
+    Task t;
+    synth_task(&t, &c, ntrain, ntest, seed);
+    int n = 0;
+    char **v = NULL;
+    int rc = train_run(o, &t, argc ? argc : &n, argv ? argv : &v);
+    image_data_close(&c.data);
+    return rc;
+}
+
 #endif

@@ -50,12 +50,7 @@ static int run(const char *codec, const char *backend, const char *save, const c
     o.dist.delay = delay;
     snprintf(o.save, sizeof o.save, "%s", save);
     if (resume) snprintf(o.resume, sizeof o.resume, "%s", resume);
-    SynthCtx c;
-    Task t;
-    synth_task(&t, &c, 64, 8, 5);
-    int rc = train_run(&o, &t, argc, argv);
-    image_data_close(&c.data);
-    return rc;
+    return synth_train(&o, 64, 8, 5, argc, argv);
 }
 
 static void read_text(const char *path, char *text, size_t cap) {

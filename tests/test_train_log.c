@@ -35,14 +35,7 @@ static int run(const char *log, int eval_every) {
     o.eval_every = eval_every;
     snprintf(o.backend, sizeof o.backend, "local");
     snprintf(o.log, sizeof o.log, "%s", log);
-    SynthCtx c;
-    Task t;
-    synth_task(&t, &c, 32, 16, 3);
-    int argc = 0;
-    char **argv = NULL;
-    int rc = train_run(&o, &t, &argc, &argv);
-    image_data_close(&c.data);
-    return rc;
+    return synth_train(&o, 32, 16, 3, NULL, NULL);
 }
 
 static char *slurp(const char *path) {

@@ -33,14 +33,7 @@ static int run(const char *log) {
     snprintf(o.schedule, sizeof o.schedule, SPEC);
     snprintf(o.backend, sizeof o.backend, "local");
     snprintf(o.log, sizeof o.log, "%s", log);
-    SynthCtx c;
-    Task t;
-    synth_task(&t, &c, 64, 16, 3);
-    int argc = 0;
-    char **argv = NULL;
-    int rc = train_run(&o, &t, &argc, &argv);
-    image_data_close(&c.data);
-    return rc;
+    return synth_train(&o, 64, 16, 3, NULL, NULL);
 }
 
 int main(void) {
