@@ -123,11 +123,11 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
 const char *exchange_error(const Exchange *ex);
 
 /* The arena that the exchange keeps bit-identical on every worker, every
- * worker applying the same decoded values: the model at the last exchange (the anchor)
- * with weight deltas after the first step, else params. Its checkpoint section
- * name (without the worker prefix) in *section. NULL under the allreduce
- * topology, whose sums the communicator library (MPI, NCCL) need not order
- * alike on every rank. */
+ * worker applying the same decoded values: the model at the last exchange
+ * (the anchor) with weight deltas after the first step, else params. Its
+ * checkpoint section name (without the worker prefix) in *section. NULL under
+ * the allreduce topology, whose sums the communicator library (MPI, NCCL)
+ * need not order alike on every rank. */
 const float *exchange_replica(const Exchange *ex, const float *params, const char **section);
 
 /* Checkpoint sections of the exchange's state on this worker (residuals,

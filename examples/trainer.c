@@ -584,8 +584,9 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
 /* After every worker loaded: the arena that the exchange keeps identical on
  * every worker (exchange_replica) must be, or a worker whose copy was damaged
  * would train apart from the others unseen. The workers share the CRC-32C of
- * their copies; rank 0 names the ones that differ from the majority's, or says
- * there is none. Collective; 1 when they differ. */
+ * their copies; rank 0 names the first worker whose copy differs from the one
+ * most workers hold, or says no copy is held by most. Collective; 1 when they
+ * differ. */
 static int replicas_differ(Worker *w, int world) {
     const char *section = "";
     const float *x = exchange_replica(w->ex, w->m->params, &section);

@@ -53,6 +53,16 @@ static inline int check_close_(const char *what, const float *a, const float *b,
 }
 #define CHECK_CLOSE(what, a, b, n, rtol, atol) check_close_((what), (a), (b), (n), (rtol), (atol), __FILE__, __LINE__)
 
+/* the file at path (its first cap - 1 bytes) as a string in text; "" when it cannot be read */
+static inline void test_read_text(const char *path, char *text, size_t cap) {
+    text[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(text, 1, cap - 1, f);
+    text[n] = 0;
+    fclose(f);
+}
+
 #define TEST_END()                                                          \
     do {                                                                    \
         printf("RESULT %d %d\n", test_passed_, test_failed_);               \

@@ -53,28 +53,26 @@ static int run(const char *codec, const char *backend, const char *save, const c
     return synth_train(&o, 64, 8, 5, argc, argv);
 }
 
-static void read_text(const char *path, char *text, size_t cap) {
-    text[0] = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    size_t n = fread(text, 1, cap - 1, f);
-    text[n] = 0;
-    fclose(f);
-}
-
-/* mpirun -np 4 of this binary resuming `from` and saving to `to`; its status
- * (124: the timeout) and output */
-static int mpi_resume(const char *self, const char *from, const char *to, char *text, size_t cap) {
+/* mpirun -np 4 of this binary in a child mode (args); its exit status (124:
+ * the timeout, which catches a hang) and its output in text */
+static int mpirun4(const char *self, const char *args, char *text, size_t cap) {
     char cmd[8192], out[64];
-    snprintf(out, sizeof out, "/tmp/gcx_mpi_resume_%d.txt", (int)getpid());
+    snprintf(out, sizeof out, "/tmp/gcx_mpi_out_%d.txt", (int)getpid());
     snprintf(cmd, sizeof cmd,
              "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-             "timeout 120 mpirun --oversubscribe -np 4 %s --child-resume sbc %s %s > %s 2>&1",
-             self, to, from, out);
+             "timeout 120 mpirun --oversubscribe -np 4 %s %s > %s 2>&1",
+             self, args, out);
     int rc = system(cmd);
-    read_text(out, text, cap);
+    test_read_text(out, text, cap);
     unlink(out);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* resuming `from` under mpirun, saving to `to` */
+static int mpi_resume(const char *self, const char *from, const char *to, char *text, size_t cap) {
+    char args[256];
+    snprintf(args, sizeof args, "--child-resume sbc %s %s", to, from);
+    return mpirun4(self, args, text, cap);
 }
 
 /* SBC with --delay 2 exchanges after steps 1 and 3 (0-based); a run stopped
@@ -171,18 +169,13 @@ int main(int argc, char **argv) {
     for (int k = 0; k < codec_count(); k++) {
         const char *name = codec_ops_at(k)->name;
         CHECK(run(name, "local", a, NULL, 1, 0, &argc, &argv) == 0, "%s: local run", name);
-        char cmd[8192];
-        snprintf(cmd, sizeof cmd,
-                 "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-                 "mpirun --oversubscribe -np 4 %s --child %s %s > /tmp/gcx_mpi_out_%d.txt 2>&1",
-                 self, name, b, (int)getpid());
-        int rc = system(cmd);
-        if (rc != 0) {
-            char show[128];
-            snprintf(show, sizeof show, "tail -20 /tmp/gcx_mpi_out_%d.txt", (int)getpid());
-            if (system(show)) {}
-        }
-        CHECK(rc == 0, "%s: mpirun -np 4 run", name);
+        char args[256];
+        static char text[1 << 16];
+        snprintf(args, sizeof args, "--child %s %s", name, b);
+        int rc = mpirun4(self, args, text, sizeof text);
+        size_t len = strlen(text);
+        CHECK(rc == 0, "%s: mpirun -np 4 run (status %d), the end of its output:\n%s", name, rc,
+              text + (len > 2000 ? len - 2000 : 0));
         Ckpt ca, cb;
         char err[512];
         if (ckpt_read(&ca, a, err, sizeof err) || ckpt_read(&cb, b, err, sizeof err)) {
@@ -221,8 +214,5 @@ int main(int argc, char **argv) {
     resume_checks(self, a, b);
     unlink(a);
     unlink(b);
-    char rm[96];
-    snprintf(rm, sizeof rm, "rm -f /tmp/gcx_mpi_out_%d.txt", (int)getpid());
-    if (system(rm)) {}
     TEST_END();
 }

@@ -117,13 +117,7 @@ static int quiet_run(int (*resume)(const char *), const char *path, char *text, 
     close(e);
     g_stdout = 1;
     fclose(f);
-    text[0] = 0;
-    f = fopen(g_log, "r");
-    if (f) {
-        size_t n = fread(text, 1, cap - 1, f);
-        text[n] = 0;
-        fclose(f);
-    }
+    test_read_text(g_log, text, cap);
     return rc;
 }
 
