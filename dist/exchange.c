@@ -1044,11 +1044,18 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
     return rc;
 }
 
-const float *exchange_replica(const Exchange *ex, const float *params, const char **section) {
-    if (ex->cfg.topology == TOPO_ALLREDUCE) return NULL;
-    int anchor = ex->deltas && ex->started;
-    *section = anchor ? "ex.anchor" : "params";
-    return anchor ? ex->anchor : params;
+int exchange_replicas(const Exchange *ex, float *params, Optim *opt, CkptSection *out, int cap) {
+    if (ex->cfg.topology == TOPO_ALLREDUCE || cap < 1) return 0;
+    int anchor = ex->deltas && ex->started, k = 0;
+    snprintf(out[k].name, CKPT_NAME_MAX, "%s", anchor ? "ex.anchor" : "params");
+    out[k].data = anchor ? ex->anchor : params;
+    out[k++].len = ex->pt->total * sizeof(float);
+    if (ex->deltas || ex->cfg.topology == TOPO_PS) return k;
+    CkptSection s[2 + OPT_MAX_STATE];
+    int m = optim_ckpt_sections(opt, s, 2 + OPT_MAX_STATE, "opt.");
+    for (int i = 0; i < m && k < cap; i++)
+        if (strcmp(s[i].name, "opt.config")) out[k++] = s[i]; /* hyper-parameters may change on resume */
+    return k;
 }
 
 /* ---------------------------------------------------- checkpoints ---- */

@@ -122,13 +122,18 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
                   ExchangeStats *st);
 const char *exchange_error(const Exchange *ex);
 
-/* The arena that the exchange keeps bit-identical on every worker, every
- * worker applying the same decoded values: the model at the last exchange
- * (the anchor) with weight deltas after the first step, else params. Its
- * checkpoint section name (without the worker prefix) in *section. NULL under
- * the allreduce topology, whose sums the communicator library (MPI, NCCL)
- * need not order alike on every rank. */
-const float *exchange_replica(const Exchange *ex, const float *params, const char **section);
+/* The checkpoint sections (names without the worker prefix) that the exchange
+ * keeps bit-identical on every worker, every worker applying the same decoded
+ * values: the model at the last exchange ("ex.anchor") with weight deltas
+ * after the first step, else "params"; and, where every worker
+ * runs the optimizer on the same averaged gradient (gradient mode over
+ * allgather or ring; on the parameter server only the server's optimizer
+ * runs, with weight deltas each worker's runs on its own gradient), the
+ * optimizer's step and state ("opt.step", "opt.<state>"). None under the
+ * allreduce topology, whose sums the communicator library (MPI, NCCL) need
+ * not order alike on every rank. The count (at most cap, which 2 +
+ * OPT_MAX_STATE always covers). */
+int exchange_replicas(const Exchange *ex, float *params, Optim *opt, CkptSection *out, int cap);
 
 /* Checkpoint sections of the exchange's state on this worker (residuals,
  * velocities, anchors, the server's global model); pointers stay valid while ex

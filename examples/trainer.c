@@ -464,8 +464,64 @@ static void meta_string(char *buf, size_t n, const Worker *w) {
              param_table_count(&w->m->pt), w->comm->size, o->batch, o->codec_text, o->dist.delay);
 }
 
+/* What the exchange keeps bit-identical on every worker (exchange_replicas:
+ * the shared model, and the optimizer state where every worker runs the
+ * optimizer alike) must be, or a worker would train apart from the others
+ * unseen. The workers share the CRC-32C of their copies of each section; rank
+ * 0 names the first section and worker whose copy differs from the one most
+ * workers hold, or says no copy is held by most. After a --resume
+ * (at_resume) the file is damaged; during the run (before every evaluation
+ * and checkpoint) a worker's memory was, or the exchange has a bug.
+ * Collective; 1 when they differ. */
+static int replicas_differ(Worker *w, int world, int at_resume) {
+    CkptSection s[2 + OPT_MAX_STATE];
+    int n = exchange_replicas(w->ex, w->m->params, &w->opt, s, 2 + OPT_MAX_STATE);
+    if (n == 0) return 0;
+    uint64_t s0 = w->comm->sent, r0 = w->comm->received;
+    double *crc = callocCheck((size_t)n * (size_t)world, sizeof *crc);
+    for (int i = 0; i < n; i++) crc[(size_t)i * world + w->rank] = (double)crc32c(0, s[i].data, s[i].len);
+    comm_allreduce_f64(w->comm, crc, (size_t)n * (size_t)world, COMM_SUM);
+    w->comm->sent = s0;
+    w->comm->received = r0;
+    int differ = 0;
+    for (int k = 0; k < n && !differ; k++) {
+        const double *c = crc + (size_t)k * world;
+        int best = 0, votes = 0, first = -1;
+        for (int i = 0; i < world; i++) { /* the most common value (the lowest worker's on a tie) */
+            int v = 0;
+            for (int j = 0; j < world; j++) v += c[j] == c[i];
+            if (v > votes) best = i, votes = v;
+        }
+        for (int i = 0; i < world; i++)
+            if (c[i] != c[best]) {
+                differ++;
+                if (first < 0) first = i;
+            }
+        if (!differ || w->rank != 0) continue;
+        char what[80], why[120];
+        if (at_resume) {
+            snprintf(what, sizeof what, "--resume: checkpoint:");
+            snprintf(why, sizeof why, "the file is damaged");
+        } else {
+            snprintf(what, sizeof what, "step %ld:", w->step);
+            snprintf(why, sizeof why, "a worker's memory was damaged, or the exchange has a bug; the run stops "
+                     "(without saving)");
+        }
+        if (2 * votes > world)
+            fprintf(stderr, "error: %s w%d.%s%s differs from the copy that %d of %d workers hold, which the exchange "
+                    "keeps identical on every worker: %s\n", what, first, s[k].name,
+                    differ > 1 ? " (and others)" : "", votes, world, why);
+        else
+            fprintf(stderr, "error: %s the workers' copies of %s differ (no copy is held by more than half of the %d "
+                    "workers), which the exchange keeps identical on every worker: %s\n", what, s[k].name, world, why);
+    }
+    free(crc);
+    return differ > 0;
+}
+
 /* every worker's sections gathered to rank 0, written with "w<r>." prefixes */
 static int save_checkpoint(Worker *w, const char *path) {
+    if (replicas_differ(w, w->comm->size, 0)) return -1; /* the last good checkpoint is kept */
     CkptSection s[MAX_SECTIONS];
     uint8_t pos_buf[LOADER_POS_BYTES];
     int n = worker_sections(w, s, MAX_SECTIONS, pos_buf);
@@ -579,46 +635,6 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     w->step = step;
     ckpt_free(&ck);
     return rc ? -1 : 0;
-}
-
-/* After every worker loaded: the arena that the exchange keeps identical on
- * every worker (exchange_replica) must be, or a worker whose copy was damaged
- * would train apart from the others unseen. The workers share the CRC-32C of
- * their copies; rank 0 names the first worker whose copy differs from the one
- * most workers hold, or says no copy is held by most. Collective; 1 when they
- * differ. */
-static int replicas_differ(Worker *w, int world) {
-    const char *section = "";
-    const float *x = exchange_replica(w->ex, w->m->params, &section);
-    uint64_t s0 = w->comm->sent, r0 = w->comm->received;
-    double *crc = callocCheck((size_t)world, sizeof *crc);
-    if (x) crc[w->rank] = (double)crc32c(0, x, w->m->pt.total * sizeof(float));
-    comm_allreduce_f64(w->comm, crc, (size_t)world, COMM_SUM);
-    w->comm->sent = s0;
-    w->comm->received = r0;
-    int best = 0, votes = 0, differ = 0, first = -1;
-    for (int i = 0; i < world; i++) { /* the most common value (the lowest worker's on a tie) */
-        int v = 0;
-        for (int j = 0; j < world; j++) v += crc[j] == crc[i];
-        if (v > votes) best = i, votes = v;
-    }
-    for (int i = 0; i < world; i++)
-        if (crc[i] != crc[best]) {
-            differ++;
-            if (first < 0) first = i;
-        }
-    if (differ && w->rank == 0) {
-        if (2 * votes > world)
-            fprintf(stderr, "error: --resume: checkpoint: w%d.%s%s differs from the copy that %d of %d workers hold, "
-                    "which the exchange keeps identical on every worker: the file is damaged\n",
-                    first, section, differ > 1 ? " (and others)" : "", votes, world);
-        else
-            fprintf(stderr, "error: --resume: checkpoint: the workers' copies of %s differ (no copy is held by more "
-                    "than half of the %d workers), which the exchange keeps identical on every worker: the file is "
-                    "damaged\n", section, world);
-    }
-    free(crc);
-    return differ > 0;
 }
 
 /* ----------------------------------------------------------- evaluate ---- */
@@ -849,7 +865,7 @@ static void worker_main(Shared *sh, Comm *comm) {
         f = failed ? world - w->rank : 0;
         comm_allreduce_f64(comm, &f, 1, COMM_MAX);
         if (failed && f == world - w->rank) fprintf(stderr, "error: --resume: %s\n", err);
-        if (f > 0 || replicas_differ(w, world)) {
+        if (f > 0 || replicas_differ(w, world, 1)) {
             sh->status = 1;
             goto done;
         }
@@ -988,7 +1004,7 @@ static void worker_main(Shared *sh, Comm *comm) {
         if (epoch_end && o->eval_every > 0 && (w->step / spe) % o->eval_every == 0 && w->step < stop) {
             EvalResult e;
             double te = now_s();
-            if (evaluate(w, w->eval, &e)) {
+            if (replicas_differ(w, world, 0) || evaluate(w, w->eval, &e)) {
                 sh->status = 1;
                 break;
             }
@@ -1008,6 +1024,7 @@ static void worker_main(Shared *sh, Comm *comm) {
             }
         }
     }
+    if (sh->status == 0 && replicas_differ(w, world, 0)) sh->status = 1;
     if (sh->status == 0) {
         EvalResult e;
         double t_train = now_s() - t_start - t_eval, te = now_s();
@@ -1030,7 +1047,10 @@ static void worker_main(Shared *sh, Comm *comm) {
             printf("done: %ld steps in %.1f s of training (%.3f s/step, %.1f s per epoch) + %.1f s evaluating\n",
                    w->step, t_train, t_train / (double)(w->step > 0 ? w->step : 1),
                    t_train * spe / (double)(w->step > 0 ? w->step : 1), t_eval);
-        if (o->save[0] && save_checkpoint(w, o->save) == 0 && w->rank == 0) printf("saved %s\n", o->save);
+        if (o->save[0]) {
+            if (save_checkpoint(w, o->save)) sh->status = 1;
+            else if (w->rank == 0) printf("saved %s\n", o->save);
+        }
     }
 done:
     if (w->train) w->train->free(w->train);

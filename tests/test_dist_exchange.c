@@ -2,7 +2,9 @@
  * parameter table:
  *  - the fp32 codec through allgather, ps and ring equals plain averaging
  *  - every codec: workers end with identical parameters (allgather, ps, ring;
- *    gradients, and weight deltas after an exchange),
+ *    gradients, and weight deltas after an exchange), and identical copies of
+ *    every section exchange_replicas lists (the optimizer state too where
+ *    every worker runs the optimizer alike),
  *    and the ps pull frame is the same on every worker
  *  - error feedback conserves: sum of gradients = sum of what was applied +
  *    what the memory kept (N = 1, SGD lr 1, every codec with residual memory)
@@ -15,6 +17,7 @@
  *    thread as on 3 */
 #include <pthread.h>
 
+#include "common/crc32c.h"
 #include "common/rng.h"
 #include "dist/exchange.h"
 #include "tests/test.h"
@@ -59,6 +62,8 @@ typedef struct {
     long tamper_step;
     int nworkers;
     int codec_threads;
+    char replicas[MAXW][128];               /* exchange_replicas' section names, each + " " */
+    uint32_t replica_crc[MAXW][2 + OPT_MAX_STATE]; /* their CRC-32C */
 } Run;
 
 static LocalGroup *group;
@@ -112,6 +117,13 @@ static void worker(int rank, void *arg) {
             snprintf(run->err[rank], sizeof run->err[rank], "%s", exchange_error(ex));
             break;
         }
+    }
+    CkptSection rep[2 + OPT_MAX_STATE];
+    int nrep = exchange_replicas(ex, params, &opt, rep, 2 + OPT_MAX_STATE);
+    for (int i = 0; i < nrep; i++) {
+        size_t at = strlen(run->replicas[rank]);
+        snprintf(run->replicas[rank] + at, sizeof run->replicas[rank] - at, "%s ", rep[i].name);
+        run->replica_crc[rank][i] = crc32c(0, rep[i].data, rep[i].len);
     }
     CkptSection sec[8];
     int n = exchange_ckpt_sections(ex, sec, 8, "");
@@ -190,6 +202,17 @@ static void test_fp32_equals_average(void) {
     param_arena_free(g);
 }
 
+/* every worker lists the sections want in exchange_replicas and holds
+ * bit-identical copies of them */
+static void check_replicas(const Run *r, const char *want, const char *what) {
+    int same = 1;
+    for (int w = 1; w < r->nworkers; w++)
+        same &= !strcmp(r->replicas[w], r->replicas[0]) &&
+                !memcmp(r->replica_crc[w], r->replica_crc[0], sizeof r->replica_crc[0]);
+    CHECK(!strcmp(r->replicas[0], want), "%s: exchange_replicas lists '%s', expected '%s'", what, r->replicas[0], want);
+    CHECK(same, "%s: every worker holds the same copies of '%s'", what, r->replicas[0]);
+}
+
 static void test_every_codec_consistent(void) {
     for (int c = 0; c < codec_count(); c++) {
         const CodecOps *o = codec_ops_at(c);
@@ -204,23 +227,35 @@ static void test_every_codec_consistent(void) {
                 d.delay = 2;
                 d.steps = 4;
                 d.lr = 0.1;
+                d.momentum = 0.9;
                 run_go(&d);
                 CHECK(d.rc[0] == 0, "%s over %s, delay 2: %s", o->name, topology_name(topos[k]), d.err[0]);
                 int same = 1;
                 for (int w = 1; w < W; w++) same &= memcmp(d.params[w], d.params[0], pt.total * 4) == 0;
                 CHECK(same, "%s over %s, delay 2: every worker has identical parameters after an exchange", o->name,
                       topology_name(topos[k]));
+                char what[80];
+                snprintf(what, sizeof what, "%s over %s, delay 2", o->name, topology_name(topos[k]));
+                check_replicas(&d, "ex.anchor ", what);
                 run_free(&d);
             }
             Run r;
             run_init(&r, o->name, topos[k], W);
             r.steps = 3;
             r.lr = 0.1;
+            r.momentum = 0.9;
             run_go(&r);
             CHECK(r.rc[0] == 0, "%s over %s: %s", o->name, topology_name(topos[k]), r.err[0]);
             int same = 1;
             for (int w = 1; w < W; w++) same &= memcmp(r.params[w], r.params[0], pt.total * 4) == 0;
             CHECK(same, "%s over %s: every worker has identical parameters", o->name, topology_name(topos[k]));
+            char what[80];
+            snprintf(what, sizeof what, "%s over %s", o->name, topology_name(topos[k]));
+            /* SBC exchanges weight deltas at any delay; on ps only the server's optimizer runs */
+            check_replicas(&r, o->id == CODEC_SBC         ? "ex.anchor "
+                               : topos[k] == TOPO_PS ? "params "
+                                                     : "params opt.step opt.momentum_buffer ",
+                           what);
             double ratio = r.st[1].up_bytes ? (double)r.st[1].raw_up / (double)r.st[1].up_bytes : 0;
             printf("  %-10s %-9s up %7llu B  down %7llu B  ratio %6.2fx  codec %.2f ms  model %.3f ms\n", o->name,
                    topology_name(topos[k]), (unsigned long long)r.st[1].up_bytes,

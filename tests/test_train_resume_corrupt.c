@@ -7,8 +7,9 @@
  * and an "error:" line that names what is wrong; it must never crash, hang or
  * read out of bounds (make test runs this file under ASan + UBSan as well);
  * a section of the wrong size, or a missing one, must be refused (but for the
- * exceptions in must_refuse), and so must any change to the model that the
- * exchange keeps identical on every worker (the parameters, or SBC's anchor).
+ * exceptions in must_refuse), and so must any change to what the exchange
+ * keeps identical on every worker (the parameters, or SBC's anchor, and the
+ * optimizer state where every worker runs the optimizer alike).
  * Ends with the number of damaged files that loaded, per kind of damage;
  * SHOW_LOADED=1 lists them on stderr. (Other float arenas take any value; a step
  * past the end runs no step; a cut optimizer description is accepted, since
@@ -125,16 +126,23 @@ static int quiet_run(int (*resume)(const char *), const char *path, char *text, 
  * is refused, except a cut, grown or missing optimizer description (its
  * hyper-parameters may change on resume) and a trailing NUL after the run
  * description */
-/* the section every worker holds identically (exchange_replica), or "" */
+/* the sections every worker holds identically (exchange_replicas), separated
+ * by spaces, or "" */
 static const char *g_replica;
+
+/* name is one of the words of list */
+static int listed(const char *list, const char *name) {
+    size_t L = strlen(name);
+    for (const char *p = strstr(list, name); p; p = strstr(p + 1, name))
+        if ((p == list || p[-1] == ' ') && (p[L] == ' ' || p[L] == 0)) return 1;
+    return 0;
+}
 
 static int must_refuse(const char *section, int m) {
     size_t L = strlen(section);
-    /* "w<k>." and the replica's name: every change to it (none of these
-     * damages leaves a model's floats as they were) */
-    if (g_replica[0] && !strncmp(section, "w", 1) && strchr(section, '.') &&
-        !strcmp(strchr(section, '.') + 1, g_replica))
-        return 1;
+    /* "w<k>." and a replica's name: every change to it (none of these
+     * damages leaves such a section as it was) */
+    if (!strncmp(section, "w", 1) && strchr(section, '.') && listed(g_replica, strchr(section, '.') + 1)) return 1;
     if (m != M_SHORT && m != M_LONG && m != M_GONE) return 0;
     if (L >= 10 && !strcmp(section + L - 10, "opt.config")) return 0;
     return !(m == M_LONG && !strcmp(section, "meta"));
@@ -213,9 +221,11 @@ int main(void) {
     const struct {
         const char *codec;
         int delay;
-        const char *replica; /* ps, allgather and ring keep it identical */
-    } cases[] = {{"3lc", 1, "params"}, {"dgc:density=0.01", 1, "params"}, {"sbc:p=0.01", 2, "ex.anchor"},
-                 {"gcomp:every=2", 1, "params"}};
+        const char *replica; /* ps, allgather and ring keep these identical */
+    } cases[] = {{"3lc", 1, "params"}, /* on ps only the server's optimizer runs */
+                 {"dgc:density=0.01", 1, "params opt.step opt.momentum_buffer"},
+                 {"sbc:p=0.01", 2, "ex.anchor"}, /* each worker's optimizer steps on its own gradient */
+                 {"gcomp:every=2", 1, "params opt.step opt.momentum_buffer"}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         g_codec = cases[c].codec;
         g_delay = cases[c].delay;
