@@ -7,7 +7,8 @@
  *  - a fault that changes one parameter of worker 1 after its backward pass
  *    (as damaged memory would) stops the run at the next evaluation or save
  *    with an error naming worker 1 and the section, status 1, and the last
- *    checkpoint kept as it was (not overwritten by the diverged model) */
+ *    checkpoint kept as it was (not overwritten by the diverged model)
+ *  - a --save at the end that cannot be written ends the run with status 1 */
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -42,11 +43,12 @@ static Model *faulty_model(Task *t, int rank, int max_batch) {
 typedef struct {
     const char *codec;
     int topology, delay;
-    long save_every; /* 0: no --save */
+    long save_every; /* 0: --save at the end only */
     int fault_at;
 } Case;
 
-/* the run with its output (stdout and stderr) in out; its status */
+/* the run (with --save save unless NULL) with its output (stdout and
+ * stderr) in out; its status */
 static int run(const Case *c, const char *save, char *out, size_t outlen) {
     TrainOpts o;
     train_opts_default(&o);
@@ -69,7 +71,7 @@ static int run(const Case *c, const char *save, char *out, size_t outlen) {
     snprintf(o.codec_text, sizeof o.codec_text, "%s", c->codec);
     o.dist.topology = c->topology;
     o.dist.delay = c->delay;
-    if (c->save_every) {
+    if (save) {
         snprintf(o.save, sizeof o.save, "%s", save);
         o.save_every = c->save_every;
     }
@@ -140,14 +142,19 @@ int main(void) {
     CHECK(saved_step(save) == 2, "the checkpoint after step 2 is kept (step %ld)", saved_step(save));
     /* the same on the parameter server, caught by the evaluation after step 2 (no --save) */
     c = (Case){"3lc", TOPO_PS, 1, 0, 1};
-    rc = run(&c, save, err, sizeof err);
+    rc = run(&c, NULL, err, sizeof err);
     CHECK(rc == 1, "3lc over ps, worker 1 damaged in step 1: status %d", rc);
     CHECK(strstr(err, "error: step 2: w1.params differs from the copy that 2 of 3 workers hold") != NULL,
           "the error names step 2, worker 1 and its parameters:\n%.1500s", err);
     /* under allreduce nothing is compared (the sum is the library's): the run ends */
     c = (Case){"fp32", TOPO_ALLREDUCE, 1, 0, 1};
-    rc = run(&c, save, err, sizeof err);
+    rc = run(&c, NULL, err, sizeof err);
     CHECK(rc == 0, "fp32 over allreduce, worker 1 damaged: not compared, status %d", rc);
+    /* a --save at the end that cannot be written: status 1 */
+    c = (Case){"fp32", TOPO_ALLREDUCE, 1, 0, 0};
+    rc = run(&c, "/nonexistent/gcx/x.ckpt", err, sizeof err);
+    CHECK(rc == 1 && strstr(err, "error: cannot create /nonexistent/gcx/x.ckpt"),
+          "a --save that cannot be written ends with status 1 (%d) and says why:\n%.1500s", rc, err);
     unlink(save);
     TEST_END();
 }
