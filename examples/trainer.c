@@ -77,6 +77,7 @@ void train_opts_default(TrainOpts *o) {
     o->momentum = -1;
     o->wd = -1;
     o->nesterov = -1;
+    o->cudnn_find = -1;
     snprintf(o->schedule, sizeof o->schedule, "constant");
     o->eval_every = 1;
     o->print_every = 20;
@@ -271,6 +272,10 @@ static int parse_optim_sched(const TrainOpts *o, OptConfig *oc, LrSched *sched) 
 int train_opts_finish(TrainOpts *o) {
     if (o->dist.bandwidth == 0 && o->dist.latency > 0) {
         fprintf(stderr, "error: --latency needs --bandwidth\n");
+        return -1;
+    }
+    if (o->cudnn_find >= 0 && !o->cuda) {
+        fprintf(stderr, "error: --cudnn applies to --device cuda only\n");
         return -1;
     }
     OptConfig oc;
@@ -1089,7 +1094,7 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
     }
     /* heuristic by default: every process (a resume, each rank and worker) then
      * chooses the same convolution algorithms, so runs repeat bit for bit */
-    if (o->cuda) nn_cuda_set_conv_search(o->cudnn_find ? NN_CONV_FIND : NN_CONV_HEURISTIC);
+    if (o->cuda) nn_cuda_set_conv_search(o->cudnn_find > 0 ? NN_CONV_FIND : NN_CONV_HEURISTIC);
 #endif
     int use_nccl = !strcmp(o->backend, "nccl");
     int use_mpi = use_nccl || !strcmp(o->backend, "mpi") || (!strcmp(o->backend, "auto") && comm_mpi_launched());

@@ -85,7 +85,8 @@ typedef struct {
     int workers;
     char backend[16];     /* "auto", "local", "mpi", "nccl" */
     int cuda;             /* --device cuda */
-    int cudnn_find;       /* --cudnn find: convolution algorithms by timing (default: heuristic) */
+    int cudnn_find;       /* --cudnn: 1 find (convolution algorithms by timing), 0 heuristic; -1: not given
+                             (heuristic) */
     DistConfig dist;
     char codec_text[512];
     int quiet;
