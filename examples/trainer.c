@@ -815,23 +815,23 @@ static void worker_main(Shared *sh, Comm *comm) {
     dc.dgc_nesterov = sh->oc.nesterov;
     dc.weight_decay = sh->oc.weight_decay;
     if (task->clip_norm > 0 && dc.dgc_clip == 0) dc.dgc_clip = task->clip_norm;
-    if (!fail && !(w->ex = exchange_new(&dc, comm, &w->m->pt, &sh->oc, err, sizeof err))) {
-        if (w->rank == 0) fprintf(stderr, "error: %s\n", err);
+    err[0] = 0; /* why, where the model and the optimizer have not said it */
+    if (!fail && !(w->ex = exchange_new(&dc, comm, &w->m->pt, &sh->oc, err, sizeof err))) fail = 1;
+    if (!fail && !(w->train = task->data_new(task, SPLIT_TRAIN, w->rank, world, o->batch, o->seed, err, sizeof err)))
         fail = 1;
-    }
-    if (!fail && !(w->train = task->data_new(task, SPLIT_TRAIN, w->rank, world, o->batch, o->seed, err, sizeof err))) {
-        if (w->rank == 0) fprintf(stderr, "error: %s\n", err);
-        fail = 1;
-    }
     int eval_split = task->has_valid ? SPLIT_VALID : SPLIT_TEST;
-    if (!fail && !(w->eval = task->data_new(task, eval_split, w->rank, world, o->batch, o->seed, err, sizeof err))) {
-        if (w->rank == 0) fprintf(stderr, "error: %s\n", err);
+    if (!fail && !(w->eval = task->data_new(task, eval_split, w->rank, world, o->batch, o->seed, err, sizeof err)))
         fail = 1;
-    }
-    double f = fail;
+    /* the lowest worker that failed says why (under mpirun a node may lack
+     * what the others have, e.g. the dataset), naming itself unless it is 0 */
+    double f = fail ? world - w->rank : 0;
     comm_allreduce_f64(comm, &f, 1, COMM_MAX);
     if (f > 0) {
-        if (w->rank == 0) sh->status = 1;
+        if (fail && f == world - w->rank && err[0]) {
+            if (w->rank) fprintf(stderr, "error: worker %d: %s\n", w->rank, err);
+            else fprintf(stderr, "error: %s\n", err);
+        }
+        sh->status = 1;
         goto done;
     }
     /* every worker starts from rank 0's model */
