@@ -6,10 +6,12 @@
 #ifndef GC_TEST_H
 #define GC_TEST_H
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int test_passed_, test_failed_;
 
@@ -61,6 +63,38 @@ static inline void test_read_text(const char *path, char *text, size_t cap) {
     size_t n = fread(text, 1, cap - 1, f);
     text[n] = 0;
     fclose(f);
+}
+
+/* stdout and stderr go to a temporary file from test_capture_begin to
+ * test_capture_end, which puts what was written in text (as test_read_text)
+ * and removes the file */
+typedef struct {
+    int out, err;
+    char path[64];
+} TestCapture;
+
+static inline void test_capture_begin(TestCapture *c) {
+    snprintf(c->path, sizeof c->path, "/tmp/gcx_capture_%d.txt", (int)getpid());
+    fflush(stdout);
+    fflush(stderr);
+    c->out = dup(1);
+    c->err = dup(2);
+    int fd = open(c->path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return; /* the output stays where it was */
+    dup2(fd, 1);
+    dup2(fd, 2);
+    close(fd);
+}
+
+static inline void test_capture_end(TestCapture *c, char *text, size_t cap) {
+    fflush(stdout);
+    fflush(stderr);
+    dup2(c->out, 1);
+    dup2(c->err, 2);
+    close(c->out);
+    close(c->err);
+    test_read_text(c->path, text, cap);
+    unlink(c->path);
 }
 
 #define TEST_END()                                                          \

@@ -9,9 +9,6 @@
  *    with an error naming worker 1 and the section, status 1, and the last
  *    checkpoint kept as it was (not overwritten by the diverged model)
  *  - a --save at the end that cannot be written ends the run with status 1 */
-#include <fcntl.h>
-#include <unistd.h>
-
 #include "common/ckpt.h"
 #include "examples/trainer.h"
 #include "tests/synth_task.h"
@@ -77,14 +74,8 @@ static int run(const Case *c, const char *save, char *out, size_t outlen) {
     }
     g_fault_at = c->fault_at;
     g_calls = 0;
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/gcx_replicas_%d.err", (int)getpid());
-    fflush(stdout);
-    fflush(stderr);
-    int keep1 = dup(1), keep2 = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    close(fd);
+    TestCapture cap;
+    test_capture_begin(&cap);
     SynthCtx ctx;
     Task t;
     synth_task(&t, &ctx, 64, 16, 3);
@@ -93,14 +84,7 @@ static int run(const Case *c, const char *save, char *out, size_t outlen) {
     char **v = NULL;
     int rc = train_run(&o, &t, &n, &v);
     image_data_close(&ctx.data);
-    fflush(stdout);
-    fflush(stderr);
-    dup2(keep1, 1);
-    dup2(keep2, 2);
-    close(keep1);
-    close(keep2);
-    test_read_text(path, out, outlen);
-    unlink(path);
+    test_capture_end(&cap, out, outlen);
     return rc;
 }
 

@@ -4,9 +4,7 @@
  * "error: worker 2: ..." (a worker other than 0 names itself). A tiny
  * ResNet-8 on the synthetic images with 3 local workers; the MPI backend
  * runs the same code in one process per worker. */
-#include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include "examples/trainer.h"
 #include "tests/synth_task.h"
@@ -49,14 +47,8 @@ static int run(char *out, size_t outlen) {
     o.threads = 2;
     o.quiet = 1;
     snprintf(o.backend, sizeof o.backend, "local");
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/gcx_setup_%d.out", (int)getpid());
-    fflush(stdout);
-    fflush(stderr);
-    int keep1 = dup(1), keep2 = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    close(fd);
+    TestCapture cap;
+    test_capture_begin(&cap);
     SynthCtx ctx;
     Task t;
     synth_task(&t, &ctx, 64, 16, 3);
@@ -68,14 +60,7 @@ static int run(char *out, size_t outlen) {
     int rc = train_run(&o, &t, &n, &v);
     alarm(0);
     image_data_close(&ctx.data);
-    fflush(stdout);
-    fflush(stderr);
-    dup2(keep1, 1);
-    dup2(keep2, 2);
-    close(keep1);
-    close(keep2);
-    test_read_text(path, out, outlen);
-    unlink(path);
+    test_capture_end(&cap, out, outlen);
     return rc;
 }
 
