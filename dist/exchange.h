@@ -128,7 +128,7 @@ const char *exchange_error(const Exchange *ex);
  * after the first step, else "params"; and, where every worker
  * runs the optimizer on the same averaged gradient (gradient mode over
  * allgather or ring; on the parameter server only the server's optimizer
- * runs, with weight deltas each worker's runs on its own gradient), the
+ * runs; with weight deltas each worker's optimizer steps on its own gradient), the
  * optimizer's step and state ("opt.step", "opt.<state>"). None under the
  * allreduce topology, whose sums the communicator library (MPI, NCCL) need
  * not order alike on every rank. The count (at most cap, which 2 +

@@ -369,7 +369,7 @@ typedef struct {
     LrSched sched;        /* as parsed: each worker runs its own copy */
     FILE *log;
     int log_json;
-    int status;           /* exit status (set by rank 0) */
+    int status;           /* exit status (any worker sets it, after the workers agreed) */
     LocalGroup *group;
     int threads_per_worker;
     int world;
@@ -429,6 +429,7 @@ typedef struct {
     Exchange *ex;
     DataIter *train, *eval;
     long step;
+    long replicas_checked; /* the step after which replicas_differ last found none (-1: none yet) */
     int64_t pos_epoch;
     /* eval scratch */
     float *backup_params, *backup_state;
@@ -463,10 +464,15 @@ static int worker_sections(Worker *w, CkptSection *s, int cap, uint8_t *pos_buf)
     return n;
 }
 
-static void meta_string(char *buf, size_t n, const Worker *w) {
+/* what a resume must repeat; the topology and memory as resolved (checkpoints
+ * written before they were recorded end at the delay, and resume under any) */
+static void meta_string(char *buf, size_t n, const Worker *w, int exchange) {
     const TrainOpts *o = w->sh->o;
-    snprintf(buf, n, "task=%.100s params=%zu workers=%d batch=%d codec=%.300s delay=%d", w->sh->task->name,
-             param_table_count(&w->m->pt), w->comm->size, o->batch, o->codec_text, o->dist.delay);
+    const DistConfig *c = exchange_config(w->ex);
+    int k = snprintf(buf, n, "task=%.100s params=%zu workers=%d batch=%d codec=%.300s delay=%d", w->sh->task->name,
+                     param_table_count(&w->m->pt), w->comm->size, o->batch, o->codec_text, o->dist.delay);
+    if (exchange && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, " topology=%s memory=%s", topology_name(c->topology), memory_name(c->memory));
 }
 
 /* What the exchange keeps bit-identical on every worker (exchange_replicas:
@@ -479,6 +485,7 @@ static void meta_string(char *buf, size_t n, const Worker *w) {
  * and checkpoint) a worker's memory was, or the exchange has a bug.
  * Collective; 1 when they differ. */
 static int replicas_differ(Worker *w, int world, int at_resume) {
+    if (!at_resume && w->replicas_checked == w->step) return 0; /* an evaluation and a save after one step */
     CkptSection s[2 + OPT_MAX_STATE];
     int n = exchange_replicas(w->ex, w->m->params, &w->opt, s, 2 + OPT_MAX_STATE);
     if (n == 0) return 0;
@@ -521,6 +528,7 @@ static int replicas_differ(Worker *w, int world, int at_resume) {
                     "workers), which the exchange keeps identical on every worker: %s\n", what, s[k].name, world, why);
     }
     free(crc);
+    if (!differ) w->replicas_checked = w->step;
     return differ > 0;
 }
 
@@ -542,8 +550,8 @@ static int save_checkpoint(Worker *w, const char *path) {
         int cap = MAX_SECTIONS * w->comm->size + 8;
         CkptSection *out = callocCheck((size_t)cap, sizeof *out);
         int k = 0;
-        char meta[512];
-        meta_string(meta, sizeof meta, w);
+        char meta[640];
+        meta_string(meta, sizeof meta, w, 1);
         int64_t step = w->step;
         snprintf(out[k].name, CKPT_NAME_MAX, "meta");
         out[k].data = meta;
@@ -587,10 +595,9 @@ static int save_checkpoint(Worker *w, const char *path) {
 static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen) {
     Ckpt ck;
     if (ckpt_read(&ck, path, err, errlen)) return -1;
-    char meta[512], want[512]; /* meta_string writes < 500 bytes */
+    char meta[640], want[640]; /* meta_string writes < 600 bytes */
     size_t mlen = 0;
     const void *m = ckpt_find(&ck, "meta", &mlen);
-    meta_string(want, sizeof want, w);
     if (!m || mlen >= sizeof meta) {
         snprintf(err, errlen, "%.300s has no run description: not written by a gcx trainer", path);
         ckpt_free(&ck);
@@ -598,9 +605,11 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     }
     memcpy(meta, m, mlen);
     meta[mlen] = 0;
+    meta_string(want, sizeof want, w, strstr(meta, " topology=") != NULL);
     if (strcmp(meta, want)) {
         snprintf(err, errlen, "%.150s was written by another run configuration:\n  checkpoint: %.300s\n  this run:   %.300s\n"
-                 "resume with the same model, --workers, --batch, --codec and --delay", path, meta, want);
+                 "resume with the same model, --workers, --batch, --codec, --delay, --topology and --memory", path,
+                 meta, want);
         ckpt_free(&ck);
         return -1;
     }
@@ -792,10 +801,29 @@ static void report_eval(Worker *w, const char *split, const EvalResult *e, doubl
 }
 
 /* ------------------------------------------------------------- worker ---- */
+/* Collective: whether any worker failed. The lowest worker that failed says
+ * why ("<level>: <err>"; nothing when err is "": it has said it), naming
+ * itself unless it is worker 0: under mpirun a node may lack what the others
+ * have (the dataset). */
+static int agree_failed(Worker *w, int failed, const char *level, const char *err) {
+    int world = w->comm->size;
+    double f = failed ? world - w->rank : 0;
+    uint64_t s0 = w->comm->sent, r0 = w->comm->received;
+    comm_allreduce_f64(w->comm, &f, 1, COMM_MAX);
+    w->comm->sent = s0;
+    w->comm->received = r0;
+    if (failed && f == world - w->rank && err[0]) {
+        if (w->rank) fprintf(stderr, "%s: worker %d: %s\n", level, w->rank, err);
+        else fprintf(stderr, "%s: %s\n", level, err);
+    }
+    return f > 0;
+}
+
 static void worker_main(Shared *sh, Comm *comm) {
     TrainOpts *o = sh->o;
     Task *task = sh->task;
     Worker W = {0}, *w = &W;
+    w->replicas_checked = -1;
     w->sh = sh;
     w->comm = comm;
     w->rank = comm->rank;
@@ -822,18 +850,11 @@ static void worker_main(Shared *sh, Comm *comm) {
     int eval_split = task->has_valid ? SPLIT_VALID : SPLIT_TEST;
     if (!fail && !(w->eval = task->data_new(task, eval_split, w->rank, world, o->batch, o->seed, err, sizeof err)))
         fail = 1;
-    /* the lowest worker that failed says why (under mpirun a node may lack
-     * what the others have, e.g. the dataset), naming itself unless it is 0 */
-    double f = fail ? world - w->rank : 0;
-    comm_allreduce_f64(comm, &f, 1, COMM_MAX);
-    if (f > 0) {
-        if (fail && f == world - w->rank && err[0]) {
-            if (w->rank) fprintf(stderr, "error: worker %d: %s\n", w->rank, err);
-            else fprintf(stderr, "error: %s\n", err);
-        }
+    if (agree_failed(w, fail, "error", err)) {
         sh->status = 1;
         goto done;
     }
+    double f = 0;
     /* every worker starts from rank 0's model */
     {
         ByteBuf b = {0};
@@ -1037,11 +1058,15 @@ static void worker_main(Shared *sh, Comm *comm) {
             if (evaluate(w, w->eval, &e) == 0) {
                 report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, now_s() - t_start);
                 if (task->has_valid) {
+                    char why[sizeof err + 32];
                     DataIter *test = task->data_new(task, SPLIT_TEST, w->rank, world, o->batch, o->seed, err, sizeof err);
-                    if (test) {
+                    snprintf(why, sizeof why, "no test evaluation: %s", test ? "" : err);
+                    /* a corpus may have no test split: a note, on every worker alike */
+                    if (!agree_failed(w, !test, "note", why)) {
                         if (evaluate(w, test, &e) == 0) report_eval(w, "test", &e, (double)w->step / spe, now_s() - t_start);
-                        test->free(test);
+                        else sh->status = 1;
                     }
+                    if (test) test->free(test);
                 }
             } else {
                 sh->status = 1;

@@ -31,7 +31,9 @@ static void resume_opts(TrainOpts *o, int batch, double lr, uint64_t seed, long 
     if (resume) snprintf(o->resume, sizeof o->resume, "%s", resume);
 }
 
-static int run(const char *codec, int delay, long stop_at, const char *save, const char *resume) {
+/* run() over the given topology (TOPO_AUTO: the codec's) */
+static int run_topology(const char *codec, int topology, int delay, long stop_at, const char *save,
+                        const char *resume) {
     TrainOpts o;
     resume_opts(&o, 8, 0.05, 3, stop_at, save, resume);
     snprintf(o.optim, sizeof o.optim, "sgd:momentum=0.9,weight_decay=0.0005");
@@ -42,9 +44,14 @@ static int run(const char *codec, int delay, long stop_at, const char *save, con
         return -1;
     }
     snprintf(o.codec_text, sizeof o.codec_text, "%s", codec);
+    o.dist.topology = topology;
     o.dist.delay = delay;
     o.dist.dgc_warmup = 1; /* 4 steps per epoch: warm-up ends inside the run */
     return synth_train(&o, 64, 16, 3, NULL, NULL);
+}
+
+static int run(const char *codec, int delay, long stop_at, const char *save, const char *resume) {
+    return run_topology(codec, TOPO_AUTO, delay, stop_at, save, resume);
 }
 
 static int *stream(int n, int V, uint64_t seed) {

@@ -5,9 +5,10 @@
  *  - runs over every topology (allreduce, allgather, ps, ring, and weight
  *    deltas with --delay) with evaluations and saves end without a false alarm
  *  - a fault that changes one parameter of worker 1 after its backward pass
- *    (as damaged memory would) stops the run at the next evaluation or save
- *    with an error naming worker 1 and the section, status 1, and the last
- *    checkpoint kept as it was (not overwritten by the diverged model)
+ *    (as damaged memory would) stops the run at the next save, evaluation or
+ *    the end of the run with an error naming worker 1 and the section, status
+ *    1, and the last checkpoint kept as it was (not overwritten by the
+ *    diverged model)
  *  - a --save at the end that cannot be written ends the run with status 1 */
 #include "common/ckpt.h"
 #include "examples/trainer.h"
@@ -116,20 +117,32 @@ int main(void) {
         CHECK(saved_step(save) == 6, "%s over %s: saved after step 6", c->codec, topology_name(c->topology));
     }
     /* worker 1's parameter changed in step 3 (backward call 3): the save after
-     * step 4 refuses, and the checkpoint after step 2 stays */
-    Case c = {"dgc:density=0.05", TOPO_ALLGATHER, 1, 2, 3};
+     * step 3 (no evaluation there) refuses, and the checkpoint after step 2 stays */
+    Case c = {"dgc:density=0.05", TOPO_ALLGATHER, 1, 1, 3};
     unlink(save);
     int rc = run(&c, save, err, sizeof err);
     CHECK(rc == 1, "dgc over allgather, worker 1 damaged in step 3: status %d", rc);
-    CHECK(strstr(err, "error: step 4: w1.params differs from the copy that 2 of 3 workers hold") != NULL,
-          "the error names step 4, worker 1 and its parameters:\n%.1500s", err);
+    CHECK(strstr(err, "error: step 3: w1.params differs from the copy that 2 of 3 workers hold") != NULL,
+          "the save names step 3, worker 1 and its parameters:\n%.1500s", err);
     CHECK(saved_step(save) == 2, "the checkpoint after step 2 is kept (step %ld)", saved_step(save));
-    /* the same on the parameter server, caught by the evaluation after step 2 (no --save) */
+    /* on the parameter server, caught by the evaluation after step 2 (no --save) */
     c = (Case){"3lc", TOPO_PS, 1, 0, 1};
     rc = run(&c, NULL, err, sizeof err);
     CHECK(rc == 1, "3lc over ps, worker 1 damaged in step 1: status %d", rc);
     CHECK(strstr(err, "error: step 2: w1.params differs from the copy that 2 of 3 workers hold") != NULL,
-          "the error names step 2, worker 1 and its parameters:\n%.1500s", err);
+          "the evaluation names step 2, worker 1 and its parameters:\n%.1500s", err);
+    /* damaged in step 5, after the last evaluation: caught at the end, and the
+     * --save at the end does not write the drifted model */
+    c = (Case){"gcomp", TOPO_RING, 1, 0, 5};
+    unlink(save);
+    rc = run(&c, save, err, sizeof err);
+    CHECK(rc == 1, "gcomp over ring, worker 1 damaged in step 5: status %d", rc);
+    CHECK(strstr(err, "error: step 6: w1.params differs from the copy that 2 of 3 workers hold") != NULL,
+          "the end of the run names step 6, worker 1 and its parameters:\n%.1500s", err);
+    CHECK(saved_step(save) == -1, "no checkpoint written (step %ld)", saved_step(save));
+    rc = run(&c, NULL, err, sizeof err);
+    CHECK(rc == 1 && strstr(err, "error: step 6: w1.params differs"), "the same without --save: status %d\n%.1500s",
+          rc, err);
     /* under allreduce nothing is compared (the sum is the library's): the run ends */
     c = (Case){"fp32", TOPO_ALLREDUCE, 1, 0, 1};
     rc = run(&c, NULL, err, sizeof err);
