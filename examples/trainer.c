@@ -274,6 +274,10 @@ int train_opts_finish(TrainOpts *o) {
         fprintf(stderr, "error: --latency needs --bandwidth\n");
         return -1;
     }
+    if (o->save_every > 0 && !o->save[0]) {
+        fprintf(stderr, "error: --save-every needs --save\n");
+        return -1;
+    }
     if (o->cudnn_find >= 0 && !o->cuda) {
         fprintf(stderr, "error: --cudnn applies to --device cuda only\n");
         return -1;

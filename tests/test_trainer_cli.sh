@@ -88,6 +88,7 @@ for b in train_resnet train_lenet train_lstm; do
     bad_cli $b "unknown lr schedule 'nope'" --schedule nope
     bad_cli $b "--latency needs --bandwidth" --latency 1ms
     bad_cli $b "--cudnn applies to --device cuda only" --cudnn find
+    bad_cli $b "--save-every needs --save" --save-every 5
     bad_cli $b "'--bogus'" --bogus
     bad_cli $b "'--steps'" --steps
     bad_cli $b "'extra'" --steps 1 extra
