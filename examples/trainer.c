@@ -611,7 +611,7 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     meta[mlen] = 0;
     meta_string(want, sizeof want, w, strstr(meta, " topology=") != NULL);
     if (strcmp(meta, want)) {
-        snprintf(err, errlen, "%.150s was written by another run configuration:\n  checkpoint: %.300s\n  this run:   %.300s\n"
+        snprintf(err, errlen, "%.150s was written by another run configuration:\n  checkpoint: %.640s\n  this run:   %.640s\n"
                  "resume with the same model, --workers, --batch, --codec, --delay, --topology and --memory", path,
                  meta, want);
         ckpt_free(&ck);
@@ -833,7 +833,7 @@ static void worker_main(Shared *sh, Comm *comm) {
     w->rank = comm->rank;
     w->sched = sh->sched;
     int world = comm->size;
-    char err[1024];
+    char err[2048]; /* a resume's two run descriptions fit */
     int fail = 0;
 #ifdef HAVE_OPENMP
     omp_set_num_threads(sh->threads_per_worker);

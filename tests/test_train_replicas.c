@@ -1,6 +1,7 @@
 /* The trainer's check that the workers still hold one model: before every
- * evaluation and every --save, the workers compare the CRC-32C of what the
- * exchange keeps bit-identical on all of them (exchange_replicas). A tiny
+ * evaluation, every --save and at the end of the run, the workers compare
+ * the CRC-32C of what the exchange keeps bit-identical on all of them
+ * (exchange_replicas). A tiny
  * ResNet-8 on the synthetic images with 3 local workers:
  *  - runs over every topology (allreduce, allgather, ps, ring, and weight
  *    deltas with --delay) with evaluations and saves end without a false alarm

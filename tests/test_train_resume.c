@@ -76,9 +76,9 @@ int main(void) {
     char err[512];
     CHECK(ckpt_read(&ca, a, err, sizeof err) == 0, "%s", err);
     size_t mlen = 0;
-    const char *meta = ckpt_find(&ca, "meta", &mlen), *t = meta ? strstr(meta, " topology=") : NULL;
-    CHECK(t && t < meta + mlen, "the run description records the topology");
-    if (t && t < meta + mlen) {
+    const char *meta = ckpt_find(&ca, "meta", &mlen), *t = meta ? memmem(meta, mlen, " topology=", 10) : NULL;
+    CHECK(t != NULL, "the run description records the topology");
+    if (t) {
         CkptSection *sec = malloc((size_t)ca.n * sizeof *sec);
         memcpy(sec, ca.sec, (size_t)ca.n * sizeof *sec);
         for (int i = 0; i < ca.n; i++)
