@@ -180,6 +180,7 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
     case O_WORKERS:
         if (get_long("workers", arg, 1, 256, &v)) return -1;
         o->workers = (int)v;
+        o->workers_given = 1;
         return 1;
     case O_BACKEND:
         if (strcmp(arg, "auto") && strcmp(arg, "local") && strcmp(arg, "mpi") && strcmp(arg, "nccl"))
@@ -326,7 +327,7 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --help               this help\n"
             "Distributed (docs/DIST.md):\n"
             "  --workers N          data-parallel workers (default %d); threads of this process unless\n"
-            "                       started by mpirun, where every process is one worker\n"
+            "                       started by mpirun, where every process is one worker (and N is ignored)\n"
             "  --backend B          auto (default), local (threads), mpi, or nccl (one GPU per MPI process)\n"
             "  --device cpu|cuda    where forward and backward run (default cpu); cuda models mirror the\n"
             "                       parameters on the GPU (docs/GPU.md; written, not yet run on a GPU)\n"
@@ -1139,6 +1140,9 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
             return 1;
         }
         Comm *c = use_nccl ? comm_nccl_new(argc, argv) : comm_mpi_new(argc, argv);
+        if (o->workers_given && o->workers != c->size && c->rank == 0)
+            fprintf(stderr, "note: --workers %d is ignored: the %d MPI processes are the workers\n",
+                    o->workers, c->size);
         const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
         int local = ls ? atoi(ls) : 1;
         sh.threads_per_worker = o->threads ? o->threads : (ncores() / (local > 0 ? local : 1));

@@ -82,7 +82,8 @@ typedef struct {
     char save[1024], resume[1024];
     long save_every;      /* steps (0 = only at the end) */
     /* distributed */
-    int workers;
+    int workers;          /* local threads (under mpirun the processes are the workers) */
+    int workers_given;    /* --workers was on the command line */
     char backend[16];     /* "auto", "local", "mpi", "nccl" */
     int cuda;             /* --device cuda */
     int cudnn_find;       /* --cudnn: 1 find (convolution algorithms by timing), 0 heuristic; -1: not given

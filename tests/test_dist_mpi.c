@@ -44,6 +44,10 @@ static int run(const char *codec, const char *backend, const char *save, const c
     snprintf(o.optim, sizeof o.optim, "sgd:momentum=0.9");
     snprintf(o.schedule, sizeof o.schedule, "cosine"); /* its length: set by every process */
     snprintf(o.backend, sizeof o.backend, "%s", backend);
+    if (!strcmp(backend, "mpi")) { /* as --workers 3 on the command line: a note says it is ignored */
+        o.workers = 3;
+        o.workers_given = 1;
+    }
     char err[256];
     if (dist_parse_codec(&o.dist, codec, err, sizeof err)) return -1;
     snprintf(o.codec_text, sizeof o.codec_text, "%s", codec);
@@ -176,6 +180,8 @@ int main(int argc, char **argv) {
         size_t len = strlen(text);
         CHECK(rc == 0, "%s: mpirun -np 4 run (status %d), the end of its output:\n%s", name, rc,
               text + (len > 2000 ? len - 2000 : 0));
+        const char *note = "note: --workers 3 is ignored: the 4 MPI processes are the workers\n", *p = strstr(text, note);
+        CHECK(p && !strstr(p + 1, note), "%s: --workers 3 under mpirun -np 4: the note once", name);
         Ckpt ca, cb;
         char err[512];
         if (ckpt_read(&ca, a, err, sizeof err) || ckpt_read(&cb, b, err, sizeof err)) {
