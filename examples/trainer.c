@@ -480,6 +480,24 @@ static void meta_string(char *buf, size_t n, const Worker *w, int exchange) {
         snprintf(buf + k, n - (size_t)k, " topology=%s memory=%s", topology_name(c->topology), memory_name(c->memory));
 }
 
+/* Collective: whether any worker failed. The lowest worker that failed says
+ * why ("<prefix>: <err>"; nothing when err is "": it has said it), with
+ * name_self naming itself unless it is worker 0: under mpirun a node may lack
+ * what the others have (the dataset). */
+static int agree_failed(Worker *w, int failed, const char *prefix, const char *err, int name_self) {
+    int world = w->comm->size;
+    double f = failed ? world - w->rank : 0;
+    uint64_t s0 = w->comm->sent, r0 = w->comm->received;
+    comm_allreduce_f64(w->comm, &f, 1, COMM_MAX);
+    w->comm->sent = s0;
+    w->comm->received = r0;
+    if (failed && f == world - w->rank && err[0]) {
+        if (name_self && w->rank) fprintf(stderr, "%s: worker %d: %s\n", prefix, w->rank, err);
+        else fprintf(stderr, "%s: %s\n", prefix, err);
+    }
+    return f > 0;
+}
+
 /* What the exchange keeps bit-identical on every worker (exchange_replicas:
  * the shared model, and the optimizer state where every worker runs the
  * optimizer alike) must be, or a worker would train apart from the others
@@ -489,7 +507,8 @@ static void meta_string(char *buf, size_t n, const Worker *w, int exchange) {
  * (at_resume) the file is damaged; during the run (before every evaluation
  * and checkpoint) a worker's memory was, or the exchange has a bug.
  * Collective; 1 when they differ. */
-static int replicas_differ(Worker *w, int world, int at_resume) {
+static int replicas_differ(Worker *w, int at_resume) {
+    int world = w->comm->size;
     if (!at_resume && w->replicas_checked == w->step) return 0; /* an evaluation and a save after one step */
     CkptSection s[2 + OPT_MAX_STATE];
     int n = exchange_replicas(w->ex, w->m->params, &w->opt, s, 2 + OPT_MAX_STATE);
@@ -539,7 +558,7 @@ static int replicas_differ(Worker *w, int world, int at_resume) {
 
 /* every worker's sections gathered to rank 0, written with "w<r>." prefixes */
 static int save_checkpoint(Worker *w, const char *path) {
-    if (replicas_differ(w, w->comm->size, 0)) return -1; /* the last good checkpoint is kept */
+    if (replicas_differ(w, 0)) return -1; /* the last good checkpoint is kept */
     CkptSection s[MAX_SECTIONS];
     uint8_t pos_buf[LOADER_POS_BYTES];
     int n = worker_sections(w, s, MAX_SECTIONS, pos_buf);
@@ -590,11 +609,7 @@ static int save_checkpoint(Worker *w, const char *path) {
     free(lens);
     bytebuf_free(&mine);
     bytebuf_free(&all);
-    double f = rc ? 1 : 0;
-    comm_allreduce_f64(w->comm, &f, 1, COMM_MAX);
-    w->comm->sent = s0;
-    w->comm->received = r0;
-    return f > 0 ? -1 : 0;
+    return agree_failed(w, rc != 0, "error", "", 0) ? -1 : 0; /* rank 0 said why */
 }
 
 static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen) {
@@ -806,24 +821,6 @@ static void report_eval(Worker *w, const char *split, const EvalResult *e, doubl
 }
 
 /* ------------------------------------------------------------- worker ---- */
-/* Collective: whether any worker failed. The lowest worker that failed says
- * why ("<level>: <err>"; nothing when err is "": it has said it), naming
- * itself unless it is worker 0: under mpirun a node may lack what the others
- * have (the dataset). */
-static int agree_failed(Worker *w, int failed, const char *level, const char *err) {
-    int world = w->comm->size;
-    double f = failed ? world - w->rank : 0;
-    uint64_t s0 = w->comm->sent, r0 = w->comm->received;
-    comm_allreduce_f64(w->comm, &f, 1, COMM_MAX);
-    w->comm->sent = s0;
-    w->comm->received = r0;
-    if (failed && f == world - w->rank && err[0]) {
-        if (w->rank) fprintf(stderr, "%s: worker %d: %s\n", level, w->rank, err);
-        else fprintf(stderr, "%s: %s\n", level, err);
-    }
-    return f > 0;
-}
-
 static void worker_main(Shared *sh, Comm *comm) {
     TrainOpts *o = sh->o;
     Task *task = sh->task;
@@ -855,11 +852,10 @@ static void worker_main(Shared *sh, Comm *comm) {
     int eval_split = task->has_valid ? SPLIT_VALID : SPLIT_TEST;
     if (!fail && !(w->eval = task->data_new(task, eval_split, w->rank, world, o->batch, o->seed, err, sizeof err)))
         fail = 1;
-    if (agree_failed(w, fail, "error", err)) {
+    if (agree_failed(w, fail, "error", err, 1)) {
         sh->status = 1;
         goto done;
     }
-    double f = 0;
     /* every worker starts from rank 0's model */
     {
         ByteBuf b = {0};
@@ -880,23 +876,15 @@ static void worker_main(Shared *sh, Comm *comm) {
         goto done;
     }
     long total = o->steps > 0 ? o->steps : o->epochs * spe;
-    if (lr_sched_set_total(&w->sched, total, err, sizeof err)) {
-        if (w->rank == 0) fprintf(stderr, "error: --schedule: %s\n", err);
-        f = 1;
-    }
-    comm_allreduce_f64(comm, &f, 1, COMM_MAX);
-    if (f > 0) {
+    if (agree_failed(w, lr_sched_set_total(&w->sched, total, err, sizeof err) != 0, "error: --schedule", err, 0)) {
         sh->status = 1;
         goto done;
     }
     if (o->resume[0]) {
-        /* the lowest worker that cannot load says why (damage to one worker's
-         * sections shows on that worker only) */
+        /* damage to one worker's sections shows on that worker only (its
+         * message names the section, w<k>.) */
         int failed = load_checkpoint(w, o->resume, err, sizeof err) != 0;
-        f = failed ? world - w->rank : 0;
-        comm_allreduce_f64(comm, &f, 1, COMM_MAX);
-        if (failed && f == world - w->rank) fprintf(stderr, "error: --resume: %s\n", err);
-        if (f > 0 || replicas_differ(w, world, 1)) {
+        if (agree_failed(w, failed, "error: --resume", err, 0) || replicas_differ(w, 1)) {
             sh->status = 1;
             goto done;
         }
@@ -1035,7 +1023,7 @@ static void worker_main(Shared *sh, Comm *comm) {
         if (epoch_end && o->eval_every > 0 && (w->step / spe) % o->eval_every == 0 && w->step < stop) {
             EvalResult e;
             double te = now_s();
-            if (replicas_differ(w, world, 0) || evaluate(w, w->eval, &e)) {
+            if (replicas_differ(w, 0) || evaluate(w, w->eval, &e)) {
                 sh->status = 1;
                 break;
             }
@@ -1055,7 +1043,7 @@ static void worker_main(Shared *sh, Comm *comm) {
             }
         }
     }
-    if (sh->status == 0 && replicas_differ(w, world, 0)) sh->status = 1;
+    if (sh->status == 0 && replicas_differ(w, 0)) sh->status = 1;
     if (sh->status == 0) {
         EvalResult e;
         double t_train = now_s() - t_start - t_eval, te = now_s();
@@ -1067,7 +1055,7 @@ static void worker_main(Shared *sh, Comm *comm) {
                     DataIter *test = task->data_new(task, SPLIT_TEST, w->rank, world, o->batch, o->seed, err, sizeof err);
                     snprintf(why, sizeof why, "no test evaluation: %s", test ? "" : err);
                     /* a corpus may have no test split: a note, on every worker alike */
-                    if (!agree_failed(w, !test, "note", why)) {
+                    if (!agree_failed(w, !test, "note", why, 1)) {
                         if (evaluate(w, test, &e) == 0) report_eval(w, "test", &e, (double)w->step / spe, now_s() - t_start);
                         else sh->status = 1;
                     }

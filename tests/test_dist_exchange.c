@@ -213,6 +213,16 @@ static void check_replicas(const Run *r, const char *want, const char *what) {
     CHECK(same, "%s: every worker holds the same copies of '%s'", what, r->replicas[0]);
 }
 
+/* the run ended without an error, with identical parameters on every worker
+ * and identical copies of the sections want that exchange_replicas lists */
+static void check_consistent(const Run *r, const char *want, const char *what) {
+    CHECK(r->rc[0] == 0, "%s: %s", what, r->err[0]);
+    int same = 1;
+    for (int w = 1; w < r->nworkers; w++) same &= memcmp(r->params[w], r->params[0], pt.total * 4) == 0;
+    CHECK(same, "%s: every worker has identical parameters", what);
+    check_replicas(r, want, what);
+}
+
 static void test_every_codec_consistent(void) {
     for (int c = 0; c < codec_count(); c++) {
         const CodecOps *o = codec_ops_at(c);
@@ -229,14 +239,9 @@ static void test_every_codec_consistent(void) {
                 d.lr = 0.1;
                 d.momentum = 0.9;
                 run_go(&d);
-                CHECK(d.rc[0] == 0, "%s over %s, delay 2: %s", o->name, topology_name(topos[k]), d.err[0]);
-                int same = 1;
-                for (int w = 1; w < W; w++) same &= memcmp(d.params[w], d.params[0], pt.total * 4) == 0;
-                CHECK(same, "%s over %s, delay 2: every worker has identical parameters after an exchange", o->name,
-                      topology_name(topos[k]));
                 char what[80];
-                snprintf(what, sizeof what, "%s over %s, delay 2", o->name, topology_name(topos[k]));
-                check_replicas(&d, "ex.anchor ", what);
+                snprintf(what, sizeof what, "%s over %s, delay 2 (after an exchange)", o->name, topology_name(topos[k]));
+                check_consistent(&d, "ex.anchor ", what);
                 run_free(&d);
             }
             Run r;
@@ -245,17 +250,13 @@ static void test_every_codec_consistent(void) {
             r.lr = 0.1;
             r.momentum = 0.9;
             run_go(&r);
-            CHECK(r.rc[0] == 0, "%s over %s: %s", o->name, topology_name(topos[k]), r.err[0]);
-            int same = 1;
-            for (int w = 1; w < W; w++) same &= memcmp(r.params[w], r.params[0], pt.total * 4) == 0;
-            CHECK(same, "%s over %s: every worker has identical parameters", o->name, topology_name(topos[k]));
             char what[80];
             snprintf(what, sizeof what, "%s over %s", o->name, topology_name(topos[k]));
             /* SBC exchanges weight deltas at any delay; on ps only the server's optimizer runs */
-            check_replicas(&r, o->id == CODEC_SBC         ? "ex.anchor "
-                               : topos[k] == TOPO_PS ? "params "
-                                                     : "params opt.step opt.momentum_buffer ",
-                           what);
+            check_consistent(&r, o->id == CODEC_SBC         ? "ex.anchor "
+                                 : topos[k] == TOPO_PS ? "params "
+                                                       : "params opt.step opt.momentum_buffer ",
+                             what);
             double ratio = r.st[1].up_bytes ? (double)r.st[1].raw_up / (double)r.st[1].up_bytes : 0;
             printf("  %-10s %-9s up %7llu B  down %7llu B  ratio %6.2fx  codec %.2f ms  model %.3f ms\n", o->name,
                    topology_name(topos[k]), (unsigned long long)r.st[1].up_bytes,

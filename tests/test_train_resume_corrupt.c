@@ -64,7 +64,8 @@ static int write_mutant(const Ckpt *base, int k, int m, const char *path, Rng *r
  * ASan or UBSan report) fails the test, naming the damage and showing the
  * end of that run's output, which is otherwise in a log file. */
 static int g_stdout = -1;
-static char g_case[160], g_log[64];
+static char g_case[160];
+static TestCapture g_cap; /* the running resume's output */
 static void say(const char *s) {
     if (write(g_stdout, s, strlen(s)) < 0) _exit(1);
 }
@@ -74,7 +75,7 @@ static void died(const char *why) {
     say(" during ");
     say(g_case);
     say("the end of its output:\n");
-    int fd = open(g_log, O_RDONLY);
+    int fd = open(g_cap.path, O_RDONLY);
     static char tail[3000];
     off_t end = fd >= 0 ? lseek(fd, 0, SEEK_END) : -1;
     if (end > 0 && lseek(fd, end > (off_t)sizeof tail ? end - (off_t)sizeof tail : 0, SEEK_SET) >= 0) {
@@ -94,31 +95,15 @@ static void on_sanitizer(void) { died("a sanitizer report"); }
 /* in ASan / UBSan builds only (a weak reference elsewhere) */
 void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
 
-/* runs resume() with stdout and stderr in g_log; its status, the log in text */
+/* runs resume() with stdout and stderr in g_cap's file; its status, the output in text */
 static int quiet_run(int (*resume)(const char *), const char *path, char *text, size_t cap) {
-    fflush(stdout);
-    fflush(stderr);
-    FILE *f = fopen(g_log, "w");
-    if (!f) {
-        printf("cannot write %s\n", g_log);
-        return -99;
-    }
-    int o = dup(1), e = dup(2);
-    g_stdout = o;
+    test_capture_begin(&g_cap);
+    g_stdout = g_cap.out;
     alarm(120);
-    dup2(fileno(f), 1);
-    dup2(fileno(f), 2);
     int rc = resume(path);
     alarm(0);
-    fflush(stdout);
-    fflush(stderr);
-    dup2(o, 1);
-    dup2(e, 2);
-    close(o);
-    close(e);
     g_stdout = 1;
-    fclose(f);
-    test_read_text(g_log, text, cap);
+    test_capture_end(&g_cap, text, cap);
     return rc;
 }
 
@@ -203,7 +188,6 @@ static void damage_all(const char *what, const char *good, int (*resume)(const c
 
 int main(void) {
     g_stdout = 1;
-    snprintf(g_log, sizeof g_log, "/tmp/gcx_corrupt_%d.log", (int)getpid());
     signal(SIGALRM, on_alarm);
     if (__sanitizer_set_death_callback) {
         __sanitizer_set_death_callback(on_sanitizer); /* after the sanitizer's own report */
@@ -241,6 +225,5 @@ int main(void) {
     for (int m = 0; m < M_N; m++) printf("%-6s damage: %3d of %3d files loaded\n", mut_name[m], loaded[m], tried[m]);
     unlink(good);
     unlink(g_scratch);
-    unlink(g_log);
     TEST_END();
 }
