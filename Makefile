@@ -135,13 +135,14 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRCS))
 
 # every test and fuzz replay also runs under AddressSanitizer + UBSan, against a
-# NO_CUDA NO_MPI build of the whole library at -O1 in $(BUILD)/sanitize (a make of
-# its own); not test_dist_mpi (MPI), nor test_data_folder (the stb_image_write.h it
-# writes its test images with shifts into the sign bit; the image decoder the
-# library uses is covered by fuzz_image)
+# NO_CUDA build of the whole library at -O1 in $(BUILD)/sanitize (a make of its
+# own; with MPI where found, so test_dist_mpi's MPI processes run under it too,
+# Open MPI's own leaks suppressed by tests/lsan_mpi.h); not test_data_folder (the
+# stb_image_write.h it writes its test images with shifts into the sign bit; the
+# image decoder the library uses is covered by fuzz_image)
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SAN_DIR := $(BUILD)/sanitize
-ASAN_BINS := $(patsubst $(BUILD)/%,$(SAN_DIR)/%,$(filter-out %/test_dist_mpi %/test_data_folder,$(TEST_BINS)) \
+ASAN_BINS := $(patsubst $(BUILD)/%,$(SAN_DIR)/%,$(filter-out %/test_data_folder,$(TEST_BINS)) \
                $(FUZZ_REPLAY))
 
 # ---------------------------------------------------------------- rules ----
@@ -178,7 +179,7 @@ $(ASAN_BINS): sanitize-build ;
 # (CFLAGS and LDFLAGS from the environment would reach it with this build's
 # additions in them: the probes' -DHAVE_MPI, -DHAVE_CUDA and include paths)
 sanitize-build:
-	@env -u CFLAGS -u LDFLAGS $(MAKE) -s --no-print-directory NO_CUDA=1 NO_MPI=1 BUILD=$(SAN_DIR) \
+	@env -u CFLAGS -u LDFLAGS $(MAKE) -s --no-print-directory NO_CUDA=1 BUILD=$(SAN_DIR) \
 	  OPT="-O1 -g $(ASAN_FLAGS)" $(or $(filter $(ASAN_BINS),$(MAKECMDGOALS)),$(ASAN_BINS))
 
 # CUDA parity tests (tests/cuda/test_*.c): every CUDA op, optimizer and codec

@@ -9,7 +9,8 @@
  * worker's copy of the exchanged model differs, and one that only worker 1
  * cannot load, are refused on every rank with that worker's message (no rank
  * left waiting in a collective: a timeout catches a hang).
- * Skipped (with a note) when the build has no MPI or mpirun is missing. */
+ * Skipped (with a note) when the build has no MPI or mpirun is missing.
+ * make test also runs it under AddressSanitizer (tests/lsan_mpi.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -22,6 +23,7 @@
 #include "examples/trainer.h"
 #include "nn/resnet.h"
 #include "tests/synth_task.h"
+#include "tests/lsan_mpi.h"
 #include "tests/test.h"
 
 
@@ -102,7 +104,7 @@ static void resume_checks(const char *self, const char *a, const char *b) {
             char sec[32];
             snprintf(sec, sizeof sec, "w%d.params", w);
             size_t la = 0, lc = 0;
-            const float *pa = ckpt_find(&ca, sec, &la), *pc = ckpt_find(&cc, sec, &lc);
+            const void *pa = ckpt_find(&ca, sec, &la), *pc = ckpt_find(&cc, sec, &lc);
             CHECK(pa && pc && la == lc && memcmp(pa, pc, la) == 0,
                   "sbc --delay 2: %s after a resume under MPI bit-identical to the uninterrupted local run", sec);
         }
@@ -192,7 +194,8 @@ int main(int argc, char **argv) {
             char sec[32];
             snprintf(sec, sizeof sec, "w%d.params", w);
             size_t la = 0, lb = 0;
-            const float *pa = ckpt_find(&ca, sec, &la), *pb = ckpt_find(&cb, sec, &lb);
+            /* sections start at any byte offset: floats are read with memcpy */
+            const void *pa = ckpt_find(&ca, sec, &la), *pb = ckpt_find(&cb, sec, &lb);
             if (!pa || !pb || la != lb) {
                 CHECK(0, "%s: %s missing", name, sec);
                 continue;
@@ -204,8 +207,11 @@ int main(int argc, char **argv) {
                  * every element, is what rounding bounds */
                 double d2 = 0, b2 = 0;
                 for (size_t i = 0; i < la / 4; i++) {
-                    d2 += ((double)pa[i] - pb[i]) * ((double)pa[i] - pb[i]);
-                    b2 += (double)pb[i] * pb[i];
+                    float x, y;
+                    memcpy(&x, (const char *)pa + 4 * i, 4);
+                    memcpy(&y, (const char *)pb + 4 * i, 4);
+                    d2 += ((double)x - y) * ((double)x - y);
+                    b2 += (double)y * y;
                 }
                 double rel = sqrt(d2 / (b2 > 0 ? b2 : 1));
                 CHECK(rel < 1e-5, "fp32 allreduce: %s on local and MPI within rounding (relative L2 distance %.3g)",
