@@ -89,20 +89,32 @@ template <class T> static inline T *emu_atomic_at(T *p, const char *op) {
 template <class T> static inline T atomicOr(T *p, T v) { emu_atomic_at(p, "atomicOr"); T o = *p; *p = o | v; return o; }
 template <class T> static inline T atomicAdd(T *p, T v) { emu_atomic_at(p, "atomicAdd"); T o = *p; *p = o + v; return o; }
 template <class T> static inline T atomicMax(T *p, T v) { emu_atomic_at(p, "atomicMax"); T o = *p; *p = o > v ? o : v; return o; }
-/* warp ops: every thread of the block calls them at the same point */
+/* warp ops: every thread of the block calls them at the same point (emu_sched.cpp
+ * checks that no thread has returned by then); the mask must name the calling lane and
+ * no lane past the end of the block (a last warp of fewer than 32 threads), which on a
+ * GPU is undefined */
+static inline void emu_warp_mask(unsigned m, const char *op) {
+    unsigned t = threadIdx.x, w0 = t & ~31u, lanes = blockDim.x - w0 < 32 ? blockDim.x - w0 : 32;
+    unsigned have = lanes == 32 ? 0xFFFFFFFFu : (1u << lanes) - 1;
+    if (!(m >> (t - w0) & 1) || (m & ~have)) {
+        fprintf(stderr, "emu: %s in thread %u of a %u-thread block: mask 0x%08X, but the warp's lanes are 0x%08X%s\n",
+                op, t, blockDim.x, m, have, m >> (t - w0) & 1 ? "" : " (and the calling lane is not in the mask)");
+        abort();
+    }
+}
 template <class T> static inline T __shfl_down_sync(unsigned m, T v, int o) {
-    (void)m; unsigned t = threadIdx.x; uint64_t w = 0; memcpy(&w, &v, sizeof v); emu_slot[t] = w; __syncthreads();
+    emu_warp_mask(m, "__shfl_down_sync"); unsigned t = threadIdx.x; uint64_t w = 0; memcpy(&w, &v, sizeof v); emu_slot[t] = w; __syncthreads();
     T r = v; unsigned lane = t & 31;
     if (lane + o < 32 && t + o < blockDim.x) memcpy(&r, &emu_slot[t + o], sizeof r);
     __syncthreads(); return r;
 }
 static inline int __any_sync(unsigned m, int p) {
-    (void)m; unsigned t = threadIdx.x; emu_slot[t] = p != 0; __syncthreads();
+    emu_warp_mask(m, "__any_sync"); unsigned t = threadIdx.x; emu_slot[t] = p != 0; __syncthreads();
     int r = 0; unsigned w0 = t & ~31u; for (unsigned k = w0; k < w0 + 32 && k < blockDim.x; k++) r |= (int)emu_slot[k];
     __syncthreads(); return r;
 }
 static inline unsigned __match_any_sync(unsigned m, uint32_t v) {
-    (void)m; unsigned t = threadIdx.x; emu_slot[t] = v; __syncthreads();
+    emu_warp_mask(m, "__match_any_sync"); unsigned t = threadIdx.x; emu_slot[t] = v; __syncthreads();
     unsigned r = 0, w0 = t & ~31u; for (unsigned k = w0; k < w0 + 32 && k < blockDim.x; k++) if ((uint32_t)emu_slot[k] == v) r |= 1u << (k - w0);
     __syncthreads(); return r;
 }

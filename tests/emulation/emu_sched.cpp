@@ -157,16 +157,28 @@ void emu_launch(size_t grid, size_t block, std::function<void()> fn) {
         shared_poison();
         for (size_t t = 0; t < block; t++) fibs[t].done = 0;
         for (;;) {
-            int alive = 0;
+            size_t waiting = block, returned = block; /* a thread at a barrier, one that returned */
             order_fill(threads, block);
             for (size_t ti = 0; ti < block; ti++) {
                 size_t t = threads[ti];
                 if (fibs[t].done) continue;
                 cur = (int)t; threadIdx = {(unsigned)t, 0, 0};
                 to_fiber((int)t);
-                alive |= !fibs[t].done;
+                if (fibs[t].done) returned = t;
+                else waiting = t;
             }
-            if (!alive) break;
+            /* every thread of the block passes the same number of barriers: a
+             * __syncthreads or warp intrinsic that some threads skip (an early return
+             * before it, a branch around it) hangs or is undefined on a GPU, and here
+             * would sync with fewer threads */
+            if (waiting < block && returned < block) {
+                fprintf(stderr,
+                        "emu: block %u: thread %zu returned while thread %zu waits at a barrier "
+                        "(__syncthreads or a warp intrinsic) that not every thread of the block reaches\n",
+                        blockIdx.x, returned, waiting);
+                abort();
+            }
+            if (waiting == block) break;
         }
     }
     body = outer;
