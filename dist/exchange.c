@@ -797,20 +797,27 @@ static void encode_all(Exchange *ex, float *x, const float *params, const Optim 
 }
 
 /* agg = average over workers of decode(encode(x)); x is the memory-applied input */
+/* ex->agg = the average of the N bundles gathered in ex->in (lengths ex->lens):
+ * the first decoded over agg's old contents, the others added (no zero fill
+ * first; a bundle that fails leaves agg unused, as agree() then stops the step).
+ * down: count the other workers' bundles as received. */
+static void average_bundles(Exchange *ex, long step, int down) {
+    size_t at = 0;
+    for (int src = 0; src < ex->N; src++) {
+        DecPass dp = {ex->agg, -1, src, src > 0};
+        if (!ex->failed) decode_pass(ex, &dp, ex->in.p + at, ex->lens[src], src, step, 0);
+        if (down && src != ex->rank) ex->st.down_bytes += ex->lens[src];
+        at += ex->lens[src];
+    }
+    scale_arena(ex->agg, ex->pt->total, 1.0f / (float)ex->N);
+}
+
 static int avg_allgather(Exchange *ex, float *x, const float *params, const Optim *opt, double lr, double density,
                          long step) {
     encode_all(ex, x, params, opt, lr, density, step);
     tamper(ex, step);
     comm_allgatherv(ex->comm, &ex->in, ex->lens, ex->out.p, ex->out.len);
-    memset(ex->agg, 0, ex->pt->total * sizeof(float));
-    size_t at = 0;
-    for (int src = 0; src < ex->N; src++) {
-        DecPass dp = {ex->agg, -1, src, 1};
-        if (!ex->failed) decode_pass(ex, &dp, ex->in.p + at, ex->lens[src], src, step, 0);
-        if (src != ex->rank) ex->st.down_bytes += ex->lens[src];
-        at += ex->lens[src];
-    }
-    scale_arena(ex->agg, ex->pt->total, 1.0f / (float)ex->N);
+    average_bundles(ex, step, 1);
     return agree(ex);
 }
 
@@ -932,16 +939,7 @@ static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double
     comm_gatherv(ex->comm, &ex->in, ex->lens, ex->out.p, ex->out.len, 0);
     int server = ex->rank == 0;
     size_t total = ex->pt->total;
-    if (server) {
-        memset(ex->agg, 0, total * sizeof(float));
-        size_t at = 0;
-        for (int src = 0; src < ex->N; src++) {
-            DecPass dp = {ex->agg, -1, src, 1};
-            if (!ex->failed) decode_pass(ex, &dp, ex->in.p + at, ex->lens[src], src, step, 0);
-            at += ex->lens[src];
-        }
-        scale_arena(ex->agg, total, 1.0f / (float)ex->N);
-    }
+    if (server) average_bundles(ex, step, 0);
     int rc = agree(ex);
     if (rc) return rc;
     if (server) {
