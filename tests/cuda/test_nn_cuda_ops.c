@@ -328,7 +328,8 @@ static void test_conv_choice(Rng *r, NnConvSearch search, int rounds) {
         } else {
             int eq = !memcmp(a, first, sizeof first);
             same &= eq;
-            if (eq) CHECK(!memcmp(y, y0, nx * sizeof(float)), "same algorithms, bit-identical forward output");
+            /* one check per plan, so the count does not follow Find's timing noise */
+            CHECK(!eq || !memcmp(y, y0, nx * sizeof(float)), "same algorithms, bit-identical forward output");
             free(y);
         }
         cudaCheck(cudaFree(d_x)), cudaCheck(cudaFree(d_w)), cudaCheck(cudaFree(d_y));
