@@ -435,6 +435,7 @@ typedef struct {
     DataIter *train, *eval;
     long step;
     long replicas_checked; /* the step after which replicas_differ last found none (-1: none yet) */
+    int resumed_untold;    /* the resumed checkpoint's description does not record the topology and memory */
     int64_t pos_epoch;
     /* eval scratch */
     float *backup_params, *backup_state;
@@ -534,10 +535,12 @@ static int replicas_differ(Worker *w, int at_resume) {
                 if (first < 0) first = i;
             }
         if (!differ || w->rank != 0) continue;
-        char what[80], why[120];
+        char what[80], why[200];
         if (at_resume) {
             snprintf(what, sizeof what, "--resume: checkpoint:");
-            snprintf(why, sizeof why, "the file is damaged");
+            snprintf(why, sizeof why, "%s", w->resumed_untold ? "the file is damaged, or it was written under another "
+                     "--topology or --memory, which its description (from an older gcx) does not record"
+                     : "the file is damaged");
         } else {
             snprintf(what, sizeof what, "step %ld:", w->step);
             snprintf(why, sizeof why, "a worker's memory was damaged, or the exchange has a bug; the run stops "
@@ -625,7 +628,8 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     }
     memcpy(meta, m, mlen);
     meta[mlen] = 0;
-    meta_string(want, sizeof want, w, strstr(meta, " topology=") != NULL);
+    w->resumed_untold = strstr(meta, " topology=") == NULL;
+    meta_string(want, sizeof want, w, !w->resumed_untold);
     if (strcmp(meta, want)) {
         snprintf(err, errlen, "%.150s was written by another run configuration:\n  checkpoint: %.640s\n  this run:   %.640s\n"
                  "resume with the same model, --workers, --batch, --codec, --delay, --topology and --memory", path,

@@ -86,6 +86,14 @@ int main(void) {
         CHECK(ckpt_write(b, sec, ca.n, err, sizeof err) == 0, "%s", err);
         free(sec);
         CHECK(run("3lc", 1, 0, a, b) == 0, "a checkpoint whose run description ends at the delay resumes");
+        /* on the ring it cannot be told from a damaged file: the replica check
+         * refuses it, and the message says both */
+        test_capture_begin(&cap);
+        rc = run_topology("3lc", TOPO_RING, 1, 0, a, b);
+        test_capture_end(&cap, out, sizeof out);
+        CHECK(rc != 0 && strstr(out, "the file is damaged, or it was written under another --topology or --memory"),
+              "an old checkpoint from ps resumed on the ring is refused, naming the topology (status %d):\n%.2000s", rc,
+              out);
     }
     ckpt_free(&ca);
     unlink(a);
