@@ -140,7 +140,13 @@ static void shared_poison() {
 }
 
 void emu_launch(size_t grid, size_t block, std::function<void()> fn) {
-    if (block > 1024 || grid == 0 || block == 0) { fprintf(stderr, "bad launch %zu x %zu\n", grid, block); exit(1); }
+    /* CUDA's limits: 1..1024 threads per block, 1..2^31-1 blocks in x (a wider
+     * grid expression would be cut to 32 bits by dim3, or refused) */
+    if (block > 1024 || grid == 0 || block == 0 || grid > 0x7fffffffu) {
+        fprintf(stderr, "emu: bad launch: %zu blocks of %zu threads (CUDA allows 1..2147483647 blocks of 1..1024 "
+                "threads)\n", grid, block);
+        exit(1);
+    }
     if (order_mode < 0) order_init();
     std::function<void()> *outer = body; /* a launch from host code only, but keep it clean */
     body = &fn;
