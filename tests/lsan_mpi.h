@@ -6,7 +6,17 @@
  * MPI code paths included) is still reported. Those libraries are built without
  * frame pointers, so the allocation stacks are unwound in full
  * (fast_unwind_on_malloc=0) for the suppressions to see them; ASAN_OPTIONS set
- * in the environment still apply on top of this default. Nothing without ASan. */
+ * in the environment still apply on top of this default. Nothing without ASan.
+ *
+ * The suppressions would also hide an MPI object that the program creates and
+ * never frees (a communicator from MPI_Comm_dup, a datatype, a group, an
+ * operation): its memory is allocated inside libmpi. So with MPI, this header
+ * also wraps the calls that create and free them (the MPI profiling interface:
+ * MPI_X here calls the library's PMPI_X). Each object created gets a small
+ * token allocated from a function named after its kind, which the matching
+ * free releases; the table of tokens hides their addresses from the leak
+ * scan, so an object never freed is reported as a leak of its token, with
+ * the stack where the object was created. */
 #ifndef GC_LSAN_MPI_H
 #define GC_LSAN_MPI_H
 #if defined(__SANITIZE_ADDRESS__)
@@ -21,5 +31,99 @@ const char *__lsan_default_suppressions(void) {
     return "leak:libmpi.so\nleak:libopen-pal.so\nleak:libopen-rte.so\nleak:libevent\nleak:libpmix.so\n"
            "leak:libprrte.so\n";
 }
+#if defined(HAVE_MPI)
+#include <mpi.h>
+#include <stdint.h>
+#include <stdlib.h>
+#define LSAN_MPI_MAX 256
+#define LSAN_MPI_MASK ((uintptr_t)0xa5a5a5a5a5a5a5a5ull) /* not a heap address: LSan does not see the token */
+static struct {
+    uintptr_t handle, token;
+} lsan_mpi_live[LSAN_MPI_MAX];
+static void lsan_mpi_track(uintptr_t handle, void *token) {
+    for (int i = 0; i < LSAN_MPI_MAX; i++)
+        if (!lsan_mpi_live[i].token) {
+            lsan_mpi_live[i].handle = handle;
+            lsan_mpi_live[i].token = (uintptr_t)token ^ LSAN_MPI_MASK;
+            return;
+        }
+    free(token); /* more than LSAN_MPI_MAX live objects: this one goes unchecked */
+}
+static void lsan_mpi_untrack(uintptr_t handle) {
+    for (int i = 0; i < LSAN_MPI_MAX; i++)
+        if (lsan_mpi_live[i].token && lsan_mpi_live[i].handle == handle) {
+            free((void *)(lsan_mpi_live[i].token ^ LSAN_MPI_MASK));
+            lsan_mpi_live[i].token = 0;
+            return;
+        }
+}
+/* the names a leak report shows */
+__attribute__((noinline)) static void *mpi_communicator_never_freed(void) { return malloc(8); }
+__attribute__((noinline)) static void *mpi_group_never_freed(void) { return malloc(8); }
+__attribute__((noinline)) static void *mpi_datatype_never_freed(void) { return malloc(8); }
+__attribute__((noinline)) static void *mpi_op_never_freed(void) { return malloc(8); }
+#define LSAN_MPI_NEW(kind, h, null1, null2)                                   \
+    if (rc == MPI_SUCCESS && (h) != (null1) && (h) != (null2))                \
+        lsan_mpi_track((uintptr_t)(h), mpi_##kind##_never_freed());           \
+    return rc
+#define LSAN_MPI_FREE(call, hp)                                               \
+    uintptr_t h = (uintptr_t)*(hp);                                           \
+    int rc = call;                                                            \
+    if (rc == MPI_SUCCESS) lsan_mpi_untrack(h);                               \
+    return rc
+int MPI_Comm_dup(MPI_Comm c, MPI_Comm *n) {
+    int rc = PMPI_Comm_dup(c, n);
+    LSAN_MPI_NEW(communicator, *n, MPI_COMM_NULL, MPI_COMM_NULL);
+}
+int MPI_Comm_split(MPI_Comm c, int color, int key, MPI_Comm *n) {
+    int rc = PMPI_Comm_split(c, color, key, n);
+    LSAN_MPI_NEW(communicator, *n, MPI_COMM_NULL, MPI_COMM_NULL);
+}
+int MPI_Comm_split_type(MPI_Comm c, int type, int key, MPI_Info info, MPI_Comm *n) {
+    int rc = PMPI_Comm_split_type(c, type, key, info, n);
+    LSAN_MPI_NEW(communicator, *n, MPI_COMM_NULL, MPI_COMM_NULL);
+}
+int MPI_Comm_create(MPI_Comm c, MPI_Group g, MPI_Comm *n) {
+    int rc = PMPI_Comm_create(c, g, n);
+    LSAN_MPI_NEW(communicator, *n, MPI_COMM_NULL, MPI_COMM_NULL);
+}
+int MPI_Comm_free(MPI_Comm *c) { LSAN_MPI_FREE(PMPI_Comm_free(c), c); }
+int MPI_Comm_group(MPI_Comm c, MPI_Group *g) {
+    int rc = PMPI_Comm_group(c, g);
+    LSAN_MPI_NEW(group, *g, MPI_GROUP_NULL, MPI_GROUP_EMPTY);
+}
+int MPI_Group_incl(MPI_Group g, int n, const int ranks[], MPI_Group *out) {
+    int rc = PMPI_Group_incl(g, n, ranks, out);
+    LSAN_MPI_NEW(group, *out, MPI_GROUP_NULL, MPI_GROUP_EMPTY);
+}
+int MPI_Group_free(MPI_Group *g) { LSAN_MPI_FREE(PMPI_Group_free(g), g); }
+int MPI_Type_contiguous(int count, MPI_Datatype old, MPI_Datatype *t) {
+    int rc = PMPI_Type_contiguous(count, old, t);
+    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
+}
+int MPI_Type_vector(int count, int len, int stride, MPI_Datatype old, MPI_Datatype *t) {
+    int rc = PMPI_Type_vector(count, len, stride, old, t);
+    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
+}
+int MPI_Type_create_struct(int count, const int lens[], const MPI_Aint disp[], const MPI_Datatype types[],
+                           MPI_Datatype *t) {
+    int rc = PMPI_Type_create_struct(count, lens, disp, types, t);
+    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
+}
+int MPI_Type_create_resized(MPI_Datatype old, MPI_Aint lb, MPI_Aint extent, MPI_Datatype *t) {
+    int rc = PMPI_Type_create_resized(old, lb, extent, t);
+    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
+}
+int MPI_Type_dup(MPI_Datatype old, MPI_Datatype *t) {
+    int rc = PMPI_Type_dup(old, t);
+    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
+}
+int MPI_Type_free(MPI_Datatype *t) { LSAN_MPI_FREE(PMPI_Type_free(t), t); }
+int MPI_Op_create(MPI_User_function *f, int commute, MPI_Op *op) {
+    int rc = PMPI_Op_create(f, commute, op);
+    LSAN_MPI_NEW(op, *op, MPI_OP_NULL, MPI_OP_NULL);
+}
+int MPI_Op_free(MPI_Op *op) { LSAN_MPI_FREE(PMPI_Op_free(op), op); }
+#endif
 #endif
 #endif
