@@ -1,5 +1,6 @@
 /* Host emulation of the CUDA subset used by compress/ (.cu files): every block's threads
- * are cooperative fibers; __syncthreads and warp intrinsics are barriers. */
+ * are cooperative fibers; __syncthreads is a barrier of the block, a warp intrinsic one
+ * of the lanes its mask names. */
 #ifndef EMU_CUDA_H
 #define EMU_CUDA_H
 #include <stdint.h>
@@ -48,6 +49,7 @@ struct EmuDim { unsigned x, y, z; };
 extern EmuDim blockIdx, threadIdx, blockDim, gridDim;
 void emu_launch(size_t grid, size_t block, std::function<void()> fn);
 void __syncthreads();
+void emu_warp_sync(unsigned mask); /* emu_sched.cpp: waits for the lanes of mask */
 extern uint64_t emu_slot[1024];
 #define __global__ static
 #define __device__
@@ -89,10 +91,11 @@ template <class T> static inline T *emu_atomic_at(T *p, const char *op) {
 template <class T> static inline T atomicOr(T *p, T v) { emu_atomic_at(p, "atomicOr"); T o = *p; *p = o | v; return o; }
 template <class T> static inline T atomicAdd(T *p, T v) { emu_atomic_at(p, "atomicAdd"); T o = *p; *p = o + v; return o; }
 template <class T> static inline T atomicMax(T *p, T v) { emu_atomic_at(p, "atomicMax"); T o = *p; *p = o > v ? o : v; return o; }
-/* warp ops: every thread of the block calls them at the same point (emu_sched.cpp
- * checks that no thread has returned by then); the mask must name the calling lane and
- * no lane past the end of the block (a last warp of fewer than 32 threads), which on a
- * GPU is undefined */
+/* warp ops: the lanes a mask names meet at a barrier of their own (emu_sched.cpp stops
+ * the run if one of them has returned or calls with another mask); the mask must name
+ * the calling lane and no lane past the end of the block (a last warp of fewer than 32
+ * threads), which on a GPU is undefined. A lane outside the mask gives an undefined
+ * value: all-ones bits here. */
 static inline void emu_warp_mask(unsigned m, const char *op) {
     unsigned t = threadIdx.x, w0 = t & ~31u, lanes = blockDim.x - w0 < 32 ? blockDim.x - w0 : 32;
     unsigned have = lanes == 32 ? 0xFFFFFFFFu : (1u << lanes) - 1;
@@ -103,20 +106,20 @@ static inline void emu_warp_mask(unsigned m, const char *op) {
     }
 }
 template <class T> static inline T __shfl_down_sync(unsigned m, T v, int o) {
-    emu_warp_mask(m, "__shfl_down_sync"); unsigned t = threadIdx.x; uint64_t w = 0; memcpy(&w, &v, sizeof v); emu_slot[t] = w; __syncthreads();
+    emu_warp_mask(m, "__shfl_down_sync"); unsigned t = threadIdx.x; uint64_t w = 0; memcpy(&w, &v, sizeof v); emu_slot[t] = w; emu_warp_sync(m);
     T r = v; unsigned lane = t & 31;
-    if (lane + o < 32 && t + o < blockDim.x) memcpy(&r, &emu_slot[t + o], sizeof r);
-    __syncthreads(); return r;
+    if (lane + o < 32) { if (m >> (lane + o) & 1) memcpy(&r, &emu_slot[t + o], sizeof r); else memset(&r, 0xFF, sizeof r); }
+    emu_warp_sync(m); return r;
 }
 static inline int __any_sync(unsigned m, int p) {
-    emu_warp_mask(m, "__any_sync"); unsigned t = threadIdx.x; emu_slot[t] = p != 0; __syncthreads();
-    int r = 0; unsigned w0 = t & ~31u; for (unsigned k = w0; k < w0 + 32 && k < blockDim.x; k++) r |= (int)emu_slot[k];
-    __syncthreads(); return r;
+    emu_warp_mask(m, "__any_sync"); unsigned t = threadIdx.x; emu_slot[t] = p != 0; emu_warp_sync(m);
+    int r = 0; unsigned w0 = t & ~31u; for (unsigned k = 0; k < 32; k++) if (m >> k & 1) r |= (int)emu_slot[w0 + k];
+    emu_warp_sync(m); return r;
 }
 static inline unsigned __match_any_sync(unsigned m, uint32_t v) {
-    emu_warp_mask(m, "__match_any_sync"); unsigned t = threadIdx.x; emu_slot[t] = v; __syncthreads();
-    unsigned r = 0, w0 = t & ~31u; for (unsigned k = w0; k < w0 + 32 && k < blockDim.x; k++) if ((uint32_t)emu_slot[k] == v) r |= 1u << (k - w0);
-    __syncthreads(); return r;
+    emu_warp_mask(m, "__match_any_sync"); unsigned t = threadIdx.x; emu_slot[t] = v; emu_warp_sync(m);
+    unsigned r = 0, w0 = t & ~31u; for (unsigned k = 0; k < 32; k++) if (m >> k & 1 && (uint32_t)emu_slot[w0 + k] == v) r |= 1u << k;
+    emu_warp_sync(m); return r;
 }
 #endif
 #endif

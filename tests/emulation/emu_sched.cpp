@@ -1,6 +1,8 @@
 /* Kernel launches of the host emulation: a block's threads are fibers, each running the
- * kernel body until it returns or reaches a barrier (__syncthreads, a warp intrinsic),
- * where it gives control back to the scheduler, which runs the others to the same point.
+ * kernel body until it returns or reaches a barrier, where it gives control back to the
+ * scheduler. A __syncthreads releases the block's threads once all of them wait there; a
+ * warp intrinsic's barrier releases the lanes its mask names once all of them wait at one
+ * (other warps, and lanes outside the mask, go their own way, as on a GPU).
  * The fibers are made once and reused by every block and launch; on x86-64 they switch
  * with a few instructions of their own (ucontext's switch makes a system call to save
  * the signal mask, which made the system the emulation's largest cost). */
@@ -52,7 +54,8 @@ static void ctx_make(Ctx *c, char *stack) {
 static void ctx_switch(Ctx *from, Ctx *to) { swapcontext(&from->u, &to->u); }
 #endif
 
-struct Fib { Ctx c; char *stack; int done; };
+enum { RUNNING, AT_SYNCTHREADS, AT_WARP };
+struct Fib { Ctx c; char *stack; int done, at; unsigned mask; };
 static Fib fibs[1024];
 static Ctx sched;
 
@@ -89,7 +92,15 @@ static void fiber_main() {
         to_sched();
     }
 }
-void __syncthreads() { to_sched(); }
+void __syncthreads() {
+    fibs[cur].at = AT_SYNCTHREADS;
+    to_sched();
+}
+void emu_warp_sync(unsigned mask) {
+    fibs[cur].at = AT_WARP;
+    fibs[cur].mask = mask;
+    to_sched();
+}
 
 /* EMU_ORDER: the order in which blocks run, and in which a block's threads run from one
  * barrier to the next: "fwd" (default) 0, 1, 2, ...; "rev" the reverse; "shuffle[:SEED]" a
@@ -139,6 +150,60 @@ static void shared_poison() {
     memset(__start_emu_shared, (block_serial++ & 1) ? 0x5A : 0xFF, (size_t)(__stop_emu_shared - __start_emu_shared));
 }
 
+[[noreturn]] static void stuck(const char *fmt, size_t a, size_t b) {
+    fprintf(stderr, "emu: block %u: ", blockIdx.x);
+    fprintf(stderr, fmt, a, b);
+    fputc('\n', stderr);
+    abort();
+}
+
+/* After every running thread of the block has returned or stopped at a barrier: lets
+ * through the lanes of each warp intrinsic whose mask's lanes all wait at one, or else the
+ * whole block at a __syncthreads; 0 once every thread has returned. Stops the run where a
+ * GPU would hang or be undefined: a mask naming a lane that returned or that calls with
+ * another mask, a __syncthreads that a returned thread skipped, a warp intrinsic waiting
+ * for a lane that waits at a __syncthreads. */
+static int release(size_t block) {
+    int released = 0;
+    size_t at_sync = block, returned = block;
+    for (size_t t = 0; t < block; t++) {
+        if (fibs[t].done) { returned = t; continue; }
+        if (fibs[t].at == AT_SYNCTHREADS) at_sync = t;
+        if (fibs[t].at != AT_WARP) continue;
+        size_t w0 = t & ~(size_t)31;
+        unsigned m = fibs[t].mask, ready = 1;
+        for (size_t k = 0; k < 32; k++) {
+            if (!(m >> k & 1)) continue;
+            const Fib &f = fibs[w0 + k]; /* the mask names lanes of the block only (emu_warp_mask) */
+            if (f.done) stuck("thread %zu waits at a warp intrinsic whose mask names thread %zu, which returned", t, w0 + k);
+            if (f.at == AT_WARP && f.mask != m)
+                stuck("threads %zu and %zu of one warp call a warp intrinsic with different masks", t, w0 + k);
+            if (f.at != AT_WARP) ready = 0;
+        }
+        if (ready) {
+            for (size_t k = 0; k < 32; k++)
+                if (m >> k & 1) fibs[w0 + k].at = RUNNING;
+            released = 1;
+        }
+    }
+    if (released) return 1;
+    for (size_t t = 0; t < block; t++)
+        if (!fibs[t].done && fibs[t].at == AT_WARP)
+            for (size_t k = 0; k < 32; k++)
+                if (fibs[t].mask >> k & 1 && fibs[(t & ~(size_t)31) + k].at == AT_SYNCTHREADS)
+                    stuck("thread %zu waits at a warp intrinsic for thread %zu, which waits at __syncthreads",
+                          t, (t & ~(size_t)31) + k);
+    if (at_sync == block) return 0; /* every thread returned */
+    /* every thread of the block passes the same __syncthreads: one that some threads
+     * skip (an early return before it) hangs or is undefined on a GPU, and here would
+     * sync with fewer threads */
+    if (returned < block)
+        stuck("thread %zu returned while thread %zu waits at a __syncthreads that not every thread of the block "
+              "reaches", returned, at_sync);
+    for (size_t t = 0; t < block; t++) fibs[t].at = RUNNING;
+    return 1;
+}
+
 void emu_launch(size_t grid, size_t block, std::function<void()> fn) {
     /* CUDA's limits: 1..1024 threads per block, 1..2^31-1 blocks in x (a wider
      * grid expression would be cut to 32 bits by dim3, or refused) */
@@ -161,30 +226,16 @@ void emu_launch(size_t grid, size_t block, std::function<void()> fn) {
     for (size_t bi = 0; bi < grid; bi++) {
         blockIdx = {(unsigned)blocks[bi], 0, 0};
         shared_poison();
-        for (size_t t = 0; t < block; t++) fibs[t].done = 0;
+        for (size_t t = 0; t < block; t++) fibs[t].done = 0, fibs[t].at = RUNNING;
         for (;;) {
-            size_t waiting = block, returned = block; /* a thread at a barrier, one that returned */
             order_fill(threads, block);
             for (size_t ti = 0; ti < block; ti++) {
                 size_t t = threads[ti];
-                if (fibs[t].done) continue;
+                if (fibs[t].done || fibs[t].at != RUNNING) continue;
                 cur = (int)t; threadIdx = {(unsigned)t, 0, 0};
                 to_fiber((int)t);
-                if (fibs[t].done) returned = t;
-                else waiting = t;
             }
-            /* every thread of the block passes the same number of barriers: a
-             * __syncthreads or warp intrinsic that some threads skip (an early return
-             * before it, a branch around it) hangs or is undefined on a GPU, and here
-             * would sync with fewer threads */
-            if (waiting < block && returned < block) {
-                fprintf(stderr,
-                        "emu: block %u: thread %zu returned while thread %zu waits at a barrier "
-                        "(__syncthreads or a warp intrinsic) that not every thread of the block reaches\n",
-                        blockIdx.x, returned, waiting);
-                abort();
-            }
-            if (waiting == block) break;
+            if (!release(block)) break;
         }
     }
     body = outer;
