@@ -58,10 +58,11 @@ int param_table_find(const ParamTable *pt, const char *name);
 /* number of real parameters (sum of numel, without alignment padding) */
 size_t param_table_count(const ParamTable *pt);
 /* allocate one zeroed, 64-byte aligned arena of pt->total floats. The padding
- * between tensors is never written but by whole-arena copies, sums and scales
- * of other arenas, so it stays zero; code that handles arenas whole relies
- * on that (dist/exchange.c decodes over its average's arena without zeroing
- * it, then adds and scales it whole). */
+ * between tensors is written only by whole-arena operations (copies, sums and
+ * scales of other arenas, the optimizers' whole-arena updates), each of which
+ * gives zero from zero inputs, so it stays zero; code that handles arenas
+ * whole relies on that (dist/exchange.c decodes over its average's arena
+ * without zeroing it, then adds and scales it whole). */
 float *param_arena_alloc(const ParamTable *pt);
 void param_arena_free(float *arena);
 /* "0.27M" style string */

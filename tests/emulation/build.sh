@@ -1,7 +1,8 @@
 #!/bin/sh
 # Host emulation of the GPU codecs and optimizers (see README.md here):
 #   tests/emulation/build.sh [OUT]      (OUT default build/emu/codec)
-# builds OUT/test_codec_emu (tests/cuda/test_codec_cuda.c against compress/*.cu) and
+# builds OUT/test_emu_sched (the scheduler's own test, test_emu_sched.cpp),
+# OUT/test_codec_emu (tests/cuda/test_codec_cuda.c against compress/*.cu),
 # OUT/test_optim_emu (tests/cuda/test_optim_cuda.c against optim/optim_cuda.cu) and
 # OUT/codecs_gpu_emu (bench/codecs_gpu.c; it runs, its timings mean nothing), the .cu
 # files rewritten to C++ by transform.py (each block's threads run as fibers), linked
@@ -31,6 +32,8 @@ for f in compress/codec_cuda compress/sparse_cuda compress/gcomp_cuda optim/opti
   $CXX $ALIGN -std=c++17 -O1 -g -w $TRACK -I"$HERE" -I"$REPO" -c "$O/$b.cpp" -o "$O/$b.o"
 done
 $CXX -std=c++17 -O1 -g -w -I"$HERE" -c "$HERE/emu_sched.cpp" -o "$O/emu_sched.o"
+# the scheduler's own test: legal warp and block barriers pass, misuse is caught
+$CXX -std=c++17 -O1 -g -Wall -I"$HERE" "$HERE/test_emu_sched.cpp" "$O/emu_sched.o" -o "$OUT/test_emu_sched"
 CF="-std=c11 -O2 -g -D_GNU_SOURCE -fno-math-errno -DHAVE_CUDA $TRACK -I$HERE -I$REPO -fopenmp -DHAVE_OPENMP"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
 LF="-fsanitize=alignment" # the kernels' UBSan runtime
@@ -41,7 +44,7 @@ $CCS $CF "$REPO/tests/cuda/test_codec_cuda.c" $O/codec_cuda.o $O/sparse_cuda.o $
 $CCS $CF "$REPO/tests/cuda/test_optim_cuda.c" $O/optim_cuda.o $EMU_OBJS "$LIB" $LIBS $LF -fopenmp -o "$OUT/test_optim_emu"
 $CCS $CF "$REPO/bench/codecs_gpu.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $EMU_OBJS \
   "$LIB" $LIBS $LF -fopenmp -o "$OUT/codecs_gpu_emu"
-built="$OUT/test_codec_emu $OUT/test_optim_emu $OUT/codecs_gpu_emu"
+built="$OUT/test_emu_sched $OUT/test_codec_emu $OUT/test_optim_emu $OUT/codecs_gpu_emu"
 if [ -n "$NCCL_CF" ]; then
   NF="$NCCL_CF -fopenmp"
   $CCS $NF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"

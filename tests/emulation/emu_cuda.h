@@ -91,11 +91,14 @@ template <class T> static inline T *emu_atomic_at(T *p, const char *op) {
 template <class T> static inline T atomicOr(T *p, T v) { emu_atomic_at(p, "atomicOr"); T o = *p; *p = o | v; return o; }
 template <class T> static inline T atomicAdd(T *p, T v) { emu_atomic_at(p, "atomicAdd"); T o = *p; *p = o + v; return o; }
 template <class T> static inline T atomicMax(T *p, T v) { emu_atomic_at(p, "atomicMax"); T o = *p; *p = o > v ? o : v; return o; }
-/* warp ops: the lanes a mask names meet at a barrier of their own (emu_sched.cpp stops
- * the run if one of them has returned or calls with another mask); the mask must name
- * the calling lane and no lane past the end of the block (a last warp of fewer than 32
- * threads), which on a GPU is undefined. A lane outside the mask gives an undefined
- * value: all-ones bits here. */
+/* warp ops: the lanes a mask names meet at a barrier of their own (emu_sched.cpp). A named
+ * lane that has returned stops the run at once (stricter than CUDA, which leaves exited
+ * lanes out of every *_sync call and makes only a shuffle's read from one undefined). A
+ * named lane that calls with another mask, or waits at a __syncthreads, stops it once
+ * nothing else in the block can move (a lane may first call with another mask, and join
+ * later, as on a GPU). The mask must name the calling lane and no lane past the end of the
+ * block (a last warp of fewer than 32 threads), which on a GPU is undefined. A shuffle
+ * from a lane outside the mask gives an undefined value: all-ones bits here. */
 static inline void emu_warp_mask(unsigned m, const char *op) {
     unsigned t = threadIdx.x, w0 = t & ~31u, lanes = blockDim.x - w0 < 32 ? blockDim.x - w0 : 32;
     unsigned have = lanes == 32 ? 0xFFFFFFFFu : (1u << lanes) - 1;

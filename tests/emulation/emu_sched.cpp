@@ -103,10 +103,14 @@ void emu_warp_sync(unsigned mask) {
 }
 
 /* EMU_ORDER: the order in which blocks run, and in which a block's threads run from one
- * barrier to the next: "fwd" (default) 0, 1, 2, ...; "rev" the reverse; "shuffle[:SEED]" a
- * new random order for every launch and every barrier phase. A kernel whose result
- * depends on the order (a missing __syncthreads, a cross-block dependence, a float
- * atomic sum) gives different results under different orders, as it may on a GPU. */
+ * barrier to the next. "fwd" (default) 0, 1, 2, ... and "rev" the reverse: every thread
+ * runs to its next barrier before any goes past one, so the warps stay in step.
+ * "shuffle[:SEED]": the blocks of each launch in a random order, and in a block the warps
+ * one at a time, in a random order drawn again after each __syncthreads, each running
+ * its lanes (in a random order) through as many warp intrinsics as it can before the
+ * next warp moves (run_block). A kernel whose result depends on the order (a missing
+ * __syncthreads, a cross-block dependence, a float atomic sum) gives different results
+ * under different orders, as it may on a GPU. */
 static int order_mode = -1; /* 0 fwd, 1 rev, 2 shuffle */
 static uint64_t order_rng = 0x9E3779B97F4A7C15ull;
 static void order_init() {
@@ -157,28 +161,21 @@ static void shared_poison() {
     abort();
 }
 
-/* After every running thread of the block has returned or stopped at a barrier: lets
- * through the lanes of each warp intrinsic whose mask's lanes all wait at one, or else the
- * whole block at a __syncthreads; 0 once every thread has returned. Stops the run where a
- * GPU would hang or be undefined: a mask naming a lane that returned or that calls with
- * another mask, a __syncthreads that a returned thread skipped, a warp intrinsic waiting
- * for a lane that waits at a __syncthreads. */
-static int release(size_t block) {
+/* Lets through the lanes of each warp intrinsic in the warp at w0 whose mask's lanes all
+ * wait at one with that mask; 1 if it let any through. A mask naming a lane that returned
+ * stops the run: on a GPU a shuffle from it is undefined (__any_sync and
+ * __match_any_sync leave exited lanes out there; this is stricter). */
+static int release_warp(size_t w0) {
     int released = 0;
-    size_t at_sync = block, returned = block;
-    for (size_t t = 0; t < block; t++) {
-        if (fibs[t].done) { returned = t; continue; }
-        if (fibs[t].at == AT_SYNCTHREADS) at_sync = t;
-        if (fibs[t].at != AT_WARP) continue;
-        size_t w0 = t & ~(size_t)31;
+    for (size_t t = w0; t < w0 + 32 && t < blockDim.x; t++) {
+        if (fibs[t].done || fibs[t].at != AT_WARP) continue;
         unsigned m = fibs[t].mask, ready = 1;
         for (size_t k = 0; k < 32; k++) {
             if (!(m >> k & 1)) continue;
             const Fib &f = fibs[w0 + k]; /* the mask names lanes of the block only (emu_warp_mask) */
             if (f.done) stuck("thread %zu waits at a warp intrinsic whose mask names thread %zu, which returned", t, w0 + k);
-            if (f.at == AT_WARP && f.mask != m)
-                stuck("threads %zu and %zu of one warp call a warp intrinsic with different masks", t, w0 + k);
-            if (f.at != AT_WARP) ready = 0;
+            /* another mask: not ready yet (that lane's own group may go first) */
+            if (f.at != AT_WARP || f.mask != m) ready = 0;
         }
         if (ready) {
             for (size_t k = 0; k < 32; k++)
@@ -186,13 +183,35 @@ static int release(size_t block) {
             released = 1;
         }
     }
+    return released;
+}
+
+/* Called when no thread of the block runs (each has returned or waits at a barrier):
+ * lets through what release_warp lets through, or else the whole block at a
+ * __syncthreads (2); 0 once every thread has returned. Stops the run where a GPU would
+ * hang or be undefined: lanes of a mask left waiting with another mask, a warp intrinsic
+ * waiting for a lane that waits at a __syncthreads, a __syncthreads that a returned
+ * thread skipped. */
+static int release(size_t block) {
+    int released = 0;
+    for (size_t w0 = 0; w0 < block; w0 += 32) released |= release_warp(w0);
     if (released) return 1;
-    for (size_t t = 0; t < block; t++)
-        if (!fibs[t].done && fibs[t].at == AT_WARP)
-            for (size_t k = 0; k < 32; k++)
-                if (fibs[t].mask >> k & 1 && fibs[(t & ~(size_t)31) + k].at == AT_SYNCTHREADS)
+    size_t at_sync = block, returned = block;
+    for (size_t t = 0; t < block; t++) {
+        if (fibs[t].done) returned = t;
+        else if (fibs[t].at == AT_SYNCTHREADS) at_sync = t;
+        else /* AT_WARP, and not ready */
+            for (size_t k = 0; k < 32; k++) {
+                const Fib &f = fibs[(t & ~(size_t)31) + k];
+                if (!(fibs[t].mask >> k & 1)) continue;
+                if (f.at == AT_SYNCTHREADS)
                     stuck("thread %zu waits at a warp intrinsic for thread %zu, which waits at __syncthreads",
                           t, (t & ~(size_t)31) + k);
+                if (f.mask != fibs[t].mask)
+                    stuck("threads %zu and %zu of one warp wait at warp intrinsics whose masks name each other "
+                          "but differ", t, (t & ~(size_t)31) + k);
+            }
+    }
     if (at_sync == block) return 0; /* every thread returned */
     /* every thread of the block passes the same __syncthreads: one that some threads
      * skip (an early return before it) hangs or is undefined on a GPU, and here would
@@ -201,7 +220,54 @@ static int release(size_t block) {
         stuck("thread %zu returned while thread %zu waits at a __syncthreads that not every thread of the block "
               "reaches", returned, at_sync);
     for (size_t t = 0; t < block; t++) fibs[t].at = RUNNING;
-    return 1;
+    return 2;
+}
+
+static void run_thread(size_t t) {
+    cur = (int)t;
+    threadIdx = {(unsigned)t, 0, 0};
+    to_fiber((int)t);
+}
+
+/* One block. fwd and rev: every thread that can run runs to its next barrier, in that
+ * order, then the barriers let them through; the warps stay in step. shuffle: the warps
+ * go one at a time, in a random order drawn again after each __syncthreads: the first
+ * warp with a thread that can run runs it (its lanes in a random order) and goes on
+ * through its warp intrinsics as far as it can before the next warp moves, as a GPU
+ * may; a read of another warp's write that only a __syncthreads would order sees the
+ * old value when the reader's warp comes first. */
+static void run_block(size_t block, std::vector<size_t> &threads, std::vector<size_t> &warps) {
+    for (size_t t = 0; t < block; t++) fibs[t].done = 0, fibs[t].at = RUNNING;
+    if (order_mode != 2) {
+        for (;;) {
+            order_fill(threads, block);
+            int ran = 0;
+            for (size_t ti = 0; ti < block; ti++)
+                if (!fibs[threads[ti]].done && fibs[threads[ti]].at == RUNNING) run_thread(threads[ti]), ran = 1;
+            if (!ran && !release(block)) return;
+        }
+    }
+    size_t nw = (block + 31) / 32;
+    order_fill(warps, nw);
+    for (;;) {
+        size_t w = nw;
+        for (size_t i = 0; i < nw && w == nw; i++)
+            for (size_t t = warps[i] * 32; t < warps[i] * 32 + 32 && t < block; t++)
+                if (!fibs[t].done && fibs[t].at == RUNNING) { w = warps[i]; break; }
+        if (w < nw) {
+            size_t lanes = block - w * 32 < 32 ? block - w * 32 : 32;
+            order_fill(threads, lanes);
+            for (size_t i = 0; i < lanes; i++) {
+                size_t t = w * 32 + threads[i];
+                if (!fibs[t].done && fibs[t].at == RUNNING) run_thread(t);
+            }
+            release_warp(w * 32);
+            continue;
+        }
+        int r = release(block);
+        if (!r) return;
+        if (r == 2) order_fill(warps, nw);
+    }
 }
 
 void emu_launch(size_t grid, size_t block, std::function<void()> fn) {
@@ -221,22 +287,12 @@ void emu_launch(size_t grid, size_t block, std::function<void()> fn) {
             if (!(fibs[t].stack = (char *)malloc(STK))) { fprintf(stderr, "emu: no memory for fibers\n"); exit(1); }
             ctx_make(&fibs[t].c, fibs[t].stack);
         }
-    std::vector<size_t> blocks, threads;
+    std::vector<size_t> blocks, threads, warps;
     order_fill(blocks, grid);
     for (size_t bi = 0; bi < grid; bi++) {
         blockIdx = {(unsigned)blocks[bi], 0, 0};
         shared_poison();
-        for (size_t t = 0; t < block; t++) fibs[t].done = 0, fibs[t].at = RUNNING;
-        for (;;) {
-            order_fill(threads, block);
-            for (size_t ti = 0; ti < block; ti++) {
-                size_t t = threads[ti];
-                if (fibs[t].done || fibs[t].at != RUNNING) continue;
-                cur = (int)t; threadIdx = {(unsigned)t, 0, 0};
-                to_fiber((int)t);
-            }
-            if (!release(block)) break;
-        }
+        run_block(block, threads, warps);
     }
     body = outer;
 }

@@ -1,0 +1,221 @@
+/* The emulation's scheduler (emu_sched.cpp, emu_cuda.h) against small kernels: legal
+ * CUDA must run and give the right values under every EMU_ORDER, and each kind of
+ * barrier misuse must stop the run with its message. Each case runs in a child
+ * process (a caught misuse aborts it), once per order. Also checks that the
+ * shuffled order lets a warp run ahead of another through its warp intrinsics, so
+ * that a missing __syncthreads between warps shows. */
+#include <sys/wait.h>
+#include "emu_cuda.h"
+#include "../test.h"
+
+static const unsigned FULL = 0xFFFFFFFFu;
+static unsigned out[2][64];
+#define LANE (threadIdx.x & 31)
+
+/* a failed value check in the child: its message, exit status 3 */
+#define WANT(cond, ...)                                                                   \
+    do {                                                                                  \
+        if (!(cond)) { fprintf(stderr, "value: " __VA_ARGS__); fputc('\n', stderr); exit(3); } \
+    } while (0)
+
+/* legal: warps 1.. return whole while warp 0 shuffles */
+static void whole_warps_return() {
+    emu_launch(1, 64, [] {
+        if (threadIdx.x >= 32) return;
+        unsigned v = threadIdx.x;
+        for (int o = 16; o; o >>= 1) v += __shfl_down_sync(FULL, v, o);
+        out[0][threadIdx.x] = v;
+    });
+    WANT(out[0][0] == 496, "lane 0 sums to %u, not 496", out[0][0]);
+}
+
+/* legal: each half-warp shuffles with its own mask, then the whole warp */
+static void half_masks() {
+    emu_launch(1, 32, [] {
+        unsigned m = LANE < 16 ? 0x0000FFFFu : 0xFFFF0000u;
+        out[0][LANE] = __shfl_down_sync(m, LANE * 10, 1);
+        out[1][LANE] = __shfl_down_sync(FULL, LANE * 100, 16);
+    });
+    for (unsigned l = 0; l < 32; l++) {
+        if (l != 15 && l != 31) WANT(out[0][l] == (l + 1) * 10, "lane %u got %u", l, out[0][l]);
+        if (l < 16) WANT(out[1][l] == (l + 16) * 100, "lane %u got %u", l, out[1][l]);
+    }
+}
+
+/* legal: one half-warp shuffles alone first while the other already waits at the
+ * whole warp's shuffle (hi: the upper half goes alone) */
+static void one_half_first(int hi) {
+    static int h;
+    h = hi;
+    emu_launch(1, 32, [] {
+        unsigned mine = h ? LANE >= 16 : LANE < 16;
+        if (mine) out[0][LANE] = __shfl_down_sync(h ? 0xFFFF0000u : 0x0000FFFFu, LANE * 10, 1);
+        out[1][LANE] = __shfl_down_sync(FULL, LANE * 100, 16);
+    });
+    for (unsigned l = 0; l < 16; l++) {
+        unsigned a = h ? l + 16 : l;
+        if (a != 15 && a != 31) WANT(out[0][a] == (a + 1) * 10, "lane %u got %u", a, out[0][a]);
+        WANT(out[1][l] == (l + 16) * 100, "lane %u got %u", l, out[1][l]);
+    }
+}
+static void upper_half_first() { one_half_first(1); }
+static void lower_half_first() { one_half_first(0); }
+
+/* legal: __any_sync and __match_any_sync over the whole warp */
+static void vote_match() {
+    emu_launch(1, 64, [] {
+        out[0][threadIdx.x] = (unsigned)__any_sync(FULL, threadIdx.x == 40);
+        out[1][threadIdx.x] = __match_any_sync(FULL, LANE & 1);
+    });
+    for (unsigned t = 0; t < 64; t++) {
+        WANT(out[0][t] == (t >= 32), "thread %u: __any_sync gave %u", t, out[0][t]);
+        WANT(out[1][t] == (t & 1 ? 0xAAAAAAAAu : 0x55555555u), "thread %u: __match_any_sync gave 0x%08X", t, out[1][t]);
+    }
+}
+
+/* misuse: a lane the mask names returns before the shuffle */
+static void named_lane_returns() {
+    emu_launch(1, 32, [] {
+        if (LANE == 1) return;
+        out[0][LANE] = __shfl_down_sync(FULL, LANE, 1);
+    });
+}
+
+/* misuse: half the warp waits at a __syncthreads, the other half at a shuffle */
+static void sync_in_warp_branch() {
+    emu_launch(1, 64, [] {
+        if (LANE < 16) __syncthreads();
+        out[0][threadIdx.x] = __shfl_down_sync(FULL, LANE, 1);
+    });
+}
+
+/* misuse: warp 1 returns before a __syncthreads that warp 0 waits at */
+static void sync_skipped() {
+    emu_launch(1, 64, [] {
+        if (threadIdx.x >= 32) return;
+        __syncthreads();
+    });
+}
+
+/* misuse: the halves call with masks that name a lane of the other half but differ */
+static void masks_differ() {
+    emu_launch(1, 32, [] {
+        unsigned m = LANE < 16 ? 0x0001FFFFu : 0xFFFF0001u;
+        out[0][LANE] = __shfl_down_sync(m, LANE, 1);
+    });
+}
+
+/* misuse: the mask leaves out the calling lane */
+static void mask_without_caller() {
+    emu_launch(1, 32, [] { out[0][LANE] = __shfl_down_sync(0xFFFFFFFEu, LANE, 1); });
+}
+
+/* misuse: a 48-thread block's last warp shuffles with the full mask */
+static void mask_past_block() {
+    emu_launch(1, 48, [] { out[0][threadIdx.x] = __shfl_down_sync(FULL, LANE, 1); });
+}
+
+/* thread 0 writes a flag, both warps shuffle, thread 32 reads the flag: with no
+ * __syncthreads between the write and the read (sync 0) thread 32 may see either
+ * value; out[0][k] is what launch k saw */
+static int sync_between;
+static void flag_race_launches() {
+    for (int k = 0; k < 64; k++)
+        emu_launch(1, 64, [k] {
+            __shared__ unsigned flag;
+            if (threadIdx.x == 0) flag = 0;
+            __syncthreads();
+            if (threadIdx.x == 0) flag = 1;
+            unsigned v = LANE;
+            for (int o = 16; o; o >>= 1) v += __shfl_down_sync(FULL, v, o);
+            if (sync_between) __syncthreads();
+            if (threadIdx.x == 32) out[0][k] = flag;
+        });
+}
+static void flag_race_counts(unsigned *seen_new) {
+    *seen_new = 0;
+    for (int k = 0; k < 64; k++) *seen_new += out[0][k] == 1;
+}
+static void flag_unsynced() {
+    sync_between = 0;
+    flag_race_launches();
+    unsigned n;
+    flag_race_counts(&n);
+    const char *o = getenv("EMU_ORDER");
+    if (!strncmp(o, "shuffle", 7)) /* warp 1 runs ahead of warp 0 in some launches, not all */
+        WANT(n > 0 && n < 64, "%u of 64 launches saw thread 0's write", n);
+    else /* fwd, rev: the warps run in step, so the write lands before the shuffles end */
+        WANT(n == 64, "%u of 64 launches saw thread 0's write", n);
+}
+static void flag_synced() {
+    sync_between = 1;
+    flag_race_launches();
+    unsigned n;
+    flag_race_counts(&n);
+    WANT(n == 64, "%u of 64 launches saw thread 0's write", n);
+}
+
+struct Case {
+    const char *name;
+    void (*run)();
+    const char *expect; /* NULL: runs and gives the right values; else the message that stops it */
+};
+static const Case cases[] = {
+    {"whole warps return while warp 0 shuffles", whole_warps_return, NULL},
+    {"half-warp masks, then the whole warp", half_masks, NULL},
+    {"upper half shuffles alone, lower half waits for the whole warp", upper_half_first, NULL},
+    {"lower half shuffles alone, upper half waits for the whole warp", lower_half_first, NULL},
+    {"__any_sync, __match_any_sync", vote_match, NULL},
+    {"a write read by another warp after a __syncthreads", flag_synced, NULL},
+    {"a write read by another warp without a __syncthreads", flag_unsynced, NULL},
+    {"a named lane returns", named_lane_returns, "whose mask names thread 1, which returned"},
+    {"__syncthreads in a branch of a warp", sync_in_warp_branch, "which waits at __syncthreads"},
+    {"a __syncthreads that returned threads skip", sync_skipped, "not every thread of the block reaches"},
+    {"masks that name each other but differ", masks_differ, "masks name each other but differ"},
+    {"a mask without the calling lane", mask_without_caller, "the calling lane is not in the mask"},
+    {"a mask past the end of the block", mask_past_block, "mask 0xFFFFFFFF, but the warp's lanes are 0x0000FFFF"},
+};
+
+/* runs c in a child under EMU_ORDER=order; its exit status and what it wrote to stderr */
+static int run_child(const Case &c, const char *order, char *msg, size_t cap) {
+    int fd[2];
+    if (pipe(fd)) { perror("pipe"); exit(1); }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) { perror("fork"); exit(1); }
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        setenv("EMU_ORDER", order, 1);
+        c.run();
+        _exit(0);
+    }
+    close(fd[1]);
+    size_t n = 0;
+    char buf[512];
+    ssize_t r;
+    while ((r = read(fd[0], buf, sizeof buf)) > 0) /* all of it; what does not fit in msg is dropped */
+        for (ssize_t i = 0; i < r && n < cap - 1; i++) msg[n++] = buf[i];
+    msg[n] = 0;
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+int main() {
+    const char *orders[] = {"fwd", "rev", "shuffle:1", "shuffle:2", "shuffle:3"};
+    for (const Case &c : cases)
+        for (const char *order : orders) {
+            char msg[4096];
+            int st = run_child(c, order, msg, sizeof msg);
+            if (!c.expect)
+                CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && !msg[0], "%s (EMU_ORDER=%s): status 0x%x, stderr: %s",
+                      c.name, order, st, msg);
+            else
+                CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && strstr(msg, c.expect),
+                      "%s (EMU_ORDER=%s): want an abort with \"%s\"; status 0x%x, stderr: %s", c.name, order,
+                      c.expect, st, msg);
+        }
+    TEST_END();
+}
