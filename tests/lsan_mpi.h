@@ -21,7 +21,8 @@
  * MPI_Comm_create_group, MPI_Comm_group, MPI_Group_incl, MPI_Group_excl,
  * MPI_Type_contiguous, MPI_Type_vector, MPI_Type_create_hvector, MPI_Type_indexed,
  * MPI_Type_create_indexed_block, MPI_Type_create_hindexed, MPI_Type_create_struct,
- * MPI_Type_create_resized, MPI_Type_dup, MPI_Op_create and their frees. Not checked:
+ * MPI_Type_create_resized, MPI_Type_dup, MPI_Op_create and their frees (a communicator
+ * also by MPI_Comm_disconnect). Not checked:
  * objects from any other constructor (MPI_Comm_idup, MPI_Intercomm_create, the
  * topology constructors, the group set operations, ...), which the project does not
  * call, and objects beyond the 256th live at once. */
@@ -55,23 +56,32 @@ const char *__lsan_default_suppressions(void) {
 #define LSAN_MPI_MASK ((uintptr_t)0xa5a5a5a5a5a5a5a5ull) /* not a heap address: LSan does not see the token */
 static struct {
     uintptr_t handle, token;
+    unsigned long serial;
 } lsan_mpi_live[LSAN_MPI_MAX];
+static unsigned long lsan_mpi_serial;
 static void lsan_mpi_track(uintptr_t handle, void *token) {
     for (int i = 0; i < LSAN_MPI_MAX; i++)
         if (!lsan_mpi_live[i].token) {
             lsan_mpi_live[i].handle = handle;
             lsan_mpi_live[i].token = (uintptr_t)token ^ LSAN_MPI_MASK;
+            lsan_mpi_live[i].serial = ++lsan_mpi_serial;
             return;
         }
     free(token); /* more than LSAN_MPI_MAX live objects: this one goes unchecked */
 }
+/* A handle can be live more than once: Open MPI's MPI_Comm_group returns the same
+ * reference-counted group on each call, to be freed once per call. A free releases
+ * the token of the latest call, so an unmatched call is reported with the stack of
+ * the earliest (the count of leaks is right either way). */
 static void lsan_mpi_untrack(uintptr_t handle) {
+    int at = -1;
     for (int i = 0; i < LSAN_MPI_MAX; i++)
-        if (lsan_mpi_live[i].token && lsan_mpi_live[i].handle == handle) {
-            free((void *)(lsan_mpi_live[i].token ^ LSAN_MPI_MASK));
-            lsan_mpi_live[i].token = 0;
-            return;
-        }
+        if (lsan_mpi_live[i].token && lsan_mpi_live[i].handle == handle &&
+            (at < 0 || lsan_mpi_live[i].serial > lsan_mpi_live[at].serial))
+            at = i;
+    if (at < 0) return;
+    free((void *)(lsan_mpi_live[at].token ^ LSAN_MPI_MASK));
+    lsan_mpi_live[at].token = 0;
 }
 /* the names a leak report shows: each keeps its frame (no tail call to malloc, which at
  * -O2 would leave it out of the stack), and each token has a size of its own, so that
@@ -120,6 +130,7 @@ int MPI_Comm_create_group(MPI_Comm c, MPI_Group g, int tag, MPI_Comm *n) {
     LSAN_MPI_NEW(communicator, *n, MPI_COMM_NULL, MPI_COMM_NULL);
 }
 int MPI_Comm_free(MPI_Comm *c) { LSAN_MPI_FREE(PMPI_Comm_free(c), c); }
+int MPI_Comm_disconnect(MPI_Comm *c) { LSAN_MPI_FREE(PMPI_Comm_disconnect(c), c); }
 int MPI_Comm_group(MPI_Comm c, MPI_Group *g) {
     int rc = PMPI_Comm_group(c, g);
     LSAN_MPI_NEW(group, *g, MPI_GROUP_NULL, MPI_GROUP_EMPTY);

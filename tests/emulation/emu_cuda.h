@@ -49,7 +49,7 @@ struct EmuDim { unsigned x, y, z; };
 extern EmuDim blockIdx, threadIdx, blockDim, gridDim;
 void emu_launch(size_t grid, size_t block, std::function<void()> fn);
 void __syncthreads();
-void emu_warp_sync(unsigned mask); /* emu_sched.cpp: waits for the lanes of mask */
+void emu_warp_sync(unsigned mask, const char *op); /* emu_sched.cpp: waits for the lanes of mask at op */
 extern uint64_t emu_slot[1024];
 #define __global__ static
 #define __device__
@@ -94,8 +94,9 @@ template <class T> static inline T atomicMax(T *p, T v) { emu_atomic_at(p, "atom
 /* warp ops: the lanes a mask names meet at a barrier of their own (emu_sched.cpp). A named
  * lane that has returned stops the run at once (stricter than CUDA, which leaves exited
  * lanes out of every *_sync call and makes only a shuffle's read from one undefined). A
- * named lane that calls with another mask, or waits at a __syncthreads, stops it once
- * nothing else in the block can move (a lane may first call with another mask, and join
+ * named lane that calls another intrinsic or with another mask, or waits at a
+ * __syncthreads, stops it once nothing else in the block can move (a lane may first call
+ * with another mask, and join
  * later, as on a GPU). The mask must name the calling lane and no lane past the end of the
  * block (a last warp of fewer than 32 threads), which on a GPU is undefined. A shuffle
  * from a lane outside the mask gives an undefined value: all-ones bits here. */
@@ -109,20 +110,20 @@ static inline void emu_warp_mask(unsigned m, const char *op) {
     }
 }
 template <class T> static inline T __shfl_down_sync(unsigned m, T v, int o) {
-    emu_warp_mask(m, "__shfl_down_sync"); unsigned t = threadIdx.x; uint64_t w = 0; memcpy(&w, &v, sizeof v); emu_slot[t] = w; emu_warp_sync(m);
+    emu_warp_mask(m, "__shfl_down_sync"); unsigned t = threadIdx.x; uint64_t w = 0; memcpy(&w, &v, sizeof v); emu_slot[t] = w; emu_warp_sync(m, "__shfl_down_sync");
     T r = v; unsigned lane = t & 31;
     if (lane + o < 32) { if (m >> (lane + o) & 1) memcpy(&r, &emu_slot[t + o], sizeof r); else memset(&r, 0xFF, sizeof r); }
-    emu_warp_sync(m); return r;
+    emu_warp_sync(m, "__shfl_down_sync"); return r;
 }
 static inline int __any_sync(unsigned m, int p) {
-    emu_warp_mask(m, "__any_sync"); unsigned t = threadIdx.x; emu_slot[t] = p != 0; emu_warp_sync(m);
+    emu_warp_mask(m, "__any_sync"); unsigned t = threadIdx.x; emu_slot[t] = p != 0; emu_warp_sync(m, "__any_sync");
     int r = 0; unsigned w0 = t & ~31u; for (unsigned k = 0; k < 32; k++) if (m >> k & 1) r |= (int)emu_slot[w0 + k];
-    emu_warp_sync(m); return r;
+    emu_warp_sync(m, "__any_sync"); return r;
 }
 static inline unsigned __match_any_sync(unsigned m, uint32_t v) {
-    emu_warp_mask(m, "__match_any_sync"); unsigned t = threadIdx.x; emu_slot[t] = v; emu_warp_sync(m);
+    emu_warp_mask(m, "__match_any_sync"); unsigned t = threadIdx.x; emu_slot[t] = v; emu_warp_sync(m, "__match_any_sync");
     unsigned r = 0, w0 = t & ~31u; for (unsigned k = 0; k < 32; k++) if (m >> k & 1 && (uint32_t)emu_slot[w0 + k] == v) r |= 1u << k;
-    emu_warp_sync(m); return r;
+    emu_warp_sync(m, "__match_any_sync"); return r;
 }
 #endif
 #endif

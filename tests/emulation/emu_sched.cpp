@@ -6,6 +6,7 @@
  * The fibers are made once and reused by every block and launch; on x86-64 they switch
  * with a few instructions of their own (ucontext's switch makes a system call to save
  * the signal mask, which made the system the emulation's largest cost). */
+#include <stdarg.h>
 #include <vector>
 #include "emu_cuda.h"
 EmuDim blockIdx, threadIdx, blockDim, gridDim;
@@ -55,7 +56,7 @@ static void ctx_switch(Ctx *from, Ctx *to) { swapcontext(&from->u, &to->u); }
 #endif
 
 enum { RUNNING, AT_SYNCTHREADS, AT_WARP };
-struct Fib { Ctx c; char *stack; int done, at; unsigned mask; };
+struct Fib { Ctx c; char *stack; int done, at; unsigned mask; const char *op; };
 static Fib fibs[1024];
 static Ctx sched;
 
@@ -96,9 +97,10 @@ void __syncthreads() {
     fibs[cur].at = AT_SYNCTHREADS;
     to_sched();
 }
-void emu_warp_sync(unsigned mask) {
+void emu_warp_sync(unsigned mask, const char *op) {
     fibs[cur].at = AT_WARP;
     fibs[cur].mask = mask;
+    fibs[cur].op = op;
     to_sched();
 }
 
@@ -154,15 +156,23 @@ static void shared_poison() {
     memset(__start_emu_shared, (block_serial++ & 1) ? 0x5A : 0xFF, (size_t)(__stop_emu_shared - __start_emu_shared));
 }
 
-[[noreturn]] static void stuck(const char *fmt, size_t a, size_t b) {
+[[noreturn]] __attribute__((format(printf, 1, 2))) static void stuck(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "emu: block %u: ", blockIdx.x);
-    fprintf(stderr, fmt, a, b);
+    vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+    va_end(ap);
     abort();
 }
 
+/* lane k of the warp at w0 waits at the same intrinsic, with the same mask, as thread t */
+static int same_call(size_t t, size_t k) {
+    return fibs[k].at == AT_WARP && fibs[k].mask == fibs[t].mask && !strcmp(fibs[k].op, fibs[t].op);
+}
+
 /* Lets through the lanes of each warp intrinsic in the warp at w0 whose mask's lanes all
- * wait at one with that mask; 1 if it let any through. A mask naming a lane that returned
+ * wait at that intrinsic with that mask; 1 if it let any through. A mask naming a lane that returned
  * stops the run: on a GPU a shuffle from it is undefined (__any_sync and
  * __match_any_sync leave exited lanes out there; this is stricter). */
 static int release_warp(size_t w0) {
@@ -172,10 +182,11 @@ static int release_warp(size_t w0) {
         unsigned m = fibs[t].mask, ready = 1;
         for (size_t k = 0; k < 32; k++) {
             if (!(m >> k & 1)) continue;
-            const Fib &f = fibs[w0 + k]; /* the mask names lanes of the block only (emu_warp_mask) */
-            if (f.done) stuck("thread %zu waits at a warp intrinsic whose mask names thread %zu, which returned", t, w0 + k);
-            /* another mask: not ready yet (that lane's own group may go first) */
-            if (f.at != AT_WARP || f.mask != m) ready = 0;
+            /* the mask names lanes of the block only (emu_warp_mask) */
+            if (fibs[w0 + k].done)
+                stuck("thread %zu waits at a warp intrinsic whose mask names thread %zu, which returned", t, w0 + k);
+            /* another mask or intrinsic: not ready yet (that lane's own group may go first) */
+            if (!same_call(t, w0 + k)) ready = 0;
         }
         if (ready) {
             for (size_t k = 0; k < 32; k++)
@@ -189,29 +200,31 @@ static int release_warp(size_t w0) {
 /* Called when no thread of the block runs (each has returned or waits at a barrier):
  * lets through what release_warp lets through, or else the whole block at a
  * __syncthreads (2); 0 once every thread has returned. Stops the run where a GPU would
- * hang or be undefined: lanes of a mask left waiting with another mask, a warp intrinsic
- * waiting for a lane that waits at a __syncthreads, a __syncthreads that a returned
- * thread skipped. */
+ * hang or be undefined: a warp intrinsic waiting for a lane that waits at a
+ * __syncthreads, or at another intrinsic or with another mask; a __syncthreads that a
+ * returned thread skipped. */
 static int release(size_t block) {
     int released = 0;
     for (size_t w0 = 0; w0 < block; w0 += 32) released |= release_warp(w0);
     if (released) return 1;
     size_t at_sync = block, returned = block;
-    for (size_t t = 0; t < block; t++) {
+    for (size_t t = 0; t < block; t++)
         if (fibs[t].done) returned = t;
         else if (fibs[t].at == AT_SYNCTHREADS) at_sync = t;
-        else /* AT_WARP, and not ready */
-            for (size_t k = 0; k < 32; k++) {
-                const Fib &f = fibs[(t & ~(size_t)31) + k];
+    for (int pass = 0; pass < 2; pass++) /* the lanes at a __syncthreads first: the likelier cause */
+        for (size_t t = 0; t < block; t++) {
+            if (fibs[t].done || fibs[t].at != AT_WARP) continue; /* (and not ready) */
+            for (size_t k = 0, w0 = t & ~(size_t)31; k < 32; k++) {
+                const Fib &f = fibs[w0 + k];
                 if (!(fibs[t].mask >> k & 1)) continue;
-                if (f.at == AT_SYNCTHREADS)
-                    stuck("thread %zu waits at a warp intrinsic for thread %zu, which waits at __syncthreads",
-                          t, (t & ~(size_t)31) + k);
-                if (f.mask != fibs[t].mask)
-                    stuck("threads %zu and %zu of one warp wait at warp intrinsics whose masks name each other "
-                          "but differ", t, (t & ~(size_t)31) + k);
+                if (pass == 0 && f.at == AT_SYNCTHREADS)
+                    stuck("thread %zu waits at a warp intrinsic for thread %zu, which waits at __syncthreads", t,
+                          w0 + k);
+                if (pass == 1 && !same_call(t, w0 + k))
+                    stuck("thread %zu waits at %s with mask 0x%08X, which names thread %zu, waiting at %s with "
+                          "mask 0x%08X", t, fibs[t].op, fibs[t].mask, w0 + k, f.op, f.mask);
             }
-    }
+        }
     if (at_sync == block) return 0; /* every thread returned */
     /* every thread of the block passes the same __syncthreads: one that some threads
      * skip (an early return before it) hangs or is undefined on a GPU, and here would
@@ -235,7 +248,10 @@ static void run_thread(size_t t) {
  * warp with a thread that can run runs it (its lanes in a random order) and goes on
  * through its warp intrinsics as far as it can before the next warp moves, as a GPU
  * may; a read of another warp's write that only a __syncthreads would order sees the
- * old value when the reader's warp comes first. */
+ * old value when the reader's warp comes first. A warp that has gone 1024 times in a
+ * row (spinning on another warp's write, with a warp intrinsic in its loop) moves to
+ * the end of the order. A loop with no barrier in it runs on until it ends, in every
+ * order: a thread that spins there on another's write never gives way. */
 static void run_block(size_t block, std::vector<size_t> &threads, std::vector<size_t> &warps) {
     for (size_t t = 0; t < block; t++) fibs[t].done = 0, fibs[t].at = RUNNING;
     if (order_mode != 2) {
@@ -247,9 +263,14 @@ static void run_block(size_t block, std::vector<size_t> &threads, std::vector<si
             if (!ran && !release(block)) return;
         }
     }
-    size_t nw = (block + 31) / 32;
+    size_t nw = (block + 31) / 32, last = nw, streak = 0;
     order_fill(warps, nw);
     for (;;) {
+        if (streak >= 1024) { /* a warp spinning on another warp's write (legal): let the others move */
+            size_t i = 0;
+            while (warps[i] != last) i++;
+            warps.erase(warps.begin() + (long)i), warps.push_back(last), streak = 0;
+        }
         size_t w = nw;
         for (size_t i = 0; i < nw && w == nw; i++)
             for (size_t t = warps[i] * 32; t < warps[i] * 32 + 32 && t < block; t++)
@@ -261,6 +282,7 @@ static void run_block(size_t block, std::vector<size_t> &threads, std::vector<si
                 size_t t = w * 32 + threads[i];
                 if (!fibs[t].done && fibs[t].at == RUNNING) run_thread(t);
             }
+            streak = w == last ? streak + 1 : 0, last = w;
             release_warp(w * 32);
             continue;
         }

@@ -1,7 +1,8 @@
 /* The emulation's scheduler (emu_sched.cpp, emu_cuda.h) against small kernels: legal
  * CUDA must run and give the right values under every EMU_ORDER, and each kind of
  * barrier misuse must stop the run with its message. Each case runs in a child
- * process (a caught misuse aborts it), once per order. Also checks that the
+ * process (a caught misuse aborts it, a hang is stopped after 20 s), once per order.
+ * Also checks that the
  * shuffled order lets a warp run ahead of another through its warp intrinsics, so
  * that a missing __syncthreads between warps shows. */
 #include <sys/wait.h>
@@ -61,6 +62,52 @@ static void one_half_first(int hi) {
 static void upper_half_first() { one_half_first(1); }
 static void lower_half_first() { one_half_first(0); }
 
+/* legal: in a 40-thread block, lanes 16-31 of warp 0 and lanes 0-3 of warp 1 shuffle
+ * among themselves while the rest wait at a __syncthreads; then each warp shuffles whole
+ * (warp 1: its 8 lanes) */
+static void split_warps_partial_block() {
+    emu_launch(1, 40, [] {
+        unsigned v = threadIdx.x * 10, w0 = threadIdx.x & ~31u;
+        if (w0 == 0 && LANE >= 16) v += __shfl_down_sync(0xFFFF0000u, v, 1);
+        if (w0 == 32 && LANE < 4) v += __shfl_down_sync(0x0000000Fu, v, 1);
+        __syncthreads();
+        out[0][threadIdx.x] = v;
+        out[1][threadIdx.x] = __shfl_down_sync(w0 ? 0xFFu : FULL, threadIdx.x, 1);
+    });
+    WANT(out[0][16] == 160 + 170 && out[0][15] == 150 && out[0][32] == 320 + 330 && out[0][36] == 360,
+         "first shuffles: %u %u %u %u", out[0][16], out[0][15], out[0][32], out[0][36]);
+    WANT(out[1][0] == 1 && out[1][30] == 31 && out[1][32] == 33 && out[1][38] == 39, "second: %u %u %u %u",
+         out[1][0], out[1][30], out[1][32], out[1][38]);
+}
+
+/* legal: blocks of one thread */
+static void one_thread_blocks() {
+    emu_launch(3, 1, [] {
+        unsigned v = __shfl_down_sync(1u, 7u, 0);
+        __syncthreads();
+        out[0][blockIdx.x] = v + (unsigned)__any_sync(1u, 1);
+    });
+    WANT(out[0][0] == 8 && out[0][1] == 8 && out[0][2] == 8, "got %u %u %u", out[0][0], out[0][1], out[0][2]);
+}
+
+/* legal on a GPU, where warps make progress independently: warp 0 polls, with a warp
+ * intrinsic in its loop, a flag that warp 1 sets */
+static void spin_on_other_warp() {
+    for (int k = 0; k < 4; k++) {
+        emu_launch(1, 64, [] {
+            __shared__ volatile unsigned flag;
+            if (threadIdx.x == 0) flag = 0;
+            __syncthreads();
+            if (threadIdx.x < 32)
+                while (!__any_sync(FULL, flag)) {}
+            else if (threadIdx.x == 32)
+                flag = 1;
+            out[0][threadIdx.x] = 1;
+        });
+        WANT(out[0][0] == 1, "launch %d", k);
+    }
+}
+
 /* legal: __any_sync and __match_any_sync over the whole warp */
 static void vote_match() {
     emu_launch(1, 64, [] {
@@ -102,6 +149,24 @@ static void masks_differ() {
     emu_launch(1, 32, [] {
         unsigned m = LANE < 16 ? 0x0001FFFFu : 0xFFFF0001u;
         out[0][LANE] = __shfl_down_sync(m, LANE, 1);
+    });
+}
+
+/* misuse: one lane calls another intrinsic with the same mask */
+static void intrinsics_differ() {
+    emu_launch(1, 32, [] {
+        if (LANE == 5) out[0][LANE] = (unsigned)__any_sync(FULL, 1);
+        else out[0][LANE] = __shfl_down_sync(FULL, LANE, 1);
+    });
+}
+
+/* misuse: lane 0 waits with a mask naming lane 1, whose mask names lane 2, which waits at
+ * a __syncthreads: reported at the __syncthreads */
+static void chain_to_sync() {
+    emu_launch(1, 3, [] {
+        if (LANE == 2) { __syncthreads(); return; }
+        out[0][LANE] = __shfl_down_sync(LANE == 0 ? 0x3u : 0x6u, LANE, 1);
+        __syncthreads();
     });
 }
 
@@ -166,12 +231,21 @@ static const Case cases[] = {
     {"upper half shuffles alone, lower half waits for the whole warp", upper_half_first, NULL},
     {"lower half shuffles alone, upper half waits for the whole warp", lower_half_first, NULL},
     {"__any_sync, __match_any_sync", vote_match, NULL},
+    {"parts of warps shuffle while the rest wait at __syncthreads (40 threads)", split_warps_partial_block, NULL},
+    {"blocks of one thread", one_thread_blocks, NULL},
+    {"a warp spins on a flag another warp sets", spin_on_other_warp, NULL},
     {"a write read by another warp after a __syncthreads", flag_synced, NULL},
     {"a write read by another warp without a __syncthreads", flag_unsynced, NULL},
     {"a named lane returns", named_lane_returns, "whose mask names thread 1, which returned"},
     {"__syncthreads in a branch of a warp", sync_in_warp_branch, "which waits at __syncthreads"},
     {"a __syncthreads that returned threads skip", sync_skipped, "not every thread of the block reaches"},
-    {"masks that name each other but differ", masks_differ, "masks name each other but differ"},
+    {"masks that name each other but differ", masks_differ,
+     "thread 0 waits at __shfl_down_sync with mask 0x0001FFFF, which names thread 16, waiting at "
+     "__shfl_down_sync with mask 0xFFFF0001"},
+    {"another intrinsic with the same mask", intrinsics_differ,
+     "waiting at __any_sync with mask 0xFFFFFFFF"},
+    {"a mask naming a lane whose mask names one at __syncthreads", chain_to_sync,
+     "thread 1 waits at a warp intrinsic for thread 2, which waits at __syncthreads"},
     {"a mask without the calling lane", mask_without_caller, "the calling lane is not in the mask"},
     {"a mask past the end of the block", mask_past_block, "mask 0xFFFFFFFF, but the warp's lanes are 0x0000FFFF"},
 };
@@ -186,6 +260,7 @@ static int run_child(const Case &c, const char *order, char *msg, size_t cap) {
     if (pid == 0) {
         close(fd[0]);
         dup2(fd[1], 2);
+        alarm(20); /* a scheduler that hangs or spins fails the case */
         setenv("EMU_ORDER", order, 1);
         c.run();
         _exit(0);
