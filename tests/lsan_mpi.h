@@ -96,97 +96,64 @@ LSAN_MPI_TOKEN_FN(communicator, 8)
 LSAN_MPI_TOKEN_FN(group, 16)
 LSAN_MPI_TOKEN_FN(datatype, 24)
 LSAN_MPI_TOKEN_FN(op, 32)
-#define LSAN_MPI_NEW(kind, h, null1, null2)                                   \
-    if (rc == MPI_SUCCESS && (h) != (null1) && (h) != (null2))                \
-        lsan_mpi_track((uintptr_t)(h), mpi_##kind##_never_freed());           \
-    return rc
+/* handles that are no object of their own */
+#define LSAN_MPI_NULL_communicator(h) ((h) == MPI_COMM_NULL)
+#define LSAN_MPI_NULL_group(h) ((h) == MPI_GROUP_NULL || (h) == MPI_GROUP_EMPTY)
+#define LSAN_MPI_NULL_datatype(h) ((h) == MPI_DATATYPE_NULL)
+#define LSAN_MPI_NULL_op(h) ((h) == MPI_OP_NULL)
+/* MPI_name(params) calls PMPI_name(args) and tracks the object it made at *out */
+#define LSAN_MPI_WRAP(kind, name, params, args, out)                          \
+    int MPI_##name params {                                                   \
+        int rc = PMPI_##name args;                                            \
+        if (rc == MPI_SUCCESS && !LSAN_MPI_NULL_##kind(*(out)))               \
+            lsan_mpi_track((uintptr_t) * (out), mpi_##kind##_never_freed());  \
+        return rc;                                                            \
+    }
 #define LSAN_MPI_FREE(call, hp)                                               \
     uintptr_t h = (uintptr_t)*(hp);                                           \
     int rc = call;                                                            \
     if (rc == MPI_SUCCESS) lsan_mpi_untrack(h);                               \
     return rc
-int MPI_Comm_dup(MPI_Comm c, MPI_Comm *n) {
-    int rc = PMPI_Comm_dup(c, n);
-    LSAN_MPI_NEW(communicator, *n, MPI_COMM_NULL, MPI_COMM_NULL);
-}
-int MPI_Comm_dup_with_info(MPI_Comm c, MPI_Info info, MPI_Comm *n) {
-    int rc = PMPI_Comm_dup_with_info(c, info, n);
-    LSAN_MPI_NEW(communicator, *n, MPI_COMM_NULL, MPI_COMM_NULL);
-}
-int MPI_Comm_split(MPI_Comm c, int color, int key, MPI_Comm *n) {
-    int rc = PMPI_Comm_split(c, color, key, n);
-    LSAN_MPI_NEW(communicator, *n, MPI_COMM_NULL, MPI_COMM_NULL);
-}
-int MPI_Comm_split_type(MPI_Comm c, int type, int key, MPI_Info info, MPI_Comm *n) {
-    int rc = PMPI_Comm_split_type(c, type, key, info, n);
-    LSAN_MPI_NEW(communicator, *n, MPI_COMM_NULL, MPI_COMM_NULL);
-}
-int MPI_Comm_create(MPI_Comm c, MPI_Group g, MPI_Comm *n) {
-    int rc = PMPI_Comm_create(c, g, n);
-    LSAN_MPI_NEW(communicator, *n, MPI_COMM_NULL, MPI_COMM_NULL);
-}
-int MPI_Comm_create_group(MPI_Comm c, MPI_Group g, int tag, MPI_Comm *n) {
-    int rc = PMPI_Comm_create_group(c, g, tag, n);
-    LSAN_MPI_NEW(communicator, *n, MPI_COMM_NULL, MPI_COMM_NULL);
-}
+LSAN_MPI_WRAP(communicator, Comm_dup, (MPI_Comm c, MPI_Comm *n), (c, n), n)
+LSAN_MPI_WRAP(communicator, Comm_dup_with_info, (MPI_Comm c, MPI_Info info, MPI_Comm *n), (c, info, n), n)
+LSAN_MPI_WRAP(communicator, Comm_split, (MPI_Comm c, int color, int key, MPI_Comm *n), (c, color, key, n), n)
+LSAN_MPI_WRAP(communicator, Comm_split_type, (MPI_Comm c, int type, int key, MPI_Info info, MPI_Comm *n),
+              (c, type, key, info, n), n)
+LSAN_MPI_WRAP(communicator, Comm_create, (MPI_Comm c, MPI_Group g, MPI_Comm *n), (c, g, n), n)
+LSAN_MPI_WRAP(communicator, Comm_create_group, (MPI_Comm c, MPI_Group g, int tag, MPI_Comm *n),
+              (c, g, tag, n), n)
 int MPI_Comm_free(MPI_Comm *c) { LSAN_MPI_FREE(PMPI_Comm_free(c), c); }
 int MPI_Comm_disconnect(MPI_Comm *c) { LSAN_MPI_FREE(PMPI_Comm_disconnect(c), c); }
-int MPI_Comm_group(MPI_Comm c, MPI_Group *g) {
-    int rc = PMPI_Comm_group(c, g);
-    LSAN_MPI_NEW(group, *g, MPI_GROUP_NULL, MPI_GROUP_EMPTY);
-}
-int MPI_Group_incl(MPI_Group g, int n, const int ranks[], MPI_Group *out) {
-    int rc = PMPI_Group_incl(g, n, ranks, out);
-    LSAN_MPI_NEW(group, *out, MPI_GROUP_NULL, MPI_GROUP_EMPTY);
-}
-int MPI_Group_excl(MPI_Group g, int n, const int ranks[], MPI_Group *out) {
-    int rc = PMPI_Group_excl(g, n, ranks, out);
-    LSAN_MPI_NEW(group, *out, MPI_GROUP_NULL, MPI_GROUP_EMPTY);
-}
+LSAN_MPI_WRAP(group, Comm_group, (MPI_Comm c, MPI_Group *g), (c, g), g)
+LSAN_MPI_WRAP(group, Group_incl, (MPI_Group g, int n, const int ranks[], MPI_Group *out),
+              (g, n, ranks, out), out)
+LSAN_MPI_WRAP(group, Group_excl, (MPI_Group g, int n, const int ranks[], MPI_Group *out),
+              (g, n, ranks, out), out)
 int MPI_Group_free(MPI_Group *g) { LSAN_MPI_FREE(PMPI_Group_free(g), g); }
-int MPI_Type_contiguous(int count, MPI_Datatype old, MPI_Datatype *t) {
-    int rc = PMPI_Type_contiguous(count, old, t);
-    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
-}
-int MPI_Type_vector(int count, int len, int stride, MPI_Datatype old, MPI_Datatype *t) {
-    int rc = PMPI_Type_vector(count, len, stride, old, t);
-    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
-}
-int MPI_Type_create_hvector(int count, int len, MPI_Aint stride, MPI_Datatype old, MPI_Datatype *t) {
-    int rc = PMPI_Type_create_hvector(count, len, stride, old, t);
-    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
-}
-int MPI_Type_indexed(int count, const int lens[], const int disp[], MPI_Datatype old, MPI_Datatype *t) {
-    int rc = PMPI_Type_indexed(count, lens, disp, old, t);
-    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
-}
-int MPI_Type_create_indexed_block(int count, int len, const int disp[], MPI_Datatype old, MPI_Datatype *t) {
-    int rc = PMPI_Type_create_indexed_block(count, len, disp, old, t);
-    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
-}
-int MPI_Type_create_hindexed(int count, const int lens[], const MPI_Aint disp[], MPI_Datatype old,
-                             MPI_Datatype *t) {
-    int rc = PMPI_Type_create_hindexed(count, lens, disp, old, t);
-    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
-}
-int MPI_Type_create_struct(int count, const int lens[], const MPI_Aint disp[], const MPI_Datatype types[],
-                           MPI_Datatype *t) {
-    int rc = PMPI_Type_create_struct(count, lens, disp, types, t);
-    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
-}
-int MPI_Type_create_resized(MPI_Datatype old, MPI_Aint lb, MPI_Aint extent, MPI_Datatype *t) {
-    int rc = PMPI_Type_create_resized(old, lb, extent, t);
-    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
-}
-int MPI_Type_dup(MPI_Datatype old, MPI_Datatype *t) {
-    int rc = PMPI_Type_dup(old, t);
-    LSAN_MPI_NEW(datatype, *t, MPI_DATATYPE_NULL, MPI_DATATYPE_NULL);
-}
+LSAN_MPI_WRAP(datatype, Type_contiguous, (int count, MPI_Datatype old, MPI_Datatype *t), (count, old, t), t)
+LSAN_MPI_WRAP(datatype, Type_vector, (int count, int len, int stride, MPI_Datatype old, MPI_Datatype *t),
+              (count, len, stride, old, t), t)
+LSAN_MPI_WRAP(datatype, Type_create_hvector,
+              (int count, int len, MPI_Aint stride, MPI_Datatype old, MPI_Datatype *t),
+              (count, len, stride, old, t), t)
+LSAN_MPI_WRAP(datatype, Type_indexed,
+              (int count, const int lens[], const int disp[], MPI_Datatype old, MPI_Datatype *t),
+              (count, lens, disp, old, t), t)
+LSAN_MPI_WRAP(datatype, Type_create_indexed_block,
+              (int count, int len, const int disp[], MPI_Datatype old, MPI_Datatype *t),
+              (count, len, disp, old, t), t)
+LSAN_MPI_WRAP(datatype, Type_create_hindexed,
+              (int count, const int lens[], const MPI_Aint disp[], MPI_Datatype old, MPI_Datatype *t),
+              (count, lens, disp, old, t), t)
+LSAN_MPI_WRAP(datatype, Type_create_struct,
+              (int count, const int lens[], const MPI_Aint disp[], const MPI_Datatype types[], MPI_Datatype *t),
+              (count, lens, disp, types, t), t)
+LSAN_MPI_WRAP(datatype, Type_create_resized,
+              (MPI_Datatype old, MPI_Aint lb, MPI_Aint extent, MPI_Datatype *t),
+              (old, lb, extent, t), t)
+LSAN_MPI_WRAP(datatype, Type_dup, (MPI_Datatype old, MPI_Datatype *t), (old, t), t)
 int MPI_Type_free(MPI_Datatype *t) { LSAN_MPI_FREE(PMPI_Type_free(t), t); }
-int MPI_Op_create(MPI_User_function *f, int commute, MPI_Op *op) {
-    int rc = PMPI_Op_create(f, commute, op);
-    LSAN_MPI_NEW(op, *op, MPI_OP_NULL, MPI_OP_NULL);
-}
+LSAN_MPI_WRAP(op, Op_create, (MPI_User_function *f, int commute, MPI_Op *op), (f, commute, op), op)
 int MPI_Op_free(MPI_Op *op) { LSAN_MPI_FREE(PMPI_Op_free(op), op); }
 #endif
 #endif
