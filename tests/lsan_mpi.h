@@ -104,10 +104,13 @@ LSAN_MPI_TOKEN_FN(op, 32)
 /* MPI_name(params) calls PMPI_name(args) and tracks the object it made at *out */
 #define LSAN_MPI_WRAP(kind, name, params, args, out)                          \
     int MPI_##name params {                                                   \
-        int rc = PMPI_##name args;                                            \
-        if (rc == MPI_SUCCESS && !LSAN_MPI_NULL_##kind(*(out)))               \
-            lsan_mpi_track((uintptr_t) * (out), mpi_##kind##_never_freed());  \
-        return rc;                                                            \
+        int lsan_rc_ = PMPI_##name args;                                      \
+        if (lsan_rc_ == MPI_SUCCESS) {                                        \
+            __typeof__(*(out)) lsan_h_ = *(out);                              \
+            if (!LSAN_MPI_NULL_##kind(lsan_h_))                               \
+                lsan_mpi_track((uintptr_t)lsan_h_, mpi_##kind##_never_freed()); \
+        }                                                                     \
+        return lsan_rc_;                                                      \
     }
 #define LSAN_MPI_FREE(call, hp)                                               \
     uintptr_t h = (uintptr_t)*(hp);                                           \

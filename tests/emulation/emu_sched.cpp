@@ -249,8 +249,8 @@ static void run_thread(size_t t) {
  * through its warp intrinsics as far as it can before the next warp moves, as a GPU
  * may; a read of another warp's write that only a __syncthreads would order sees the
  * old value when the reader's warp comes first. A warp that has gone 1024 times in a
- * row (spinning on another warp's write, with a warp intrinsic in its loop) moves to
- * the end of the order. A loop with no barrier in it runs on until it ends, in every
+ * row since the last __syncthreads moves to the end of the order (any warp; meant for
+ * one that spins on another warp's write with a warp intrinsic in its loop). A loop with no barrier in it runs on until it ends, in every
  * order: a thread that spins there on another's write never gives way. */
 static void run_block(size_t block, std::vector<size_t> &threads, std::vector<size_t> &warps) {
     for (size_t t = 0; t < block; t++) fibs[t].done = 0, fibs[t].at = RUNNING;
@@ -266,7 +266,7 @@ static void run_block(size_t block, std::vector<size_t> &threads, std::vector<si
     size_t nw = (block + 31) / 32, last = nw, streak = 0;
     order_fill(warps, nw);
     for (;;) {
-        if (streak >= 1024) { /* a warp spinning on another warp's write (legal): let the others move */
+        if (streak >= 1024) { /* e.g. a warp spinning on another warp's write (legal): let the others move */
             size_t i = 0;
             while (warps[i] != last) i++;
             warps.erase(warps.begin() + (long)i), warps.push_back(last), streak = 0;
@@ -282,13 +282,13 @@ static void run_block(size_t block, std::vector<size_t> &threads, std::vector<si
                 size_t t = w * 32 + threads[i];
                 if (!fibs[t].done && fibs[t].at == RUNNING) run_thread(t);
             }
-            streak = w == last ? streak + 1 : 0, last = w;
+            streak = w == last ? streak + 1 : 1, last = w;
             release_warp(w * 32);
             continue;
         }
         int r = release(block);
         if (!r) return;
-        if (r == 2) order_fill(warps, nw);
+        if (r == 2) order_fill(warps, nw), streak = 0, last = nw; /* the turns count from the __syncthreads */
     }
 }
 

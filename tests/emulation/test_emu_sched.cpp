@@ -94,6 +94,7 @@ static void one_thread_blocks() {
  * intrinsic in its loop, a flag that warp 1 sets */
 static void spin_on_other_warp() {
     for (int k = 0; k < 4; k++) {
+        memset(out, 0, sizeof out);
         emu_launch(1, 64, [] {
             __shared__ volatile unsigned flag;
             if (threadIdx.x == 0) flag = 0;
@@ -104,7 +105,7 @@ static void spin_on_other_warp() {
                 flag = 1;
             out[0][threadIdx.x] = 1;
         });
-        WANT(out[0][0] == 1, "launch %d", k);
+        WANT(out[0][0] == 1 && out[0][32] == 1 && out[0][63] == 1, "launch %d", k);
     }
 }
 
