@@ -88,10 +88,11 @@ static int mpi_resume(const char *self, const char *from, const char *to, char *
     char args[256];
     snprintf(args, sizeof args, "--child-resume sbc %s %s", to, from);
     if (mpirun4(self, args, text, cap)) return -1;
+    static const char tag[] = "child status "; /* main's --child-resume line */
     int ok = 0, failed = 0;
-    for (const char *p = text; (p = strstr(p, "child status ")); p++) {
-        if (p[13] == '0') ok++;
-        else if (p[13] == '1') failed++;
+    for (const char *p = text; (p = strstr(p, tag)); p++) {
+        if (p[sizeof tag - 1] == '0') ok++;
+        else if (p[sizeof tag - 1] == '1') failed++;
     }
     return ok + failed == 4 ? failed : -1;
 }

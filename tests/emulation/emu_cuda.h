@@ -96,8 +96,8 @@ template <class T> static inline T atomicMax(T *p, T v) { emu_atomic_at(p, "atom
  * lanes out of every *_sync call and makes only a shuffle's read from one undefined). A
  * named lane that calls another intrinsic or with another mask, or waits at a
  * __syncthreads, stops it once nothing else in the block can move (a lane may first call
- * with another mask, and join
- * later, as on a GPU). The mask must name the calling lane and no lane past the end of the
+ * with another mask, and join later, as on a GPU). Each passes its name (__func__) to
+ * emu_warp_mask and emu_warp_sync. The mask must name the calling lane and no lane past the end of the
  * block (a last warp of fewer than 32 threads), which on a GPU is undefined. A shuffle
  * from a lane outside the mask gives an undefined value: all-ones bits here. */
 static inline void emu_warp_mask(unsigned m, const char *op) {
@@ -110,20 +110,20 @@ static inline void emu_warp_mask(unsigned m, const char *op) {
     }
 }
 template <class T> static inline T __shfl_down_sync(unsigned m, T v, int o) {
-    emu_warp_mask(m, "__shfl_down_sync"); unsigned t = threadIdx.x; uint64_t w = 0; memcpy(&w, &v, sizeof v); emu_slot[t] = w; emu_warp_sync(m, "__shfl_down_sync");
+    emu_warp_mask(m, __func__); unsigned t = threadIdx.x; uint64_t w = 0; memcpy(&w, &v, sizeof v); emu_slot[t] = w; emu_warp_sync(m, __func__);
     T r = v; unsigned lane = t & 31;
     if (lane + o < 32) { if (m >> (lane + o) & 1) memcpy(&r, &emu_slot[t + o], sizeof r); else memset(&r, 0xFF, sizeof r); }
-    emu_warp_sync(m, "__shfl_down_sync"); return r;
+    emu_warp_sync(m, __func__); return r;
 }
 static inline int __any_sync(unsigned m, int p) {
-    emu_warp_mask(m, "__any_sync"); unsigned t = threadIdx.x; emu_slot[t] = p != 0; emu_warp_sync(m, "__any_sync");
+    emu_warp_mask(m, __func__); unsigned t = threadIdx.x; emu_slot[t] = p != 0; emu_warp_sync(m, __func__);
     int r = 0; unsigned w0 = t & ~31u; for (unsigned k = 0; k < 32; k++) if (m >> k & 1) r |= (int)emu_slot[w0 + k];
-    emu_warp_sync(m, "__any_sync"); return r;
+    emu_warp_sync(m, __func__); return r;
 }
 static inline unsigned __match_any_sync(unsigned m, uint32_t v) {
-    emu_warp_mask(m, "__match_any_sync"); unsigned t = threadIdx.x; emu_slot[t] = v; emu_warp_sync(m, "__match_any_sync");
+    emu_warp_mask(m, __func__); unsigned t = threadIdx.x; emu_slot[t] = v; emu_warp_sync(m, __func__);
     unsigned r = 0, w0 = t & ~31u; for (unsigned k = 0; k < 32; k++) if (m >> k & 1 && (uint32_t)emu_slot[w0 + k] == v) r |= 1u << k;
-    emu_warp_sync(m, "__match_any_sync"); return r;
+    emu_warp_sync(m, __func__); return r;
 }
 #endif
 #endif

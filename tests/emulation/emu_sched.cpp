@@ -166,15 +166,15 @@ static void shared_poison() {
     abort();
 }
 
-/* lane k of the warp at w0 waits at the same intrinsic, with the same mask, as thread t */
+/* thread k waits at the same intrinsic, with the same mask, as thread t */
 static int same_call(size_t t, size_t k) {
     return fibs[k].at == AT_WARP && fibs[k].mask == fibs[t].mask && !strcmp(fibs[k].op, fibs[t].op);
 }
 
-/* Lets through the lanes of each warp intrinsic in the warp at w0 whose mask's lanes all
- * wait at that intrinsic with that mask; 1 if it let any through. A mask naming a lane that returned
- * stops the run: on a GPU a shuffle from it is undefined (__any_sync and
- * __match_any_sync leave exited lanes out there; this is stricter). */
+/* Lets through the lanes of each warp intrinsic in the warp at w0 whose mask's lanes
+ * all wait at that intrinsic with that mask; 1 if it let any through. A mask naming a
+ * lane that returned stops the run: on a GPU a shuffle from it is undefined
+ * (__any_sync and __match_any_sync leave exited lanes out there; this is stricter). */
 static int release_warp(size_t w0) {
     int released = 0;
     for (size_t t = w0; t < w0 + 32 && t < blockDim.x; t++) {
@@ -236,6 +236,8 @@ static int release(size_t block) {
     return 2;
 }
 
+static int runnable(size_t t) { return !fibs[t].done && fibs[t].at == RUNNING; }
+
 static void run_thread(size_t t) {
     cur = (int)t;
     threadIdx = {(unsigned)t, 0, 0};
@@ -250,8 +252,9 @@ static void run_thread(size_t t) {
  * may; a read of another warp's write that only a __syncthreads would order sees the
  * old value when the reader's warp comes first. A warp that has gone 1024 times in a
  * row since the last __syncthreads moves to the end of the order (any warp; meant for
- * one that spins on another warp's write with a warp intrinsic in its loop). A loop with no barrier in it runs on until it ends, in every
- * order: a thread that spins there on another's write never gives way. */
+ * one that spins on another warp's write with a warp intrinsic in its loop). A loop
+ * with no barrier in it runs on until it ends, in every order: a thread that spins
+ * there on another's write never gives way. */
 static void run_block(size_t block, std::vector<size_t> &threads, std::vector<size_t> &warps) {
     for (size_t t = 0; t < block; t++) fibs[t].done = 0, fibs[t].at = RUNNING;
     if (order_mode != 2) {
@@ -259,7 +262,7 @@ static void run_block(size_t block, std::vector<size_t> &threads, std::vector<si
             order_fill(threads, block);
             int ran = 0;
             for (size_t ti = 0; ti < block; ti++)
-                if (!fibs[threads[ti]].done && fibs[threads[ti]].at == RUNNING) run_thread(threads[ti]), ran = 1;
+                if (runnable(threads[ti])) run_thread(threads[ti]), ran = 1;
             if (!ran && !release(block)) return;
         }
     }
@@ -274,13 +277,13 @@ static void run_block(size_t block, std::vector<size_t> &threads, std::vector<si
         size_t w = nw;
         for (size_t i = 0; i < nw && w == nw; i++)
             for (size_t t = warps[i] * 32; t < warps[i] * 32 + 32 && t < block; t++)
-                if (!fibs[t].done && fibs[t].at == RUNNING) { w = warps[i]; break; }
+                if (runnable(t)) { w = warps[i]; break; }
         if (w < nw) {
             size_t lanes = block - w * 32 < 32 ? block - w * 32 : 32;
             order_fill(threads, lanes);
             for (size_t i = 0; i < lanes; i++) {
                 size_t t = w * 32 + threads[i];
-                if (!fibs[t].done && fibs[t].at == RUNNING) run_thread(t);
+                if (runnable(t)) run_thread(t);
             }
             streak = w == last ? streak + 1 : 1, last = w;
             release_warp(w * 32);

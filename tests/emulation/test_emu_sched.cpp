@@ -183,9 +183,10 @@ static void mask_past_block() {
 
 /* thread 0 writes a flag, both warps shuffle, thread 32 reads the flag: with no
  * __syncthreads between the write and the read (sync 0) thread 32 may see either
- * value; out[0][k] is what launch k saw */
+ * value; how many of 64 launches saw the write */
 static int sync_between;
-static void flag_race_launches() {
+static unsigned flag_seen(int sync) {
+    sync_between = sync;
     for (int k = 0; k < 64; k++)
         emu_launch(1, 64, [k] {
             __shared__ unsigned flag;
@@ -197,16 +198,12 @@ static void flag_race_launches() {
             if (sync_between) __syncthreads();
             if (threadIdx.x == 32) out[0][k] = flag;
         });
-}
-static void flag_race_counts(unsigned *seen_new) {
-    *seen_new = 0;
-    for (int k = 0; k < 64; k++) *seen_new += out[0][k] == 1;
+    unsigned n = 0;
+    for (int k = 0; k < 64; k++) n += out[0][k] == 1;
+    return n;
 }
 static void flag_unsynced() {
-    sync_between = 0;
-    flag_race_launches();
-    unsigned n;
-    flag_race_counts(&n);
+    unsigned n = flag_seen(0);
     const char *o = getenv("EMU_ORDER");
     if (!strncmp(o, "shuffle", 7)) /* warp 1 runs ahead of warp 0 in some launches, not all */
         WANT(n > 0 && n < 64, "%u of 64 launches saw thread 0's write", n);
@@ -214,10 +211,7 @@ static void flag_unsynced() {
         WANT(n == 64, "%u of 64 launches saw thread 0's write", n);
 }
 static void flag_synced() {
-    sync_between = 1;
-    flag_race_launches();
-    unsigned n;
-    flag_race_counts(&n);
+    unsigned n = flag_seen(1);
     WANT(n == 64, "%u of 64 launches saw thread 0's write", n);
 }
 
