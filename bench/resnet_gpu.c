@@ -5,7 +5,7 @@
  * and the distributed layer. A step therefore includes the parameter and state
  * upload, the gradient download and the host update; the copy time is measured
  * and printed apart. Fixed random batch, fp32 (no TF32 unless --tf32), the same
- * step as bench/resnet_gpu_torch.py.
+ * step as bench/resnet_torch.py --device cuda.
  * --device-optim measures the other design: the model in device-master mode
  * (nn/model_cuda.h) and the same SGD as a kernel (optim/optim_cuda.h), so no
  * parameter or gradient crosses to the host (the BN statistics still do).

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ResNet-CIFAR training throughput on one GPU: gcx (build/bench/resnet_gpu:
 # forward + backward on the GPU, SGD on the host arenas, arena copies included)
-# against PyTorch eager (bench/resnet_gpu_torch.py: everything on the GPU,
-# cudnn.benchmark on), same models (option A), batch, step and fp32 mode.
+# against PyTorch eager (bench/resnet_torch.py --device cuda: everything on the
+# GPU, cudnn.benchmark on), same models (option A), batch, step and fp32 mode.
 # The two alternate for ROUNDS rounds per depth; per engine the best step and
 # the median of the round medians count. gcx runs in both of its designs (SGD
 # variable): "host", the trainer's (parameters mastered on the host, SGD on the
@@ -13,9 +13,11 @@
 # by cuDNN's heuristic in both (gcx --heuristic, the trainers' default; torch
 # with cudnn.benchmark off) instead of timing them.
 #
-#   bench/resnet_gpu.sh [DEPTHS="20 56 110"] [BATCH=128] [STEPS=50] [ROUNDS=3] [TF32=0] [FFT_WINOGRAD=0] [HEURISTIC=0] [SGD="host device"] [PY=python3]
+#   bench/resnet_gpu.sh [DEPTHS="20 56 110"] [BATCH=128] [STEPS=50] [ROUNDS=3] [TF32=0] [FFT_WINOGRAD=0] [HEURISTIC=0] [SGD="host device"] [PY=python3] [TORCH_DEVICE=cuda]
 #   e.g. ROUNDS=5 bench/resnet_gpu.sh
 # PY must be a Python whose torch has CUDA; without one only gcx is measured.
+# TORCH_DEVICE=cpu runs the PyTorch side on the CPU instead: a rehearsal of this
+# script where there is no GPU (tests/emulation/gpu_check_dry.sh), not a comparison.
 set -eu
 cd "$(dirname "$0")/.."
 DEPTHS=${DEPTHS:-"20 56 110"}
@@ -25,6 +27,8 @@ ROUNDS=${ROUNDS:-3}
 TF32=${TF32:-0}
 SGD=${SGD:-"host device"}
 PY=${PY:-python3}
+TORCH_DEVICE=${TORCH_DEVICE:-cuda}
+case $TORCH_DEVICE in cpu | cuda) ;; *) echo "TORCH_DEVICE must be cpu or cuda, not '$TORCH_DEVICE'"; exit 2 ;; esac
 BIN=${BIN:-build/bench/resnet_gpu}
 if [ -z "${NO_BUILD:-}" ]; then make -s "$BIN" >/dev/null; fi
 [ -x "$BIN" ] || { echo "missing $BIN (make bench on a machine with nvcc)"; exit 1; }
@@ -34,9 +38,11 @@ if [ "${FFT_WINOGRAD:-0}" = 1 ]; then GFLAG="$GFLAG --fft-winograd"; fi
 RANKING=""
 if [ "${HEURISTIC:-0}" = 1 ]; then GFLAG="$GFLAG --heuristic"; TFLAG="$TFLAG --no-benchmark"; RANKING=", heuristic"; fi
 have_torch=1
-if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    echo "note: $PY has no torch with CUDA; measuring gcx only"
+if ! "$PY" -c 'import sys, torch; sys.exit(0 if sys.argv[1] == "cpu" or torch.cuda.is_available() else 1)' "$TORCH_DEVICE" 2>/dev/null; then
+    echo "note: $PY has no torch$([ "$TORCH_DEVICE" = cuda ] && echo ' with CUDA'); measuring gcx only"
     have_torch=0
+elif [ "$TORCH_DEVICE" = cpu ]; then
+    echo "note: PyTorch runs on the CPU (TORCH_DEVICE=cpu): its figures and the ratios are no comparison"
 fi
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true)
 echo "ResNet-CIFAR training, batch $BATCH, $ROUNDS rounds of $STEPS steps, fp32$([ "$TF32" = 1 ] && echo ' (TF32 allowed)')$([ "${FFT_WINOGRAD:-0}" = 1 ] && echo ', gcx: FFT/Winograd allowed'), cuDNN algorithms by $([ "${HEURISTIC:-0}" = 1 ] && echo 'heuristic' || echo 'timing'), GPU: ${gpu:-unknown}"
@@ -58,7 +64,7 @@ for D in $DEPTHS; do
             line="$line gcx ($v SGD$RANKING) ${g#gcx } |"
         done
         if [ "$have_torch" = 1 ]; then
-            t=$("$PY" bench/resnet_gpu_torch.py --depth "$D" --batch "$BATCH" --steps "$STEPS" $TFLAG | grep '^torch images/s')
+            t=$("$PY" bench/resnet_torch.py --device "$TORCH_DEVICE" --depth "$D" --batch "$BATCH" --steps "$STEPS" $TFLAG | grep '^torch images/s')
             tb=$(echo "$t" | awk '{print $3}'); tm=$(echo "$t" | awk '{print $5}' | tr -d ')')
             t_all="$t_all $tm"
             t_best=$(awk -v a="$t_best" -v b="$tb" 'BEGIN{print (b>a)?b:a}')

@@ -5,8 +5,9 @@
 # scripts/gpu_bundle.sh gives the real ones), unpacked by gpu_check.sh --bundle in a
 # scratch copy of the scripts, and every phase runs with --quick: env (a stand-in
 # nvidia-smi), test (GCX_CHECK_TESTS: two tests), train (the CPU/GPU pairs, the step
-# breakdowns, the word LSTM on PTB when $DATA_DIR has it), bench (resnet_gpu.sh
-# without PyTorch, codecs_gpu, exchange) and sanitize (a stand-in compute-sanitizer
+# breakdowns, the word LSTM on PTB when $DATA_DIR has it), bench (resnet_gpu.sh,
+# against PyTorch on the CPU when /usr/bin/python3 has torch, else gcx only;
+# codecs_gpu, exchange) and sanitize (a stand-in compute-sanitizer
 # that checks its arguments and the binary, and reports no error). Then a second run
 # with --deadline 1 must skip every step and say so. Checks: the exit status, and the
 # summary lines of every phase with the figures they should carry. A run with this build's
@@ -82,7 +83,15 @@ EOF
 chmod +x "$TMP/bin/nvidia-smi" "$TMP/bin/compute-sanitizer"
 
 export PATH=$TMP/bin:$PATH OMP_WAIT_POLICY=passive OMP_NUM_THREADS=1
-export PY=/nonexistent-python # resnet_gpu.sh: gcx only
+# resnet_gpu.sh: its PyTorch half on the CPU where torch is installed, else gcx only
+torch=0
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    torch=1
+    export PY=/usr/bin/python3 TORCH_DEVICE=cpu
+else
+    export PY=/nonexistent-python
+    echo "note: /usr/bin/python3 has no torch: resnet_gpu.sh runs gcx only (scripts/deps.sh --torch installs it)"
+fi
 LOGS=$TMP/logs
 ptb=0 # the word LSTM step runs only with PTB
 [ -d "${DATA_DIR:-/nonexistent}/ptb" ] && ptb=1
@@ -112,9 +121,11 @@ for c in fp32 3lc dgc; do
     has "^train +share share_resnet8_$c: [0-9]+ steps, step [0-9.]+ ms = compute" "step breakdown with $c"
 done
 if [ $ptb = 1 ]; then has '^train +wordlstm cuda, 2 steps, exit 0: step ' "word LSTM"; fi
-has '^bench +ResNet-8 +gcx \(host SGD\) +[0-9.]+ img/s' "resnet_gpu.sh, host SGD"
-has '^bench +ResNet-8 +gcx \(device SGD\) +[0-9.]+ img/s' "resnet_gpu.sh, device SGD"
-has '^bench +ResNet-8 +gcx \(host SGD, heuristic\) +[0-9.]+ img/s' "resnet_gpu.sh HEURISTIC=1"
+vs=""
+[ $torch = 1 ] && vs=' \| torch +[0-9.]+ img/s \(median +[0-9.]+\) \| gcx/torch best [0-9.]+x, median [0-9.]+x$'
+has "^bench +ResNet-8 +gcx \(host SGD\) +[0-9.]+ img/s.*$vs" "resnet_gpu.sh, host SGD"
+has "^bench +ResNet-8 +gcx \(device SGD\) +[0-9.]+ img/s.*$vs" "resnet_gpu.sh, device SGD"
+has "^bench +ResNet-8 +gcx \(host SGD, heuristic\) +[0-9.]+ img/s.*$vs" "resnet_gpu.sh HEURISTIC=1"
 has '^bench +3lc:s=1 +4096 ' "codecs_gpu"
 has '^bench +exchange 3lc ' "exchange"
 for r in "memcheck ops" "racecheck ops" "memcheck lstm" "memcheck codecs" "memcheck resnet"; do

@@ -6,7 +6,8 @@
 # GPU per process) against --backend mpi on the CPU. Checks per pair: both runs exit 0
 # (under EMU_ASAN=1 builds: no ASan report, no leak), the same step lines, every printed
 # loss within 1e-3 relative of the CPU's (rounding drift stays far below that in 3 steps
-# at these learning rates), the same bytes up and down per step, the same evaluation size.
+# at these learning rates), the same bytes up and down per step (from the runs' --log; within
+# BYTES_TOL relative where a pair sets it), the same evaluation size.
 #
 #   tests/emulation/test_trainers_emu.sh [DIR]   DIR: nn/build.sh's output (build/emu/nn)
 # Ends with "RESULT passed failed" (tests/run.sh); LOG_DIR=DIR keeps the runs' output.
@@ -29,21 +30,41 @@ python3 "$REPO/scripts/make_image_folder.py" "$TMP/folder" 8 2
 check $? "generating the image folder"
 head -c 6000 "$REPO/README.md" >"$TMP/text.txt"
 
-# "step loss up down" per step line; "eval N" for the evaluation's sample count
+# "step loss" per step line; "eval N" for the evaluation's sample count
 digest() {
-    awk '/^step / {l = ""; u = ""; d = ""
-                   for (i = 1; i <= NF; i++) { if ($i == "loss") l = $(i + 1); if ($i == "up") u = $(i + 1) $(i + 2)
-                                               if ($i == "down") d = $(i + 1) $(i + 2) }
-                   print "step", $2, l, u, d}
+    awk '/^step / {l = ""; for (i = 1; i <= NF; i++) if ($i == "loss") l = $(i + 1)
+                   print "step", $2, l}
          /^eval / {n = $0; sub(/.*\(/, "", n); sub(/ .*/, "", n); print "eval", n}' "$1"
 }
 
+# the train rows of two --log CSV files whose bytes up or down differ by more than tol
+# relative (0: any difference), and a line if their steps differ
+bytes_apart() { # tol, cpu.csv, cuda.csv
+    awk -F, -v tol="$1" '
+        function far(a, b) { return (a > b ? a - b : b - a) > tol * (a > b ? a : b) }
+        FNR == 1 { delete col; for (i = 1; i <= NF; i++) col[$i] = i; next }
+        $1 != "train" { next }
+        NR == FNR { u[$2] = $(col["up_bytes"]); d[$2] = $(col["down_bytes"]); n++; next }
+        { m++; U = $(col["up_bytes"]); D = $(col["down_bytes"])
+          if (!($2 in u)) print "    step " $2 " is not in the CPU log"
+          else if (far(u[$2], U) || far(d[$2], D))
+              print "    step " $2 ": up " u[$2] " | " U ", down " d[$2] " | " D " bytes" }
+        END { if (n == 0 || n != m) print "    " n " train rows in the CPU log, " m " in the GPU log" }' "$2" "$3" 2>&1
+}
+
+# BYTES_TOL=X pair ...: the bytes per step may differ by X relative. Where a codec's frame
+# size depends on the values (which ones a sparsifier selects, how long 3LC's zero runs
+# are), a value at a threshold can go either way between the CPU's gradients and the GPU's,
+# which differ in their last bits (LeNet with SBC: 3594 against 3595 bytes at step 1 on
+# one machine, equal on another); the frames themselves are byte-identical for the same
+# input (test_codec_emu).
 pair() { # name, cpu command..., --, cuda command...
     local name=$1; shift
     local cpu=() gpu=()
     while [ "$1" != -- ]; do cpu+=("$1"); shift; done
     shift
-    gpu=("$@")
+    gpu=("$@" --log "$TMP/$name.cuda.csv")
+    cpu+=(--log "$TMP/$name.cpu.csv")
     "${cpu[@]}" >"$TMP/$name.cpu" 2>&1
     check $? "$name: the CPU run failed (exit $?): ${cpu[*]}"
     "${gpu[@]}" >"$TMP/$name.cuda" 2>&1
@@ -58,23 +79,29 @@ pair() { # name, cpu command..., --, cuda command...
     check $? "$name: $nc step lines on the CPU, $ng on the emulated GPU"
     local bad
     bad=$(paste -d' ' "$TMP/$name.dc" "$TMP/$name.dg" | awk '
-        $1 == "step" { d = $3 - $8; if (d < 0) d = -d; m = $3 < 0 ? -$3 : $3
-                       if ($2 != $7 || d > 1e-3 * m || $4 != $9 || $5 != $10) print "   ", $0 }
+        $1 == "step" { d = $3 - $6; if (d < 0) d = -d; m = $3 < 0 ? -$3 : $3
+                       if ($2 != $5 || d > 1e-3 * m) print "   ", $0 }
         $1 == "eval" { if ($2 != $4) print "   ", $0 }')
     [ -z "$bad" ]
-    check $? "$name: CPU and emulated GPU disagree (step, loss, up, down | the same on the GPU):
+    check $? "$name: CPU and emulated GPU disagree (step, loss | the same on the GPU):
+$bad"
+    bad=$(bytes_apart "${BYTES_TOL:-0}" "$TMP/$name.cpu.csv" "$TMP/$name.cuda.csv")
+    [ -z "$bad" ]
+    check $? "$name: the bytes per step differ by more than ${BYTES_TOL:-0} relative (CPU | GPU):
 $bad"
     grep -q '^eval' "$TMP/$name.dg"
     check $? "$name: no evaluation line on the emulated GPU"
-    echo "$name: $nc steps, losses CPU | GPU: $(awk '$1 == "step" {printf "%s ", $3}' "$TMP/$name.dc")| $(awk '$1 == "step" {printf "%s ", $3}' "$TMP/$name.dg")"
-    if [ -n "${LOG_DIR:-}" ]; then mkdir -p "$LOG_DIR" && cp "$TMP/$name.cpu" "$TMP/$name.cuda" "$LOG_DIR/"; fi
+    up() { awk -F, 'FNR == 1 { for (i = 1; i <= NF; i++) if ($i == "up_bytes") c = i } $1 == "train" { printf "%s ", $c }' "$1" 2>/dev/null; }
+    echo "$name: $nc steps, losses CPU | GPU: $(awk '$1 == "step" {printf "%s ", $3}' "$TMP/$name.dc")| $(awk '$1 == "step" {printf "%s ", $3}' "$TMP/$name.dg")"\
+        "; bytes up CPU | GPU: $(up "$TMP/$name.cpu.csv")| $(up "$TMP/$name.cuda.csv")"
+    if [ -n "${LOG_DIR:-}" ]; then mkdir -p "$LOG_DIR" && cp "$TMP/$name".cpu* "$TMP/$name".cuda* "$LOG_DIR/"; fi
 }
 
 DATA=(--dataset "folder:$TMP/folder" --batch 8 --steps 3 --print-every 1 --quiet)
 IMG=("${DATA[@]}" --workers 2)
 pair resnet8_terngrad "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" --device cpu -- \
     "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" --device cuda
-pair lenet_sbc "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cpu -- \
+BYTES_TOL=0.005 pair lenet_sbc "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cpu -- \
     "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cuda
 # --resume on the emulated GPU continues bit for bit: 4 steps straight, and 2 steps, --save,
 # --resume, 2 more, end in the same checkpoint bytes. The default --cudnn heuristic makes the
@@ -116,15 +143,15 @@ resume_exact resnet8_resume_gpu "$BIN/train_resnet_emu" --image-size 32 --depth 
 
 LM=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
     --print-every 1 --codec dgc --quiet)
-pair charlstm_dgc "$BIN/train_lstm_emu" "${LM[@]}" --device cpu -- "$BIN/train_lstm_emu" "${LM[@]}" --device cuda
+BYTES_TOL=0.005 pair charlstm_dgc "$BIN/train_lstm_emu" "${LM[@]}" --device cpu -- "$BIN/train_lstm_emu" "${LM[@]}" --device cuda
 
 if [ -x "$BIN/train_resnet_nccl_emu" ] && command -v mpirun >/dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
     NC=(--image-size 32 --depth 8 --lr 0.01 --codec 3lc "${DATA[@]}")
     MP=(mpirun -np 2 "$BIN/train_resnet_nccl_emu")
-    pair resnet8_3lc_nccl "${MP[@]}" --backend mpi --device cpu "${NC[@]}" -- "${MP[@]}" --backend nccl --device cuda "${NC[@]}"
+    BYTES_TOL=0.005 pair resnet8_3lc_nccl "${MP[@]}" --backend mpi --device cpu "${NC[@]}" -- "${MP[@]}" --backend nccl --device cuda "${NC[@]}"
     # one process, no launcher: a NCCL communicator of one rank, without MPI
-    pair resnet8_3lc_nccl1 "$BIN/train_resnet_nccl_emu" --backend local --workers 1 --device cpu "${NC[@]}" -- \
+    BYTES_TOL=0.005 pair resnet8_3lc_nccl1 "$BIN/train_resnet_nccl_emu" --backend local --workers 1 --device cpu "${NC[@]}" -- \
         "$BIN/train_resnet_nccl_emu" --backend nccl --workers 1 --device cuda "${NC[@]}"
 else
     echo "no MPI: the --backend nccl pair skipped"
