@@ -125,6 +125,10 @@ endif
 LIB       := $(BUILD)/libgcx.a
 
 BINS      := $(notdir $(basename $(wildcard $(addprefix examples/,$(addsuffix .c,$(BIN_NAMES))))))
+# where the binaries go: the repository root, or BIN_DIR (ending in /) for a second build
+# beside the first (scripts/gpu_bundle.sh: BUILD=build/gpu BIN_DIR=build/gpu/bin/)
+BIN_DIR   ?=
+BIN_PATHS := $(addprefix $(BIN_DIR),$(BINS))
 
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
@@ -147,7 +151,7 @@ ASAN_BINS := $(patsubst $(BUILD)/%,$(SAN_DIR)/%,$(filter-out %/test_data_folder,
 
 # ---------------------------------------------------------------- rules ----
 .PHONY: all test test-cuda build-cuda-tests test-emu build-emu fuzz bench deps clean probe fixtures
-all: probe $(BINS)
+all: probe $(BIN_PATHS)
 
 probe:
 	@echo "gcx build: found [$(strip $(FOUND))]  (switches: NO_OPENMP NO_MPI NO_CUDA NO_CUDNN NO_NCCL)"
@@ -163,7 +167,8 @@ $(BUILD)/%.cu.o: %.cu
 $(LIB): $(LIB_OBJS)
 	@rm -f $@.tmp.$$$$ && ar rcs $@.tmp.$$$$ $^ && mv -f $@.tmp.$$$$ $@
 
-$(BINS): %: examples/%.c $(LIB)
+$(BIN_PATHS): $(BIN_DIR)%: examples/%.c $(LIB)
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: tests/%.c $(LIB) tests/test.h
@@ -269,7 +274,7 @@ deps:
 	scripts/deps.sh
 
 clean:
-	rm -rf $(BUILD) $(BINS)
+	rm -rf $(BUILD) $(BIN_PATHS)
 
 .SECONDARY:
 

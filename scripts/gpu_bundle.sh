@@ -4,9 +4,13 @@
 #
 #   scripts/gpu_bundle.sh [FILE]        (default build/gcx-gpu.tar.xz)
 #
-# Builds (make: the binaries, the CUDA tests, bench/resnet_gpu, bench/codecs_gpu,
-# bench/exchange)
-# here, where nvcc is, then packs, with paths relative to the repository root:
+# Builds here, where nvcc is, a second build beside the usual one: in build/gpu,
+# with GPU_OPT (default "-O3 -march=x86-64-v3 -g": AVX2 and FMA, which every x86
+# host of a Hopper GPU has, and no AVX-512, which some lack; the usual build's
+# -march=native would take this machine's instruction set along), the binaries,
+# the CUDA tests, bench/resnet_gpu, bench/codecs_gpu and bench/exchange. It checks
+# that none of them holds an AVX-512 instruction, then packs, with the paths they
+# have in a checkout:
 #   the binaries: ./train_resnet ./train_lstm ./train_lenet ./gcx,
 #                 build/tests/cuda/*, build/bench/resnet_gpu, build/bench/codecs_gpu,
 #                 build/bench/exchange;
@@ -20,22 +24,46 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUTF=${1:-build/gcx-gpu.tar.xz}
+GPU_OPT=${GPU_OPT:--O3 -march=x86-64-v3 -g}
 command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || { echo "gpu_bundle: nvcc not found: nothing to bundle" >&2; exit 1; }
 export PATH=$PATH:/usr/local/cuda/bin
-make -s -j"$(nproc)" all build-cuda-tests build/bench/resnet_gpu build/bench/codecs_gpu build/bench/exchange
-bins=(train_resnet train_lstm train_lenet gcx build/bench/resnet_gpu build/bench/codecs_gpu build/bench/exchange)
-for t in tests/cuda/test_*.c; do bins+=("build/tests/cuda/$(basename "$t" .c)"); done
-for b in "${bins[@]}"; do
-    [ -x "$b" ] || { echo "gpu_bundle: $b was not built" >&2; exit 1; }
+G=build/gpu
+# objects built with other flags are not reused
+if [ "$(cat "$G/opt" 2>/dev/null)" != "$GPU_OPT" ]; then rm -rf "$G"; mkdir -p "$G"; echo "$GPU_OPT" >"$G/opt"; fi
+make -s -j"$(nproc)" BUILD="$G" BIN_DIR="$G/bin/" OPT="$GPU_OPT" \
+    all build-cuda-tests "$G/bench/resnet_gpu" "$G/bench/codecs_gpu" "$G/bench/exchange"
+
+# the bundle's tree: path in the bundle, path built
+S=$G/stage
+rm -rf "$S"
+map=()
+for b in train_resnet train_lstm train_lenet gcx; do map+=("$b $G/bin/$b"); done
+for b in resnet_gpu codecs_gpu exchange; do map+=("build/bench/$b $G/bench/$b"); done
+for t in tests/cuda/test_*.c; do map+=("build/tests/cuda/$(basename "$t" .c) $G/tests/cuda/$(basename "$t" .c)"); done
+bins=()
+for m in "${map[@]}"; do
+    set -- $m
+    [ -x "$2" ] || { echo "gpu_bundle: $2 was not built" >&2; exit 1; }
+    mkdir -p "$(dirname "$S/$1")"
+    cp "$2" "$S/$1"
+    bins+=("$S/$1")
 done
+# no AVX-512 (zmm registers, mask registers) in the code gcx compiled
+avx512=()
+for b in "${bins[@]}"; do
+    if objdump -d --no-show-raw-insn "$b" | grep -Eq '%zmm|%k[1-7]'; then avx512+=("${b#"$S"/}"); fi
+done
+if [ ${#avx512[@]} -gt 0 ]; then
+    echo "gpu_bundle: AVX-512 instructions in ${avx512[*]} (GPU_OPT=$GPU_OPT)" >&2
+    exit 1
+fi
 
 # libraries: what ldd resolves, minus the C runtime and NVIDIA's own
-rm -rf build/gpu-libs build/gpu-data
-mkdir -p build/gpu-libs
+mkdir -p "$S/build/gpu-libs"
 skip='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt|libcudnn.*|libnccl|libnvidia.*)\.so'
 ldd "${bins[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u | while read -r name path; do
     if [[ "$name" =~ $skip ]]; then continue; fi
-    cp -L "$path" "build/gpu-libs/$name"
+    cp -L "$path" "$S/build/gpu-libs/$name"
 done
 if ldd "${bins[@]}" | grep -q "not found"; then
     echo "gpu_bundle: some libraries are not found here:" >&2
@@ -47,12 +75,14 @@ data=()
 DD=${DATA_DIR:-data}
 for d in shakespeare ptb; do
     if [ -d "$DD/$d" ]; then
-        mkdir -p build/gpu-data
-        cp -r "$DD/$d" build/gpu-data/
+        mkdir -p "$S/build/gpu-data"
+        cp -r "$DD/$d" "$S/build/gpu-data/"
         data+=(build/gpu-data/"$d")
     fi
 done
 
-git rev-parse HEAD >build/gpu-commit 2>/dev/null || echo unknown >build/gpu-commit
-tar -cJf "$OUTF" "${bins[@]}" build/gpu-libs "${data[@]}" build/gpu-commit
-echo "gpu_bundle: $OUTF ($(du -h "$OUTF" | cut -f1)): ${#bins[@]} binaries, $(ls build/gpu-libs | wc -l) libraries ($(ls build/gpu-libs | tr '\n' ' ')), data: ${data[*]:-none}, commit $(cat build/gpu-commit)"
+git rev-parse HEAD >"$S/build/gpu-commit" 2>/dev/null || echo unknown >"$S/build/gpu-commit"
+mkdir -p "$(dirname "$OUTF")"
+out=$(cd "$(dirname "$OUTF")" && pwd)/$(basename "$OUTF")
+(cd "$S" && tar -cJf "$out" ./*)
+echo "gpu_bundle: $OUTF ($(du -h "$OUTF" | cut -f1)): ${#bins[@]} binaries built with $GPU_OPT, $(ls "$S/build/gpu-libs" | wc -l) libraries ($(ls "$S/build/gpu-libs" | tr '\n' ' ')), data: ${data[*]:-none}, commit $(cat "$S/build/gpu-commit")"

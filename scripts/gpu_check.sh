@@ -166,6 +166,11 @@ phase_env() {
     ldd ./train_resnet | grep -E "cudart|cublas|cudnn|nccl|openblas"
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
     note env "GPU: ${gpu:-none}; binaries with unresolved libraries or missing: $missing"
+    # the host CPU: the bundle is built without AVX-512 (gpu_bundle.sh), a build here with -march=native
+    local cpu avx
+    cpu=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | sed 's/^[^:]*: *//')
+    avx=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | grep -ow -e avx2 -e avx512f | sort -u | paste -sd' ')
+    note env "CPU: ${cpu:-unknown}, $(nproc) cores, ${avx:-neither avx2 nor avx512f}"
 }
 
 phase_test() {

@@ -107,6 +107,7 @@ has() { # pattern, message
     check $? "$2: no line matching '$1' in the summary"
 }
 has '^env +GPU: gcx host emulation; binaries with unresolved libraries or missing: 0$' "env"
+has '^env +CPU: .+, [0-9]+ cores, (avx2|avx512f|avx2 avx512f|neither avx2 nor avx512f)$' "env, the CPU"
 has '^test +[0-9]+ passed, 0 failed \(per binary: tests/cuda/test_optim_cuda [0-9]+/ok; tests/cuda/test_nn_cuda_lenet [0-9]+/ok; \)' "test"
 pairs="charlstm resnet8 resnet8_terngrad_2w"
 [ $nccl = 1 ] && pairs="$pairs resnet8_3lc_nccl1"
