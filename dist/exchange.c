@@ -71,7 +71,7 @@ void dist_config_default(DistConfig *c) {
     c->deltas = -1;
     c->dgc_momentum = 0.9;
     c->dgc_warmup = 4;
-    c->scalar_sharing = 1;
+    c->scalar_sharing = -1; /* TernGrad's (section 3.1); not 3LC's stoch3 baseline (3LC section 3) */
 }
 
 int dist_parse_codec(DistConfig *c, const char *text, char *err, size_t errlen) {
@@ -133,10 +133,11 @@ int dist_parse_codec(DistConfig *c, const char *text, char *err, size_t errlen) 
 }
 
 double dgc_warmup_density(double target, double warmup, double epoch) {
-    /* DGC section 4 (dgc.txt l.312): "we rise the sparsity in the warm-up period
-     * exponentially: 75%, 93.75%, 98.4375%, 99.6%" then the target 99.9%: four
-     * equal stages over the warm-up period (one epoch each for CIFAR's 4 epochs,
-     * a quarter epoch each for the language model's 1 epoch, section 5):
+    /* DGC section 3.3 (warm-up training) and 4.1: "we rise the sparsity in the
+     * warm-up period as follows: 75%, 93.75%, 98.4375%, 99.6%, 99.9%
+     * (exponentially increase till 99.9%)": four equal stages over the warm-up
+     * period, then the target (one epoch each for CIFAR's 4 epochs, a quarter
+     * epoch each for the language model's 1 epoch, section 4.1):
      * density 0.25^(1 + k) in stage k = floor(4 epoch / W). */
     if (warmup <= 0 || epoch >= warmup) return target;
     double k = floor(epoch * 4.0 / warmup);
@@ -475,6 +476,15 @@ static void delta_levels(uint8_t *lv, const float *p, const float *d, size_t n) 
     }
 }
 
+/* TernGrad's scalar sharing (terngrad.txt section 3.1) for tensor t: by default
+ * for terngrad only; 3LC's stoch3 baseline quantizes with each worker's own
+ * scalar (3LC section 3 counts synchronizing it as a cost of TernGrad's design) */
+static int shares_scalar(const Exchange *ex, int t) {
+    const CodecOps *ops = ex->pol[t].spec.ops;
+    if (!ops->local_scalar || ex->cfg.scalar_sharing == 0) return 0;
+    return ex->cfg.scalar_sharing > 0 || ops->id == CODEC_TERNGRAD;
+}
+
 /* side inputs for encoding x = values [lo, hi) of tensor t */
 static void make_side(Exchange *ex, CodecSide *side, int t, int kind, int slot, size_t lo, size_t hi, const float *x,
                       const float *params, const Optim *opt, double lr, double density, long step) {
@@ -487,7 +497,7 @@ static void make_side(Exchange *ex, CodecSide *side, int t, int kind, int slot, 
     side->mask = ex->mask + off + lo;
     side->density = density;
     const CodecOps *ops = ex->pol[t].spec.ops;
-    if (ops->local_scalar && ex->cfg.scalar_sharing && kind == SIDE_PUSH) side->scalar = &ex->scalars[t];
+    if (shares_scalar(ex, t) && kind == SIDE_PUSH) side->scalar = &ex->scalars[t];
     if (ops->id == CODEC_GCOMP) {
         size_t n = hi - lo;
         uint8_t *lv = ex->levels + off + lo;
@@ -779,10 +789,10 @@ static void encode_all(Exchange *ex, float *x, const float *params, const Optim 
                       long step) {
     /* TernGrad scalar sharing (terngrad.txt section 3.1): the max over workers
      * of each tensor's scalar, after clipping, so all workers share it */
-    if (ex->cfg.scalar_sharing && ex->cfg.topology != TOPO_RING) {
+    if (ex->cfg.scalar_sharing != 0 && ex->cfg.topology != TOPO_RING) {
         int any = 0;
         for (int t = 0; t < ex->T; t++)
-            if (ex->pol[t].spec.ops->local_scalar) {
+            if (shares_scalar(ex, t)) {
                 ENC(t, SLOT_PUSH); /* created here, in order, not in the pass */
                 any = 1;
             }
@@ -897,38 +907,46 @@ static void apply_gradient(Exchange *ex, float *params, const float *agg, Optim 
     }
 }
 
-/* DGC: fold weight decay into the gradient of the DGC tensors and clip this
- * worker's whole gradient locally (dgc.txt section 3.2 "Local Gradient
- * Clipping", appendix C: threshold scaled by N^-1/2). The clip covers the
- * tensors sent uncompressed too (biases, small tensors): the trainer leaves
- * clipping to this function under DGC's memory, and an unclipped bias of a
- * recurrent network diverges. */
-typedef struct {
-    float *grads;
-    const float *params;
-} DgcPass;
-
-static void dgc_tensor(Exchange *ex, int t, void *arg) {
-    const DgcPass *p = arg;
-    size_t off = t_off(ex, t), n = t_n(ex, t);
-    if (ex->mem[t] == MEM_DGC && ex->cfg.weight_decay != 0)
-        optim_add_weight_decay(p->grads + off, p->params + off, ex->cfg.weight_decay, n);
-    const float *g = p->grads + off;
+/* DGC: clip this worker's whole gradient locally (dgc.txt section 3.2 "Local
+ * Gradient Clipping", appendix C: threshold scaled by N^-1/2), then fold weight
+ * decay into the gradient of the DGC tensors so that it takes part in the
+ * momentum correction. The clip acts on the gradient G, as Algorithm 3 (lines
+ * 8-9) does before U = mU + G, and as the trainer clips before the optimizer's
+ * weight decay in the other runs; the paper does not mention weight decay. The
+ * clip covers the tensors sent uncompressed too (biases, small tensors): the
+ * trainer leaves clipping to this function under DGC's memory, and an unclipped
+ * bias of a recurrent network diverges. */
+static void dgc_sq_tensor(Exchange *ex, int t, void *grads) {
+    const float *g = (const float *)grads + t_off(ex, t);
+    size_t n = t_n(ex, t);
     double sq = 0;
     for (size_t i = 0; i < n; i++) sq += (double)g[i] * g[i];
     ex->sq[t] = sq;
 }
 
+typedef struct {
+    float *grads;
+    const float *params;
+} DgcPass;
+
+static void dgc_decay_tensor(Exchange *ex, int t, void *arg) {
+    const DgcPass *p = arg;
+    size_t off = t_off(ex, t);
+    if (ex->mem[t] == MEM_DGC) optim_add_weight_decay(p->grads + off, p->params + off, ex->cfg.weight_decay, t_n(ex, t));
+}
+
 static void dgc_prepare(Exchange *ex, float *grads, const float *params) {
-    DgcPass p = {grads, params};
-    tensor_loop(ex, dgc_tensor, &p);
-    if (ex->cfg.dgc_clip <= 0) return;
-    double sq = 0; /* per-tensor sums added in tensor order: the same on any thread count */
-    for (int t = 0; t < ex->T; t++) sq += ex->sq[t];
-    double thr = ex->cfg.dgc_clip / sqrt((double)ex->N), norm = sqrt(sq);
-    if (norm <= thr) return;
-    float coef = (float)(thr / (norm + 1e-6)); /* as torch.nn.utils.clip_grad_norm_ */
-    scale_arena(grads, ex->pt->total, coef);
+    if (ex->cfg.dgc_clip > 0) {
+        tensor_loop(ex, dgc_sq_tensor, grads);
+        double sq = 0; /* per-tensor sums added in tensor order: the same on any thread count */
+        for (int t = 0; t < ex->T; t++) sq += ex->sq[t];
+        double thr = ex->cfg.dgc_clip / sqrt((double)ex->N), norm = sqrt(sq);
+        if (norm > thr) scale_arena(grads, ex->pt->total, (float)(thr / (norm + 1e-6))); /* as torch.nn.utils.clip_grad_norm_ */
+    }
+    if (ex->cfg.weight_decay != 0) {
+        DgcPass p = {grads, params};
+        tensor_loop(ex, dgc_decay_tensor, &p);
+    }
 }
 
 /* ps: push frames to the server, the server averages and updates the global

@@ -60,10 +60,11 @@ typedef struct {
     double dgc_momentum; /* momentum of the correction (the optimizer's) */
     int dgc_nesterov;
     double dgc_clip;     /* global L2 clip threshold; each worker uses clip * N^-1/2 (0 = off) */
-    double dgc_warmup;   /* warm-up epochs: density 25%, 6.25%, ... down to the target */
-    double weight_decay; /* folded into the gradient before DGC's momentum correction */
+    double dgc_warmup;   /* warm-up epochs: density 25%, 6.25%, ... down to the target (default 4,
+                          * DGC section 4.1's CIFAR setting; train_lstm sets 1, its language model's) */
+    double weight_decay; /* folded into the clipped gradient before DGC's momentum correction */
     /* TernGrad (terngrad.txt section 3.1) */
-    int scalar_sharing;  /* allreduce-max of the per-tensor scalars */
+    int scalar_sharing;  /* allreduce-max of the per-tensor scalars: 1, 0, or -1 = TernGrad's tensors only */
     uint64_t seed;       /* stochastic codecs: per (step, rank, tensor) streams */
     int codec_threads;   /* threads of the per-tensor passes and chunk-parallel encoders; 0 = OpenMP default */
     /* network model */

@@ -9,8 +9,8 @@
  *                                (default: 1 + the largest batch-norm or bias
  *                                tensor, so every one of those is excluded)
  * Automatic exclusions (sent as fp32): batch-norm tensors; tensors below
- * min-compress; with terngrad, the last layer (TernGrad section 4.2: "we do
- * not quantize the last classification layer").
+ * min-compress; with terngrad, the last layer (TernGrad section 4.2: "We
+ * suggest not to apply ternarizing to the last layer").
  */
 #ifndef GC_POLICY_H
 #define GC_POLICY_H

@@ -87,6 +87,9 @@ int main(int argc, char **argv) {
     o.epochs = 1;
     o.print_every = 50;
     snprintf(o.optim, sizeof o.optim, "sgd");
+    /* DGC section 4.1: "The warm-up period is 1 epoch out of 40 epochs" for the
+     * language model (CIFAR's 4 epochs are the exchange's default) */
+    o.dist.dgc_warmup = 1;
     TrainOpts defaults = o;
     struct option opts[96];
     train_options_merge(opts, 96, own_options);

@@ -52,7 +52,7 @@ static void make_grad(float *g, int r, long s) {
 typedef struct {
     const char *codec;
     int topology, memory, delay, steps;
-    double lr, momentum;
+    double lr, momentum, wd; /* wd: DistConfig's weight_decay (DGC's, folded into the gradient) */
     float *params[MAXW];
     int rc[MAXW];
     char err[MAXW][512];
@@ -90,6 +90,7 @@ static void worker(int rank, void *arg) {
     cfg.delay = run->delay;
     cfg.seed = 7;
     cfg.dgc_momentum = run->momentum;
+    cfg.weight_decay = run->wd;
     cfg.bandwidth = 1e8;
     cfg.latency = 5e-4;
     cfg.codec_threads = run->codec_threads;
@@ -366,6 +367,69 @@ static void test_dgc(void) {
     param_arena_free(g);
     param_arena_free(want);
     run_free(&r);
+
+    /* the clip acts on the gradient, then weight decay joins it (Algorithm 3 clips
+     * G before U = mU + G): from parameters P, one plain step with every value
+     * sent (density 1, no momentum, lr 1) gives P - mean_k(coef_k g_k) - wd P in
+     * the DGC tensors and P - mean_k(coef_k g_k) in the others, coef_k from the
+     * norm of g_k alone */
+    run_init(&r, "dgc:density=1,warmup=0,clip=1", TOPO_ALLGATHER, W);
+    r.momentum = 0;
+    r.wd = 0.1;
+    const float P = 0.5f;
+    for (int k = 0; k < W; k++)
+        for (size_t i = 0; i < pt.total; i++) r.params[k][i] = P;
+    run_go(&r);
+    CHECK(r.rc[0] == 0, "dgc clip + weight decay run: %s", r.err[0]);
+    g = param_arena_alloc(&pt);
+    want = param_arena_alloc(&pt);
+    for (size_t i = 0; i < pt.total; i++) want[i] = P;
+    for (int k = 0; k < W; k++) {
+        make_grad(g, k, 0);
+        double sq = 0;
+        for (size_t i = 0; i < pt.total; i++) sq += (double)g[i] * g[i];
+        double norm = sqrt(sq), coef = norm > thr ? thr / (norm + 1e-6) : 1;
+        for (size_t i = 0; i < pt.total; i++) want[i] -= (float)coef * g[i] / W;
+    }
+    const char *names[] = {"layer1.0.conv1.weight", "fc.weight", "fc.bias"};
+    for (int j = 0; j < 3; j++) {
+        int u = param_table_find(&pt, names[j]);
+        int dgc = strstr(names[j], ".weight") != NULL;
+        float *w = want + pt.t[u].offset;
+        if (dgc)
+            for (size_t i = 0; i < pt.t[u].numel; i++) w[i] -= 0.1f * P;
+        char what[128];
+        snprintf(what, sizeof what, "dgc clip, then weight decay: %s (%s)", names[j], dgc ? "DGC tensor" : "uncompressed");
+        CHECK_CLOSE(what, r.params[0] + pt.t[u].offset, w, pt.t[u].numel, 1e-5f, 1e-6f);
+    }
+    param_arena_free(g);
+    param_arena_free(want);
+    run_free(&r);
+}
+
+/* TernGrad's scalar sharing (an allreduce-max of the per-tensor scalars before
+ * encoding, terngrad.txt section 3.1) is on by default for terngrad and off for
+ * 3LC's stoch3 baseline; share= turns it on or off. It shows in the wire bytes
+ * (the allreduce) and not in the frames. */
+static void test_scalar_sharing(void) {
+    const char *codecs[] = {"terngrad", "terngrad:share=0", "stoch3", "stoch3:share=1"};
+    const int shared[] = {1, 0, 0, 1};
+    uint64_t wire[4], up[4];
+    for (int c = 0; c < 4; c++) {
+        Run r;
+        run_init(&r, codecs[c], TOPO_ALLGATHER, W);
+        run_go(&r);
+        CHECK(r.rc[0] == 0, "%s run: %s", codecs[c], r.err[0]);
+        wire[c] = r.st[0].wire_sent;
+        up[c] = r.st[0].up_bytes;
+        run_free(&r);
+    }
+    for (int c = 0; c < 4; c += 2) {
+        int more = shared[c] ? wire[c] > wire[c + 1] : wire[c] < wire[c + 1];
+        CHECK(more && up[c] == up[c + 1], "%s: %s the scalars (wire bytes %llu, %s: %llu; frames %llu and %llu bytes)",
+              codecs[c], shared[c] ? "shares" : "does not share", (unsigned long long)wire[c], codecs[c + 1],
+              (unsigned long long)wire[c + 1], (unsigned long long)up[c], (unsigned long long)up[c + 1]);
+    }
 }
 
 static void test_fedavg(void) {
@@ -499,6 +563,7 @@ static void test_threads_same(void) {
 int main(void) {
     build_table();
     test_fp32_equals_average();
+    test_scalar_sharing();
     test_every_codec_consistent();
     test_conservation();
     test_dgc();
