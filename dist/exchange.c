@@ -494,7 +494,7 @@ static void make_side(Exchange *ex, CodecSide *side, int t, int kind, int slot, 
     side->seed = rng_hash64(ex->cfg.seed ^ 0x9E3779B97F4A7C15ULL, key);
     side->threads = ex->cfg.codec_threads;
     side->repr = ex->repr + off + lo;
-    side->mask = ex->mask + off + lo;
+    side->mask = kind == SIDE_PULL ? NULL : ex->mask + off + lo; /* what this worker sent; not the server's pull */
     side->density = density;
     const CodecOps *ops = ex->pol[t].spec.ops;
     if (shares_scalar(ex, t) && kind == SIDE_PUSH) side->scalar = &ex->scalars[t];
@@ -983,6 +983,18 @@ static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double
     return agree(ex);
 }
 
+/* SBC section II: "We adopt momentum masking" (Lin et al.'s momentum factor
+ * masking, DGC section 3.3): after an exchange, the local optimizer's momentum
+ * is zeroed where this worker's SBC frames sent a value (ex->mask, written by
+ * the push encoding) */
+static void sbc_mask_momentum(Exchange *ex, Optim *opt) {
+    for (int t = 0; t < ex->T; t++)
+        if (ex->pol[t].spec.ops->id == CODEC_SBC) {
+            size_t off = t_off(ex, t);
+            optim_mask_momentum(opt, ex->mask + off, off, t_n(ex, t));
+        }
+}
+
 static int hops(const Exchange *ex) {
     switch (ex->cfg.topology) {
     case TOPO_ALLGATHER: return 1;
@@ -1045,6 +1057,7 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
                 add_arena(ex->anchor, ex->agg, total);
                 memcpy(params, ex->anchor, total * sizeof(float));
             }
+            if (!rc) sbc_mask_momentum(ex, opt);
             ex->st.exchanged = 1;
         }
     }

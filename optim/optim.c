@@ -362,6 +362,16 @@ static float *state_by_name(const Optim *o, const char *name) {
     return NULL;
 }
 
+int optim_mask_momentum(Optim *o, const uint8_t *mask, size_t off, size_t n) {
+    float *m = state_by_name(o, "momentum_buffer");
+    if (!m) m = state_by_name(o, "exp_avg");
+    if (!m) return 0;
+    m += off;
+    for (size_t i = 0; i < n; i++)
+        if (mask[i]) m[i] = 0.0f;
+    return 1;
+}
+
 int optim_ckpt_sections(Optim *o, CkptSection *out, int cap, const char *prefix) {
     if (!prefix) prefix = "";
     if (cap < 2 + o->n_state) return -GC_ERR_NOSPACE;

@@ -147,6 +147,12 @@ void optim_sgd_plain(float *params, const float *update, double lr, size_t n);
  * weight decay into the gradient before the exchange.
  *   grads: [n] in place;  params: [n] */
 void optim_add_weight_decay(float *grads, const float *params, double wd, size_t n);
+/* Momentum factor masking (DGC section 3.3, which SBC adopts, SBC section II):
+ * zero the momentum of value off + i wherever mask[i] != 0, i < n: SGD's and
+ * RMSProp's momentum_buffer, Adam's and AdamW's first moment exp_avg (their
+ * momentum; the second moment, a scale, is kept). Returns 1, or 0 where the
+ * optimizer has no momentum (plain SGD, AdaGrad, RMSProp without momentum). */
+int optim_mask_momentum(Optim *o, const uint8_t *mask, size_t off, size_t n);
 
 /* ---------------------------------------------------------------- GCOMP ----
  * GCOMP (gcomp.txt, section 5.1, Table 2, Appendix A): a gradient value g may

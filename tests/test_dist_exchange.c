@@ -19,6 +19,7 @@
 
 #include "common/crc32c.h"
 #include "common/rng.h"
+#include "compress/select.h"
 #include "dist/exchange.h"
 #include "tests/test.h"
 
@@ -58,6 +59,7 @@ typedef struct {
     char err[MAXW][512];
     ExchangeStats st[MAXW];
     float *resid[MAXW], *vel[MAXW];
+    float *mom[MAXW]; /* the optimizer's momentum_buffer after the run (zeros without one) */
     int tamper_rank;
     long tamper_step;
     int nworkers;
@@ -126,6 +128,10 @@ static void worker(int rank, void *arg) {
         snprintf(run->replicas[rank] + at, sizeof run->replicas[rank] - at, "%s ", rep[i].name);
         run->replica_crc[rank][i] = crc32c(0, rep[i].data, rep[i].len);
     }
+    for (int i = 0; i < optim_state_count(&opt); i++) {
+        OptimState os = optim_state(&opt, i);
+        if (!strcmp(os.name, "momentum_buffer")) memcpy(run->mom[rank], os.data, os.count * sizeof(float));
+    }
     CkptSection sec[8];
     int n = exchange_ckpt_sections(ex, sec, 8, "");
     for (int i = 0; i < n; i++) {
@@ -152,6 +158,7 @@ static void run_init(Run *r, const char *codec, int topo, int nworkers) {
         r->params[k] = param_arena_alloc(&pt);
         r->resid[k] = param_arena_alloc(&pt);
         r->vel[k] = param_arena_alloc(&pt);
+        r->mom[k] = param_arena_alloc(&pt);
     }
 }
 
@@ -166,6 +173,7 @@ static void run_free(Run *r) {
         param_arena_free(r->params[k]);
         param_arena_free(r->resid[k]);
         param_arena_free(r->vel[k]);
+        param_arena_free(r->mom[k]);
     }
 }
 
@@ -480,6 +488,79 @@ static double sbc_p(const char *codec, int delay) {
     return p;
 }
 
+/* SBC adopts momentum masking (SBC section II): after an exchange the local
+ * optimizer's momentum is zero exactly where this worker sent a value. One
+ * worker, one step from zero parameters: the sent values are the parameters
+ * that moved. Over ps, the server's own frames count, not its pull. */
+static void test_sbc_momentum_masking(void) {
+    Run r;
+    run_init(&r, "sbc", TOPO_ALLGATHER, 1);
+    r.momentum = 0.9;
+    r.lr = 0.1;
+    run_go(&r);
+    CHECK(r.rc[0] == 0, "sbc run: %s", r.err[0]);
+    int t = param_table_find(&pt, "layer1.0.conv1.weight");
+    long sent = 0, bad = 0;
+    for (size_t i = 0; i < pt.t[t].numel; i++) {
+        size_t k = pt.t[t].offset + i;
+        int moved = r.params[0][k] != 0.0f, masked = r.mom[0][k] == 0.0f;
+        sent += moved;
+        bad += moved != masked;
+    }
+    CHECK(sent > 0 && bad == 0, "sbc masking: %ld values sent, %ld positions where the momentum's zeros differ", sent, bad);
+    int b = param_table_find(&pt, "fc.bias");
+    long zeros = 0;
+    for (size_t i = 0; i < pt.t[b].numel; i++) zeros += r.mom[0][pt.t[b].offset + i] == 0.0f;
+    CHECK(zeros == 0, "sbc masking leaves the uncompressed fc.bias alone (%ld zeros)", zeros);
+    run_free(&r);
+
+    run_init(&r, "sbc", TOPO_PS, W);
+    r.momentum = 0.9;
+    r.lr = 0.1;
+    run_go(&r);
+    CHECK(r.rc[0] == 0, "sbc ps run: %s", r.err[0]);
+    /* each worker sent the side (the k largest or the k most negative of its
+     * delta -lr g after one momentum step from zero) with the larger mean */
+    size_t n = pt.t[t].numel, k = select_count(0.001, n);
+    float *g = param_arena_alloc(&pt);
+    uint8_t *want = calloc(n, 1), *used = calloc(n, 1);
+    for (int w = 0; w < W; w++) {
+        make_grad(g, w, 0);
+        const float *d = g + pt.t[t].offset; /* the delta is -0.1 g: its largest values are g's most negative */
+        double mean[2] = {0, 0};
+        size_t idx[2][16];
+        for (int side = 0; side < 2; side++) { /* 0: delta's positives (g < 0), 1: its negatives (g > 0) */
+            memset(used, 0, n);
+            for (size_t j = 0; j < k && j < 16; j++) {
+                size_t best = n;
+                for (size_t i = 0; i < n; i++) {
+                    float v = side ? d[i] : -d[i];
+                    if (!used[i] && v > 0 && (best == n || v > (side ? d[best] : -d[best]))) best = i;
+                }
+                used[best] = 1;
+                idx[side][j] = best;
+                mean[side] += 0.1 * fabs(d[best]) / (double)k;
+            }
+        }
+        int pick = mean[0] >= mean[1] ? 0 : 1;
+        memset(want, 0, n);
+        for (size_t j = 0; j < k && j < 16; j++) want[idx[pick][j]] = 1;
+        long bad = 0;
+        zeros = 0;
+        for (size_t i = 0; i < n; i++) {
+            int z = r.mom[w][pt.t[t].offset + i] == 0.0f;
+            zeros += z;
+            bad += z != want[i];
+        }
+        CHECK(k <= 16 && zeros == (long)k && bad == 0,
+              "sbc ps: worker %d's momentum is zero exactly at its %zu sent values (%ld zeros, %ld misplaced)", w, k, zeros, bad);
+    }
+    free(want);
+    free(used);
+    param_arena_free(g);
+    run_free(&r);
+}
+
 static void test_sbc_defaults(void) {
     /* SBC IV-B: (1) p = 0.1% without delay; (2), (3) p = 1% with delay 10, 100 */
     CHECK(sbc_p("sbc", 1) == 0.001, "sbc without delay: p = 0.001 (got %g)", sbc_p("sbc", 1));
@@ -564,6 +645,7 @@ int main(void) {
     build_table();
     test_fp32_equals_average();
     test_scalar_sharing();
+    test_sbc_momentum_masking();
     test_every_codec_consistent();
     test_conservation();
     test_dgc();
