@@ -466,12 +466,13 @@ static void memory_in_tensor(Exchange *ex, int t, void *g) {
 
 /* GCOMP levels for a model delta d added to parameters p: n bits of d are lost
  * in p + d when |p / d| > 2^n (gcomp.txt section 5.1 with the update written
- * as the delta itself); one guard bit as optim_gcomp_levels. */
-static void delta_levels(uint8_t *lv, const float *p, const float *d, size_t n) {
+ * as the delta itself), with the optimizer's guard bits added to n (guard=0:
+ * the paper's rule). */
+static void delta_levels(uint8_t *lv, const float *p, const float *d, size_t n, int guard) {
     for (size_t i = 0; i < n; i++) {
         float q = d[i] != 0.0f ? fabsf(p[i] / d[i]) : 0.0f;
         int L = 0;
-        while (L < GCOMP_MAX_LEVEL && q > ldexpf(1.0f, GCOMP_BITS_PER_LEVEL * (L + 1) + 1)) L++;
+        while (L < GCOMP_MAX_LEVEL && q > ldexpf(1.0f, GCOMP_BITS_PER_LEVEL * (L + 1) + guard)) L++;
         lv[i] = (uint8_t)L;
     }
 }
@@ -501,6 +502,7 @@ static void make_side(Exchange *ex, CodecSide *side, int t, int kind, int slot, 
     if (ops->id == CODEC_GCOMP) {
         size_t n = hi - lo;
         uint8_t *lv = ex->levels + off + lo;
+        int guard = opt ? opt->cfg.gcomp_guard_bits : OPT_DEFAULT_GCOMP_GUARD_BITS;
         if (!ex->deltas && kind != SIDE_PULL && ex->cfg.topology != TOPO_PS) {
             /* each worker's value (ring: partial sum) enters the averaged
              * gradient the optimizer sees as x/N */
@@ -509,15 +511,16 @@ static void make_side(Exchange *ex, CodecSide *side, int t, int kind, int slot, 
             optim_gcomp_levels_at(lv, opt, params + off + lo, scaled, lr, off + lo, n);
         } else if (!ex->deltas && kind == SIDE_PUSH) {
             /* ps push: the global model's optimizer state lives on the server;
-             * use the plain-SGD metric theta / (lr g / N) */
+             * use the plain-SGD metric theta / (lr g / N) for every optimizer (an
+             * approximation for the others: docs/DIST.md) */
             float *d = ex->tmp + off + lo;
             for (size_t i = 0; i < n; i++) d[i] = (float)lr * x[i] / (float)ex->N;
-            delta_levels(lv, params + off + lo, d, n);
+            delta_levels(lv, params + off + lo, d, n, guard);
         } else {
             float *d = ex->tmp + off + lo;
             float scale = kind == SIDE_PULL ? 1.0f : 1.0f / (float)ex->N;
             for (size_t i = 0; i < n; i++) d[i] = x[i] * scale;
-            delta_levels(lv, params + off + lo, d, n);
+            delta_levels(lv, params + off + lo, d, n, guard);
         }
         side->levels = lv;
     }
