@@ -100,6 +100,14 @@ static int check_pnm(const uint8_t *b, size_t len, const char *what, char *err, 
                  what);
         return -GC_ERR_CORRUPT;
     }
+    /* one whitespace byte after maxval, then the raster: stb_image does not
+     * check its reads, so a short raster would decode as whatever memory holds */
+    uint64_t need = (uint64_t)w * (uint64_t)h * (b[1] == '6' ? 3u : 1u);
+    if (i >= len || (uint64_t)(len - i - 1) < need) {
+        snprintf(err, errlen, "'%s': truncated PNM: %ld x %ld pixels need %llu bytes of raster, %zu remain", what, w, h,
+                 (unsigned long long)need, i < len ? len - i - 1 : (size_t)0);
+        return -GC_ERR_TRUNCATED;
+    }
     return 0;
 }
 

@@ -99,10 +99,10 @@ int dist_parse_codec(DistConfig *c, const char *text, char *err, size_t errlen) 
         char *end = NULL;
         if (klen == 6 && !strncmp(kv, "warmup", 6)) {
             warmup = strtod(val, &end);
-            if (end == val || *end || warmup < 0) goto bad;
+            if (end == val || *end || !(warmup >= 0)) goto bad; /* NaN too */
         } else if (klen == 4 && !strncmp(kv, "clip", 4)) {
             clip = strtod(val, &end);
-            if (end == val || *end || clip < 0) goto bad;
+            if (end == val || *end || !(clip >= 0)) goto bad;
         } else if (klen == 5 && !strncmp(kv, "share", 5)) {
             if (strcmp(val, "0") && strcmp(val, "1")) goto bad;
             share = val[0] == '1';

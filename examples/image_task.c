@@ -13,8 +13,21 @@ int image_data_open(ImageData *d, const char *dataset, char *err, size_t errlen)
     if (!strcmp(dataset, "cifar10") || !strcmp(dataset, "mnist")) {
         int cifar = dataset[0] == 'c';
         int rc = cifar ? cifar10_load(&d->train, NULL, 1, err, errlen) : mnist_load(&d->train, NULL, 1, err, errlen);
-        if (!rc) rc = cifar ? cifar10_load(&d->test, NULL, 0, err, errlen) : mnist_load(&d->test, NULL, 0, err, errlen);
+        if (!rc) {
+            rc = cifar ? cifar10_load(&d->test, NULL, 0, err, errlen) : mnist_load(&d->test, NULL, 0, err, errlen);
+            if (rc) imageset_free(&d->train);
+        }
         if (rc) return -1;
+        /* the model is built for the training images: the test split must match them */
+        if (d->test.C != d->train.C || d->test.H != d->train.H || d->test.W != d->train.W ||
+            d->test.num_classes != d->train.num_classes) {
+            snprintf(err, errlen, "%s: the test images are %dx%dx%d in %d classes, the training images %dx%dx%d in %d",
+                     dataset, d->test.C, d->test.H, d->test.W, d->test.num_classes, d->train.C, d->train.H, d->train.W,
+                     d->train.num_classes);
+            imageset_free(&d->train);
+            imageset_free(&d->test);
+            return -1;
+        }
         d->loaded = 1;
         d->C = d->train.C;
         d->H = d->train.H;

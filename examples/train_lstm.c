@@ -108,11 +108,11 @@ int main(int argc, char **argv) {
         case O_BPTT: bptt = pos_int(argv[0], "bptt", optarg, 1, 100000); break;
         case O_DROPOUT:
             dropout = strtod(optarg, &end);
-            if (end == optarg || *end || dropout < 0 || dropout >= 1) train_usage_error(argv[0], "--dropout %s: expected [0, 1)", optarg);
+            if (end == optarg || *end || !(dropout >= 0 && dropout < 1)) /* NaN too */ train_usage_error(argv[0], "--dropout %s: expected [0, 1)", optarg);
             break;
         case O_CLIP:
             clip = strtod(optarg, &end);
-            if (end == optarg || *end || clip < 0) train_usage_error(argv[0], "--clip %s: expected a number >= 0", optarg);
+            if (end == optarg || *end || !(clip >= 0)) train_usage_error(argv[0], "--clip %s: expected a number >= 0", optarg);
             break;
         case O_TEXT: text = optarg; break;
         default: train_opts_getopt(&o, c, argv);

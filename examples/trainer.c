@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifdef HAVE_OPENMP
@@ -84,6 +85,7 @@ void train_opts_default(TrainOpts *o) {
     o->workers = 4;
     snprintf(o->backend, sizeof o->backend, "auto");
     dist_config_default(&o->dist);
+    o->memory_flag = -1;
     snprintf(o->codec_text, sizeof o->codec_text, "fp32");
 }
 
@@ -147,8 +149,8 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
     long v;
     char err[512];
     switch (id) {
-    case O_EPOCHS: return get_long("epochs", arg, 1, 100000, &o->epochs) ? -1 : 1;
-    case O_STEPS: return get_long("steps", arg, 1, 1000000000L, &o->steps) ? -1 : 1;
+    case O_EPOCHS: o->epochs_flag = 1; return get_long("epochs", arg, 1, 100000, &o->epochs) ? -1 : 1;
+    case O_STEPS: o->steps_flag = 1; return get_long("steps", arg, 1, 1000000000L, &o->steps) ? -1 : 1;
     case O_STOP_AT: return get_long("stop-at", arg, 1, 1000000000L, &o->stop_at) ? -1 : 1;
     case O_BATCH:
         if (get_long("batch", arg, 1, 65536, &v)) return -1;
@@ -218,7 +220,7 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
         if ((o->dist.topology = topology_parse(arg)) < 0) return bad("topology", arg, "allreduce, allgather, ps or ring");
         return 1;
     case O_MEMORY:
-        if ((o->dist.memory = memory_parse(arg)) < 0) return bad("memory", arg, "none, residual or dgc");
+        if ((o->memory_flag = memory_parse(arg)) < 0) return bad("memory", arg, "none, residual or dgc");
         return 1;
     case O_DELAY:
         if (get_long("delay", arg, 1, 1000000, &v)) return -1;
@@ -271,6 +273,8 @@ static int parse_optim_sched(const TrainOpts *o, OptConfig *oc, LrSched *sched) 
 
 /* checks across options, before any data is read: the caller exits with status 2 */
 int train_opts_finish(TrainOpts *o) {
+    if (o->memory_flag >= 0) o->dist.memory = o->memory_flag; /* after every --codec, whatever the order */
+    if (o->epochs_flag && !o->steps_flag) o->steps = 0;     /* train_lenet's default of 2000 steps gives way */
     if (o->dist.bandwidth == 0 && o->dist.latency > 0) {
         fprintf(stderr, "error: --latency needs --bandwidth\n");
         return -1;
@@ -278,6 +282,23 @@ int train_opts_finish(TrainOpts *o) {
     if (o->save_every > 0 && !o->save[0]) {
         fprintf(stderr, "error: --save-every needs --save\n");
         return -1;
+    }
+    /* a checkpoint that cannot be written is said before the run, not after it */
+    if (o->save[0]) {
+        char dir[sizeof o->save];
+        snprintf(dir, sizeof dir, "%s", o->save);
+        char *slash = strrchr(dir, '/');
+        if (slash) slash[slash == dir ? 1 : 0] = 0;
+        else snprintf(dir, sizeof dir, ".");
+        struct stat st;
+        const char *why = stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)     ? "its folder does not exist"
+                          : access(dir, W_OK | X_OK) != 0                  ? "its folder is not writable"
+                          : stat(o->save, &st) == 0 && S_ISDIR(st.st_mode) ? "it is a folder"
+                                                                           : NULL;
+        if (why) {
+            fprintf(stderr, "error: cannot write --save %s: %s\n", o->save, why);
+            return -1;
+        }
     }
     if (o->cudnn_find >= 0 && !o->cuda) {
         fprintf(stderr, "error: --cudnn applies to --device cuda only\n");
@@ -319,7 +340,8 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --eval-every N       evaluate every N epochs (default %d; 0 = at the end only, -1 = never:\n"
             "                       throughput runs)\n"
             "  --print-every N      progress line every N steps (default %ld)\n"
-            "  --log FILE           write every progress and evaluation line as CSV (.jsonl: JSON lines)\n"
+            "  --log FILE           write every progress and evaluation line as CSV (.jsonl: JSON lines);\n"
+            "                       a --resume appends to it\n"
             "  --save FILE          checkpoint at the end (and with --save-every N, every N steps)\n"
             "  --resume FILE        continue a run from its checkpoint, exactly as if never stopped\n"
             "  --data-dir DIR       where the datasets are (default $DATA_DIR, else data/)\n"
@@ -759,6 +781,8 @@ static const char *const log_cols[LOG_NCOLS][2] = {
 
 static void log_header(Shared *sh) {
     if (!sh->log || sh->log_json) return;
+    /* a resumed run appends to its log, which has the header already */
+    if (fseek(sh->log, 0, SEEK_END) == 0 && ftell(sh->log) > 0) return;
     fprintf(sh->log, "kind,step");
     for (int i = 0; i < LOG_NCOLS; i++) fprintf(sh->log, ",%s", log_cols[i][0]);
     fprintf(sh->log, "\n");
@@ -1120,6 +1144,8 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
 #endif
     int use_nccl = !strcmp(o->backend, "nccl");
     int use_mpi = use_nccl || !strcmp(o->backend, "mpi") || (!strcmp(o->backend, "auto") && comm_mpi_launched());
+    /* a resumed run appends to its --log (a refused resume leaves it as it was) */
+    const char *log_mode = o->resume[0] ? "a" : "w";
     if (o->log[0]) {
         size_t l = strlen(o->log);
         sh.log_json = l > 6 && !strcmp(o->log + l - 6, ".jsonl");
@@ -1139,7 +1165,7 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
         int local = ls ? atoi(ls) : 1;
         sh.threads_per_worker = o->threads ? o->threads : (ncores() / (local > 0 ? local : 1));
         if (sh.threads_per_worker < 1) sh.threads_per_worker = 1;
-        if (c->rank == 0 && o->log[0] && !(sh.log = fopen(o->log, "w"))) {
+        if (c->rank == 0 && o->log[0] && !(sh.log = fopen(o->log, log_mode))) {
             fprintf(stderr, "error: cannot write --log %s\n", o->log);
             sh.status = 1;
         }
@@ -1154,7 +1180,7 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
     } else {
         int threads = o->threads ? o->threads : ncores();
         sh.threads_per_worker = threads / o->workers > 0 ? threads / o->workers : 1;
-        if (o->log[0] && !(sh.log = fopen(o->log, "w"))) {
+        if (o->log[0] && !(sh.log = fopen(o->log, log_mode))) {
             fprintf(stderr, "error: cannot write --log %s\n", o->log);
             return 1;
         }

@@ -89,6 +89,8 @@ typedef struct {
     int cudnn_find;       /* --cudnn: 1 find (convolution algorithms by timing), 0 heuristic; -1: not given
                              (heuristic) */
     DistConfig dist;
+    int epochs_flag, steps_flag; /* --epochs, --steps given: --epochs alone overrides a trainer's default steps */
+    int memory_flag; /* --memory (-1: not given); it wins over the codec's default and memory= wherever it stands */
     char codec_text[512];
     int quiet;
 } TrainOpts;

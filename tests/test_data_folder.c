@@ -521,6 +521,18 @@ static void test_malformed(void) {
         rc = image_decode_memory(&rgb, &H, &W, pb, 23 + 12, "p8.ppm", err, sizeof err);
         CHECK(rc == 0 && H == 2 && W == 2, "8-bit PNM with a comment decodes: %s", err);
         if (rc == 0) image_free(rgb);
+        /* a raster one byte short (P6 2x2: 12 bytes; P5: 4), or none at all */
+        rc = image_decode_memory(&rgb, &H, &W, pb, 23 + 11, "p8short.ppm", err, sizeof err);
+        CHECK(rc == -GC_ERR_TRUNCATED && strstr(err, "truncated PNM"), "P6 one byte short refused: %s", err);
+        rc = image_decode_memory(&rgb, &H, &W, pb, 22, "p8none.ppm", err, sizeof err);
+        CHECK(rc == -GC_ERR_TRUNCATED && strstr(err, "truncated PNM"), "P6 without raster refused: %s", err);
+        pb[1] = '5';
+        rc = image_decode_memory(&rgb, &H, &W, pb, 23 + 4, "p5.pgm", err, sizeof err);
+        CHECK(rc == 0 && H == 2 && W == 2, "P5 with its 4 bytes decodes: %s", err);
+        if (rc == 0) image_free(rgb);
+        rc = image_decode_memory(&rgb, &H, &W, pb, 23 + 3, "p5short.pgm", err, sizeof err);
+        CHECK(rc == -GC_ERR_TRUNCATED, "P5 one byte short refused: %s", err);
+        pb[1] = '6';
         rc = image_decode_memory(&rgb, &H, &W, pb, 5, "tiny", err, sizeof err);
         CHECK(rc == -GC_ERR_TRUNCATED, "5 bytes refused: %s", err);
     }

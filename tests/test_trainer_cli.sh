@@ -89,6 +89,8 @@ for b in train_resnet train_lenet train_lstm; do
     bad_cli $b "--latency needs --bandwidth" --latency 1ms
     bad_cli $b "--cudnn applies to --device cuda only" --cudnn find
     bad_cli $b "--save-every needs --save" --save-every 5
+    bad_cli $b "cannot write --save $TMP/nowhere/x.ck: its folder does not exist" --save "$TMP/nowhere/x.ck"
+    bad_cli $b "cannot write --save $TMP: it is a folder" --save "$TMP"
     bad_cli $b "'--bogus'" --bogus
     bad_cli $b "'--steps'" --steps
     bad_cli $b "'extra'" --steps 1 extra
@@ -98,6 +100,10 @@ bad_cli train_resnet "--shortcut C" --shortcut C
 bad_cli train_lenet "--shard x" --shard x
 bad_cli train_lstm "--model foo" --model foo
 bad_cli train_lstm "--dropout 1" --dropout 1
+bad_cli train_lstm "--dropout nan" --dropout nan
+bad_cli train_lstm "--clip nan" --clip nan
+bad_cli train_lstm "dgc:clip=nan" --codec dgc:clip=nan
+bad_cli train_resnet "dgc:warmup=nan" --codec dgc:warmup=nan
 
 # a missing dataset: exit 1, naming the path it looked for
 for spec in "train_resnet:cifar-10-batches-bin" "train_lenet:mnist" "train_lstm:ptb"; do
