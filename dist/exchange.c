@@ -32,15 +32,24 @@ int memory_parse(const char *s) {
 
 /* The paper defaults per codec: topology and error-feedback memory.
  *   3lc: ps + residual both ways (3LC sections 2-3, "error accumulation")
+ *   int8, stoch3, onebit, topk: 3LC's baselines (section 4.2), on 3LC's
+ *     parameter server, pushes and pulls compressed: ps; stoch3 unbiased
+ *     without memory, the others + residual
  *   gcomp: ring, near-lossless, no memory (GCOMP section 6.2)
- *   terngrad, stoch3: allgather, unbiased, no memory (TernGrad section 3)
+ *   terngrad: allgather, unbiased, no memory (TernGrad section 3: its server
+ *     averages the ternary gradients and every worker pulls that average, which
+ *     is what allgather gives every worker; only the traffic differs)
  *   dgc: allgather + DGC's memory (momentum correction, masking)
- *   sbc, topk, onebit, int8: allgather + residual (SBC Alg. 1, 1-bit SGD, 3LC's baselines)
+ *   sbc: allgather + residual (SBC Algorithm 1)
  *   fp16: allgather, no memory; fp32: allreduce */
 static int default_topology(int codec) {
     switch (codec) {
     case CODEC_FP32: return TOPO_ALLREDUCE;
-    case CODEC_3LC: return TOPO_PS;
+    case CODEC_3LC:
+    case CODEC_INT8:
+    case CODEC_STOCH3:
+    case CODEC_ONEBIT:
+    case CODEC_TOPK: return TOPO_PS;
     case CODEC_GCOMP: return TOPO_RING;
     default: return TOPO_ALLGATHER;
     }

@@ -26,13 +26,6 @@ int policy_parse_rule(LayerRule *rule, const char *text, char *err, size_t errle
 
 static int is_bias_kind(ParamKind k) { return k == PK_BIAS || k == PK_LSTM_BIAS; }
 
-long policy_auto_min_compress(const ParamTable *pt) {
-    size_t m = 0;
-    for (int i = 0; i < pt->n; i++)
-        if (param_kind_is_bn(pt->t[i].kind) || is_bias_kind(pt->t[i].kind))
-            if (pt->t[i].numel > m) m = pt->t[i].numel;
-    return (long)m + 1;
-}
 
 /* "layer3.2.conv1.weight" -> length of "layer3.2.conv1." (the owning module) */
 static size_t module_prefix_len(const char *name) {
@@ -43,8 +36,9 @@ static size_t module_prefix_len(const char *name) {
 void policy_build(TensorPolicy *out, const PolicyConfig *cfg, const ParamTable *pt) {
     CodecSpec fp32;
     codec_spec_default(&fp32, codec_find("fp32"));
-    long minc = cfg->min_compress >= 0 ? cfg->min_compress : policy_auto_min_compress(pt);
+    long minc = cfg->min_compress >= 0 ? cfg->min_compress : 0;
     int terngrad = cfg->global.ops->id == CODEC_TERNGRAD;
+    int biases = terngrad || cfg->global.ops->id == CODEC_3LC; /* compressed by their papers */
     int keep_last = cfg->keep_last_fp32 >= 0 ? cfg->keep_last_fp32 : terngrad;
     /* the last layer: the module of the last fc weight in the table */
     int last_fc = -1;
@@ -59,6 +53,9 @@ void policy_build(TensorPolicy *out, const PolicyConfig *cfg, const ParamTable *
         if (param_kind_is_bn(t->kind)) {
             p->compressed = 0;
             p->reason = "batch-norm";
+        } else if (is_bias_kind(t->kind) && !biases) {
+            p->compressed = 0;
+            p->reason = "bias";
         } else if ((long)t->numel < minc) {
             p->compressed = 0;
             p->reason = "small";

@@ -6,11 +6,13 @@
  *                                PATTERN use SPEC; later rules win; an explicit
  *                                rule also overrides the automatic exclusions
  *   --min-compress N             tensors with fewer than N values go uncompressed
- *                                (default: 1 + the largest batch-norm or bias
- *                                tensor, so every one of those is excluded)
- * Automatic exclusions (sent as fp32): batch-norm tensors; tensors below
- * min-compress; with terngrad, the last layer (TernGrad section 4.2: "We
- * suggest not to apply ternarizing to the last layer").
+ *                                (default: none by size)
+ * Automatic exclusions (sent as fp32): batch-norm tensors (3LC section 4.2
+ * excludes those); biases, except with terngrad ("we separately ternarize the
+ * gradients of biases and weights", TernGrad section 3.3) and 3lc (which
+ * excludes batch norm only); tensors below --min-compress when given; with
+ * terngrad, the last layer (TernGrad section 4.2: "We suggest not to apply
+ * ternarizing to the last layer").
  */
 #ifndef GC_POLICY_H
 #define GC_POLICY_H
@@ -37,14 +39,12 @@ typedef struct {
     CodecSpec global;          /* --codec */
     LayerRule rules[POLICY_MAX_RULES];
     int nrules;
-    long min_compress;         /* -1 = automatic */
+    long min_compress;         /* -1 = none by size (biases and batch norm by kind) */
     int keep_last_fp32;        /* -1 = automatic (on for terngrad) */
 } PolicyConfig;
 
 /* parse "PATTERN=SPEC" into a rule; 0 or -1 with a message */
 int policy_parse_rule(LayerRule *rule, const char *text, char *err, size_t errlen);
-/* the automatic --min-compress for a table */
-long policy_auto_min_compress(const ParamTable *pt);
 /* out[i] for every tensor of pt */
 void policy_build(TensorPolicy *out /*pt->n*/, const PolicyConfig *cfg, const ParamTable *pt);
 /* the start-of-run table: tensor, numel, codec, reason */

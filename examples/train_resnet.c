@@ -52,13 +52,15 @@ static void help(const TrainOpts *d) {
            "  --shortcut A|B       A: identity + zero padding (default), B: 1x1 projection\n"
            "  --dataset D          cifar10 (default) or folder:ROOT (ROOT/train/<class>/*.jpg, ROOT/val/...)\n"
            "  --image-size N       folder datasets: crop size (default 224)\n"
-           "  --shard epoch|fixed  worker shards: a new split each epoch (default) or SBC's fixed split\n\n");
+           "  --shard epoch|fixed  worker shards: a new split each epoch, or SBC's fixed split (default:\n"
+           "                       fixed with --codec sbc, else epoch)\n\n");
     train_opts_help(stdout, d);
 }
 
 int main(int argc, char **argv) {
     TrainOpts o;
     train_opts_default(&o);
+    int shard = -1; /* --shard: -1 = the codec's paper setting */
     o.epochs = 10;
     o.batch = 128;
     o.lr = 0.1;
@@ -101,13 +103,17 @@ int main(int argc, char **argv) {
             rt.data.image_size = (int)v;
             break;
         case O_SHARD:
-            if (!strcmp(optarg, "fixed")) rt.data.shard_fixed = 1;
-            else if (strcmp(optarg, "epoch")) train_usage_error(argv[0], "--shard %s: expected epoch or fixed", optarg);
+            if (!strcmp(optarg, "fixed")) shard = 1;
+            else if (!strcmp(optarg, "epoch")) shard = 0;
+            else train_usage_error(argv[0], "--shard %s: expected epoch or fixed", optarg);
             break;
         default: train_opts_getopt(&o, c, argv);
         }
     }
     train_opts_done(&o, argc, argv);
+    /* SBC section IV-A splits the data once ("split the training data randomly
+     * into 4 shards ... assign one shard to every one of the 4 clients") */
+    rt.data.shard_fixed = shard >= 0 ? shard : o.dist.policy.global.ops->id == CODEC_SBC;
     char err[1024];
     if (image_data_open(&rt.data, dataset, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
