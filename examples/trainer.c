@@ -493,11 +493,33 @@ static int worker_sections(Worker *w, CkptSection *s, int cap, uint8_t *pos_buf)
     return n;
 }
 
-/* what a resume must repeat; the topology and memory as resolved (checkpoints
- * written before they were recorded end at the delay, and resume under any) */
-static void meta_string(char *buf, size_t n, const Worker *w, int exchange) {
+#define META_MAX 4096 /* 32 rules of 128-byte patterns and their specs fit */
+
+/* what a resume must repeat. The current form (resolved: the codec as its
+ * canonical spec, so "topk" and "topk:ratio=0.05" are one codec; every
+ * --layer-codec rule; the exchange's settings) ends with " rules=". Older
+ * checkpoints hold the --codec text as typed, then the topology and memory as
+ * resolved (exchange = 1) or, older still, end at the delay and resume under
+ * any: form 0 writes those (exchange as said). */
+static void meta_string(char *buf, size_t n, const Worker *w, int exchange, int form) {
     const TrainOpts *o = w->sh->o;
     const DistConfig *c = exchange_config(w->ex);
+    if (form) {
+        char spec[200];
+        codec_spec_str(spec, sizeof spec, &c->policy.global);
+        size_t k = (size_t)snprintf(buf, n,
+                                    "task=%.100s params=%zu workers=%d batch=%d codec=%s delay=%d topology=%s memory=%s "
+                                    "dgc=%g,%g share=%d min=%ld last=%d rules=",
+                                    w->sh->task->name, param_table_count(&w->m->pt), w->comm->size, o->batch, spec,
+                                    o->dist.delay, topology_name(c->topology), memory_name(c->memory), c->dgc_warmup,
+                                    c->dgc_clip, c->scalar_sharing, c->policy.min_compress, c->policy.keep_last_fp32);
+        for (int r = 0; r < c->policy.nrules && k < n; r++) {
+            codec_spec_str(spec, sizeof spec, &c->policy.rules[r].spec);
+            k += (size_t)snprintf(buf + k, n - k, "%s%s=%s", r ? ";" : "", c->policy.rules[r].pattern, spec);
+        }
+        if (!c->policy.nrules && k < n) snprintf(buf + k, n - k, "none");
+        return;
+    }
     int k = snprintf(buf, n, "task=%.100s params=%zu workers=%d batch=%d codec=%.300s delay=%d", w->sh->task->name,
                      param_table_count(&w->m->pt), w->comm->size, o->batch, o->codec_text, o->dist.delay);
     if (exchange && k > 0 && (size_t)k < n)
@@ -600,8 +622,8 @@ static int save_checkpoint(Worker *w, const char *path) {
         int cap = MAX_SECTIONS * w->comm->size + 8;
         CkptSection *out = callocCheck((size_t)cap, sizeof *out);
         int k = 0;
-        char meta[640];
-        meta_string(meta, sizeof meta, w, 1);
+        char meta[META_MAX];
+        meta_string(meta, sizeof meta, w, 1, 1);
         int64_t step = w->step;
         snprintf(out[k].name, CKPT_NAME_MAX, "meta");
         out[k].data = meta;
@@ -641,7 +663,7 @@ static int save_checkpoint(Worker *w, const char *path) {
 static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen) {
     Ckpt ck;
     if (ckpt_read(&ck, path, err, errlen)) return -1;
-    char meta[640], want[640]; /* meta_string writes < 600 bytes */
+    char meta[META_MAX], want[META_MAX];
     size_t mlen = 0;
     const void *m = ckpt_find(&ck, "meta", &mlen);
     if (!m || mlen >= sizeof meta) {
@@ -652,11 +674,11 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     memcpy(meta, m, mlen);
     meta[mlen] = 0;
     w->resumed_untold = strstr(meta, " topology=") == NULL;
-    meta_string(want, sizeof want, w, !w->resumed_untold);
+    meta_string(want, sizeof want, w, !w->resumed_untold, strstr(meta, " rules=") != NULL);
     if (strcmp(meta, want)) {
-        snprintf(err, errlen, "%.150s was written by another run configuration:\n  checkpoint: %.640s\n  this run:   %.640s\n"
-                 "resume with the same model, --workers, --batch, --codec, --delay, --topology and --memory", path,
-                 meta, want);
+        snprintf(err, errlen, "%.150s was written by another run configuration:\n  checkpoint: %.800s\n  this run:   %.800s\n"
+                 "resume with the same model, --workers, --batch, --codec, --layer-codec, --min-compress, "
+                 "--keep-last-fp32, --delay, --topology and --memory", path, meta, want);
         ckpt_free(&ck);
         return -1;
     }

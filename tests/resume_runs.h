@@ -31,6 +31,9 @@ static void resume_opts(TrainOpts *o, int batch, double lr, uint64_t seed, long 
     if (resume) snprintf(o->resume, sizeof o->resume, "%s", resume);
 }
 
+/* a --layer-codec rule for the next runs (NULL: none) */
+static const char *run_layer_rule;
+
 /* run() over the given topology (TOPO_AUTO: the codec's) */
 static int run_topology(const char *codec, int topology, int delay, long stop_at, const char *save,
                         const char *resume) {
@@ -44,6 +47,10 @@ static int run_topology(const char *codec, int topology, int delay, long stop_at
         return -1;
     }
     snprintf(o.codec_text, sizeof o.codec_text, "%s", codec);
+    if (run_layer_rule && policy_parse_rule(&o.dist.policy.rules[o.dist.policy.nrules++], run_layer_rule, err, sizeof err)) {
+        printf("--layer-codec %s: %s\n", run_layer_rule, err);
+        return -1;
+    }
     o.dist.topology = topology;
     o.dist.delay = delay;
     o.dist.dgc_warmup = 1; /* 4 steps per epoch: warm-up ends inside the run */

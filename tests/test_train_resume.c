@@ -71,18 +71,38 @@ int main(void) {
     CHECK(rc != 0 && strstr(out, "written by another run configuration") && strstr(out, "topology=ps memory=residual") &&
               strstr(out, "topology=ring memory=residual"),
           "resume on the ring of a checkpoint written on ps is refused, naming both (status %d):\n%.2000s", rc, out);
-    /* a checkpoint written before the topology was recorded resumes */
+    /* the codec is compared as resolved, the --layer-codec rules too */
+    CHECK(run("3lc:s=1", 1, 0, b, a) == 0, "3lc written, 3lc:s=1 (the same codec) resumes");
+    run_layer_rule = "fc.*=int8";
+    test_capture_begin(&cap);
+    rc = run("3lc", 1, 0, b, a);
+    test_capture_end(&cap, out, sizeof out);
+    CHECK(rc != 0 && strstr(out, "rules=none") && strstr(out, "rules=fc.*=int8"),
+          "resume with a --layer-codec rule the run did not have is refused (status %d):\n%.2000s", rc, out);
+    CHECK(run("3lc", 1, 3, b, NULL) == 0, "3lc with fc.*=int8: 3 steps, save");
+    run_layer_rule = "fc.*=fp16";
+    CHECK(run("3lc", 1, 0, a, b) != 0, "resume with another --layer-codec rule is refused");
+    run_layer_rule = NULL;
+    CHECK(run("3lc", 1, 3, a, NULL) == 0, "3lc on ps: 3 steps, save (again)");
+    /* a checkpoint of an older gcx: the --codec text as typed, and before that
+     * without the topology: it resumes */
     Ckpt ca;
     char err[512];
     CHECK(ckpt_read(&ca, a, err, sizeof err) == 0, "%s", err);
     size_t mlen = 0;
     const char *meta = ckpt_find(&ca, "meta", &mlen), *t = meta ? memmem(meta, mlen, " topology=", 10) : NULL;
-    CHECK(t != NULL, "the run description records the topology");
-    if (t) {
+    const char *c0 = meta ? memmem(meta, mlen, " codec=", 7) : NULL, *d0 = meta ? memmem(meta, mlen, " delay=", 7) : NULL;
+    CHECK(t != NULL && c0 && d0 && c0 < d0 && d0 < t, "the run description records the codec, delay and topology");
+    static char old[1024];
+    if (t && c0 && d0 && c0 < d0 && d0 < t) {
+        snprintf(old, sizeof old, "%.*s codec=3lc%.*s", (int)(c0 - meta), meta, (int)(t - d0), d0);
         CkptSection *sec = malloc((size_t)ca.n * sizeof *sec);
         memcpy(sec, ca.sec, (size_t)ca.n * sizeof *sec);
         for (int i = 0; i < ca.n; i++)
-            if (!strcmp(sec[i].name, "meta")) sec[i].len = (size_t)(t - meta);
+            if (!strcmp(sec[i].name, "meta")) {
+                sec[i].data = old;
+                sec[i].len = strlen(old);
+            }
         CHECK(ckpt_write(b, sec, ca.n, err, sizeof err) == 0, "%s", err);
         free(sec);
         CHECK(run("3lc", 1, 0, a, b) == 0, "a checkpoint whose run description ends at the delay resumes");
