@@ -1,6 +1,7 @@
 #include "common/units.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,17 @@ int parse_double(const char *s, double *out) {
 }
 
 int parse_long(const char *s, long *out) {
+    /* a plain integer: exact over the whole range of long */
+    if (s && (isdigit((unsigned char)s[0]) || (s[0] == '-' && isdigit((unsigned char)s[1])))) {
+        char *end;
+        errno = 0;
+        long l = strtol(s, &end, 10);
+        if (!*end) {
+            if (errno == ERANGE) return -1;
+            *out = l;
+            return 0;
+        }
+    }
     double v;
     char u[8];
     if (split(s, &v, u, sizeof u)) return -1;
@@ -39,7 +51,7 @@ int parse_long(const char *s, long *out) {
     else if (!strcmp(u, "g")) mul = 1e9;
     else if (u[0]) return -1;
     v *= mul;
-    if (v != floor(v) || fabs(v) > 9e18) return -1;
+    if (v != floor(v) || fabs(v) > 9007199254740992.0) return -1; /* beyond 2^53 a double is not exact */
     *out = (long)v;
     return 0;
 }

@@ -18,6 +18,12 @@ int main(void) {
     CHECK(parse_long("10k", &l) == 0 && l == 10000, "10k");
     CHECK(parse_long("1.5", &l) == -1, "non-integer");
     CHECK(parse_long("12abc", &l) == -1, "junk");
+    CHECK(parse_long("9007199254740993", &l) == 0 && l == 9007199254740993L, "2^53 + 1 exactly");
+    CHECK(parse_long("9223372036854775807", &l) == 0 && l == 9223372036854775807L, "LONG_MAX");
+    CHECK(parse_long("9223372036854775808", &l) == -1, "past LONG_MAX refused");
+    CHECK(parse_long("-12", &l) == 0 && l == -12, "-12");
+    CHECK(parse_long("1e15", &l) == 0 && l == 1000000000000000L, "1e15");
+    CHECK(parse_long("1e16", &l) == -1, "1e16: past 2^53 through a double, refused (the digits are taken)");
     CHECK(parse_double("1e-4", &v) == 0 && v == 1e-4, "1e-4");
     CHECK(parse_double("nan", &v) == -1, "nan rejected");
     CHECK(parse_double("0.1x", &v) == -1, "trailing junk");
