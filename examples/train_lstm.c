@@ -56,12 +56,16 @@ int main(int argc, char **argv) {
     double dropout = -1, clip = -1;
     TrainOpts o;
     train_opts_default(&o);
-    /* first pass: model and preset decide the defaults */
-    for (int i = 1; i < argc; i++) {
-        if (!strncmp(argv[i], "--model=", 8)) model = argv[i] + 8;
-        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[i + 1];
-        if (!strncmp(argv[i], "--preset=", 9)) preset = argv[i] + 9;
-        else if (!strcmp(argv[i], "--preset") && i + 1 < argc) preset = argv[i + 1];
+    struct option opts[96];
+    train_options_merge(opts, 96, own_options);
+    /* first pass: model and preset decide the defaults (getopt_long, so their
+     * abbreviations and --name=value forms count as in the second pass, which
+     * reports every error) */
+    opterr = 0;
+    optind = 1;
+    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+        if (c == O_MODEL) model = optarg;
+        if (c == O_PRESET) preset = optarg;
     }
     if (strcmp(model, "word") && strcmp(model, "char")) train_usage_error(argv[0], "--model %s: expected word or char", model);
     if (!preset) preset = model[0] == 'w' ? "sbc-word" : "sbc-char";
@@ -91,8 +95,6 @@ int main(int argc, char **argv) {
      * language model (CIFAR's 4 epochs are the exchange's default) */
     o.dist.dgc_warmup = 1;
     TrainOpts defaults = o;
-    struct option opts[96];
-    train_options_merge(opts, 96, own_options);
     int c;
     opterr = 0;
     optind = 1;
