@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "common/rng.h"
+#include "optim/clip.h"
 #ifdef HAVE_OPENMP
 #include <omp.h>
 #endif
@@ -904,7 +905,8 @@ static int avg_ring(Exchange *ex, const float *x, const float *params, const Opt
 
 /* ------------------------------------------------------- updates ---- */
 /* gradient mode: the optimizer on params from the averaged gradient agg */
-static void apply_gradient(Exchange *ex, float *params, const float *agg, Optim *opt, double lr) {
+static void apply_gradient(Exchange *ex, float *params, float *agg, Optim *opt, double lr) {
+    if (ex->cfg.clip_norm > 0 && ex->cfg.memory != MEM_DGC) clip_grad_norm(agg, ex->pt->total, ex->cfg.clip_norm, 2.0);
     optim_begin_step(opt);
     int t = 0;
     while (t < ex->T) {
@@ -1051,6 +1053,7 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
         /* SBC Algorithm 1 / federated averaging: local steps, then exchange
          * the weight delta since the last exchange */
         if (!ex->started) memcpy(ex->anchor, params, total * sizeof(float));
+        if (ex->cfg.clip_norm > 0) clip_grad_norm(grads, total, ex->cfg.clip_norm, 2.0); /* each local step's */
         optim_begin_step(opt);
         optim_update(opt, params, grads, lr, 0, total);
         /* the exchange after every delay-th step follows from the global step,

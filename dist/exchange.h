@@ -63,6 +63,12 @@ typedef struct {
     double dgc_warmup;   /* warm-up epochs: density 25%, 6.25%, ... down to the target (default 4,
                           * DGC section 4.1's CIFAR setting; train_lstm sets 1, its language model's) */
     double weight_decay; /* folded into the clipped gradient before DGC's momentum correction */
+    /* the task's gradient clipping (--clip; 0 = off), by the global L2 norm as
+     * torch.nn.utils.clip_grad_norm_: of the averaged gradient before the
+     * optimizer when gradients are exchanged ("conventionally executed after
+     * gradient aggregation", DGC section 3.2), of each local step's gradient when
+     * weight deltas are; under DGC's memory its local clipping (dgc_clip) instead */
+    double clip_norm;
     /* TernGrad (terngrad.txt section 3.1) */
     int scalar_sharing;  /* allreduce-max of the per-tensor scalars: 1, 0, or -1 = TernGrad's tensors only */
     uint64_t seed;       /* stochastic codecs: per (step, rank, tensor) streams */

@@ -21,7 +21,6 @@
 #ifdef HAVE_CUDA
 #include "nn/cuda_ops.h"
 #endif
-#include "optim/clip.h"
 
 /* ------------------------------------------------------------ options ---- */
 enum {
@@ -896,6 +895,7 @@ static void worker_main(Shared *sh, Comm *comm) {
     dc.dgc_nesterov = sh->oc.nesterov;
     dc.weight_decay = sh->oc.weight_decay;
     if (task->clip_norm > 0 && dc.dgc_clip == 0) dc.dgc_clip = task->clip_norm;
+    dc.clip_norm = task->clip_norm; /* the exchange clips where the method does (exchange.h) */
     err[0] = 0; /* why, where the model and the optimizer have not said it */
     if (!fail && !(w->ex = exchange_new(&dc, comm, &w->m->pt, &sh->oc, err, sizeof err))) fail = 1;
     if (!fail && !(w->train = task->data_new(task, SPLIT_TRAIN, w->rank, world, o->batch, o->seed, err, sizeof err)))
@@ -991,8 +991,6 @@ static void worker_main(Shared *sh, Comm *comm) {
         }
         double t1 = now_s();
         int nan = !isfinite(loss);
-        if (!fail && !nan && task->clip_norm > 0 && exchange_config(w->ex)->memory != MEM_DGC)
-            clip_grad_norm(w->m->grads, w->m->pt.total, task->clip_norm, 2.0);
         double lr = lr_sched_lr(&w->sched, w->step);
         double epoch = (double)w->step / (double)spe;
         /* agree on failures before the exchange so no rank waits alone */

@@ -54,6 +54,7 @@ typedef struct {
     const char *codec;
     int topology, memory, delay, steps;
     double lr, momentum, wd; /* wd: DistConfig's weight_decay (DGC's, folded into the gradient) */
+    double clip;             /* DistConfig's clip_norm */
     float *params[MAXW];
     int rc[MAXW];
     char err[MAXW][512];
@@ -93,6 +94,7 @@ static void worker(int rank, void *arg) {
     cfg.seed = 7;
     cfg.dgc_momentum = run->momentum;
     cfg.weight_decay = run->wd;
+    cfg.clip_norm = run->clip;
     cfg.bandwidth = 1e8;
     cfg.latency = 5e-4;
     cfg.codec_threads = run->codec_threads;
@@ -440,6 +442,48 @@ static void test_scalar_sharing(void) {
     }
 }
 
+/* the task's clipping: of the averaged gradient when gradients are exchanged
+ * (conventionally after aggregation, DGC section 3.2), of each worker's local
+ * gradient when weight deltas are. From zero parameters, plain SGD at lr 1. */
+static void test_clip_norm(void) {
+    float *g = param_arena_alloc(&pt), *mean = param_arena_alloc(&pt), *want = param_arena_alloc(&pt);
+    for (int k = 0; k < W; k++) {
+        make_grad(g, k, 0);
+        for (size_t i = 0; i < pt.total; i++) mean[i] += g[i] / W;
+    }
+    double sq = 0;
+    for (size_t i = 0; i < pt.total; i++) sq += (double)mean[i] * mean[i];
+    double clip = 0.5 * sqrt(sq), coef = clip / (sqrt(sq) + 1e-6);
+    for (size_t i = 0; i < pt.total; i++) want[i] = -(float)coef * mean[i];
+    for (int topo = 0; topo < 2; topo++) {
+        Run r;
+        run_init(&r, "fp32", topo ? TOPO_PS : TOPO_ALLGATHER, W);
+        r.clip = clip;
+        run_go(&r);
+        CHECK(r.rc[0] == 0, "fp32 with clipping: %s", r.err[0]);
+        CHECK_CLOSE(topo ? "clip after aggregation (ps)" : "clip after aggregation (allgather)", r.params[1], want,
+                    pt.total, 1e-6f, 1e-9f);
+        run_free(&r);
+    }
+    /* weight deltas, before the first exchange: each worker's own step, clipped */
+    Run r;
+    run_init(&r, "fp32", TOPO_ALLGATHER, W);
+    r.clip = clip;
+    r.delay = 2;
+    run_go(&r);
+    CHECK(r.rc[0] == 0, "fp32 --delay 2 with clipping: %s", r.err[0]);
+    make_grad(g, 1, 0);
+    sq = 0;
+    for (size_t i = 0; i < pt.total; i++) sq += (double)g[i] * g[i];
+    coef = sqrt(sq) > clip ? clip / (sqrt(sq) + 1e-6) : 1;
+    for (size_t i = 0; i < pt.total; i++) want[i] = -(float)coef * g[i];
+    CHECK_CLOSE("clip of a local step (weight deltas)", r.params[1], want, pt.total, 1e-6f, 1e-9f);
+    run_free(&r);
+    param_arena_free(g);
+    param_arena_free(mean);
+    param_arena_free(want);
+}
+
 static void test_fedavg(void) {
     /* fp32 --delay 3: three local SGD steps (lr 0.5) then the average delta */
     Run r;
@@ -646,6 +690,7 @@ int main(void) {
     test_fp32_equals_average();
     test_scalar_sharing();
     test_sbc_momentum_masking();
+    test_clip_norm();
     test_every_codec_consistent();
     test_conservation();
     test_dgc();
