@@ -27,7 +27,7 @@ enum {
     O_EPOCHS = TRAIN_OPT_BASE, O_STEPS, O_BATCH, O_LR, O_OPTIM, O_MOMENTUM, O_WD, O_NESTEROV, O_SCHEDULE, O_SEED,
     O_THREADS, O_EVAL_EVERY, O_PRINT_EVERY, O_LOG, O_SAVE, O_SAVE_EVERY, O_RESUME, O_WORKERS, O_BACKEND, O_CODEC,
     O_LAYER_CODEC, O_MIN_COMPRESS, O_TOPOLOGY, O_MEMORY, O_DELAY, O_BANDWIDTH, O_LATENCY, O_CODEC_THREADS, O_QUIET,
-    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT, O_DEVICE, O_CUDNN
+    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT, O_DEVICE, O_CUDNN, O_EMA
 };
 
 const struct option train_long_options[] = {
@@ -53,6 +53,7 @@ const struct option train_long_options[] = {
     {"backend", required_argument, 0, O_BACKEND},
     {"device", required_argument, 0, O_DEVICE},
     {"cudnn", required_argument, 0, O_CUDNN},
+    {"ema", required_argument, 0, O_EMA},
     {"codec", required_argument, 0, O_CODEC},
     {"layer-codec", required_argument, 0, O_LAYER_CODEC},
     {"min-compress", required_argument, 0, O_MIN_COMPRESS},
@@ -151,6 +152,7 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
     case O_EPOCHS: o->epochs_flag = 1; return get_long("epochs", arg, 1, 100000, &o->epochs) ? -1 : 1;
     case O_STEPS: o->steps_flag = 1; return get_long("steps", arg, 1, 1000000000L, &o->steps) ? -1 : 1;
     case O_STOP_AT: return get_long("stop-at", arg, 1, 1000000000L, &o->stop_at) ? -1 : 1;
+    case O_EMA: return get_double("ema", arg, 0, 0.999999999, &o->ema) ? -1 : 1;
     case O_BATCH:
         if (get_long("batch", arg, 1, 65536, &v)) return -1;
         o->batch = (int)v;
@@ -338,6 +340,8 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --threads N          compute threads in total (default: all cores; divided among local workers)\n"
             "  --eval-every N       evaluate every N epochs (default %d; 0 = at the end only, -1 = never:\n"
             "                       throughput runs)\n"
+            "  --ema D              evaluate an exponential moving average of the parameters with decay D\n"
+            "                       (TernGrad section 4 evaluates every run with 0.9999; default 0 = off)\n"
             "  --print-every N      progress line every N steps (default %ld)\n"
             "  --log FILE           write every progress and evaluation line as CSV (.jsonl: JSON lines);\n"
             "                       a --resume appends to it\n"
@@ -461,6 +465,7 @@ typedef struct {
     int64_t pos_epoch;
     /* eval scratch */
     float *backup_params, *backup_state;
+    float *ema; /* --ema: the moving average of the parameters (NULL: off) */
 } Worker;
 
 #define MAX_SECTIONS 32
@@ -473,6 +478,11 @@ static int worker_sections(Worker *w, CkptSection *s, int cap, uint8_t *pos_buf)
     snprintf(s[n].name, CKPT_NAME_MAX, "state");
     s[n].data = w->m->state;
     s[n++].len = w->m->nstate * sizeof(float);
+    if (w->ema) {
+        snprintf(s[n].name, CKPT_NAME_MAX, "ema");
+        s[n].data = w->ema;
+        s[n++].len = w->m->pt.total * sizeof(float);
+    }
     if (w->m->ops->ckpt_sections) {
         CkptSection ms[8];
         int k = w->m->ops->ckpt_sections(w->m, ms, 8);
@@ -508,10 +518,11 @@ static void meta_string(char *buf, size_t n, const Worker *w, int exchange, int 
         codec_spec_str(spec, sizeof spec, &c->policy.global);
         size_t k = (size_t)snprintf(buf, n,
                                     "task=%.100s params=%zu workers=%d batch=%d codec=%s delay=%d topology=%s memory=%s "
-                                    "dgc=%g,%g share=%d min=%ld last=%d rules=",
+                                    "dgc=%g,%g share=%d min=%ld last=%d ema=%g rules=",
                                     w->sh->task->name, param_table_count(&w->m->pt), w->comm->size, o->batch, spec,
                                     o->dist.delay, topology_name(c->topology), memory_name(c->memory), c->dgc_warmup,
-                                    c->dgc_clip, c->scalar_sharing, c->policy.min_compress, c->policy.keep_last_fp32);
+                                    c->dgc_clip, c->scalar_sharing, c->policy.min_compress, c->policy.keep_last_fp32,
+                                    o->ema);
         for (int r = 0; r < c->policy.nrules && k < n; r++) {
             codec_spec_str(spec, sizeof spec, &c->policy.rules[r].spec);
             k += (size_t)snprintf(buf + k, n - k, "%s%s=%s", r ? ";" : "", c->policy.rules[r].pattern, spec);
@@ -719,6 +730,17 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     return rc ? -1 : 0;
 }
 
+/* --ema D: TernGrad section 4 evaluates "the exponential moving average of
+ * parameters ... exponential decay of 0.9999" (TensorFlow's
+ * ExponentialMovingAverage with the global step as num_updates: the decay is
+ * min(D, (1 + t) / (10 + t)) after step t); batch-norm statistics are running
+ * averages already and are used as they are */
+static void ema_update(float *ema, const float *params, size_t n, double decay, long t) {
+    double d = (1.0 + (double)t) / (10.0 + (double)t);
+    const float a = (float)(1.0 - (d < decay ? d : decay));
+    for (size_t i = 0; i < n; i++) ema[i] -= a * (ema[i] - params[i]);
+}
+
 /* ----------------------------------------------------------- evaluate ---- */
 typedef struct {
     double loss, acc, ppl, bpc;
@@ -737,7 +759,7 @@ static int evaluate(Worker *w, DataIter *it, EvalResult *res) {
     bytebuf_reserve(&b, (np + ns) * sizeof(float));
     b.len = (np + ns) * sizeof(float);
     if (w->rank == 0) {
-        memcpy(b.p, m->params, np * sizeof(float));
+        memcpy(b.p, w->ema ? w->ema : m->params, np * sizeof(float)); /* --ema: the averaged parameters */
         if (ns) memcpy(b.p + np * sizeof(float), m->state, ns * sizeof(float));
     }
     comm_bcast(w->comm, &b, 0);
@@ -919,6 +941,10 @@ static void worker_main(Shared *sh, Comm *comm) {
         bytebuf_free(&b);
     }
     w->backup_params = param_arena_alloc(&w->m->pt);
+    if (o->ema > 0) { /* from the initial parameters; a resume loads its own */
+        w->ema = param_arena_alloc(&w->m->pt);
+        memcpy(w->ema, w->m->params, w->m->pt.total * sizeof(float));
+    }
     w->backup_state = callocCheck(w->m->nstate + 1, sizeof(float));
     long spe = w->train->steps_per_epoch;
     if (spe <= 0) {
@@ -1019,6 +1045,7 @@ static void worker_main(Shared *sh, Comm *comm) {
             break;
         }
         w->step++;
+        if (w->ema) ema_update(w->ema, w->m->params, w->m->pt.total, o->ema, w->step);
         /* statistics of this step over all workers (not counted as traffic) */
         double v[13] = {st.loss, (double)st.correct, (double)st.count, t1 - t0, xs.codec_s, (double)xs.up_bytes,
                         (double)xs.down_bytes, (double)xs.raw_up, xs.comm_model_s, xs.density, (double)xs.comp_raw,
@@ -1132,6 +1159,7 @@ done:
     model_free(w->m);
     if (task->cuda && task->thread_release) task->thread_release();
     param_arena_free(w->backup_params);
+    if (w->ema) param_arena_free(w->ema);
     free(w->backup_state);
 }
 

@@ -70,6 +70,7 @@ typedef struct {
     long stop_at;         /* > 0: end this run after that step (schedule unchanged) */
     int batch;            /* per worker */
     double lr;
+    double ema;      /* --ema D: evaluate an exponential moving average of the parameters (0 = off) */
     char optim[256];      /* optimizer spec */
     double momentum, wd;  /* < 0: not given on the command line */
     int nesterov;         /* -1: not given */

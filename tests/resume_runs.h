@@ -31,8 +31,9 @@ static void resume_opts(TrainOpts *o, int batch, double lr, uint64_t seed, long 
     if (resume) snprintf(o->resume, sizeof o->resume, "%s", resume);
 }
 
-/* a --layer-codec rule for the next runs (NULL: none) */
+/* a --layer-codec rule for the next runs (NULL: none), and their --ema */
 static const char *run_layer_rule;
+static double run_ema;
 
 /* run() over the given topology (TOPO_AUTO: the codec's) */
 static int run_topology(const char *codec, int topology, int delay, long stop_at, const char *save,
@@ -51,6 +52,7 @@ static int run_topology(const char *codec, int topology, int delay, long stop_at
         printf("--layer-codec %s: %s\n", run_layer_rule, err);
         return -1;
     }
+    o.ema = run_ema;
     o.dist.topology = topology;
     o.dist.delay = delay;
     o.dist.dgc_warmup = 1; /* 4 steps per epoch: warm-up ends inside the run */

@@ -116,6 +116,30 @@ int main(void) {
               out);
     }
     ckpt_free(&ca);
+    /* --ema: the average is part of the checkpoint and continues exactly */
+    run_ema = 0.9;
+    CHECK(run("terngrad", 1, 0, a, NULL) == 0, "terngrad --ema: 6 straight steps");
+    CHECK(run("terngrad", 1, 3, b, NULL) == 0, "terngrad --ema: 3 steps, save");
+    CHECK(run("terngrad", 1, 0, b, b) == 0, "terngrad --ema: resume, 3 more steps");
+    {
+        Ckpt ca, cb;
+        char e2[512];
+        CHECK(ckpt_read(&ca, a, e2, sizeof e2) == 0 && ckpt_read(&cb, b, e2, sizeof e2) == 0, "%s", e2);
+        size_t la = 0, lp = 0;
+        const float *ea = ckpt_find(&ca, "w0.ema", &la), *pa = ckpt_find(&ca, "w0.params", &lp);
+        CHECK(ea && la == lp && same_section(&ca, &cb, "w0.ema") && same_section(&ca, &cb, "w1.ema"),
+              "--ema: the average is saved and bit-identical after resume");
+        long moved = 0;
+        for (size_t i = 0; ea && pa && i < la / sizeof(float); i++) moved += ea[i] != pa[i];
+        CHECK(moved > 0, "--ema: the average differs from the parameters (%ld values)", moved);
+        ckpt_free(&ca);
+        ckpt_free(&cb);
+    }
+    test_capture_begin(&cap);
+    run_ema = 0;
+    rc = run("terngrad", 1, 0, b, b);
+    test_capture_end(&cap, out, sizeof out);
+    CHECK(rc != 0 && strstr(out, "ema=0.9") && strstr(out, "ema=0 "), "resume without the --ema of the run is refused");
     unlink(a);
     unlink(b);
     TEST_END();
