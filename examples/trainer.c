@@ -152,7 +152,7 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
     case O_EPOCHS: o->epochs_flag = 1; return get_long("epochs", arg, 1, 100000, &o->epochs) ? -1 : 1;
     case O_STEPS: o->steps_flag = 1; return get_long("steps", arg, 1, 1000000000L, &o->steps) ? -1 : 1;
     case O_STOP_AT: return get_long("stop-at", arg, 1, 1000000000L, &o->stop_at) ? -1 : 1;
-    case O_EMA: return get_double("ema", arg, 0, 0.999999999, &o->ema) ? -1 : 1;
+    case O_EMA: return get_double("ema", arg, 0, 0.999999, &o->ema) ? -1 : 1;
     case O_BATCH:
         if (get_long("batch", arg, 1, 65536, &v)) return -1;
         o->batch = (int)v;
