@@ -259,6 +259,13 @@ static int parse_u64(const char *s, uint64_t *out, uint64_t max) {
     return 0;
 }
 
+/* index of the first NaN or infinity in x[0, n), or n */
+static size_t first_nonfinite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return n;
+}
+
 static void encode_cmd(const Opts *o, const char *in, const char *out) {
     FILE *fi = open_file(in, "rb");
     uint64_t n = f32_count(fi, in);
@@ -284,8 +291,13 @@ static void encode_cmd(const Opts *o, const char *in, const char *out) {
         side.seed = o->seed + k;
         int64_t len = codec_encode(c, frame, cap, x, m, &side);
         if (len < 0) {
-            fprintf(stderr, "gcx: cannot encode '%s' (values %llu..%llu) with %s: %s\n", in,
-                    (unsigned long long)at, (unsigned long long)(at + m - 1), h.spec, gc_strerror((int)len));
+            size_t bad = first_nonfinite(x, m);
+            if (bad < m) /* what the codecs refuse, named as the input's fault */
+                fprintf(stderr, "gcx: cannot encode '%s' with %s: value %llu is %s; this codec takes finite values\n",
+                        in, h.spec, (unsigned long long)(at + bad), isnan(x[bad]) ? "NaN" : "infinite");
+            else
+                fprintf(stderr, "gcx: cannot encode '%s' (values %llu..%llu) with %s: %s\n", in,
+                        (unsigned long long)at, (unsigned long long)(at + m - 1), h.spec, gc_strerror((int)len));
             exit(1);
         }
         write_exact(frame, (size_t)len, fo, out);
@@ -445,7 +457,12 @@ static void stats_cmd(const Opts *o, const char *in) {
             bytes += (uint64_t)len;
         }
         if (rc) {
-            printf("%-36s failed: %s\n", name, gc_strerror(rc));
+            size_t bad = first_nonfinite(x, n);
+            if (bad < n)
+                printf("%-36s failed: value %zu is %s (this codec takes finite values)\n", name, bad,
+                       isnan(x[bad]) ? "NaN" : "infinite");
+            else
+                printf("%-36s failed: %s\n", name, gc_strerror(rc));
         } else {
             double maxe = 0, se = 0;
             for (size_t i = 0; i < n; i++) {
