@@ -715,6 +715,7 @@ static int encode_pass(Exchange *ex, const EncPass *p) {
         put_u32(e + 8, (uint32_t)len);
         b->len += ENTRY_HDR + len;
         count++;
+        if (p->kind == SIDE_PULL) continue; /* the server's pull is everyone's down traffic, not its up */
         ex->st.raw_up += 4 * (uint64_t)(hi - lo);
         if (ex->pol[t].compressed) {
             ex->st.comp_raw += 4 * (uint64_t)(hi - lo);

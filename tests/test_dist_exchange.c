@@ -442,6 +442,20 @@ static void test_scalar_sharing(void) {
     }
 }
 
+/* what a worker pushes is what its ratio counts: on ps the server's pull (a
+ * frame of the whole model it also encodes) is down traffic, not its up */
+static void test_ps_raw_counts_push(void) {
+    Run r;
+    run_init(&r, "int8", TOPO_PS, W);
+    run_go(&r);
+    CHECK(r.rc[0] == 0, "int8 on ps: %s", r.err[0]);
+    size_t values = param_table_count(&pt);
+    for (int k = 0; k < W; k++)
+        CHECK(r.st[k].raw_up == 4 * (uint64_t)values && r.st[k].comp_raw <= r.st[k].raw_up,
+              "ps worker %d: raw bytes %llu = 4 x %zu values pushed", k, (unsigned long long)r.st[k].raw_up, values);
+    run_free(&r);
+}
+
 /* the task's clipping: of the averaged gradient when gradients are exchanged
  * (conventionally after aggregation, DGC section 3.2), of each worker's local
  * gradient when weight deltas are. From zero parameters, plain SGD at lr 1. */
@@ -691,6 +705,7 @@ int main(void) {
     test_scalar_sharing();
     test_sbc_momentum_masking();
     test_clip_norm();
+    test_ps_raw_counts_push();
     test_every_codec_consistent();
     test_conservation();
     test_dgc();
