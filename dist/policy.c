@@ -26,7 +26,6 @@ int policy_parse_rule(LayerRule *rule, const char *text, char *err, size_t errle
 
 static int is_bias_kind(ParamKind k) { return k == PK_BIAS || k == PK_LSTM_BIAS; }
 
-
 /* "layer3.2.conv1.weight" -> length of "layer3.2.conv1." (the owning module) */
 static size_t module_prefix_len(const char *name) {
     const char *dot = strrchr(name, '.');

@@ -52,6 +52,9 @@ bytes_apart() { # tol, cpu.csv, cuda.csv
         END { if (n == 0 || n != m) print "    " n " train rows in the CPU log, " m " in the GPU log" }' "$2" "$3" 2>&1
 }
 
+# the bytes up of a --log CSV file's train rows, on one line
+up() { awk -F, 'FNR == 1 { for (i = 1; i <= NF; i++) if ($i == "up_bytes") c = i } $1 == "train" { printf "%s ", $c }' "$1" 2>/dev/null; }
+
 # BYTES_TOL=X pair ...: the bytes per step may differ by X relative. Where a codec's frame
 # size depends on the values (which ones a sparsifier selects, how long 3LC's zero runs
 # are), a value at a threshold can go either way between the CPU's gradients and the GPU's,
@@ -91,7 +94,6 @@ $bad"
 $bad"
     grep -q '^eval' "$TMP/$name.dg"
     check $? "$name: no evaluation line on the emulated GPU"
-    up() { awk -F, 'FNR == 1 { for (i = 1; i <= NF; i++) if ($i == "up_bytes") c = i } $1 == "train" { printf "%s ", $c }' "$1" 2>/dev/null; }
     echo "$name: $nc steps, losses CPU | GPU: $(awk '$1 == "step" {printf "%s ", $3}' "$TMP/$name.dc")| $(awk '$1 == "step" {printf "%s ", $3}' "$TMP/$name.dg")"\
         "; bytes up CPU | GPU: $(up "$TMP/$name.cpu.csv")| $(up "$TMP/$name.cuda.csv")"
     if [ -n "${LOG_DIR:-}" ]; then mkdir -p "$LOG_DIR" && cp "$TMP/$name".cpu* "$TMP/$name".cuda* "$LOG_DIR/"; fi
