@@ -6,6 +6,7 @@
 
 #include "datasets/data.h"
 #include "datasets/mnist.h"
+#include "examples/image_task.h"
 #include "tests/test.h"
 #include "tests/test_data.h"
 
@@ -249,11 +250,39 @@ static void test_real_data(void) {
     if (rc == 0) imageset_free(&s);
 }
 
+/* the trainers' image_data_open: a test split whose images have another shape
+ * than the training split's is refused (the model is built for the training
+ * images; it used to read past the test images' buffer) */
+static void test_split_shapes(void) {
+    char err[512], *old = getenv("DATA_DIR") ? strdup(getenv("DATA_DIR")) : NULL;
+    ImageData d;
+    memset(&d, 0, sizeof d);
+    setenv("DATA_DIR", tpath(""), 1); /* test_good's mnist/: both splits 28x28 */
+    int rc = image_data_open(&d, "mnist", err, sizeof err);
+    CHECK(rc == 0 && d.C == 1 && d.H == 28 && d.W == 28, "matching splits open: %s", err);
+    if (rc == 0) image_data_close(&d);
+    tmkdir("mm");
+    tmkdir("mm/mnist");
+    write_set("mm/mnist", "train", 0, tr_img[0], NTR, tr_lab, NTR);
+    uint32_t dims[3] = {NTE, 20, 20}, dl[1] = {NTE};
+    write_file(tpath("mm/mnist/t10k-images-idx3-ubyte"), fbuf, idx_bytes(fbuf, 3, dims, te_img[0], NTE * 400));
+    write_file(tpath("mm/mnist/t10k-labels-idx1-ubyte"), fbuf, idx_bytes(fbuf, 1, dl, te_lab, NTE));
+    setenv("DATA_DIR", tpath("mm"), 1);
+    memset(&d, 0, sizeof d);
+    rc = image_data_open(&d, "mnist", err, sizeof err);
+    CHECK(rc == -1 && strstr(err, "test images are 1x20x20") && strstr(err, "training images 1x28x28"),
+          "a 20x20 test split beside 28x28 training images is refused: %s", err);
+    if (old) setenv("DATA_DIR", old, 1);
+    else unsetenv("DATA_DIR");
+    free(old);
+}
+
 int main(void) {
     tmpdir_make();
     test_good();
     test_malformed();
     test_parse_mutations();
+    test_split_shapes();
     test_real_data();
     tmpdir_remove();
     TEST_END();
