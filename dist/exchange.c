@@ -189,6 +189,7 @@ struct Exchange {
     double *sq;          /* [T] DGC: per-tensor sums of squares */
     int started; /* set by the first exchange_step, or by a checkpoint load after step > 0 */
     ExchangeStats st;
+    uint64_t dec_comp; /* bytes of the compressed tensors' entries in the bundle decode_pass read last */
     ExchangeTamper tamper;
     void *tamper_arg;
     int failed;
@@ -749,6 +750,7 @@ static void dec_tensor(Exchange *ex, int t, void *arg) {
 /* Decodes the bundle (bytes, len) from worker src into p->dst. pull: the server's
  * pull (for the messages). Sets the error on a bad bundle or frame. */
 static void decode_pass(Exchange *ex, const DecPass *p, const uint8_t *bytes, size_t len, int src, long step, int pull) {
+    ex->dec_comp = 0;
     BundleReader br;
     int rc = bundle_open(&br, bytes, len, step);
     if (rc) {
@@ -771,6 +773,7 @@ static void decode_pass(Exchange *ex, const DecPass *p, const uint8_t *bytes, si
             continue;
         }
         ex->flen[t] = (int64_t)flen;
+        if (ex->pol[t].compressed) ex->dec_comp += ENTRY_HDR + (uint64_t)flen;
         DEC(t, p->slot);
     }
     double t0 = now_s();
@@ -829,8 +832,12 @@ static void average_bundles(Exchange *ex, long step, int down) {
     size_t at = 0;
     for (int src = 0; src < ex->N; src++) {
         DecPass dp = {ex->agg, -1, src, src > 0};
+        ex->dec_comp = 0;
         if (!ex->failed) decode_pass(ex, &dp, ex->in.p + at, ex->lens[src], src, step, 0);
-        if (down && src != ex->rank) ex->st.down_bytes += ex->lens[src];
+        if (down && src != ex->rank) {
+            ex->st.down_bytes += ex->lens[src];
+            ex->st.comp_down += ex->dec_comp;
+        }
         at += ex->lens[src];
     }
     scale_arena(ex->agg, ex->pt->total, 1.0f / (float)ex->N);
@@ -898,6 +905,7 @@ static int avg_ring(Exchange *ex, const float *x, const float *params, const Opt
             if (ex->failed) continue; /* keep the ring moving; agree() reports */
             DecPass dp = {acc, recv_c, phase == 0 ? recv_c : N + recv_c, phase == 0};
             decode_pass(ex, &dp, ex->in.p, ex->in.len, left, step, 0);
+            ex->st.comp_down += ex->dec_comp;
         }
     }
     scale_arena(acc, ex->pt->total, 1.0f / (float)N);
@@ -994,6 +1002,7 @@ static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double
     /* every worker applies the same pulled delta (to the anchor in delta mode) */
     DecPass dp = {ex->deltas ? ex->anchor : params, -1, SLOT_PULL + 2 * ex->N, 1};
     decode_pass(ex, &dp, ex->out.p, ex->out.len, 0, step, 1);
+    ex->st.comp_down += ex->dec_comp;
     if (ex->deltas && !ex->failed) memcpy(params, ex->anchor, total * sizeof(float));
     return agree(ex);
 }
@@ -1083,6 +1092,8 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
     if (ex->st.exchanged && ex->N > 1 && !rc) {
         double mine = (double)(ex->st.wire_sent > ex->st.wire_received ? ex->st.wire_sent : ex->st.wire_received);
         double worst = control_max(ex, mine);
+        ex->st.wire_max = (uint64_t)worst;
+        ex->st.hops = hops(ex);
         if (ex->cfg.bandwidth > 0) ex->st.comm_model_s = worst * 8.0 / ex->cfg.bandwidth + hops(ex) * ex->cfg.latency;
     }
     if (st) *st = ex->st;

@@ -96,10 +96,16 @@ typedef struct {
     uint64_t raw_up;      /* fp32 bytes of the values in those up frames (4 per value) */
     uint64_t comp_raw, comp_bytes; /* the same for the compressed tensors alone: 4 x values, and
                                       bytes of their frames (headers included) this worker encoded */
+    uint64_t comp_down;   /* bytes of the compressed tensors' frames (headers included) among down_bytes:
+                             what is left of down_bytes is uncompressed tensors and bundle headers */
     uint64_t wire_sent, wire_received; /* on this rank's link, per the Comm's accounting */
     double codec_s;       /* seconds in the encoding and decoding passes (wall time; with each
                              tensor's side inputs and error-feedback update) */
     double comm_model_s;  /* modeled network time of the exchange (same on all ranks) */
+    uint64_t wire_max;    /* the network model's input: the largest of any rank's bytes sent or
+                             received this step (same on all ranks; 0 without an exchange) */
+    int hops;             /* the model's message hops this step (0 without an exchange), so that
+                             wire_max x 8 / B + hops x latency models any bandwidth B afterwards */
     double density;       /* sparsifier density used this step (DGC warm-up), 0 if none */
 } ExchangeStats;
 

@@ -812,17 +812,21 @@ typedef struct {
     const char *kind;
     long step;
     double epoch, loss, acc, ppl, lr, up, down, bits_up, bits_down, ratio, ratio_c, density, compute_s, codec_s, comm_s,
-        step_s, total_s, rate, data_s;
+        step_s, total_s, rate, data_s, comp_up, comp_down, comp_raw, wire_max, hops;
 } LogRow;
 
 /* the columns after kind and step, in order: name, printf format */
-#define LOG_NCOLS 19
+#define LOG_NCOLS 24
 static const char *const log_cols[LOG_NCOLS][2] = {
     {"epoch", "%.4f"},      {"loss", "%.6g"},      {"acc", "%.6g"},       {"ppl", "%.6g"},
     {"lr", "%.6g"},         {"up_bytes", "%.0f"},  {"down_bytes", "%.0f"}, {"bits_up", "%.6g"},
     {"bits_down", "%.6g"},  {"ratio", "%.6g"},     {"ratio_compressed", "%.6g"}, {"density", "%.6g"},
     {"compute_s", "%.6g"},  {"codec_s", "%.6g"},   {"comm_model_s", "%.6g"}, {"step_s", "%.6g"},
-    {"total_s", "%.6g"},    {"samples_per_s", "%.6g"}, {"data_s", "%.6g"}};
+    {"total_s", "%.6g"},    {"samples_per_s", "%.6g"}, {"data_s", "%.6g"},
+    /* per step, as up_bytes: the compressed tensors' frames up and down and their fp32 size
+     * up (so bits per value over them alone), and the network model's inputs */
+    {"comp_up_bytes", "%.1f"}, {"comp_down_bytes", "%.1f"}, {"comp_raw_bytes", "%.1f"},
+    {"wire_max_bytes", "%.1f"}, {"hops", "%.4g"}};
 
 static void log_header(Shared *sh) {
     if (!sh->log || sh->log_json) return;
@@ -840,7 +844,8 @@ static void log_row(Shared *sh, const LogRow *r) {
     if (!sh->log) return;
     const double v[LOG_NCOLS] = {r->epoch,    r->loss,      r->acc,     r->ppl,     r->lr,      r->up,     r->down,
                                  r->bits_up,  r->bits_down, r->ratio,   r->ratio_c, r->density, r->compute_s,
-                                 r->codec_s,  r->comm_s,    r->step_s,  r->total_s, r->rate,    r->data_s};
+                                 r->codec_s,  r->comm_s,    r->step_s,  r->total_s, r->rate,    r->data_s,
+                                 r->comp_up,  r->comp_down, r->comp_raw, r->wire_max, r->hops};
     if (sh->log_json) fprintf(sh->log, "{\"kind\":\"%s\",\"step\":%ld", r->kind, r->step);
     else fprintf(sh->log, "%s,%ld", r->kind, r->step);
     for (int i = 0; i < LOG_NCOLS; i++) {
@@ -993,7 +998,10 @@ static void worker_main(Shared *sh, Comm *comm) {
     }
     /* ---- the loop ---- */
     double t_start = now_s(), t_last = t_start, ema_step = 0, t_eval = 0; /* t_eval: seconds spent evaluating */
-    double acc_sums[13] = {0}; /* since the last print: see below */
+    /* statistics of each step, summed over workers and over the steps since the last print */
+    enum { S_LOSS, S_CORRECT, S_COUNT, S_COMPUTE, S_CODEC, S_UP, S_DOWN, S_RAW, S_COMM, S_DENSITY, S_COMP_RAW,
+           S_COMP_BYTES, S_DATA, S_COMP_DOWN, S_WIRE_MAX, S_HOPS, S_N };
+    double acc_sums[S_N] = {0};
     long acc_steps = 0;
     size_t nvalues = param_table_count(&w->m->pt);
     long stop = o->stop_at > 0 && o->stop_at < total ? o->stop_at : total;
@@ -1048,15 +1056,19 @@ static void worker_main(Shared *sh, Comm *comm) {
         w->step++;
         if (w->ema) ema_update(w->ema, w->m->params, w->m->pt.total, o->ema, w->step);
         /* statistics of this step over all workers (not counted as traffic) */
-        double v[13] = {st.loss, (double)st.correct, (double)st.count, t1 - t0, xs.codec_s, (double)xs.up_bytes,
-                        (double)xs.down_bytes, (double)xs.raw_up, xs.comm_model_s, xs.density, (double)xs.comp_raw,
-                        (double)xs.comp_bytes, t0 - td};
+        double v[S_N] = {[S_LOSS] = st.loss, [S_CORRECT] = (double)st.correct, [S_COUNT] = (double)st.count,
+                         [S_COMPUTE] = t1 - t0, [S_CODEC] = xs.codec_s, [S_UP] = (double)xs.up_bytes,
+                         [S_DOWN] = (double)xs.down_bytes, [S_RAW] = (double)xs.raw_up, [S_COMM] = xs.comm_model_s,
+                         [S_DENSITY] = xs.density, [S_COMP_RAW] = (double)xs.comp_raw,
+                         [S_COMP_BYTES] = (double)xs.comp_bytes, [S_DATA] = t0 - td,
+                         [S_COMP_DOWN] = (double)xs.comp_down, [S_WIRE_MAX] = (double)xs.wire_max,
+                         [S_HOPS] = xs.hops};
         s0 = comm->sent;
         r0 = comm->received;
-        comm_allreduce_f64(comm, v, 13, COMM_SUM);
+        comm_allreduce_f64(comm, v, S_N, COMM_SUM);
         comm->sent = s0;
         comm->received = r0;
-        for (int i = 0; i < 13; i++) acc_sums[i] += v[i];
+        for (int i = 0; i < S_N; i++) acc_sums[i] += v[i];
         acc_steps++;
         double t_now = now_s();
         int epoch_end = w->step % spe == 0;
@@ -1064,12 +1076,13 @@ static void worker_main(Shared *sh, Comm *comm) {
         if (w->rank == 0 && print) {
             double dt = (t_now - t_last) / (double)acc_steps;
             ema_step = ema_step > 0 ? 0.7 * ema_step + 0.3 * dt : dt;
-            double mean_loss = acc_sums[0] / ((double)world * acc_steps);
-            double acc = acc_sums[2] > 0 ? acc_sums[1] / acc_sums[2] : 0;
-            double up = acc_sums[5] / ((double)world * acc_steps), down = acc_sums[6] / ((double)world * acc_steps);
-            double raw = acc_sums[7] / ((double)world * acc_steps);
+            double per = (double)world * acc_steps; /* means per worker and step */
+            double mean_loss = acc_sums[S_LOSS] / per;
+            double acc = acc_sums[S_COUNT] > 0 ? acc_sums[S_CORRECT] / acc_sums[S_COUNT] : 0;
+            double up = acc_sums[S_UP] / per, down = acc_sums[S_DOWN] / per;
+            double raw = acc_sums[S_RAW] / per;
             double ratio = up > 0 ? raw / up : 0;
-            double rate = acc_sums[2] / (double)acc_steps / dt; /* images or tokens per second */
+            double rate = acc_sums[S_COUNT] / (double)acc_steps / dt; /* images or tokens per second */
             char eta[32], ub[32], db[32];
             fmt_eta(eta, sizeof eta, ema_step * (double)(stop - w->step));
             format_bytes(ub, sizeof ub, up);
@@ -1086,10 +1099,11 @@ static void worker_main(Shared *sh, Comm *comm) {
             fflush(stdout);
             LogRow r = {"train", w->step, (double)w->step / spe, mean_loss, acc, exp(mean_loss), lr, up, down,
                         8 * up / (double)nvalues, 8 * down / (double)nvalues, ratio,
-                        acc_sums[11] > 0 ? acc_sums[10] / acc_sums[11] : 0,
-                        acc_sums[9] / ((double)world * acc_steps), acc_sums[3] / ((double)world * acc_steps),
-                        acc_sums[4] / ((double)world * acc_steps), acc_sums[8] / ((double)world * acc_steps), dt,
-                        t_now - t_start, rate, acc_sums[12] / ((double)world * acc_steps)};
+                        acc_sums[S_COMP_BYTES] > 0 ? acc_sums[S_COMP_RAW] / acc_sums[S_COMP_BYTES] : 0,
+                        acc_sums[S_DENSITY] / per, acc_sums[S_COMPUTE] / per, acc_sums[S_CODEC] / per,
+                        acc_sums[S_COMM] / per, dt, t_now - t_start, rate, acc_sums[S_DATA] / per,
+                        acc_sums[S_COMP_BYTES] / per, acc_sums[S_COMP_DOWN] / per, acc_sums[S_COMP_RAW] / per,
+                        acc_sums[S_WIRE_MAX] / per, acc_sums[S_HOPS] / per};
             log_row(sh, &r);
         }
         if (print) {

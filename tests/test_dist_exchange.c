@@ -456,6 +456,47 @@ static void test_ps_raw_counts_push(void) {
     run_free(&r);
 }
 
+/* the log's split of down traffic and the network model's inputs: on
+ * allgather a worker receives exactly the compressed frames its peers encoded
+ * (the rest of down_bytes is batch norm, biases and bundle headers); on ps
+ * every worker pulls the same frame; every rank sees the same worst link and
+ * hops, and comm_model_s is wire_max x 8 / bandwidth + hops x latency */
+static void test_down_split(void) {
+    const int topo[] = {TOPO_ALLGATHER, TOPO_PS, TOPO_RING, TOPO_ALLREDUCE};
+    const char *codec[] = {"int8", "3lc", "gcomp", "fp32"};
+    for (int c = 0; c < 4; c++) {
+        Run r;
+        run_init(&r, codec[c], topo[c], W);
+        run_go(&r);
+        CHECK(r.rc[0] == 0, "%s: %s", codec[c], r.err[0]);
+        for (int k = 0; k < W; k++) {
+            uint64_t want = 0;
+            for (int j = 0; j < W; j++)
+                if (j != k) want += r.st[j].comp_bytes;
+            const ExchangeStats *s = &r.st[k];
+            if (topo[c] == TOPO_ALLGATHER)
+                CHECK(s->comp_down == want, "allgather worker %d: compressed bytes down %llu = peers' %llu", k,
+                      (unsigned long long)s->comp_down, (unsigned long long)want);
+            if (topo[c] == TOPO_PS)
+                CHECK(s->comp_down == r.st[0].comp_down && s->comp_down > 0 && s->comp_down < s->down_bytes,
+                      "ps worker %d: pulls %llu compressed of %llu bytes (worker 0: %llu)", k,
+                      (unsigned long long)s->comp_down, (unsigned long long)s->down_bytes,
+                      (unsigned long long)r.st[0].comp_down);
+            if (topo[c] == TOPO_RING)
+                CHECK(s->comp_down > 0 && s->comp_down < s->down_bytes, "ring worker %d: %llu of %llu bytes", k,
+                      (unsigned long long)s->comp_down, (unsigned long long)s->down_bytes);
+            if (topo[c] == TOPO_ALLREDUCE)
+                CHECK(s->comp_down == 0, "allreduce: nothing compressed (%llu)", (unsigned long long)s->comp_down);
+            double model = (double)s->wire_max * 8 / 1e8 + s->hops * 5e-4;
+            CHECK(s->wire_max == r.st[0].wire_max && s->hops == r.st[0].hops && s->wire_max > 0 &&
+                      fabs(s->comm_model_s - model) < 1e-12,
+                  "%s worker %d: model %g s from %llu bytes and %d hops (%g s)", codec[c], k, s->comm_model_s,
+                  (unsigned long long)s->wire_max, s->hops, model);
+        }
+        run_free(&r);
+    }
+}
+
 /* the task's clipping: of the averaged gradient when gradients are exchanged
  * (conventionally after aggregation, DGC section 3.2), of each worker's local
  * gradient when weight deltas are. From zero parameters, plain SGD at lr 1. */
@@ -706,6 +747,7 @@ int main(void) {
     test_sbc_momentum_masking();
     test_clip_norm();
     test_ps_raw_counts_push();
+    test_down_split();
     test_every_codec_consistent();
     test_conservation();
     test_dgc();
