@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""The runs behind docs/REPRODUCING.md: their commands, and a queue that runs them.
+
+    scripts/repro_runs.py list                  every run, its state and command
+    scripts/repro_runs.py run [NAME ...]        run these (default: every run not done), in order
+    scripts/repro_runs.py cmd NAME              print one run's command
+
+Each run writes its CSV log and its stdout to docs/runs/GROUP/NAME.{csv,txt}; a run
+is done when its log ends with the final evaluation. Long runs save a checkpoint
+every epoch into --ckpt-dir (default dev/out/repro-ckpt, ignored by git), so a run
+that was cut short (a session ending, a reboot) continues from its last checkpoint
+with --resume, exactly as if it had not stopped, when the queue is started again.
+The binaries are copied once into --bin-dir, so rebuilding the tree while the queue
+runs does not change the program under a run; every .txt starts with the command
+and the commit it was built from.
+
+Runs go at low priority (nice 10) one at a time: each uses every core.
+scripts/repro_tables.py turns the logs into the tables and figures.
+"""
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNS = os.path.join(ROOT, "docs", "runs")
+
+# ResNet-20 on CIFAR-10, 4 workers x batch 32 (global 128), a 20-epoch cosine schedule from
+# lr 0.1, momentum 0.9, weight decay 5e-4 (the papers' 1e-4 is for 160+ epochs), an
+# evaluation every epoch; the network model at 100 Mbit/s (the log's wire_max_bytes and
+# hops model any other bandwidth).
+R20 = ("train_resnet --depth 20 --workers 4 --batch 32 --epochs 20 --lr 0.1 --schedule cosine "
+       "--momentum 0.9 --wd 5e-4 --eval-every 1 --print-every 78 --bandwidth 100mbit --latency 0.5ms")
+
+# (group, name, common flags, the row's own flags). Each method with its paper's defaults
+# (its default topology and memory: docs/DIST.md). The order is the queue's: the five
+# papers' methods first.
+RESNET_ROWS = [
+    ("fp32", "--codec fp32"),
+    ("3lc_s1.0", "--codec 3lc:s=1.0"),
+    ("dgc", "--codec dgc"),
+    ("sbc2", "--codec sbc:p=0.01 --delay 10"),
+    ("3lc_s1.9", "--codec 3lc:s=1.9"),
+    ("sbc1", "--codec sbc:p=0.001"),
+    ("terngrad", "--codec terngrad"),
+    ("gcomp", "--codec gcomp"),
+]
+SECOND_SEED = ["fp32", "3lc_s1.0", "dgc", "sbc2", "terngrad", "gcomp"]
+BASELINE_ROWS = [
+    ("int8", "--codec int8"),
+    ("stoch3", "--codec stoch3"),
+    ("onebit", "--codec onebit"),
+    ("topk", "--codec topk"),
+    ("graddrop", "--codec graddrop"),
+    ("fedavg", "--codec fp32 --delay 10"),
+    ("sbc3", "--codec sbc:p=0.01 --delay 100"),
+    # 3LC's bits per state change against s (3LC section 4.5), and GCOMP with the paper's
+    # own metric thresholds (guard=0) against our default guard=1
+    ("3lc_s1.5", "--codec 3lc:s=1.5"),
+    ("3lc_s1.75", "--codec 3lc:s=1.75"),
+    ("gcomp_guard0", "--codec gcomp --optim sgd:momentum=0.9,guard=0"),
+]
+
+
+def _resnet_runs():
+    flags = dict(RESNET_ROWS + BASELINE_ROWS)
+    runs = [(n + ".s0", f) for n, f in RESNET_ROWS]
+    runs += [(n + ".s1", flags[n] + " --seed 1") for n in SECOND_SEED]
+    runs += [(n + ".s0", f) for n, f in BASELINE_ROWS]
+    return [("resnet20", n, R20, f if "--seed" in f else f + " --seed 0") for n, f in runs]
+
+
+RUN_LIST = _resnet_runs()
+
+
+def find(name):
+    for r in RUN_LIST:
+        if r[1] == name or f"{r[0]}/{r[1]}" == name:
+            return r
+    return None
+
+
+def paths(run, ckpt_dir):
+    group, name = run[0], run[1]
+    base = os.path.join(RUNS, group, name)
+    return base + ".csv", base + ".txt", os.path.join(ckpt_dir, group, name + ".ckpt")
+
+
+def command(run, bin_dir="."):
+    """the trainer's argument list for a run, without its log, checkpoint and resume flags"""
+    common = shlex.split(run[2])
+    return [os.path.join(bin_dir, common[0])] + common[1:] + shlex.split(run[3]) + ["--quiet"]
+
+
+def state(run, ckpt_dir):
+    """'done' (the trainer ended the whole run with exit 0), 'partial' (a checkpoint to
+    resume from) or 'new'"""
+    log, txt, ckpt = paths(run, ckpt_dir)
+    if os.path.exists(txt) and os.path.exists(log):
+        with open(txt) as f:
+            if DONE in f.read():
+                return "done"
+    return "partial" if os.path.exists(ckpt) and os.path.exists(log) else "new"
+
+
+DONE = "# finished: exit 0"
+
+
+def git_rev():
+    try:
+        rev = subprocess.check_output(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"], text=True).strip()
+        dirty = subprocess.call(["git", "-C", ROOT, "diff", "--quiet", "HEAD", "--", ".", ":!docs/runs"]) != 0
+        return rev + ("+changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def snapshot_bins(bin_dir):
+    os.makedirs(bin_dir, exist_ok=True)
+    stamp = os.path.join(bin_dir, "COMMIT")
+    if not os.path.exists(stamp):
+        for b in ("train_resnet", "train_lenet", "train_lstm"):
+            src = os.path.join(ROOT, b)
+            if not os.path.exists(src):
+                sys.exit(f"repro_runs: {src} is missing: run make first")
+            shutil.copy2(src, os.path.join(bin_dir, b))
+        with open(stamp, "w") as f:
+            f.write(git_rev() + "\n")
+    with open(stamp) as f:
+        return f.read().strip()
+
+
+def run_one(run, a, rev):
+    log, txt, ckpt = paths(run, a.ckpt_dir)
+    st = state(run, a.ckpt_dir)
+    if st == "done":
+        return 0
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    os.makedirs(os.path.dirname(ckpt), exist_ok=True)
+    cmd = command(run, a.bin_dir) + ["--log", log, "--save", ckpt, "--save-every", str(a.save_every)]
+    if st == "partial":
+        cmd += ["--resume", ckpt]
+    else:
+        for p in (log, txt):
+            if os.path.exists(p):
+                os.remove(p)
+    shown = " ".join(command(run))
+    print(f"== {run[0]}/{run[1]} ({'resumed' if st == 'partial' else 'new'}): {shown}", flush=True)
+    with open(txt, "a") as out:
+        out.write(f"# command: {shown}\n# built from: {rev}; started {time.strftime('%Y-%m-%d %H:%M:%S')}"
+                  f"{' (resume)' if st == 'partial' else ''}\n")
+        out.flush()
+        t0 = time.time()
+        rc = subprocess.call(["nice", "-n", "10"] + cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        out.write(f"{DONE}\n" if rc == 0 else f"# stopped: exit {rc}\n")
+    print(f"   exit {rc} after {time.time() - t0:.0f} s; {state(run, a.ckpt_dir)}", flush=True)
+    return rc
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["list", "run", "cmd"])
+    ap.add_argument("names", nargs="*")
+    ap.add_argument("--ckpt-dir", default=os.path.join(ROOT, "dev", "out", "repro-ckpt"))
+    ap.add_argument("--bin-dir", default=os.path.join(ROOT, "dev", "out", "repro-bin"))
+    ap.add_argument("--save-every", type=int, default=390)
+    a = ap.parse_args()
+    chosen = RUN_LIST
+    if a.names:
+        chosen = [find(n) for n in a.names]
+        bad = [n for n, r in zip(a.names, chosen) if r is None]
+        if bad:
+            print(f"repro_runs: no run named {', '.join(bad)}; 'list' shows them", file=sys.stderr)
+            return 2
+    if a.what == "list":
+        for r in chosen:
+            print(f"{r[0]}/{r[1]:16s} {state(r, a.ckpt_dir):8s} {' '.join(command(r))}")
+        return 0
+    if a.what == "cmd":
+        for r in chosen:
+            print(" ".join(command(r)))
+        return 0
+    if not os.environ.get("DATA_DIR"):
+        print("repro_runs: set DATA_DIR to the folder with cifar-10-batches-bin/ and mnist/", file=sys.stderr)
+        return 2
+    rev = snapshot_bins(a.bin_dir)
+    failed = 0
+    for r in chosen:
+        if run_one(r, a, rev) != 0:
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
