@@ -48,6 +48,7 @@
 
 #include "codec.h"
 #include "common/check.h"
+#include "gcomp.h"
 #include "huffman.h"
 
 #define GP_MAGIC0 'G'
@@ -815,3 +816,43 @@ const CodecOps codec_gcomp_ops = {
     .encode = gp_encode,
     .decode = gp_decode,
 };
+
+int gcomp_frame_parts(GcompParts *p, const uint8_t *frame, size_t len) {
+    FrameHeader fh;
+    int rc = frame_header_read(&fh, frame, len);
+    if (rc) return rc;
+    if (fh.codec != CODEC_GCOMP) return -GC_ERR_CODEC;
+    const uint8_t *pl = frame + CODEC_HEADER_SIZE;
+    size_t plen = len - CODEC_HEADER_SIZE, at = GP_BLOCK_HDR;
+    if (plen < GP_BLOCK_HDR) return -GC_ERR_TRUNCATED;
+    uint64_t nch = get_u32(pl + 8);
+    if (fh.flags & GP_FLAG_TABLE) {
+        if (plen - at < 2) return -GC_ERR_TRUNCATED;
+        at += 2 + 2 * (size_t)get_u16(pl + at);
+    }
+    if (at > plen || (uint64_t)(plen - at) / GP_CHUNK_HDR < nch) return -GC_ERR_TRUNCATED;
+    GcompParts add = {.values = fh.count, .bytes = len};
+    uint64_t off = at + nch * GP_CHUNK_HDR;
+    for (uint64_t k = 0; k < nch; k++) {
+        const uint8_t *q = pl + at + k * GP_CHUNK_HDR;
+        uint64_t count = get_u32(q + 4), bits = get_u32(q + 8), ebits = get_u32(q + 12), nnz = get_u32(q + 16);
+        if (nnz > count || bits < ebits + 2 * nnz) return -GC_ERR_CORRUPT;
+        uint64_t mbits = bits - ebits - 2 * nnz, lev = off + bytes_of(ebits);
+        if (lev + bytes_of(2 * nnz) > plen) return -GC_ERR_TRUNCATED;
+        for (uint64_t i = 0; i < nnz; i++) /* 2-bit levels, MSB-first */
+            add.level[(pl[lev + i / 4] >> (6 - 2 * (i % 4))) & 3]++;
+        add.zeros += count - nnz;
+        add.exp_bits += ebits;
+        add.level_bits += 2 * nnz;
+        add.man_bits += mbits;
+        off = lev + bytes_of(2 * nnz) + bytes_of(mbits);
+    }
+    p->values += add.values;
+    p->zeros += add.zeros;
+    for (int l = 0; l < 4; l++) p->level[l] += add.level[l];
+    p->exp_bits += add.exp_bits;
+    p->level_bits += add.level_bits;
+    p->man_bits += add.man_bits;
+    p->bytes += add.bytes;
+    return 0;
+}

@@ -721,6 +721,7 @@ static int encode_pass(Exchange *ex, const EncPass *p) {
         if (ex->pol[t].compressed) {
             ex->st.comp_raw += 4 * (uint64_t)(hi - lo);
             ex->st.comp_bytes += ENTRY_HDR + (uint64_t)len;
+            if (ex->pol[t].spec.ops->id == CODEC_GCOMP) gcomp_frame_parts(&ex->st.gcomp, e + ENTRY_HDR, len);
         }
     }
     put_u32(b->p + 12, count);

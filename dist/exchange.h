@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "compress/gcomp.h"
 #include "dist/comm.h"
 #include "dist/policy.h"
 #include "nn/params.h"
@@ -107,6 +108,7 @@ typedef struct {
     int hops;             /* the model's message hops this step (0 without an exchange), so that
                              wire_max x 8 / B + hops x latency models any bandwidth B afterwards */
     double density;       /* sparsifier density used this step (DGC warm-up), 0 if none */
+    GcompParts gcomp;     /* what this worker's gcomp frames spent their bytes on (up frames) */
 } ExchangeStats;
 
 typedef struct Exchange Exchange;

@@ -813,10 +813,11 @@ typedef struct {
     long step;
     double epoch, loss, acc, ppl, lr, up, down, bits_up, bits_down, ratio, ratio_c, density, compute_s, codec_s, comm_s,
         step_s, total_s, rate, data_s, comp_up, comp_down, comp_raw, wire_max, hops;
+    double gcomp[10]; /* GcompParts in the order of the gcomp_ columns */
 } LogRow;
 
 /* the columns after kind and step, in order: name, printf format */
-#define LOG_NCOLS 24
+#define LOG_NCOLS 34
 static const char *const log_cols[LOG_NCOLS][2] = {
     {"epoch", "%.4f"},      {"loss", "%.6g"},      {"acc", "%.6g"},       {"ppl", "%.6g"},
     {"lr", "%.6g"},         {"up_bytes", "%.0f"},  {"down_bytes", "%.0f"}, {"bits_up", "%.6g"},
@@ -826,7 +827,11 @@ static const char *const log_cols[LOG_NCOLS][2] = {
     /* per step, as up_bytes: the compressed tensors' frames up and down and their fp32 size
      * up (so bits per value over them alone), and the network model's inputs */
     {"comp_up_bytes", "%.1f"}, {"comp_down_bytes", "%.1f"}, {"comp_raw_bytes", "%.1f"},
-    {"wire_max_bytes", "%.1f"}, {"hops", "%.4g"}};
+    {"wire_max_bytes", "%.1f"}, {"hops", "%.4g"},
+    /* per step, as up_bytes: what this worker's gcomp frames hold (compress/gcomp.h); 0 without gcomp */
+    {"gcomp_values", "%.1f"}, {"gcomp_zeros", "%.1f"}, {"gcomp_lv0", "%.1f"}, {"gcomp_lv1", "%.1f"},
+    {"gcomp_lv2", "%.1f"}, {"gcomp_lv3", "%.1f"}, {"gcomp_exp_bits", "%.1f"}, {"gcomp_level_bits", "%.1f"},
+    {"gcomp_man_bits", "%.1f"}, {"gcomp_bytes", "%.1f"}};
 
 static void log_header(Shared *sh) {
     if (!sh->log || sh->log_json) return;
@@ -845,7 +850,9 @@ static void log_row(Shared *sh, const LogRow *r) {
     const double v[LOG_NCOLS] = {r->epoch,    r->loss,      r->acc,     r->ppl,     r->lr,      r->up,     r->down,
                                  r->bits_up,  r->bits_down, r->ratio,   r->ratio_c, r->density, r->compute_s,
                                  r->codec_s,  r->comm_s,    r->step_s,  r->total_s, r->rate,    r->data_s,
-                                 r->comp_up,  r->comp_down, r->comp_raw, r->wire_max, r->hops};
+                                 r->comp_up,  r->comp_down, r->comp_raw, r->wire_max, r->hops,
+                                 r->gcomp[0], r->gcomp[1], r->gcomp[2], r->gcomp[3], r->gcomp[4],
+                                 r->gcomp[5], r->gcomp[6], r->gcomp[7], r->gcomp[8], r->gcomp[9]};
     if (sh->log_json) fprintf(sh->log, "{\"kind\":\"%s\",\"step\":%ld", r->kind, r->step);
     else fprintf(sh->log, "%s,%ld", r->kind, r->step);
     for (int i = 0; i < LOG_NCOLS; i++) {
@@ -1000,7 +1007,7 @@ static void worker_main(Shared *sh, Comm *comm) {
     double t_start = now_s(), t_last = t_start, ema_step = 0, t_eval = 0; /* t_eval: seconds spent evaluating */
     /* statistics of each step, summed over workers and over the steps since the last print */
     enum { S_LOSS, S_CORRECT, S_COUNT, S_COMPUTE, S_CODEC, S_UP, S_DOWN, S_RAW, S_COMM, S_DENSITY, S_COMP_RAW,
-           S_COMP_BYTES, S_DATA, S_COMP_DOWN, S_WIRE_MAX, S_HOPS, S_N };
+           S_COMP_BYTES, S_DATA, S_COMP_DOWN, S_WIRE_MAX, S_HOPS, S_GCOMP, S_N = S_GCOMP + 10 };
     double acc_sums[S_N] = {0};
     long acc_steps = 0;
     size_t nvalues = param_table_count(&w->m->pt);
@@ -1063,6 +1070,10 @@ static void worker_main(Shared *sh, Comm *comm) {
                          [S_COMP_BYTES] = (double)xs.comp_bytes, [S_DATA] = t0 - td,
                          [S_COMP_DOWN] = (double)xs.comp_down, [S_WIRE_MAX] = (double)xs.wire_max,
                          [S_HOPS] = xs.hops};
+        const GcompParts *gp = &xs.gcomp;
+        const uint64_t gparts[10] = {gp->values,   gp->zeros,      gp->level[0], gp->level[1], gp->level[2],
+                                     gp->level[3], gp->exp_bits,   gp->level_bits, gp->man_bits, gp->bytes};
+        for (int i = 0; i < 10; i++) v[S_GCOMP + i] = (double)gparts[i];
         s0 = comm->sent;
         r0 = comm->received;
         comm_allreduce_f64(comm, v, S_N, COMM_SUM);
@@ -1103,7 +1114,8 @@ static void worker_main(Shared *sh, Comm *comm) {
                         acc_sums[S_DENSITY] / per, acc_sums[S_COMPUTE] / per, acc_sums[S_CODEC] / per,
                         acc_sums[S_COMM] / per, dt, t_now - t_start, rate, acc_sums[S_DATA] / per,
                         acc_sums[S_COMP_BYTES] / per, acc_sums[S_COMP_DOWN] / per, acc_sums[S_COMP_RAW] / per,
-                        acc_sums[S_WIRE_MAX] / per, acc_sums[S_HOPS] / per};
+                        acc_sums[S_WIRE_MAX] / per, acc_sums[S_HOPS] / per, {0}};
+            for (int i = 0; i < 10; i++) r.gcomp[i] = acc_sums[S_GCOMP + i] / per;
             log_row(sh, &r);
         }
         if (print) {

@@ -6,6 +6,7 @@
 
 #include "common/rng.h"
 #include "compress/codec.h"
+#include "compress/gcomp.h"
 #include "compress/huffman.h"
 #include "tests/test.h"
 
@@ -223,6 +224,27 @@ static void test_frame_golden(void) {
     float y2[3];
     CHECK(codec_decode(dec, y2, 3, frame2, (size_t)len2) == 0 && memcmp(y2, x2, sizeof y2) == 0,
           "frame 2 decodes exactly (-0.0 kept)");
+    /* what the two frames spend their bytes on (compress/gcomp.h), worked by hand above */
+    GcompParts gp = {0};
+    CHECK(gcomp_frame_parts(&gp, frame, (size_t)len) == 0, "parts of frame 1");
+    CHECK(gp.values == 4 && gp.zeros == 1 && gp.level[0] == 1 && gp.level[1] == 1 && gp.level[2] == 1 &&
+              gp.level[3] == 0 && gp.exp_bits == 7 && gp.level_bits == 6 && gp.man_bits == 54 &&
+              gp.bytes == CODEC_HEADER_SIZE + 65,
+          "frame 1 parts: 4 values, 1 zero, levels 1/1/1/0, bits 7/6/54, %llu bytes", (unsigned long long)gp.bytes);
+    CHECK(gcomp_frame_parts(&gp, frame2, (size_t)len2) == 0, "parts of frame 2");
+    CHECK(gp.values == 7 && gp.zeros == 2 && gp.level[0] == 3 && gp.exp_bits == 22 && gp.level_bits == 10 &&
+              gp.man_bits == 103 && gp.bytes == 2 * CODEC_HEADER_SIZE + 65 + 58,
+          "frames 1 + 2 parts add up");
+    /* a cut frame is refused and adds nothing; so is another codec's */
+    GcompParts before = gp;
+    int refused = 1;
+    for (int64_t cut = 0; cut < len; cut++) refused &= gcomp_frame_parts(&gp, frame, (size_t)cut) < 0;
+    Codec *other = mk("fp16");
+    uint8_t f16[64];
+    int64_t l16 = codec_encode(other, f16, sizeof f16, x2, 3, NULL);
+    refused &= gcomp_frame_parts(&gp, f16, (size_t)l16) == -GC_ERR_CODEC;
+    codec_free(other);
+    CHECK(refused && memcmp(&gp, &before, sizeof gp) == 0, "parts: cut frames and other codecs refused, nothing added");
     /* a decoder that never saw frame 1 has no table for frame 2 */
     Codec *fresh = mk("gcomp");
     CHECK(codec_decode(fresh, y2, 3, frame2, (size_t)len2) == -GC_ERR_STATE, "fresh decoder: GC_ERR_STATE");

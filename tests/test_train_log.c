@@ -19,7 +19,10 @@ static const char *const keys[] = {"kind", "step", "epoch", "loss", "acc", "ppl"
                                    "up_bytes", "down_bytes", "bits_up", "bits_down", "ratio",
                                    "ratio_compressed", "density", "compute_s", "codec_s", "comm_model_s",
                                    "step_s", "total_s", "samples_per_s", "data_s", "comp_up_bytes",
-                                   "comp_down_bytes", "comp_raw_bytes", "wire_max_bytes", "hops"};
+                                   "comp_down_bytes", "comp_raw_bytes", "wire_max_bytes", "hops",
+                                   "gcomp_values", "gcomp_zeros", "gcomp_lv0", "gcomp_lv1", "gcomp_lv2",
+                                   "gcomp_lv3", "gcomp_exp_bits", "gcomp_level_bits", "gcomp_man_bits",
+                                   "gcomp_bytes"};
 #define NKEYS (int)(sizeof keys / sizeof keys[0])
 
 static int run(const char *log, int eval_every) {

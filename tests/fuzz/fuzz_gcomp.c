@@ -10,7 +10,9 @@
  *   bytes 5..   the payload
  * The decoder must return 0 or a negative GcError, and never touch memory out
  * of bounds (ASan/UBSan). The same payload is decoded twice, so a table it
- * carries is committed and then used.
+ * carries is committed and then used. The payload, behind a valid common
+ * header, also goes through gcomp_frame_parts (the size breakdown), which must
+ * stay within it whatever its headers claim.
  *
  * The seed corpus tests/fuzz/corpus/fuzz_gcomp/ (and fuzz_gcomp_roundtrip/)
  * is written by this file built with -DGCOMP_GEN_CORPUS, from the root:
@@ -25,6 +27,7 @@
 
 #include "common/rng.h"
 #include "compress/codec.h"
+#include "compress/gcomp.h"
 
 #define FZ_PREFIX 5
 #define FZ_MAXN 4096
@@ -87,6 +90,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     free(out);
     codec_free(dec);
+    uint8_t *frame = malloc(CODEC_HEADER_SIZE + len + 1);
+    memcpy(frame, CODEC_MAGIC, 4);
+    frame[4] = CODEC_VERSION;
+    frame[5] = CODEC_GCOMP;
+    put_u16(frame + 6, flags);
+    put_u32(frame + 8, (uint32_t)n);
+    put_u32(frame + 12, (uint32_t)len);
+    put_u32(frame + 16, 0);
+    if (len) memcpy(frame + CODEC_HEADER_SIZE, payload, len);
+    GcompParts gp = {0};
+    int rc = gcomp_frame_parts(&gp, frame, CODEC_HEADER_SIZE + len);
+    if (rc > 0 || rc <= -GC_ERR_COUNT_ || (rc == 0 && gp.bytes != CODEC_HEADER_SIZE + len)) abort();
+    free(frame);
     return 0;
 }
 

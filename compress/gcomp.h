@@ -1,0 +1,28 @@
+/* What the bytes of a GCOMP frame are spent on (docs/FORMAT.md section 10),
+ * for the size breakdown GCOMP's section 7 discusses: how many values were
+ * pruned as zeros (section 5.2), how many were kept at each truncation level
+ * (section 5.1), and the bits of each segment against the headers. */
+#ifndef GC_GCOMP_H
+#define GC_GCOMP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    uint64_t values;     /* values coded */
+    uint64_t zeros;      /* of them with exponent 0 (zero or denormal): the exponent code alone */
+    uint64_t level[4];   /* the others by truncation level: 0, 6, 12, 18 mantissa bits dropped */
+    uint64_t exp_bits;   /* exponent segments (Huffman codes and escapes) */
+    uint64_t level_bits; /* level segments: 2 bits per nonzero value */
+    uint64_t man_bits;   /* mantissa segments (with the sign; ZSIGN sign bits) */
+    uint64_t bytes;      /* the whole frame: what the segments leave is headers (frame, block,
+                            chunks), the table when carried, and padding */
+} GcompParts;
+
+/* Adds the parts of one whole gcomp frame (common header included) of len
+ * bytes to p. The frame is read only as far as its headers say, within len;
+ * returns 0, or a negative GcError for a frame that is not gcomp or whose
+ * headers do not fit in len (p is then unchanged). */
+int gcomp_frame_parts(GcompParts *p, const uint8_t *frame, size_t len);
+
+#endif
