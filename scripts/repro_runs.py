@@ -73,7 +73,43 @@ def _resnet_runs():
     return [("resnet20", n, R20, f if "--seed" in f else f + " --seed 0") for n, f in runs]
 
 
-RUN_LIST = _resnet_runs()
+# TernGrad section 4.1, Figure 3 (a): LeNet on MNIST, momentum SGD 0.9, lr 0.01 decayed to zero
+# by a polynomial of power 0.5, weight decay 5e-4, total batch 64, 10K iterations, evaluated on
+# the exponential moving average of the parameters (decay 0.9999, section 4); every worker
+# draws from the whole training set, and every layer is ternarized (the last layer is kept
+# in fp32 only for the ImageNet networks of section 4.2).
+LENET_TG = ("train_lenet --steps 10000 --optim momentum --lr 0.01 --momentum 0.9 --wd 5e-4 "
+            "--schedule poly:power=0.5 --ema 0.9999 --shard epoch --eval-every 2 --print-every 250 "
+            "--bandwidth 100mbit --latency 0.5ms")
+LENET_TG_ROWS = [("fp32", "--codec fp32"), ("terngrad", "--codec terngrad --keep-last-fp32 0")]
+
+# SBC section IV-A, Table II (MNIST): LeNet5-Caffe, Adam lr 0.001, batch 128 per client, 4 clients
+# on fixed random quarters, 2000 iterations (train_lenet's defaults)
+LENET_SBC = "train_lenet --steps 2000 --workers 4 --print-every 100 --bandwidth 100mbit --latency 0.5ms"
+LENET_SBC_ROWS = [
+    ("fp32", "--codec fp32"),
+    ("graddrop", "--codec graddrop"),
+    ("fedavg", "--codec fp32 --delay 10"),
+    ("sbc1", "--codec sbc:p=0.001"),
+    ("sbc2", "--codec sbc:p=0.01 --delay 10"),
+    ("sbc3", "--codec sbc:p=0.01 --delay 100"),
+]
+
+
+def _lenet_runs():
+    runs = []
+    for n in (4, 8):
+        for seed in (0, 1):
+            for name, f in LENET_TG_ROWS:
+                runs.append(("lenet_terngrad", f"{name}.n{n}.s{seed}", LENET_TG,
+                             f"{f} --workers {n} --batch {64 // n} --seed {seed}"))
+    for seed in (0, 1):
+        for name, f in LENET_SBC_ROWS:
+            runs.append(("lenet_sbc", f"{name}.s{seed}", LENET_SBC, f"{f} --seed {seed}"))
+    return runs
+
+
+RUN_LIST = _resnet_runs() + _lenet_runs()
 
 
 def find(name):
