@@ -70,7 +70,12 @@ def _resnet_runs():
     runs = [(n + ".s0", f) for n, f in RESNET_ROWS]
     runs += [(n + ".s1", flags[n] + " --seed 1") for n in SECOND_SEED]
     runs += [(n + ".s0", f) for n, f in BASELINE_ROWS]
-    return [("resnet20", n, R20, f if "--seed" in f else f + " --seed 0") for n, f in runs]
+    out = [("resnet20", n, R20, f if "--seed" in f else f + " --seed 0") for n, f in runs]
+    # the compute time of one worker on its own host (this machine's cores), for the modeled
+    # time to accuracy: forward and backward of batch 32, no exchange
+    out.append(("resnet20", "compute.w1", "train_resnet --depth 20 --workers 1 --batch 32 --steps 400 "
+                "--eval-every -1 --print-every 50", "--seed 0"))
+    return out
 
 
 # TernGrad section 4.1, Figure 3 (a): LeNet on MNIST, momentum SGD 0.9, lr 0.01 decayed to zero

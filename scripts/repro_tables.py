@@ -1,0 +1,460 @@
+#!/usr/bin/env python3
+"""Makes the tables and figures of docs/REPRODUCING.md from the committed run logs
+(docs/runs/, written by scripts/repro_runs.py). Nothing here trains or hard-codes a
+result of ours: every number of ours is computed from a log. The papers' numbers are
+quoted from their text, with table and section.
+
+    scripts/repro_tables.py            rewrite the tables in REPRODUCING.md and the figures
+                                       (figures need matplotlib: /usr/bin/python3 with
+                                       Debian's python3-matplotlib)
+    scripts/repro_tables.py --check    exit 1 if a table in REPRODUCING.md differs from what
+                                       the logs give (make test runs this; no matplotlib)
+    scripts/repro_tables.py --print    print the tables
+
+A table sits in REPRODUCING.md between the lines
+    <!-- table NAME: scripts/repro_tables.py -->   and   <!-- end table NAME -->
+"""
+import argparse
+import csv
+import math
+import os
+import re
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RUNS = os.path.join(ROOT, "docs", "runs")
+DOC = os.path.join(ROOT, "docs", "REPRODUCING.md")
+FIGS = os.path.join(ROOT, "docs", "figures")
+sys.path.insert(0, HERE)
+import repro_runs  # noqa: E402  (the run list: names and commands)
+
+BANDWIDTHS = [("10 Mbit/s", 10e6), ("100 Mbit/s", 100e6), ("1 Gbit/s", 1e9)]
+LATENCY = 0.5e-3  # seconds per message hop, as in the runs' own model
+TARGET = 0.85     # ResNet-20 time-to-accuracy target (test accuracy)
+
+
+# ------------------------------------------------------------------ logs ----
+class Run:
+    """one run's log: its training rows (per print interval) and evaluations"""
+
+    def __init__(self, group, name):
+        self.group, self.name = group, name
+        base = os.path.join(RUNS, group, name)
+        self.train, self.evals = [], []
+        self.done = False
+        self.cmd = ""
+        if not os.path.exists(base + ".csv"):
+            return
+        with open(base + ".csv") as f:
+            for row in csv.DictReader(f):
+                kind = row.pop("kind")
+                vals = {k: float(v) for k, v in row.items() if v not in (None, "")}
+                (self.train if kind == "train" else self.evals).append(vals)
+        if os.path.exists(base + ".txt"):
+            with open(base + ".txt") as f:
+                txt = f.read()
+            self.done = repro_runs.DONE in txt
+            m = re.search(r"^# command: (.*)$", txt, re.M)
+            self.cmd = m.group(1) if m else ""
+        # steps each training row covers
+        prev = 0
+        for r in self.train:
+            r["w"] = r["step"] - prev
+            prev = r["step"]
+
+    def ok(self):
+        return self.done and self.train and self.evals
+
+    def total(self, key):
+        """sum over the run of a per-step column (the rows hold per-step means)"""
+        return sum(r.get(key, 0.0) * r["w"] for r in self.train)
+
+    @property
+    def steps(self):
+        return int(self.train[-1]["step"])
+
+    def final_acc(self):
+        return self.evals[-1]["acc"]
+
+    def nvalues(self):
+        r = next(r for r in self.train if r["bits_up"] > 0)
+        return 8 * r["up_bytes"] / r["bits_up"]
+
+    def curve(self):
+        """(epoch, test accuracy) at every evaluation"""
+        return [(e["epoch"], e["acc"]) for e in self.evals]
+
+    def step_time(self, compute_s, bw):
+        """modeled seconds of each training row's steps: compute + codec + network"""
+        return [r["w"] * (compute_s + r["codec_s"] + r.get("wire_max_bytes", 0) * 8 / bw + r.get("hops", 0) * LATENCY)
+                for r in self.train]
+
+    def time_to(self, target, compute_s, bw):
+        """modeled seconds until the first evaluation at or above target (None: never)"""
+        t, times, i = 0.0, self.step_time(compute_s, bw), 0
+        for e in self.evals:
+            while i < len(self.train) and self.train[i]["step"] <= e["step"]:
+                t += times[i]
+                i += 1
+            if e["acc"] >= target:
+                return t
+        return None
+
+
+_cache = {}
+
+
+def run(group, name):
+    key = (group, name)
+    if key not in _cache:
+        _cache[key] = Run(group, name)
+    return _cache[key]
+
+
+def fmt(v, nd=2):
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{nd}f}"
+
+
+def fmt_g(v, sig=3):
+    if v is None or math.isnan(v):
+        return "-"
+    return f"{v:.{sig}g}" if v < 1000 else f"{v:,.0f}"
+
+
+def fmt_time(s):
+    if s is None:
+        return "not reached"
+    if s >= 3600:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 60:.0f} min" if s >= 600 else f"{s / 60:.1f} min"
+
+
+# ------------------------------------------------------- ResNet-20 rows ----
+# (row, run name without the seed, the paper's accuracy difference against its fp32
+# baseline, where it comes from)
+RESNET_TABLE = [
+    ("fp32 (ring allreduce)", "fp32", "", ""),
+    ("3LC s=1.0 (ps)", "3lc_s1.0", "", ""),
+    ("3LC s=1.9 (ps)", "3lc_s1.9", "", ""),
+    ("TernGrad", "terngrad", "", ""),
+    ("DGC (warm-up 4 epochs)", "dgc", "", ""),
+    ("SBC (1) p=0.001", "sbc1", "", ""),
+    ("SBC (2) p=0.01, delay 10", "sbc2", "", ""),
+    ("GCOMP (ring, guard=1)", "gcomp", "", ""),
+    ("GCOMP (ring, guard=0: the paper's rule)", "gcomp_guard0", "", ""),
+    ("int8 (ps)", "int8", "", ""),
+    ("stoch3 (ps)", "stoch3", "", ""),
+    ("MQE 1-bit (ps)", "onebit", "", ""),
+    ("top-k 5% (ps)", "topk", "", ""),
+    ("Gradient Dropping 0.1%", "graddrop", "", ""),
+    ("FedAvg, delay 10", "fedavg", "", ""),
+    ("SBC (3) p=0.01, delay 100", "sbc3", "", ""),
+    ("3LC s=1.5 (ps)", "3lc_s1.5", "", ""),
+    ("3LC s=1.75 (ps)", "3lc_s1.75", "", ""),
+]
+
+
+def seeds_of(group, base):
+    out = []
+    for s in range(4):
+        r = run(group, f"{base}.s{s}")
+        if r.ok():
+            out.append(r)
+    return out
+
+
+def compute_time():
+    """seconds of forward + backward per step of one worker on its own host: the median
+    print interval of the single-worker benchmark run (batch 32, this machine's 2 cores)"""
+    r = run("resnet20", "compute.w1")
+    if not (r.done and r.train):
+        return None
+    return statistics.median(x["compute_s"] for x in r.train)
+
+
+def table_resnet():
+    base = seeds_of("resnet20", "fp32")
+    base_acc = {int(r.name.split(".s")[1]): r.final_acc() for r in base}
+    C = compute_time()
+    head = ("| method | seeds | final test accuracy | vs fp32 (same seeds) | bits/value up: compressed tensors "
+            "per exchange / all tensors per step | bits/value down: compressed / all | MB up per worker | "
+            + " | ".join(f"time to {100 * TARGET:.0f}% @ {b}" for b, _ in BANDWIDTHS) + " |")
+    lines = [head, "|" + "---|" * (7 + len(BANDWIDTHS))]
+    for label, name, _, _ in RESNET_TABLE:
+        rs = seeds_of("resnet20", name)
+        if not rs:
+            lines.append(f"| {label} | - | not run yet |" + " |" * (5 + len(BANDWIDTHS)))
+            continue
+        accs = [r.final_acc() for r in rs]
+        sd = [int(r.name.split(".s")[1]) for r in rs]
+        acc_txt = " / ".join(f"{100 * a:.2f}%" for a in accs)
+        diffs = [a - base_acc[s] for a, s in zip(accs, sd) if s in base_acc]
+        diff_txt = "-" if name == "fp32" or not diffs else f"{100 * statistics.mean(diffs):+.2f}"
+        r0 = rs[0]
+        comp_raw = r0.total("comp_raw_bytes")
+        cu = 8 * r0.total("comp_up_bytes") / (comp_raw / 4) if comp_raw > 0 else float("nan")
+        cd = 8 * r0.total("comp_down_bytes") / (comp_raw / 4) if comp_raw > 0 else float("nan")
+        nv = r0.nvalues()
+        au = 8 * r0.total("up_bytes") / (nv * r0.steps)
+        ad = 8 * r0.total("down_bytes") / (nv * r0.steps)
+        mb = r0.total("up_bytes") / 1e6
+        times = [fmt_time(r0.time_to(TARGET, C, bw)) if C else "-" for _, bw in BANDWIDTHS]
+        lines.append(f"| {label} | {', '.join(map(str, sd))} | {acc_txt} | {diff_txt} | {fmt_g(cu)} / {fmt_g(au)} | "
+                     f"{fmt_g(cd)} / {fmt_g(ad)} | {fmt_g(mb)} | " + " | ".join(times) + " |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------ LeNet ----
+def table_lenet_terngrad():
+    lines = ["| workers x batch | seed | fp32 | TernGrad | TernGrad - fp32 | TernGrad bits/value up / down |",
+             "|---|---|---|---|---|---|"]
+    for n in (4, 8):
+        for s in (0, 1):
+            a, b = run("lenet_terngrad", f"fp32.n{n}.s{s}"), run("lenet_terngrad", f"terngrad.n{n}.s{s}")
+            if not (a.ok() and b.ok()):
+                lines.append(f"| {n} x {64 // n} | {s} | not run yet | | | |")
+                continue
+            nv = b.nvalues()
+            up = 8 * b.total("up_bytes") / (nv * b.steps)
+            down = 8 * b.total("down_bytes") / (nv * b.steps)
+            lines.append(f"| {n} x {64 // n} | {s} | {100 * a.final_acc():.2f}% | {100 * b.final_acc():.2f}% | "
+                         f"{100 * (b.final_acc() - a.final_acc()):+.2f} | {fmt_g(up)} / {fmt_g(down)} |")
+    return "\n".join(lines)
+
+
+SBC_MNIST = [("Baseline (fp32)", "fp32", "99.46"), ("Gradient Dropping", "graddrop", "99.4"),
+             ("Federated Averaging, delay 10", "fedavg", "99.4"), ("SBC (1)", "sbc1", "99.4"),
+             ("SBC (2)", "sbc2", "99.4"), ("SBC (3)", "sbc3", "99.1")]
+
+
+def table_lenet_sbc():
+    lines = ["| method | SBC Table II (MNIST) | ours, seed 0 / 1 | ours - our baseline (mean) | "
+             "upstream per client, whole run | fp32 every step / upstream |", "|---|---|---|---|---|---|"]
+    base = seeds_of("lenet_sbc", "fp32")
+    for label, name, paper in SBC_MNIST:
+        rs = seeds_of("lenet_sbc", name)
+        if not rs:
+            lines.append(f"| {label} | {paper}% | not run yet | | | |")
+            continue
+        accs = " / ".join(f"{100 * r.final_acc():.2f}%" for r in rs)
+        diff = statistics.mean(r.final_acc() for r in rs) - statistics.mean(r.final_acc() for r in base) if base else None
+        r0 = rs[0]
+        up = r0.total("up_bytes")
+        fp32 = 4 * r0.nvalues() * r0.steps
+        lines.append(f"| {label} | {paper}% | {accs} | {'-' if name == 'fp32' or diff is None else f'{100 * diff:+.2f}'} | "
+                     f"{fmt_g(up / 1e6)} MB | {fmt_g(fp32 / up)}x |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------- per-epoch traffic ----
+def per_epoch(r, fn):
+    """fn(rows of one epoch) for every whole epoch of r's training rows"""
+    out, cur, ep = [], [], 1
+    for row in r.train:
+        cur.append(row)
+        if row["epoch"] >= ep - 1e-9:
+            out.append(fn(cur))
+            cur, ep = [], ep + 1
+    return out
+
+
+def wsum(rows, key):
+    return sum(x.get(key, 0.0) * x["w"] for x in rows)
+
+
+def table_3lc():
+    epochs = [1, 2, 5, 10, 15, 20]
+    lines = ["| s | direction | " + " | ".join(f"epoch {e}" for e in epochs) + " | whole run |",
+             "|---|---|" + "---|" * (len(epochs) + 1)]
+    for s in ("1.0", "1.5", "1.75", "1.9"):
+        r = run("resnet20", f"3lc_s{s}.s0")
+        if not r.ok():
+            lines.append(f"| {s} | | not run yet |" + " |" * len(epochs))
+            continue
+        for d, key in (("push", "comp_up_bytes"), ("pull", "comp_down_bytes"), ("(push+pull)/2", None)):
+            def bits(rows, key=key):
+                raw = wsum(rows, "comp_raw_bytes") / 4
+                if key:
+                    return 8 * wsum(rows, key) / raw
+                return 4 * (wsum(rows, "comp_up_bytes") + wsum(rows, "comp_down_bytes")) / raw
+            pe = per_epoch(r, bits)
+            cells = [fmt(pe[e - 1], 3) if e <= len(pe) else "-" for e in epochs]
+            lines.append(f"| {s} | {d} | " + " | ".join(cells) + f" | {fmt(bits(r.train), 3)} |")
+    return "\n".join(lines)
+
+
+def gcomp_parts(rows):
+    v = wsum(rows, "gcomp_values")
+    if v == 0:
+        return None
+    nz = v - wsum(rows, "gcomp_zeros")
+    lv = [wsum(rows, f"gcomp_lv{i}") for i in range(4)]
+    eb, lb, mb = (wsum(rows, k) for k in ("gcomp_exp_bits", "gcomp_level_bits", "gcomp_man_bits"))
+    total = 8 * wsum(rows, "gcomp_bytes")
+    return {"size": total / (32 * v), "zeros": 1 - nz / v, "lv": [x / nz if nz else 0 for x in lv],
+            "exp": eb / v, "lev": lb / v, "man": mb / v, "hdr": (total - eb - lb - mb) / v, "bits": total / v}
+
+
+def table_gcomp():
+    lines = ["| run | epoch | size / fp32 | zeros | nonzero values at level 0 / 1 / 2 / 3 (0/6/12/18 bits cut) | "
+             "bits per value: exponent + level + mantissa + headers = total |", "|---|---|---|---|---|---|"]
+    for label, name in (("guard=1 (default)", "gcomp.s0"), ("guard=0 (the paper's rule)", "gcomp_guard0.s0")):
+        r = run("resnet20", name)
+        if not r.ok() or not any(x.get("gcomp_values", 0) for x in r.train):
+            lines.append(f"| {label} | | not run yet | | | |")
+            continue
+        pe = per_epoch(r, gcomp_parts)
+        for e in (1, 5, 10, 15, 18, 19, 20):
+            p = pe[e - 1] if e <= len(pe) else None
+            if not p:
+                continue
+            lines.append(f"| {label} | {e} | {100 * p['size']:.1f}% | {100 * p['zeros']:.2f}% | "
+                         + " / ".join(f"{100 * x:.1f}%" for x in p["lv"])
+                         + f" | {p['exp']:.2f} + {p['lev']:.2f} + {p['man']:.2f} + {p['hdr']:.3f} = {p['bits']:.2f} |")
+        p = gcomp_parts(r.train)
+        lines.append(f"| {label} | whole run | {100 * p['size']:.1f}% | {100 * p['zeros']:.2f}% | "
+                     + " / ".join(f"{100 * x:.1f}%" for x in p["lv"])
+                     + f" | {p['exp']:.2f} + {p['lev']:.2f} + {p['man']:.2f} + {p['hdr']:.3f} = {p['bits']:.2f} |")
+    return "\n".join(lines)
+
+
+def table_commands():
+    """the command of every run behind the tables"""
+    lines = ["| run | command |", "|---|---|"]
+    for group, name, _, _ in repro_runs.RUN_LIST:
+        r = run(group, name)
+        if r.ok():
+            lines.append(f"| {group}/{name} | `{r.cmd}` |")
+    return "\n".join(lines)
+
+
+TABLES = {
+    "resnet20": table_resnet,
+    "lenet_terngrad": table_lenet_terngrad,
+    "lenet_sbc": table_lenet_sbc,
+    "3lc_bits": table_3lc,
+    "gcomp_parts": table_gcomp,
+    "commands": table_commands,
+}
+
+
+# -------------------------------------------------------------- figures ----
+def figures():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    os.makedirs(FIGS, exist_ok=True)
+    rows = [(label, rs[0]) for label, name, _, _ in RESNET_TABLE for rs in [seeds_of("resnet20", name)] if rs]
+    if not rows:
+        return
+    styles = ["-", "--", ":", "-."]
+    # 1: test accuracy against epoch
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
+    for i, (label, r) in enumerate(rows):
+        ax = axes[0] if i < 9 else axes[1]
+        ep, acc = zip(*r.curve())
+        ax.plot(ep, [100 * a for a in acc], styles[i % 4], label=label)
+    for ax, title in zip(axes, ("the papers' methods", "baselines and other settings")):
+        ax.set_xlabel("epoch")
+        ax.set_title(f"ResNet-20 / CIFAR-10, 4 workers: {title}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_ylim(30, 95)
+    axes[0].set_ylabel("test accuracy (%)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(FIGS, "resnet20_accuracy_epoch.png"), dpi=90)
+    plt.close(fig)
+    # 2: test accuracy against MB sent per worker
+    fig, ax = plt.subplots(figsize=(9, 6))
+    for i, (label, r) in enumerate(rows):
+        pts, mb, j = [], 0.0, 0
+        for e in r.evals:
+            while j < len(r.train) and r.train[j]["step"] <= e["step"]:
+                mb += r.train[j]["up_bytes"] * r.train[j]["w"] / 1e6
+                j += 1
+            pts.append((mb, 100 * e["acc"]))
+        ax.plot(*zip(*pts), styles[i % 4], marker=".", label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("MB sent per worker (log scale)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylim(30, 95)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    ax.set_title("ResNet-20 / CIFAR-10, 4 workers: accuracy against traffic")
+    fig.tight_layout()
+    fig.savefig(os.path.join(FIGS, "resnet20_accuracy_mb.png"), dpi=90)
+    plt.close(fig)
+    # 3: time to the target accuracy at each bandwidth
+    C = compute_time()
+    if C:
+        fig, ax = plt.subplots(figsize=(11, 5))
+        width = 0.8 / len(BANDWIDTHS)
+        for k, (bname, bw) in enumerate(BANDWIDTHS):
+            ts = [r.time_to(TARGET, C, bw) for _, r in rows]
+            ax.bar([i + k * width for i in range(len(rows))], [t / 60 if t else 0 for t in ts], width, label=bname)
+        ax.set_xticks([i + width for i in range(len(rows))])
+        ax.set_xticklabels([lb for lb, _ in rows], rotation=40, ha="right", fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel(f"modeled minutes to {100 * TARGET:.0f}% test accuracy")
+        ax.grid(alpha=0.3, axis="y", which="both")
+        ax.legend()
+        ax.set_title("ResNet-20, 4 workers: time to accuracy (no bar: not reached)")
+        fig.tight_layout()
+        fig.savefig(os.path.join(FIGS, "resnet20_time_to_accuracy.png"), dpi=90)
+        plt.close(fig)
+
+
+# ----------------------------------------------------------------- main ----
+BLOCK = re.compile(r"(<!-- table (\S+): scripts/repro_tables.py -->\n)(.*?)(<!-- end table \2 -->)", re.S)
+
+
+def render(doc):
+    def sub(m):
+        name = m.group(2)
+        if name not in TABLES:
+            raise SystemExit(f"repro_tables: REPRODUCING.md names an unknown table '{name}'")
+        return m.group(1) + TABLES[name]() + "\n" + m.group(4)
+    return BLOCK.sub(sub, doc)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--check", action="store_true")
+    g.add_argument("--print", action="store_true")
+    ap.add_argument("--no-figures", action="store_true")
+    a = ap.parse_args()
+    if a.print:
+        for name, fn in TABLES.items():
+            print(f"## {name}\n\n{fn()}\n")
+        return 0
+    with open(DOC) as f:
+        doc = f.read()
+    new = render(doc)
+    found = {m.group(2) for m in BLOCK.finditer(doc)}
+    if a.check:
+        bad = 0
+        for m_old, m_new in zip(BLOCK.finditer(doc), BLOCK.finditer(new)):
+            if m_old.group(3) != m_new.group(3):
+                bad += 1
+                print(f"FAIL: table {m_old.group(2)} in docs/REPRODUCING.md differs from its logs; "
+                      f"run scripts/repro_tables.py. The logs give:\n{m_new.group(3)}")
+        missing = sorted(set(TABLES) - found)
+        for name in missing:
+            print(f"FAIL: docs/REPRODUCING.md has no table {name}")
+        print(f"checked {len(found)} tables against docs/runs/")
+        ok = len(found) - bad
+        print(f"RESULT {ok} {bad + len(missing)}")
+        return 1 if bad or missing else 0
+    if new != doc:
+        with open(DOC, "w") as f:
+            f.write(new)
+    if not a.no_figures:
+        figures()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
