@@ -20,6 +20,7 @@ extern const CodecOps codec_topk_ops;
 extern const CodecOps codec_dgc_ops;
 extern const CodecOps codec_sbc_ops;
 extern const CodecOps codec_gcomp_ops;
+extern const CodecOps codec_ternsum_ops;
 
 static const CodecOps *const registry[] = {
     &codec_fp32_ops,
@@ -33,6 +34,7 @@ static const CodecOps *const registry[] = {
     &codec_dgc_ops,
     &codec_sbc_ops,
     &codec_gcomp_ops,
+    &codec_ternsum_ops,
 };
 #define NREG ((int)(sizeof registry / sizeof registry[0]))
 

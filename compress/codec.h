@@ -54,6 +54,7 @@ typedef enum {
     CODEC_DGC = 9,
     CODEC_SBC = 10,
     CODEC_GCOMP = 11,
+    CODEC_TERNSUM = 12,
 } CodecId;
 
 typedef struct {

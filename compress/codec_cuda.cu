@@ -953,6 +953,121 @@ const CodecSpec *codec_cuda_spec(const CodecCuda *g) { return &g->spec; }
 
 size_t codec_cuda_max_frame(const CodecCuda *g, size_t n) { return codec_max_frame(g->cpu, n); }
 
+
+/* ============================================================= ternsum ==== */
+/* compress/ternsum.c: digits L + n of base B = 2n + 1, K per 64-bit word, one
+ * thread per word; the same double arithmetic as the CPU's */
+
+__device__ __forceinline__ float ts_value_d(int L, float s, int n) {
+    return __double2float_rn(__ddiv_rn(__dmul_rn((double)L, (double)s), (double)n));
+}
+
+__global__ void k_ternsum_enc(uint8_t *words, float *repr, const float *x, size_t n, int tn, uint64_t B, int K,
+                              size_t nw, float s) {
+    GRID_STRIDE(w, nw) {
+        size_t lo = w * (size_t)K, hi = lo + (size_t)K < n ? lo + (size_t)K : n;
+        uint64_t word = 0;
+        for (size_t i = hi; i-- > lo;) {
+            int L = 0;
+            if (s > 0.0f) {
+                double v = rint(__ddiv_rn(__dmul_rn((double)x[i], (double)tn), (double)s));
+                L = v > tn ? tn : v < -tn ? -tn : (int)v;
+            }
+            word = word * B + (uint64_t)(L + tn);
+            if (repr) repr[i] = ts_value_d(L, s, tn);
+        }
+        for (int b = 0; b < 8; b++) words[8 * w + (size_t)b] = (uint8_t)(word >> (8 * b));
+    }
+}
+
+/* *bad = 1 when a word is not below B^K (the last word: B^r for its r values) */
+__global__ void k_ternsum_check(uint32_t *bad, const uint64_t *words, size_t nw, uint64_t full, uint64_t last) {
+    uint32_t b = 0;
+    GRID_STRIDE(w, nw) b |= words[w] >= (w + 1 < nw ? full : last);
+    if (__any_sync(0xFFFFFFFFu, b != 0) && (threadIdx.x & 31) == 0) atomicOr(bad, 1u);
+}
+
+__global__ void k_ternsum_dec(float *out, const uint64_t *words, size_t n, int tn, uint64_t B, int K, size_t nw,
+                              float s, float weight, int acc) {
+    GRID_STRIDE(w, nw) {
+        uint64_t word = words[w];
+        size_t lo = w * (size_t)K, hi = lo + (size_t)K < n ? lo + (size_t)K : n;
+        for (size_t i = lo; i < hi; i++) {
+            store_out(out, i, ts_value_d((int)(word % B) - tn, s, tn), weight, acc);
+            word /= B;
+        }
+    }
+}
+
+static int ts_digits_h(uint64_t B) {
+    int K = 0;
+    for (uint64_t p = 1; p <= UINT64_MAX / B; p *= B) K++;
+    return K;
+}
+
+static uint64_t ts_pow_h(uint64_t B, size_t r) {
+    uint64_t p = 1;
+    for (size_t j = 0; j < r; j++) p *= B;
+    return p;
+}
+
+static int64_t ternsum_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
+    int tn = (int)c->spec.v[0];
+    uint64_t B = 2 * (uint64_t)tn + 1;
+    int K = ts_digits_h(B);
+    size_t nw = (n + (size_t)K - 1) / (size_t)K;
+    if (cap < 8 + 8 * nw) return -GC_ERR_NOSPACE;
+    uint32_t mb = gcx_absmax_bits(x, n);
+    if (mb > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
+    float s = bits2f(mb);
+    if (side->scalar) {
+        s = *side->scalar;
+        if (!(s >= 0.0f) || isinf(s)) return -GC_ERR_PARAM;
+        s = s == 0.0f ? 0.0f : s;
+    }
+    uint8_t hdr[8];
+    put_f32(hdr, s);
+    put_u16(hdr + 4, (uint16_t)tn);
+    put_u16(hdr + 6, 0);
+    cudaCheck(cudaMemcpy(pay, hdr, 8, cudaMemcpyHostToDevice));
+    if (nw) {
+        k_ternsum_enc<<<gcx_grid(nw), TPB>>>(pay + 8, side->repr, x, n, tn, B, K, nw, s);
+        cudaCheckLast();
+    }
+    return (int64_t)(8 + 8 * nw);
+}
+
+static int ternsum_dec(const Codec *c, float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len,
+                       uint16_t flags) {
+    int tn = (int)c->spec.v[0];
+    uint64_t B = 2 * (uint64_t)tn + 1;
+    int K = ts_digits_h(B);
+    size_t nw = (n + (size_t)K - 1) / (size_t)K;
+    if (flags) return -GC_ERR_CORRUPT;
+    if (len < 8 || (len - 8) / 8 < nw) return -GC_ERR_TRUNCATED;
+    if (len - 8 > 8 * nw) return -GC_ERR_OVERSIZED;
+    uint32_t sb = get_u32(p);
+    if (sb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
+    if (get_u16(p + 4) != tn || get_u16(p + 6) != 0) return -GC_ERR_CORRUPT;
+    if (nw == 0) return 0;
+    uint64_t *d = (uint64_t *)upload(p + 8, 8 * nw);
+    uint32_t *bad = (uint32_t *)gcx_dmalloc(4);
+    cudaCheck(cudaMemsetAsync(bad, 0, 4, 0));
+    k_ternsum_check<<<gcx_grid(nw), TPB>>>(bad, d, nw, ts_pow_h(B, (size_t)K), ts_pow_h(B, n - (nw - 1) * (size_t)K));
+    cudaCheckLast();
+    uint32_t h = 0;
+    cudaCheck(cudaMemcpy(&h, bad, 4, cudaMemcpyDeviceToHost));
+    gcx_dfree(bad);
+    int rc = 0;
+    if (h) rc = -GC_ERR_CORRUPT;
+    else {
+        k_ternsum_dec<<<gcx_grid(nw), TPB>>>(out, d, n, tn, B, K, nw, bits2f(sb), weight, acc);
+        cudaCheckLast();
+    }
+    gcx_dfree(d);
+    return rc;
+}
+
 /* the codec's payload into pay (device, >= max_payload(n) bytes), at most cap bytes */
 static int64_t encode_payload(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
                               const CodecSide *side) {
@@ -969,6 +1084,7 @@ static int64_t encode_payload(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *
     case CODEC_DGC:
     case CODEC_SBC: return gcx_sparse_encode(g, pay, cap, flags, x, n, side);
     case CODEC_GCOMP: return gcx_gcomp_encode(g, pay, cap, flags, x, n, side);
+    case CODEC_TERNSUM: return ternsum_enc(g->cpu, pay, cap, x, n, side);
     }
     return -GC_ERR_CODEC;
 }
@@ -1043,6 +1159,7 @@ static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int ac
     case CODEC_DGC:
     case CODEC_SBC: rc = gcx_sparse_decode(g, out, n, weight, acc, p, pl, h.flags); break;
     case CODEC_GCOMP: rc = gcx_gcomp_decode(g, out, n, weight, acc, p, pl, h.flags); break;
+    case CODEC_TERNSUM: rc = ternsum_dec(g->cpu, out, n, weight, acc, p, pl, h.flags); break;
     default: rc = -GC_ERR_CODEC;
     }
     cudaCheck(cudaStreamSynchronize(0));

@@ -32,7 +32,7 @@
  *
  * Every codec of the registry has a GPU path: fp32, fp16, int8, terngrad,
  * stoch3, 3lc, onebit, topk, dgc, sbc (Golomb coding of the O(k) positions on
- * the host), gcomp. docs/GPU.md ("Codecs and NCCL") describes the kernels.
+ * the host), gcomp, ternsum. docs/GPU.md ("Codecs and NCCL") describes the kernels.
  *
  * Only built with CUDA (HAVE_CUDA): without it codec_cuda_available() is 0 and
  * codec_cuda_new returns NULL with a message.

@@ -45,6 +45,7 @@ static const char *const specs[] = {
     "fp32", "fp16", "int8", "terngrad", "terngrad:c=0", "terngrad:c=1,seed=7", "stoch3", "stoch3:c=2.5", "3lc",
     "3lc:s=1.5", "onebit", "topk", "topk:ratio=0.3", "dgc", "dgc:density=0.02", "sbc", "sbc:p=0.01", "sbc:p=0.2",
     "gcomp", "gcomp:ntheta=3,chunk=64", "gcomp:ntheta=16,chunk=1000", "gcomp:ntheta=5,chunk=777",
+    "ternsum", "ternsum:n=1", "ternsum:n=7", "ternsum:n=300",
 };
 #define NSPECS ((int)(sizeof specs / sizeof specs[0]))
 
@@ -357,6 +358,18 @@ static void side_cases(const char *text, size_t n, int d, uint64_t seed) {
         free(xc);
     }
     up(dx, x, n * sizeof(float));
+    if (id == CODEC_TERNSUM) { /* the shared scalar of TernGrad's pull: larger, zero, invalid */
+        float shared[3] = {3.0f, 0.0f, -1.0f};
+        for (int k = 0; k < 3; k++) {
+            CodecSide s = {0};
+            s.scalar = &shared[k];
+            int64_t lc = codec_encode(c, fc, cap, x, n, &s);
+            int64_t lg = codec_encode_cuda(g, fg, cap, dx, n, &s);
+            SAME(lc == lg && (lc <= 0 || first_diff(fc, fg, (size_t)lc) < 0),
+                 CASEF ": shared scalar %a: cpu %lld gpu %lld", CASEA(text, n, d, seed), shared[k], (long long)lc,
+                 (long long)lg);
+        }
+    }
     if (id == CODEC_TERNGRAD || id == CODEC_STOCH3) {
         float sl = codec_local_scalar(c, x, n), sgl = codec_local_scalar_cuda(g, dx, n);
         uint32_t a, b;
@@ -566,7 +579,8 @@ int main(void) {
         fflush(stdout);
     }
     {
-        static const char *const mis_specs[] = {"fp16", "int8", "terngrad", "3lc", "onebit", "topk", "dgc", "sbc", "gcomp"};
+        static const char *const mis_specs[] = {"fp16", "int8", "terngrad", "3lc", "onebit", "topk", "dgc", "sbc", "gcomp",
+                                                "ternsum"};
         static const size_t mis_n[] = {1, 33, 1001, 4097};
         int f0 = test_failed_, p0 = test_passed_;
         for (int s = 0; s < (int)(sizeof mis_specs / sizeof mis_specs[0]); s++)

@@ -1,5 +1,5 @@
 /* The body shared by the dense codec fuzz targets (fuzz_fp16.c, fuzz_int8.c,
- * fuzz_terngrad.c, fuzz_stoch3.c, fuzz_3lc.c, fuzz_onebit.c). Each defines
+ * fuzz_terngrad.c, fuzz_stoch3.c, fuzz_3lc.c, fuzz_onebit.c, fuzz_ternsum.c). Each defines
  * FUZZ_CODEC (a codec spec) and includes this file.
  *
  * The frame CRC would stop a fuzzer at the header, so the input goes to the
@@ -13,12 +13,14 @@
  *   - decode returns 0 or a negative GcError, never reads or writes out of
  *     bounds (ASan), and leaves the output untouched when it fails;
  *   - nonzero flags are rejected;
- *   - 3lc (s = 1) and fp16: decode -> encode -> decode gives the same values;
+ *   - 3lc (s = 1), fp16 and ternsum: decode -> encode -> decode gives the same
+ *     values (ternsum: when the decoded values keep their levels, i.e. the
+ *     frame's scalar is max|decoded|);
  *   - round trip of the payload bytes read as floats (non-finite ones set to 0,
  *     at most 4096): encode, decode, repr == decode bit for bit, and the
  *     codec's bound (fp16: the correctly rounded half; int8: half a level;
  *     3lc: m/2; terngrad/stoch3: 0 or +-s with the sign of x; onebit: the
- *     mean of x's side).
+ *     mean of x's side; ternsum: half a level, s / 2n).
  */
 #include <math.h>
 #include <stdint.h>
@@ -61,7 +63,14 @@ static void fuzz_decode(Codec *c, const uint8_t *data, size_t size) {
     if (rc < 0)
         for (size_t i = 0; i < n; i++)
             if (fz_bits(out[i]) != fz_bits(42.0f)) abort(); /* a failed decode wrote */
-    if (rc == 0 && !acc && (!strcmp(FUZZ_CODEC, "3lc") || !strcmp(FUZZ_CODEC, "fp16"))) {
+    int again = !strcmp(FUZZ_CODEC, "3lc") || !strcmp(FUZZ_CODEC, "fp16");
+    if (!strcmp(FUZZ_CODEC, "ternsum") && rc == 0 && n > 0) {
+        /* re-encoding uses max|decoded| as its scalar: the same levels when that is the frame's */
+        float m = 0;
+        for (size_t i = 0; i < n; i++) m = fabsf(out[i]) > m ? fabsf(out[i]) : m;
+        again = m == get_f32(p) && isfinite(4.0f * m);
+    }
+    if (rc == 0 && !acc && again) {
         /* idempotence: the decoded values are exactly representable, so they re-encode to themselves */
         size_t cap = codec_max_frame(c, n);
         uint8_t *f = malloc(cap);
@@ -110,6 +119,8 @@ static void fuzz_roundtrip(Codec *c, const uint8_t *data, size_t size) {
         } else if (!strncmp(FUZZ_CODEC, "3lc", 3)) {
             float m = get_f32(p);
             ok = e <= 0.5 * (double)m && (y[i] == 0 || fabsf(y[i]) == m);
+        } else if (!strcmp(FUZZ_CODEC, "ternsum")) {
+            ok = e <= (double)get_f32(p) / (2.0 * get_u16(p + 4)) * (1 + 1e-5) + 1e-45;
         } else if (!strcmp(FUZZ_CODEC, "onebit")) {
             ok = y[i] == (x[i] >= 0 ? get_f32(p) : get_f32(p + 4));
         } else {

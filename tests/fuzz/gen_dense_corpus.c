@@ -1,5 +1,5 @@
 /* Writes the seed corpora of the dense codec fuzz targets,
- * tests/fuzz/corpus/fuzz_{fp16,int8,terngrad,stoch3,3lc,onebit}/ in the input
+ * tests/fuzz/corpus/fuzz_{fp16,int8,terngrad,stoch3,3lc,onebit,ternsum}/ in the input
  * layout of tests/fuzz/fuzz_dense.h (valid payloads from the real encoders:
  * plain, accumulating, with a forbidden flag; their bytes double as floats for
  * the round-trip half), and tests/fuzz/corpus/fuzz_frame/: two valid frames of
@@ -119,8 +119,8 @@ static void frame_corpus(void) {
 
 int main(void) {
     mkdir("tests/fuzz/corpus", 0755);
-    static const char *const names[] = {"fp16", "int8", "terngrad", "stoch3", "3lc", "onebit"};
-    for (int i = 0; i < 6; i++) codec_corpus(names[i]);
+    static const char *const names[] = {"fp16", "int8", "terngrad", "stoch3", "3lc", "onebit", "ternsum"};
+    for (int i = 0; i < 7; i++) codec_corpus(names[i]);
     frame_corpus();
     return 0;
 }
