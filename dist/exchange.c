@@ -37,9 +37,10 @@ int memory_parse(const char *s) {
  *     parameter server, pushes and pulls compressed: ps; stoch3 unbiased
  *     without memory, the others + residual
  *   gcomp: ring, near-lossless, no memory (GCOMP section 6.2)
- *   terngrad: allgather, unbiased, no memory (TernGrad section 3: its server
- *     averages the ternary gradients and every worker pulls that average, which
- *     is what allgather gives every worker; only the traffic differs)
+ *   terngrad: ps, unbiased, no memory (TernGrad section 3, Figure 1: the server
+ *     averages the ternary gradients, every worker pulls that average in 2N+1
+ *     levels, ternsum, and applies it to its own copy of the model: parameter
+ *     localization; see ps_exchange)
  *   dgc: allgather + DGC's memory (momentum correction, masking)
  *   sbc: allgather + residual (SBC Algorithm 1)
  *   fp16: allgather, no memory; fp32: allreduce */
@@ -50,7 +51,8 @@ static int default_topology(int codec) {
     case CODEC_INT8:
     case CODEC_STOCH3:
     case CODEC_ONEBIT:
-    case CODEC_TOPK: return TOPO_PS;
+    case CODEC_TOPK:
+    case CODEC_TERNGRAD: return TOPO_PS;
     case CODEC_GCOMP: return TOPO_RING;
     default: return TOPO_ALLGATHER;
     }
@@ -166,6 +168,8 @@ struct Exchange {
     OptConfig opt;
     int N, rank, T;
     int deltas;
+    int grad_pull;       /* ps: workers pull the averaged gradient (TernGrad), not a model delta (3LC) */
+    CodecSpec *pull_spec; /* [T] grad_pull: each tensor's pull codec (ternsum for TernGrad's, else fp32) */
     TensorPolicy *pol;
     int *mem;            /* [T] memory kind of each tensor */
     float *resid, *vel;  /* error feedback (DGC: resid is v, vel is u) */
@@ -173,8 +177,8 @@ struct Exchange {
     float *work, *agg, *tmp;
     float *repr;
     uint8_t *mask, *levels;
-    float *global;       /* ps server: the global model */
-    float *pull_resid;   /* ps server: error accumulation of the pulled deltas */
+    float *global;       /* ps server with model-delta pulls: the global model */
+    float *pull_resid;   /* ps server with model-delta pulls: error accumulation of the pulled deltas */
     float *scalars;      /* [T] shared TernGrad scalars */
     int nslots;          /* codec slots per tensor */
     Codec **enc, **dec;  /* [T * nslots] lazily created */
@@ -221,6 +225,15 @@ const TensorPolicy *exchange_policy(const Exchange *ex) { return ex->pol; }
 void exchange_set_tamper(Exchange *ex, ExchangeTamper fn, void *arg) {
     ex->tamper = fn;
     ex->tamper_arg = arg;
+}
+
+/* TernGrad's scalar sharing (TernGrad section 3.1) for tensor t: by default
+ * for terngrad only; 3LC's stoch3 baseline quantizes with each worker's own
+ * scalar (3LC section 3 counts synchronizing it as a cost of TernGrad's design) */
+static int shares_scalar(const Exchange *ex, int t) {
+    const CodecOps *ops = ex->pol[t].spec.ops;
+    if (!ops->local_scalar || ex->cfg.scalar_sharing == 0) return 0;
+    return ex->cfg.scalar_sharing > 0 || ops->id == CODEC_TERNGRAD;
 }
 
 Exchange *exchange_new(const DistConfig *cfg, Comm *comm, const ParamTable *pt, const OptConfig *opt, char *err,
@@ -287,7 +300,19 @@ Exchange *exchange_new(const DistConfig *cfg, Comm *comm, const ParamTable *pt, 
     ex->mask = callocCheck(pt->total + 64, 1);
     ex->levels = callocCheck(pt->total + 64, 1);
     ex->scalars = callocCheck((size_t)ex->T, sizeof(float));
-    if (ex->cfg.topology == TOPO_PS && ex->rank == 0) {
+    /* TernGrad's parameter server (section 3, Figure 1) sends back the average of the
+     * ternary gradients, which with scalar sharing has 2N+1 levels (3.1), and every
+     * worker updates its own model with it; 3LC's (and its baselines') runs the
+     * optimizer on the global model and compresses the model delta (3LC 3.1). */
+    ex->grad_pull = ex->cfg.topology == TOPO_PS && !ex->deltas && codec == CODEC_TERNGRAD && cfg->scalar_sharing != 0;
+    if (ex->grad_pull) {
+        ex->pull_spec = callocCheck((size_t)ex->T, sizeof *ex->pull_spec);
+        for (int t = 0; t < ex->T; t++) {
+            int tern = ex->pol[t].compressed && shares_scalar(ex, t);
+            codec_spec_default(&ex->pull_spec[t], codec_find_id(tern ? CODEC_TERNSUM : CODEC_FP32));
+            if (tern) codec_param_set(&ex->pull_spec[t], "n", ex->N);
+        }
+    } else if (ex->cfg.topology == TOPO_PS && ex->rank == 0) {
         ex->global = arena(ex);
         ex->pull_resid = arena(ex);
     }
@@ -329,6 +354,7 @@ void exchange_free(Exchange *ex) {
     free(ex->levels);
     free(ex->scalars);
     free(ex->pol);
+    free(ex->pull_spec);
     free(ex->mem);
     free(ex->lens);
     free(ex->order);
@@ -344,7 +370,8 @@ void exchange_free(Exchange *ex) {
 
 static Codec *slot_codec(Exchange *ex, Codec **tab, int t, int slot) {
     Codec **c = &tab[(size_t)t * (size_t)ex->nslots + (size_t)slot];
-    if (!*c) *c = codec_new(&ex->pol[t].spec);
+    int pull = ex->grad_pull && slot == (tab == ex->enc ? SLOT_PULL : SLOT_PULL + 2 * ex->N);
+    if (!*c) *c = codec_new(pull ? &ex->pull_spec[t] : &ex->pol[t].spec);
     return *c;
 }
 #define ENC(t, s) slot_codec(ex, ex->enc, (t), (s))
@@ -354,6 +381,9 @@ void exchange_print(const Exchange *ex, FILE *fp) {
     fprintf(fp, "exchange: %d workers over %s, topology %s, memory %s, exchanging %s", ex->N, ex->comm->ops->name,
             topology_name(ex->cfg.topology), memory_name(ex->cfg.memory), ex->deltas ? "weight deltas" : "gradients");
     if (ex->cfg.delay > 1) fprintf(fp, " every %d local steps", ex->cfg.delay);
+    if (ex->cfg.topology == TOPO_PS)
+        fprintf(fp, "; workers pull %s", ex->grad_pull ? "the averaged gradient (TernGrad: 2N+1 levels, ternsum)"
+                                                       : "the server's compressed model delta");
     fprintf(fp, "\n");
     if (ex->cfg.memory == MEM_DGC)
         fprintf(fp, "dgc: momentum correction m=%g%s, local clipping %s (x N^-1/2), warm-up %g epochs\n",
@@ -488,15 +518,6 @@ static void delta_levels(uint8_t *lv, const float *p, const float *d, size_t n, 
     }
 }
 
-/* TernGrad's scalar sharing (terngrad.txt section 3.1) for tensor t: by default
- * for terngrad only; 3LC's stoch3 baseline quantizes with each worker's own
- * scalar (3LC section 3 counts synchronizing it as a cost of TernGrad's design) */
-static int shares_scalar(const Exchange *ex, int t) {
-    const CodecOps *ops = ex->pol[t].spec.ops;
-    if (!ops->local_scalar || ex->cfg.scalar_sharing == 0) return 0;
-    return ex->cfg.scalar_sharing > 0 || ops->id == CODEC_TERNGRAD;
-}
-
 /* side inputs for encoding x = values [lo, hi) of tensor t */
 static void make_side(Exchange *ex, CodecSide *side, int t, int kind, int slot, size_t lo, size_t hi, const float *x,
                       const float *params, const Optim *opt, double lr, double density, long step) {
@@ -509,7 +530,7 @@ static void make_side(Exchange *ex, CodecSide *side, int t, int kind, int slot, 
     side->mask = kind == SIDE_PULL ? NULL : ex->mask + off + lo; /* what this worker sent; not the server's pull */
     side->density = density;
     const CodecOps *ops = ex->pol[t].spec.ops;
-    if (shares_scalar(ex, t) && kind == SIDE_PUSH) side->scalar = &ex->scalars[t];
+    if (shares_scalar(ex, t) && (kind == SIDE_PUSH || ex->grad_pull)) side->scalar = &ex->scalars[t];
     if (ops->id == CODEC_GCOMP) {
         size_t n = hi - lo;
         uint8_t *lv = ex->levels + off + lo;
@@ -652,7 +673,7 @@ static void enc_tensor(Exchange *ex, int t, void *arg) {
     if (p->kind == SIDE_RING) {
         v = ex->work + off;
         memory_in(ex, t, v, p->x + off, lo, hi);
-    } else if (p->kind == SIDE_PULL && ex->mem[t] != MEM_NONE) {
+    } else if (p->kind == SIDE_PULL && !ex->grad_pull && ex->mem[t] != MEM_NONE) {
         /* the model delta plus the server's error accumulation (3LC section 3.1) */
         const float *pr = ex->pull_resid + off;
         for (size_t i = lo; i < hi; i++) v[i] += pr[i];
@@ -664,7 +685,7 @@ static void enc_tensor(Exchange *ex, int t, void *arg) {
     ex->flen[t] = codec_encode(c, e + ENTRY_HDR, codec_max_frame(c, hi - lo), v + lo, hi - lo, &side);
     if (ex->flen[t] < 0) return;
     if (p->kind == SIDE_PULL) {
-        if (ex->mem[t] != MEM_NONE) {
+        if (!ex->grad_pull && ex->mem[t] != MEM_NONE) {
             const float *repr = ex->repr + off;
             float *pr = ex->pull_resid + off;
             for (size_t i = lo; i < hi; i++) pr[i] = v[i] - repr[i];
@@ -973,8 +994,12 @@ static void dgc_prepare(Exchange *ex, float *grads, const float *params) {
     }
 }
 
-/* ps: push frames to the server, the server averages and updates the global
- * model, then compresses the model delta once and every worker pulls it */
+/* ps: push frames to the server, which averages them. Model-delta pulls (3LC
+ * section 3.1, and its baselines): the server updates the global model, then
+ * compresses the model delta once with its error accumulation and every worker
+ * pulls it. Gradient pulls (TernGrad section 3, Figure 1): the server sends the
+ * average itself (ternsum: 2N+1 levels with the shared scalars, losslessly) and
+ * every worker runs the optimizer on it (parameter localization). */
 static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double lr, double density, long step) {
     encode_all(ex, x, params, opt, lr, density, step);
     tamper(ex, step);
@@ -984,6 +1009,23 @@ static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double
     if (server) average_bundles(ex, step, 0);
     int rc = agree(ex);
     if (rc) return rc;
+    if (ex->grad_pull) {
+        if (server) {
+            EncPass p = {SIDE_PULL, -1, SLOT_PULL, 0, ex->agg, params, opt, lr, 0, step, &ex->out};
+            encode_pass(ex, &p);
+            tamper(ex, step);
+        }
+        rc = agree(ex);
+        if (rc) return rc;
+        comm_bcast(ex->comm, &ex->out, 0);
+        ex->st.down_bytes += ex->out.len;
+        DecPass dp = {ex->agg, -1, SLOT_PULL + 2 * ex->N, 0};
+        decode_pass(ex, &dp, ex->out.p, ex->out.len, 0, step, 1);
+        ex->st.comp_down += ex->dec_comp;
+        rc = agree(ex);
+        if (!rc) apply_gradient(ex, params, ex->agg, opt, lr);
+        return rc;
+    }
     if (server) {
         float *before = ex->tmp;
         memcpy(before, ex->global, total * sizeof(float));
@@ -1107,7 +1149,7 @@ int exchange_replicas(const Exchange *ex, float *params, Optim *opt, CkptSection
     snprintf(out[k].name, CKPT_NAME_MAX, "%s", anchor ? "ex.anchor" : "params");
     out[k].data = anchor ? ex->anchor : params;
     out[k++].len = ex->pt->total * sizeof(float);
-    if (ex->deltas || ex->cfg.topology == TOPO_PS) return k;
+    if (ex->deltas || (ex->cfg.topology == TOPO_PS && !ex->grad_pull)) return k;
     CkptSection s[2 + OPT_MAX_STATE];
     int m = optim_ckpt_sections(opt, s, 2 + OPT_MAX_STATE, "opt.");
     for (int i = 0; i < m && k < cap; i++)

@@ -14,11 +14,15 @@
  *   allreduce  uncompressed sum over a Comm allreduce (the baseline)
  *   allgather  every worker's frames go to every worker; each decodes all of
  *              them in rank order and averages (identical result everywhere)
- *   ps         parameter server (3LC sections 2-3): workers push frames to
- *              rank 0 (also a worker), which averages, applies the optimizer
- *              to the global model, compresses the model delta ONCE with its
- *              own error-accumulation buffer and broadcasts that frame; every
- *              worker applies the same pulled delta to its model
+ *   ps         parameter server: workers push frames to rank 0 (also a
+ *              worker), which averages them. 3LC (sections 2-3) and its
+ *              baselines: the server applies the optimizer to the global
+ *              model, compresses the model delta ONCE with its own
+ *              error-accumulation buffer and broadcasts that frame; every
+ *              worker applies the same pulled delta to its model. TernGrad
+ *              (section 3, Figure 1): the server broadcasts the average
+ *              itself, 2N+1 levels with the shared scalars (codec ternsum),
+ *              and every worker applies the optimizer to its own model
  *   ring       ring allreduce (reduce-scatter, then allgather) with the codec
  *              applied at every hop to the partial sums (GCOMP section 6.2)
  *
@@ -142,8 +146,8 @@ const char *exchange_error(const Exchange *ex);
  * values: the model at the last exchange ("ex.anchor") with weight deltas
  * after the first step, else "params"; and, where every worker
  * runs the optimizer on the same averaged gradient (gradient mode over
- * allgather or ring; on the parameter server only the server's optimizer
- * runs; with weight deltas each worker's optimizer steps on its own gradient), the
+ * allgather, ring, or TernGrad's parameter server; on 3LC's only the server's
+ * optimizer runs; with weight deltas each worker's optimizer steps on its own gradient), the
  * optimizer's step and state ("opt.step", "opt.<state>"). None under the
  * allreduce topology, whose sums the communicator library (MPI, NCCL) need
  * not order alike on every rank. The count (at most cap, which 2 +

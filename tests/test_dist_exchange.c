@@ -264,9 +264,12 @@ static void test_every_codec_consistent(void) {
             char what[80];
             snprintf(what, sizeof what, "%s over %s", o->name, topology_name(topos[k]));
             /* SBC exchanges weight deltas at any delay; on ps only the server's optimizer runs */
-            check_consistent(&r, o->id == CODEC_SBC         ? "ex.anchor "
-                                 : topos[k] == TOPO_PS ? "params "
-                                                       : "params opt.step opt.momentum_buffer ",
+            /* TernGrad's parameter server sends the averaged gradient and every worker
+             * runs the optimizer (parameter localization) */
+            int server_only = topos[k] == TOPO_PS && o->id != CODEC_TERNGRAD;
+            check_consistent(&r, o->id == CODEC_SBC ? "ex.anchor "
+                                 : server_only      ? "params "
+                                                    : "params opt.step opt.momentum_buffer ",
                              what);
             double ratio = r.st[1].up_bytes ? (double)r.st[1].raw_up / (double)r.st[1].up_bytes : 0;
             printf("  %-10s %-9s up %7llu B  down %7llu B  ratio %6.2fx  codec %.2f ms  model %.3f ms\n", o->name,
@@ -495,6 +498,49 @@ static void test_down_split(void) {
         }
         run_free(&r);
     }
+}
+
+/* TernGrad's parameter server (TernGrad section 3, Figure 1): the workers pull
+ * the averaged gradient in 2N+1 levels (ternsum, lossless with the shared
+ * scalars) and each applies the optimizer itself, so the run follows the
+ * allgather run (where every worker averages the frames itself) to within the
+ * float rounding of the average; the pull bundle holds a ternsum frame per
+ * ternarized tensor and fp32 for the rest. Without scalar sharing the server
+ * falls back to 3LC's model-delta pull. */
+static void test_terngrad_pull(void) {
+    Run a, b;
+    run_init(&a, "terngrad", TOPO_ALLGATHER, W);
+    run_init(&b, "terngrad", TOPO_PS, W);
+    Run *rs[2] = {&a, &b};
+    for (int k = 0; k < 2; k++) {
+        rs[k]->steps = 3;
+        rs[k]->lr = 0.1;
+        rs[k]->momentum = 0.9;
+        run_go(rs[k]);
+    }
+    check_consistent(&b, "params opt.step opt.momentum_buffer ", "terngrad over ps");
+    CHECK_CLOSE("terngrad ps == allgather (3 steps)", b.params[0], a.params[0], pt.total, 1e-5f, 1e-9f);
+    /* which tensors went as ternsum: the subset that explains both byte counts */
+    int found = 0;
+    for (int m = 0; m < (1 << pt.n); m++) {
+        uint64_t tern = 0, rest = 16; /* the bundle header */
+        for (int t = 0; t < pt.n; t++) {
+            size_t n = pt.t[t].numel;
+            if (m >> t & 1) tern += 12 + CODEC_HEADER_SIZE + 8 + 8 * ((n + 19) / 20); /* n = 4: 20 digits a word */
+            else rest += 12 + CODEC_HEADER_SIZE + 4 * n;
+        }
+        if (tern == b.st[1].comp_down && tern + rest == b.st[1].down_bytes) found |= m;
+    }
+    CHECK((found & 1) && (found & 8), "the pull: ternsum frames for the ternarized convolutions (tensors %#x), "
+          "%llu of %llu bytes", found, (unsigned long long)b.st[1].comp_down, (unsigned long long)b.st[1].down_bytes);
+    run_free(&a);
+    run_free(&b);
+    Run c;
+    run_init(&c, "terngrad:share=0", TOPO_PS, W);
+    c.steps = 2;
+    run_go(&c);
+    check_consistent(&c, "params ", "terngrad:share=0 over ps (model-delta pull)");
+    run_free(&c);
 }
 
 /* the task's clipping: of the averaged gradient when gradients are exchanged
@@ -748,6 +794,7 @@ int main(void) {
     test_clip_norm();
     test_ps_raw_counts_push();
     test_down_split();
+    test_terngrad_pull();
     test_every_codec_consistent();
     test_conservation();
     test_dgc();
