@@ -136,23 +136,23 @@ def fmt_time(s):
 # baseline, where it comes from)
 RESNET_TABLE = [
     ("fp32 (ring allreduce)", "fp32", "", ""),
-    ("3LC s=1.0 (ps)", "3lc_s1.0", "", ""),
-    ("3LC s=1.9 (ps)", "3lc_s1.9", "", ""),
-    ("TernGrad", "terngrad", "", ""),
-    ("DGC (warm-up 4 epochs)", "dgc", "", ""),
-    ("SBC (1) p=0.001", "sbc1", "", ""),
-    ("SBC (2) p=0.01, delay 10", "sbc2", "", ""),
-    ("GCOMP (ring, guard=1)", "gcomp", "", ""),
-    ("GCOMP (ring, guard=0: the paper's rule)", "gcomp_guard0", "", ""),
-    ("int8 (ps)", "int8", "", ""),
-    ("stoch3 (ps)", "stoch3", "", ""),
-    ("MQE 1-bit (ps)", "onebit", "", ""),
-    ("top-k 5% (ps)", "topk", "", ""),
-    ("Gradient Dropping 0.1%", "graddrop", "", ""),
-    ("FedAvg, delay 10", "fedavg", "", ""),
-    ("SBC (3) p=0.01, delay 100", "sbc3", "", ""),
-    ("3LC s=1.5 (ps)", "3lc_s1.5", "", ""),
-    ("3LC s=1.75 (ps)", "3lc_s1.75", "", ""),
+    ("3LC s=1.0 (ps)", "3lc_s1.0", "-0.05", "3LC Table 1, ResNet-110"),
+    ("3LC s=1.9 (ps)", "3lc_s1.9", "-0.27", "3LC Table 1"),
+    ("TernGrad (ps)", "terngrad", "-0.92 / -0.39", "TernGrad Table 1, CifarNet, 2 / 16 workers (no ResNet in the paper)"),
+    ("DGC (warm-up 4 epochs)", "dgc", "+0.12", "DGC Table 2, ResNet-110, 4 GPUs"),
+    ("SBC (1) p=0.001", "sbc1", "-0.3", "SBC Table II, ResNet-32"),
+    ("SBC (2) p=0.01, delay 10", "sbc2", "-0.7", "SBC Table II"),
+    ("GCOMP (ring, guard=1)", "gcomp", "none", "GCOMP 7.6 shows loss curves only"),
+    ("GCOMP (ring, guard=0: the paper's rule)", "gcomp_guard0", "none", "GCOMP 7.6"),
+    ("int8 (ps)", "int8", "-0.04", "3LC Table 1"),
+    ("stoch3 (ps)", "stoch3", "-1.31", "3LC Table 1"),
+    ("MQE 1-bit (ps)", "onebit", "-0.16", "3LC Table 1"),
+    ("top-k 5% (ps)", "topk", "-0.50", "3LC Table 1"),
+    ("Gradient Dropping 0.1%", "graddrop", "-1.00 / +0.1", "DGC Table 2 (4 GPUs) / SBC Table II (column inferred)"),
+    ("FedAvg, delay 10", "fedavg", "-0.7", "SBC Table II (column and delay inferred)"),
+    ("SBC (3) p=0.01, delay 100", "sbc3", "-0.4", "SBC Table II"),
+    ("3LC s=1.5 (ps)", "3lc_s1.5", "-0.08", "3LC Table 1"),
+    ("3LC s=1.75 (ps)", "3lc_s1.75", "+0.14", "3LC Table 1"),
 ]
 
 
@@ -178,14 +178,15 @@ def table_resnet():
     base = seeds_of("resnet20", "fp32")
     base_acc = {int(r.name.split(".s")[1]): r.final_acc() for r in base}
     C = compute_time()
-    head = ("| method | seeds | final test accuracy | vs fp32 (same seeds) | bits/value up: compressed tensors "
+    head = ("| method | seeds | final test accuracy | vs fp32 (same seeds) | paper: vs its fp32 | bits/value up: compressed tensors "
             "per exchange / all tensors per step | bits/value down: compressed / all | MB up per worker | "
             + " | ".join(f"time to {100 * TARGET:.0f}% @ {b}" for b, _ in BANDWIDTHS) + " |")
-    lines = [head, "|" + "---|" * (7 + len(BANDWIDTHS))]
-    for label, name, _, _ in RESNET_TABLE:
+    lines = [head, "|" + "---|" * (8 + len(BANDWIDTHS))]
+    for label, name, pdiff, pwhere in RESNET_TABLE:
+        paper = f"{pdiff} ({pwhere})" if pdiff and pdiff != "none" else ("none given" if pdiff else "-")
         rs = seeds_of("resnet20", name)
         if not rs:
-            lines.append(f"| {label} | - | not run yet |" + " |" * (5 + len(BANDWIDTHS)))
+            lines.append(f"| {label} | - | not run yet | | {paper} |" + " |" * (3 + len(BANDWIDTHS)))
             continue
         accs = [r.final_acc() for r in rs]
         sd = [int(r.name.split(".s")[1]) for r in rs]
@@ -201,9 +202,206 @@ def table_resnet():
         ad = 8 * r0.total("down_bytes") / (nv * r0.steps)
         mb = r0.total("up_bytes") / 1e6
         times = [fmt_time(r0.time_to(TARGET, C, bw)) if C else "-" for _, bw in BANDWIDTHS]
-        lines.append(f"| {label} | {', '.join(map(str, sd))} | {acc_txt} | {diff_txt} | {fmt_g(cu)} / {fmt_g(au)} | "
+        lines.append(f"| {label} | {', '.join(map(str, sd))} | {acc_txt} | {diff_txt} | {paper} | {fmt_g(cu)} / {fmt_g(au)} | "
                      f"{fmt_g(cd)} / {fmt_g(ad)} | {fmt_g(mb)} | " + " | ".join(times) + " |")
     return "\n".join(lines)
+
+
+def mean_diff(group, name, base="fp32"):
+    """final accuracy minus the baseline's with the same seed, averaged over seeds (None: not run)"""
+    b = {r.name.split(".s")[1]: r.final_acc() for r in seeds_of(group, base)}
+    d = [r.final_acc() - b[r.name.split(".s")[1]] for r in seeds_of(group, name) if r.name.split(".s")[1] in b]
+    return statistics.mean(d) if d else None
+
+
+def pts(v):
+    return "not run yet" if v is None else f"{100 * v:+.2f}"
+
+
+def comp_bits(r, rows=None, key="comp_up_bytes"):
+    """bits per value of the compressed tensors' frames, per exchange (up or down)"""
+    rows = r.train if rows is None else rows
+    raw = wsum(rows, "comp_raw_bytes") / 4
+    return 8 * wsum(rows, key) / raw if raw else float("nan")
+
+
+def speedup(name, bw, group="resnet20"):
+    """fp32's modeled time to the target over the method's, seed 0"""
+    C = compute_time()
+    a, b = run(group, "fp32.s0"), run(group, f"{name}.s0")
+    if not (C and a.ok() and b.ok()):
+        return None
+    ta, tb = a.time_to(TARGET, C, bw), b.time_to(TARGET, C, bw)
+    return ta / tb if ta and tb else None
+
+
+def xfmt(v):
+    return "-" if v is None or math.isnan(v) else f"{v:.1f}x"
+
+
+class NotRun(Exception):
+    pass
+
+
+def req(group, name):
+    """the run, which must be done (else the claim's cell says so)"""
+    r = run(group, name)
+    if not r.ok():
+        raise NotRun(name)
+    return r
+
+
+def claims(rows):
+    lines = ["| claim | paper | ours |", "|---|---|---|"]
+    for claim, paper, ours in rows:
+        try:
+            o = ours()
+        except NotRun:
+            o = "not run yet"
+        lines.append(f"| {claim} | {paper} | {o} |")
+    return "\n".join(lines)
+
+
+def table_claims_3lc():
+    def acc(names):
+        return " / ".join(pts(mean_diff("resnet20", n)) for n in names)
+
+    def bits():
+        out = []
+        for s in ("1.0", "1.5", "1.75", "1.9"):
+            r = run("resnet20", f"3lc_s{s}.s0")
+            if r.ok():
+                b = (comp_bits(r) + comp_bits(r, key="comp_down_bytes")) / 2
+                out.append(f"s = {s}: {b:.2f} ({32 / b:.0f}x)")
+        return "; ".join(out) or "not run yet"
+
+    def crossing():
+        out = []
+        for s in ("1.0", "1.75"):
+            r = run("resnet20", f"3lc_s{s}.s0")
+            if not r.ok():
+                continue
+            pe = per_epoch(r, lambda rows: comp_bits(rows=rows, r=r) - comp_bits(rows=rows, r=r, key="comp_down_bytes"))
+            first = next((i + 1 for i, d in enumerate(pe) if d > 0), None)
+            out.append(f"s = {s}: " + (f"pushes larger from epoch {first} of {len(pe)}" if first else
+                                       "pushes smaller than pulls in every epoch"))
+        return "; ".join(out) or "not run yet"
+
+    def speed(bw):
+        return " / ".join(xfmt(speedup(n, bw)) for n in ("3lc_s1.0", "3lc_s1.75"))
+
+    return claims([
+        ("accuracy against 32-bit float, s = 1.00 / 1.50 / 1.75 / 1.90", "-0.05 / -0.08 / +0.14 / -0.27 "
+         "(Table 1: ResNet-110, 10 workers, 163.84 epochs, mean of 5 runs)",
+         lambda: acc(["3lc_s1.0", "3lc_s1.5", "3lc_s1.75", "3lc_s1.9"])),
+        ("its baselines: 8-bit int / stochastic 3-value / MQE 1-bit / 5% sparsification", "-0.04 / -1.31 / -0.16 / "
+         "-0.50 (Table 1)", lambda: acc(["int8", "stoch3", "onebit", "topk"])),
+        ("bits per state change, (push + pull) / 2 over the run", "0.3-0.8 bits, 39-107x (abstract, section 1); "
+         "s = 1.90: 0.2 bits, 160x (section 4.5; Table 2, per s, is lost in our copy)", bits),
+        ("without zero-run encoding", "1.6 bits; zero-run encoding halves it at s = 1.00 (section 4.5)",
+         lambda: f"1.6 bits (base-3^5); s = 1.00 with it: {(comp_bits(req('resnet20', '3lc_s1.0.s0')) + comp_bits(req('resnet20', '3lc_s1.0.s0'), key='comp_down_bytes')) / 2:.2f}"
+         if run("resnet20", "3lc_s1.0.s0").ok() else "not run yet"),
+        ("pushes against pulls", "pushes smaller than pulls until about 70% of training, then larger (section 4.5, "
+         "Figure 6)", crossing),
+        ("training time against the baseline at 10 Mbit/s, s = 1.00 / 1.75", "15.9x / 22.8x (Table 1; estimated from "
+         "short runs)", lambda: speed(10e6) + " (modeled, time to 85%)"),
+        ("the same at 100 Mbit/s and 1 Gbit/s", "7.97x / 9.04x and 1.53x / 1.53x (Table 1; which column is which "
+         "bandwidth is garbled in our copy: inferred)", lambda: speed(100e6) + " and " + speed(1e9)),
+    ])
+
+
+def table_claims_dgc():
+    def ratio_after(e0):
+        r = req("resnet20", "dgc.s0")
+        rows = [x for x in r.train if x["epoch"] > e0 + 1e-9]
+        c = comp_bits(r, rows)
+        nv = r.nvalues()
+        allb = 8 * wsum(rows, "up_bytes") / (nv * sum(x["w"] for x in rows))
+        return f"{32 / c:.0f}x over the compressed tensors, {32 / allb:.0f}x over all"
+
+    def warm():
+        r = req("resnet20", "dgc.s0")
+        dens = per_epoch(r, lambda rows: wsum(rows, "density") / sum(x["w"] for x in rows))
+        return " / ".join(f"{100 * d:.3g}%" for d in dens[:5]) + " in epochs 1-5"
+
+    return claims([
+        ("accuracy against the baseline", "+0.12 (Table 2: ResNet-110, 4 GPUs x 32, 164 epochs)",
+         lambda: pts(mean_diff("resnet20", "dgc"))),
+        ("Gradient Dropping against the baseline", "-1.00 (Table 2, 4 GPUs)",
+         lambda: pts(mean_diff("resnet20", "graddrop"))),
+        ("compression ratio after the warm-up (32-bit values + 16-bit zero runs)", "270x-600x on ImageNet, PTB "
+         "and LibriSpeech (abstract, Tables 3-4); none given for CIFAR-10; 0.1% density at 48 bits a value is "
+         "667x at best", lambda: ratio_after(4)),
+        ("warm-up density", "75%, 93.75%, 98.4375%, 99.6%, 99.9% sparsity over the first 4 epochs (section 4.1)",
+         warm),
+    ])
+
+
+def table_claims_terngrad():
+    def lenet_range():
+        d = []
+        for n in (4, 8):
+            for sd in (0, 1):
+                a, b = run("lenet_terngrad", f"fp32.n{n}.s{sd}"), run("lenet_terngrad", f"terngrad.n{n}.s{sd}")
+                if a.ok() and b.ok():
+                    d.append(b.final_acc() - a.final_acc())
+        return f"{100 * min(d):+.2f} to {100 * max(d):+.2f} ({len(d)} pairs: 4 and 8 workers, 2 seeds)" if d else "not run yet"
+
+    def push_pull(key):
+        r = req("resnet20", "terngrad.s0")
+        b = comp_bits(r, key=key)
+        return f"{b:.2f} bits ({32 / b:.1f}x) on ResNet-20"
+
+    return claims([
+        ("LeNet on MNIST, momentum SGD: TernGrad against float", "-0.22 to +0.15 over 1 to 64 workers (section 4.1, "
+         "Figure 3; total batch 64, 10K iterations, moving average 0.9999)", lenet_range),
+        ("a CIFAR-10 network", "-0.92 (2 workers) / -0.39 (16 workers) (Table 1, CifarNet with Adam)",
+         lambda: pts(mean_diff("resnet20", "terngrad")) + " (ResNet-20, momentum SGD, 4 workers)"),
+        ("push: 2 bits a value", "16x (32/log2 3 = 20.18x at the entropy; section 3.1)",
+         lambda: push_pull("comp_up_bytes") + ", compressed tensors"),
+        ("pull: the average in 2N+1 levels", "32/log2(2N+1): 10.1x for N = 4 (section 3.1)",
+         lambda: push_pull("comp_down_bytes") + ", compressed tensors (ternsum, 4 workers)"),
+    ])
+
+
+def table_claims_sbc():
+    def up_ratio(group, name):
+        r = req(group, name)
+        return 4 * r.nvalues() * r.steps / r.total("up_bytes")
+
+    return claims([
+        ("ResNet on CIFAR-10, SBC (1) / (2) / (3) against the baseline", "-0.3 / -0.7 / -0.4 (Table II: ResNet-32, "
+         "60,000 iterations, 4 clients)", lambda: " / ".join(pts(mean_diff("resnet20", n)) for n in ("sbc1", "sbc2", "sbc3"))),
+        ("upstream per client against fp32 every step, SBC (3)", "more than four orders of magnitude (abstract); "
+         "ResNet-50: 125 TB to 3.35 GB, about 37,000x (section IV-B)",
+         lambda: f"{up_ratio('resnet20', 'sbc3.s0'):,.0f}x on ResNet-20, {up_ratio('lenet_sbc', 'sbc3.s0'):,.0f}x on LeNet"),
+    ])
+
+
+def table_claims_gcomp():
+    def size(group, name):
+        r = run(group, name)
+        p = gcomp_parts(r.train)
+        return f"{100 * p['size']:.1f}% ({100 * p['zeros']:.0f}% zeros)"
+
+    def sizes():
+        out = []
+        for label, g, n in (("ResNet-20 guard=1", "resnet20", "gcomp.s0"), ("guard=0", "resnet20", "gcomp_guard0.s0"),
+                            ("WordLSTM guard=1", "wordlstm_gcomp", "guard1.s0"),
+                            ("guard=0", "wordlstm_gcomp", "guard0.s0")):
+            if run(g, n).ok():
+                out.append(f"{label}: {size(g, n)}")
+        return "; ".join(out) or "not run yet"
+
+    return claims([
+        ("message size against fp32", "32.9% (ResNet-50), 36.5% (Bert-base) (section 7.2)", sizes),
+        ("zero gradients", "up to 50% of the values (section 1, OB-3)",
+         lambda: f"{100 * gcomp_parts(req('wordlstm_gcomp', 'guard1.s0').train)['zeros']:.0f}% on the WordLSTM, "
+                 f"{100 * gcomp_parts(req('resnet20', 'gcomp.s0').train)['zeros']:.2f}% on ResNet-20"),
+        ("near-lossless", "training loss follows the baseline (section 7.6; no accuracy given)",
+         lambda: pts(mean_diff("resnet20", "gcomp")) + " (guard=1), " + pts(mean_diff("resnet20", "gcomp_guard0"))
+         + " (guard=0), final accuracy against fp32"),
+    ])
 
 
 # ------------------------------------------------------------ LeNet ----
@@ -297,26 +495,36 @@ def gcomp_parts(rows):
             "exp": eb / v, "lev": lb / v, "man": mb / v, "hdr": (total - eb - lb - mb) / v, "bits": total / v}
 
 
+def gcomp_row(label, when, p):
+    return (f"| {label} | {when} | {100 * p['size']:.1f}% | {100 * p['zeros']:.2f}% | "
+            + " / ".join(f"{100 * x:.1f}%" for x in p["lv"])
+            + f" | {p['exp']:.2f} + {p['lev']:.2f} + {p['man']:.2f} + {p['hdr']:.3f} = {p['bits']:.2f} |")
+
+
 def table_gcomp():
-    lines = ["| run | epoch | size / fp32 | zeros | nonzero values at level 0 / 1 / 2 / 3 (0/6/12/18 bits cut) | "
+    lines = ["| run | when | size / fp32 | zeros | nonzero values at level 0 / 1 / 2 / 3 (0/6/12/18 bits cut) | "
              "bits per value: exponent + level + mantissa + headers = total |", "|---|---|---|---|---|---|"]
-    for label, name in (("guard=1 (default)", "gcomp.s0"), ("guard=0 (the paper's rule)", "gcomp_guard0.s0")):
-        r = run("resnet20", name)
+    runs = (("ResNet-20, guard=1 (default)", "resnet20", "gcomp.s0"),
+            ("ResNet-20, guard=0 (the paper's rule)", "resnet20", "gcomp_guard0.s0"),
+            ("WordLSTM, guard=1", "wordlstm_gcomp", "guard1.s0"),
+            ("WordLSTM, guard=0", "wordlstm_gcomp", "guard0.s0"))
+    for label, group, name in runs:
+        r = run(group, name)
         if not r.ok() or not any(x.get("gcomp_values", 0) for x in r.train):
             lines.append(f"| {label} | | not run yet | | | |")
             continue
-        pe = per_epoch(r, gcomp_parts)
-        for e in (1, 5, 10, 15, 18, 19, 20):
-            p = pe[e - 1] if e <= len(pe) else None
-            if not p:
-                continue
-            lines.append(f"| {label} | {e} | {100 * p['size']:.1f}% | {100 * p['zeros']:.2f}% | "
-                         + " / ".join(f"{100 * x:.1f}%" for x in p["lv"])
-                         + f" | {p['exp']:.2f} + {p['lev']:.2f} + {p['man']:.2f} + {p['hdr']:.3f} = {p['bits']:.2f} |")
-        p = gcomp_parts(r.train)
-        lines.append(f"| {label} | whole run | {100 * p['size']:.1f}% | {100 * p['zeros']:.2f}% | "
-                     + " / ".join(f"{100 * x:.1f}%" for x in p["lv"])
-                     + f" | {p['exp']:.2f} + {p['lev']:.2f} + {p['man']:.2f} + {p['hdr']:.3f} = {p['bits']:.2f} |")
+        if group == "resnet20":
+            pe = per_epoch(r, gcomp_parts)
+            for e in (1, 5, 10, 15, 18, 19, 20):
+                if e <= len(pe) and pe[e - 1]:
+                    lines.append(gcomp_row(label, f"epoch {e}", pe[e - 1]))
+        else: # quarters of the run
+            n = len(r.train)
+            for q in range(4):
+                rows = r.train[n * q // 4:n * (q + 1) // 4]
+                lines.append(gcomp_row(label, f"steps {int(rows[0]['step'] - rows[0]['w']) + 1}-{int(rows[-1]['step'])}",
+                                       gcomp_parts(rows)))
+        lines.append(gcomp_row(label, "whole run", gcomp_parts(r.train)))
     return "\n".join(lines)
 
 
@@ -332,6 +540,11 @@ def table_commands():
 
 TABLES = {
     "resnet20": table_resnet,
+    "claims_3lc": table_claims_3lc,
+    "claims_dgc": table_claims_dgc,
+    "claims_terngrad": table_claims_terngrad,
+    "claims_sbc": table_claims_sbc,
+    "claims_gcomp": table_claims_gcomp,
     "lenet_terngrad": table_lenet_terngrad,
     "lenet_sbc": table_lenet_sbc,
     "3lc_bits": table_3lc,
