@@ -2,6 +2,7 @@
 # Installs the Debian packages gcx needs. The README and .ci/run both use this.
 #   scripts/deps.sh            build + test dependencies
 #   scripts/deps.sh --torch    also PyTorch (regenerating fixtures, bench/ comparisons)
+#   scripts/deps.sh --plots    also matplotlib (the figures of docs/REPRODUCING.md: scripts/repro_tables.py)
 set -euo pipefail
 pkgs=(
     gcc make                 # compiler and build
@@ -13,6 +14,7 @@ pkgs=(
     clang libclang-rt-14-dev # make fuzz (libFuzzer + sanitizers)
 )
 if [ "${1:-}" = "--torch" ]; then pkgs+=(python3-torch python3-numpy); fi
+if [ "${1:-}" = "--plots" ]; then pkgs+=(python3-matplotlib); fi
 
 missing=()
 for p in "${pkgs[@]}"; do
