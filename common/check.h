@@ -9,11 +9,23 @@
 #include <string.h>
 #include <errno.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Prints the message (a printf format, as given: "\n" included) on stderr and
+ * ends the process with status 1, once. When several threads fail together (the
+ * local workers running out of memory in the same allocation), the first one
+ * prints and exits and the others wait for the end: one message, and exit() is
+ * never run twice at once (which crashes in the libraries' exit handlers). */
+void gc_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+#ifdef __cplusplus
+}
+#endif
+
 static inline void *malloc_check(size_t size, const char *file, int line) {
     void *p = malloc(size ? size : 1);
     if (p == NULL) {
-        fprintf(stderr, "error: out of memory allocating %zu bytes at %s:%d\n", size, file, line);
-        exit(1);
+        gc_fatal("error: out of memory allocating %zu bytes at %s:%d\n", size, file, line);
     }
     return p;
 }
@@ -22,8 +34,7 @@ static inline void *malloc_check(size_t size, const char *file, int line) {
 static inline void *calloc_check(size_t n, size_t size, const char *file, int line) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (p == NULL) {
-        fprintf(stderr, "error: out of memory allocating %zu x %zu bytes at %s:%d\n", n, size, file, line);
-        exit(1);
+        gc_fatal("error: out of memory allocating %zu x %zu bytes at %s:%d\n", n, size, file, line);
     }
     return p;
 }
@@ -32,9 +43,8 @@ static inline void *calloc_check(size_t n, size_t size, const char *file, int li
 static inline FILE *fopen_check(const char *path, const char *mode, const char *file, int line) {
     FILE *fp = fopen(path, mode);
     if (fp == NULL) {
-        fprintf(stderr, "error: cannot open '%s' (mode %s): %s\n  at %s:%d\n", path, mode,
+        gc_fatal("error: cannot open '%s' (mode %s): %s\n  at %s:%d\n", path, mode,
                 strerror(errno), file, line);
-        exit(1);
     }
     return fp;
 }
@@ -43,25 +53,22 @@ static inline FILE *fopen_check(const char *path, const char *mode, const char *
 static inline void fread_check(void *ptr, size_t size, size_t n, FILE *fp, const char *file, int line) {
     size_t got = fread(ptr, size, n, fp);
     if (got != n) {
-        fprintf(stderr, "error: short read (%zu of %zu items of %zu bytes)%s at %s:%d\n", got, n, size,
+        gc_fatal("error: short read (%zu of %zu items of %zu bytes)%s at %s:%d\n", got, n, size,
                 feof(fp) ? ": unexpected end of file" : "", file, line);
-        exit(1);
     }
 }
 #define freadCheck(ptr, size, n, fp) fread_check((ptr), (size), (n), (fp), __FILE__, __LINE__)
 
 static inline void fwrite_check(const void *ptr, size_t size, size_t n, FILE *fp, const char *file, int line) {
     if (fwrite(ptr, size, n, fp) != n) {
-        fprintf(stderr, "error: write failed: %s at %s:%d\n", strerror(errno), file, line);
-        exit(1);
+        gc_fatal("error: write failed: %s at %s:%d\n", strerror(errno), file, line);
     }
 }
 #define fwriteCheck(ptr, size, n, fp) fwrite_check((ptr), (size), (n), (fp), __FILE__, __LINE__)
 
 static inline void fclose_check(FILE *fp, const char *file, int line) {
     if (fclose(fp) != 0) {
-        fprintf(stderr, "error: close failed: %s at %s:%d\n", strerror(errno), file, line);
-        exit(1);
+        gc_fatal("error: close failed: %s at %s:%d\n", strerror(errno), file, line);
     }
 }
 #define fcloseCheck(fp) fclose_check((fp), __FILE__, __LINE__)
@@ -70,8 +77,7 @@ static inline void fclose_check(FILE *fp, const char *file, int line) {
 #include <cuda_runtime.h>
 static inline void cuda_check(cudaError_t e, const char *file, int line) {
     if (e != cudaSuccess) {
-        fprintf(stderr, "CUDA error: %s at %s:%d\n", cudaGetErrorString(e), file, line);
-        exit(1);
+        gc_fatal("CUDA error: %s at %s:%d\n", cudaGetErrorString(e), file, line);
     }
 }
 #define cudaCheck(x) cuda_check((x), __FILE__, __LINE__)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/crc32c.h"
@@ -79,6 +80,13 @@ int ckpt_read(Ckpt *ck, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "cannot open checkpoint %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st = {0};
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        snprintf(err, errlen, "%s is %s, not a checkpoint file", path,
+                 S_ISDIR(st.st_mode) ? "a folder" : "not a regular file");
         return -1;
     }
     fseek(f, 0, SEEK_END);

@@ -128,8 +128,9 @@ int codec_parse(CodecSpec *spec, const char *text, char *err, size_t errlen) {
             snprintf(err, errlen, "codec %s: %s must be an integer, got %s", ops->name, kv, val);
             return -GC_ERR_PARAM;
         }
-        if (v < d->min || v > d->max) {
-            snprintf(err, errlen, "codec %s: %s=%s out of range [%g, %g]", ops->name, kv, val, d->min, d->max);
+        if (v < d->min || v > d->max || (d->max_open && v == d->max)) {
+            snprintf(err, errlen, "codec %s: %s=%s out of range [%g, %g%c", ops->name, kv, val, d->min, d->max,
+                     d->max_open ? ')' : ']');
             return -GC_ERR_PARAM;
         }
         spec->v[idx] = v;
@@ -150,7 +151,8 @@ void codec_print_help(FILE *fp) {
         fprintf(fp, "  %-10s %s\n", o->name, o->summary);
         for (int k = 0; k < o->nparams; k++) {
             const CodecParamDesc *d = &o->params[k];
-            fprintf(fp, "      %-8s default %-8g [%g, %g]  %s\n", d->key, d->def, d->min, d->max, d->help);
+            fprintf(fp, "      %-8s default %-8g [%g, %g%c  %s\n", d->key, d->def, d->min, d->max,
+                    d->max_open ? ')' : ']', d->help);
         }
     }
 }

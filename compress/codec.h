@@ -63,6 +63,7 @@ typedef struct {
     double min, max;  /* accepted closed range */
     int is_int;       /* value must be an integer */
     const char *help; /* one line, with the paper section */
+    int max_open;     /* 1: the range is [min, max), max itself refused (3LC's s < 2) */
 } CodecParamDesc;
 
 struct Codec;

@@ -40,7 +40,7 @@
 #define DGC_RUN_SKIP 0xFFFFu /* run entry: 65535 zeros, no value */
 
 static const CodecParamDesc dgc_params[] = {
-    {"density", 0.001, 1e-7, 1.0, 0, "fraction of largest |values| sent (DGC 3.1, 5: 0.1%)"},
+    {"density", 0.001, 1e-7, 1.0, 0, "fraction of largest |values| sent (DGC 3.1, 5: 0.1%)", 0},
 };
 
 static size_t dgc_max_payload(const Codec *c, size_t n) {

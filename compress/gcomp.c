@@ -65,9 +65,9 @@
 
 static const CodecParamDesc gcomp_params[] = {
     {"ntheta", 8, 1, HUFF_MAX_NTHETA, 1,
-     "max Huffman code length n_theta; longer codes -> escape + raw exponent (4.3, Table 1 uses 8)"},
-    {"every", 50, 1, 1e9, 1, "rebuild the Huffman table every K encodes (4.4)"},
-    {"chunk", 16384, 64, 1 << 24, 1, "values per chunk; chunks are coded in parallel (6.1, 6.2)"},
+     "max Huffman code length n_theta; longer codes -> escape + raw exponent (4.3, Table 1 uses 8)", 0},
+    {"every", 50, 1, 1e9, 1, "rebuild the Huffman table every K encodes (4.4)", 0},
+    {"chunk", 16384, 64, 1 << 24, 1, "values per chunk; chunks are coded in parallel (6.1, 6.2)", 0},
 };
 
 typedef struct {

@@ -47,7 +47,7 @@
 #define SBC_HEADER 9
 
 static const CodecParamDesc sbc_params[] = {
-    {"p", 0.001, 1e-7, 1.0, 0, "fraction of biggest and of smallest values considered (SBC IV-B: SBC (1) 0.1%; trainers with --delay: 1%, SBC (2)/(3))"},
+    {"p", 0.001, 1e-7, 1.0, 0, "fraction of biggest and of smallest values considered (SBC IV-B: SBC (1) 0.1%; trainers with --delay: 1%, SBC (2)/(3))", 0},
 };
 
 static size_t sbc_max_payload(const Codec *c, size_t n) {

@@ -51,12 +51,12 @@
 #define SEED_MAX 9007199254740992.0 /* 2^53: every integer below is exact in a double */
 
 static const CodecParamDesc terngrad_params[] = {
-    {"c", 2.5, 0.0, 1000.0, 0, "clip at c*sigma before ternarizing, 0 = off (TernGrad 3.3)"},
-    {"seed", 0.0, 0.0, SEED_MAX, 1, "mixed into the per-call seed: XOR seed*0x9E3779B97F4A7C15"},
+    {"c", 2.5, 0.0, 1000.0, 0, "clip at c*sigma before ternarizing, 0 = off (TernGrad 3.3)", 0},
+    {"seed", 0.0, 0.0, SEED_MAX, 1, "mixed into the per-call seed: XOR seed*0x9E3779B97F4A7C15", 0},
 };
 static const CodecParamDesc stoch3_params[] = {
-    {"c", 0.0, 0.0, 1000.0, 0, "clip at c*sigma, 0 = off: 3LC's baseline has no clipping (3LC 4.2)"},
-    {"seed", 0.0, 0.0, SEED_MAX, 1, "mixed into the per-call seed: XOR seed*0x9E3779B97F4A7C15"},
+    {"c", 0.0, 0.0, 1000.0, 0, "clip at c*sigma, 0 = off: 3LC's baseline has no clipping (3LC 4.2)", 0},
+    {"seed", 0.0, 0.0, SEED_MAX, 1, "mixed into the per-call seed: XOR seed*0x9E3779B97F4A7C15", 0},
 };
 
 #define TG_CHUNK 1024 /* values quantized at a time into a stack buffer */

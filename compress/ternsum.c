@@ -43,7 +43,7 @@
 #define TS_HDR 8
 
 static const CodecParamDesc ternsum_params[] = {
-    {"n", 4, 1, 32767, 1, "values summed (workers): 2n+1 levels (TernGrad 3.1)"},
+    {"n", 4, 1, 32767, 1, "values summed (workers): 2n+1 levels (TernGrad 3.1)", 0},
 };
 
 /* K: digits of base B per u64 word: the most with B^K <= 2^64 - 1 (B is odd,

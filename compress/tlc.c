@@ -34,7 +34,7 @@
 #include "compress/dense.h"
 
 static const CodecParamDesc tlc_params[] = {
-    {"s", 1.0, 1.0, 1.999999, 0, "sparsity multiplier: m = max|x| * s, larger is sparser (3LC 3.1)"},
+    {"s", 1.0, 1.0, 2.0, 0, "sparsity multiplier: m = max|x| * s, 1 <= s < 2, larger is sparser (3LC 3.1)", 1},
 };
 
 #define TLC_CHUNK 4096 /* bytes packed at a time by the serial encoder and decoder */

@@ -30,7 +30,7 @@
 #include "select.h"
 
 static const CodecParamDesc topk_params[] = {
-    {"ratio", 0.05, 1e-7, 1.0, 0, "fraction of largest |values| sent (3LC 4.2: 5% sparsification)"},
+    {"ratio", 0.05, 1e-7, 1.0, 0, "fraction of largest |values| sent (3LC 4.2: 5% sparsification)", 0},
 };
 
 static size_t topk_max_payload(const Codec *c, size_t n) {

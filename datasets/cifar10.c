@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const float cifar10_mean[3] = {0.4914f, 0.4822f, 0.4465f};
 const float cifar10_std[3] = {0.2470f, 0.2435f, 0.2616f};
@@ -24,10 +25,12 @@ static FILE *open_records(int64_t *nrec, const char *path, const char *dir, int 
         return NULL;
     }
     long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    struct stat st = {0};
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
     if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
-        snprintf(err, errlen, "cannot determine the size of '%s' (not a regular file?)", path);
+        snprintf(err, errlen, "'%s' is %s, not a CIFAR-10 batch file", path,
+                 S_ISDIR(st.st_mode) ? "a folder" : "not a regular file");
         *rc = -GC_ERR_IO;
         return NULL;
     }

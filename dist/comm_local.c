@@ -24,8 +24,7 @@ void bytebuf_reserve(ByteBuf *b, size_t cap) {
     while (nc < cap) nc *= 2;
     uint8_t *p = realloc(b->p, nc);
     if (!p) {
-        fprintf(stderr, "error: out of memory growing a %zu-byte buffer\n", nc);
-        exit(1);
+        gc_fatal("error: out of memory growing a %zu-byte buffer\n", nc);
     }
     b->p = p;
     b->cap = nc;
@@ -51,8 +50,7 @@ LocalGroup *comm_local_group_new(int size) {
     g->ptr = callocCheck((size_t)size, sizeof *g->ptr);
     g->len = callocCheck((size_t)size, sizeof *g->len);
     if (pthread_barrier_init(&g->bar, NULL, (unsigned)size) != 0) {
-        fprintf(stderr, "error: pthread_barrier_init failed for %d workers\n", size);
-        exit(1);
+        gc_fatal("error: pthread_barrier_init failed for %d workers\n", size);
     }
     return g;
 }
@@ -231,8 +229,7 @@ void comm_local_run(int size, void (*fn)(int rank, void *arg), void *arg) {
         pthread_attr_init(&attr);
         pthread_attr_setstacksize(&attr, 16u << 20);
         if (pthread_create(&th[r], &attr, thread_main, &ta[r]) != 0) {
-            fprintf(stderr, "error: cannot start worker thread %d\n", r);
-            exit(1);
+            gc_fatal("error: cannot start worker thread %d\n", r);
         }
         pthread_attr_destroy(&attr);
     }

@@ -189,8 +189,7 @@ int comm_mpi_available(void) { return 0; }
 Comm *comm_mpi_new(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    fprintf(stderr, "error: this build has no MPI backend (install openmpi: `make deps`, then rebuild: `make clean all`)\n");
-    exit(1);
+    gc_fatal("error: this build has no MPI backend (install openmpi: `make deps`, then rebuild: `make clean all`)\n");
 }
 
 void comm_mpi_finalize(void) {}

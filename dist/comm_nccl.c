@@ -374,9 +374,8 @@ int comm_nccl_available(void) { return 0; }
 Comm *comm_nccl_new(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    fprintf(stderr, "error: this build has no NCCL backend (it needs CUDA, NCCL and MPI: `make deps`, a CUDA "
+    gc_fatal("error: this build has no NCCL backend (it needs CUDA, NCCL and MPI: `make deps`, a CUDA "
                     "toolkit with NCCL, then `make clean all`)\n");
-    exit(1);
 }
 
 #endif

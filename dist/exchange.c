@@ -227,6 +227,47 @@ void exchange_set_tamper(Exchange *ex, ExchangeTamper fn, void *arg) {
     ex->tamper_arg = arg;
 }
 
+/* The configuration as the exchange runs it (the codec's paper topology and
+ * memory, and whether weight deltas are exchanged, where cfg says auto), and
+ * the combinations it cannot run: the trainers check before any data is read. */
+int dist_config_resolve(DistConfig *c, int opt_kind, char *err, size_t errlen) {
+    int codec = c->policy.global.ops->id;
+    if (c->topology == TOPO_AUTO) c->topology = default_topology(codec);
+    if (c->memory == MEM_AUTO) c->memory = default_memory(codec);
+    if (c->deltas < 0) c->deltas = codec == CODEC_SBC || c->delay > 1;
+    /* SBC IV-B: SBC (1) sends 0.1% without delay, SBC (2) and (3) 1% every 10 or
+     * 100 steps, so `--codec sbc --delay 10` is SBC (2) unless p= says otherwise */
+    if (codec == CODEC_SBC && !c->sbc_p_given && c->delay > 1) codec_param_set(&c->policy.global, "p", SBC_P_DELAYED);
+    if (c->delay < 1) {
+        snprintf(err, errlen, "--delay must be >= 1");
+        return -1;
+    }
+    if (c->memory == MEM_DGC && (c->deltas || c->topology == TOPO_RING)) {
+        snprintf(err, errlen,
+                 "DGC's memory (momentum correction) exchanges gradients every step over allgather or ps; "
+                 "it cannot be combined with %s", c->deltas ? "--delay/weight-delta exchange" : "the ring topology");
+        return -1;
+    }
+    if (c->memory == MEM_DGC && opt_kind != OPT_SGD) {
+        snprintf(err, errlen, "DGC's momentum correction replaces SGD momentum; use --optim sgd (or momentum)");
+        return -1;
+    }
+    if (c->topology == TOPO_ALLREDUCE) {
+        /* the uncompressed baseline: nothing is encoded */
+        for (int r = 0; r < c->policy.nrules; r++)
+            if (c->policy.rules[r].spec.ops->id != CODEC_FP32) {
+                snprintf(err, errlen, "the allreduce topology sends fp32 only; --layer-codec needs allgather, ps or ring");
+                return -1;
+            }
+        if (codec != CODEC_FP32) {
+            snprintf(err, errlen, "the allreduce topology sends fp32 only; codec %s needs allgather, ps or ring",
+                     c->policy.global.ops->name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* TernGrad's scalar sharing (TernGrad section 3.1) for tensor t: by default
  * for terngrad only; 3LC's stoch3 baseline quantizes with each worker's own
  * scalar (3LC section 3 counts synchronizing it as a cost of TernGrad's design) */
@@ -247,40 +288,8 @@ Exchange *exchange_new(const DistConfig *cfg, Comm *comm, const ParamTable *pt, 
     ex->rank = comm->rank;
     ex->T = pt->n;
     int codec = cfg->policy.global.ops->id;
-    if (ex->cfg.topology == TOPO_AUTO) ex->cfg.topology = default_topology(codec);
-    if (ex->cfg.memory == MEM_AUTO) ex->cfg.memory = default_memory(codec);
-    ex->deltas = cfg->deltas >= 0 ? cfg->deltas : (codec == CODEC_SBC || cfg->delay > 1);
-    /* SBC IV-B: SBC (1) sends 0.1% without delay, SBC (2) and (3) 1% every 10 or
-     * 100 steps, so `--codec sbc --delay 10` is SBC (2) unless p= says otherwise */
-    if (codec == CODEC_SBC && !cfg->sbc_p_given && cfg->delay > 1)
-        codec_param_set(&ex->cfg.policy.global, "p", SBC_P_DELAYED);
-    if (cfg->delay < 1) {
-        snprintf(err, errlen, "--delay must be >= 1");
-        goto fail;
-    }
-    if (ex->cfg.memory == MEM_DGC && (ex->deltas || ex->cfg.topology == TOPO_RING)) {
-        snprintf(err, errlen,
-                 "DGC's memory (momentum correction) exchanges gradients every step over allgather or ps; "
-                 "it cannot be combined with %s", ex->deltas ? "--delay/weight-delta exchange" : "the ring topology");
-        goto fail;
-    }
-    if (ex->cfg.memory == MEM_DGC && opt->kind != OPT_SGD) {
-        snprintf(err, errlen, "DGC's momentum correction replaces SGD momentum; use --optim sgd (or momentum)");
-        goto fail;
-    }
-    if (ex->cfg.topology == TOPO_ALLREDUCE) {
-        /* the uncompressed baseline: nothing is encoded */
-        for (int r = 0; r < cfg->policy.nrules; r++)
-            if (cfg->policy.rules[r].spec.ops->id != CODEC_FP32) {
-                snprintf(err, errlen, "the allreduce topology sends fp32 only; --layer-codec needs allgather, ps or ring");
-                goto fail;
-            }
-        if (codec != CODEC_FP32) {
-            snprintf(err, errlen, "the allreduce topology sends fp32 only; codec %s needs allgather, ps or ring",
-                     cfg->policy.global.ops->name);
-            goto fail;
-        }
-    }
+    if (dist_config_resolve(&ex->cfg, opt->kind, err, errlen)) goto fail;
+    ex->deltas = ex->cfg.deltas;
     ex->pol = callocCheck((size_t)ex->T, sizeof *ex->pol);
     policy_build(ex->pol, &ex->cfg.policy, pt);
     ex->mem = callocCheck((size_t)ex->T, sizeof *ex->mem);

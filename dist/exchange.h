@@ -91,6 +91,12 @@ void dist_config_default(DistConfig *c);
  * selection with plain residual memory and no DGC corrections or warm-up).
  * 0, or -1 with a message. */
 int dist_parse_codec(DistConfig *c, const char *text, char *err, size_t errlen);
+/* Resolves what cfg leaves to the codec (topology, memory, deltas; SBC's p with
+ * --delay) in place, and refuses, with a message, a combination the exchange
+ * cannot run (DGC's memory with weight deltas, the ring or another optimizer
+ * than SGD; a compressed codec on allreduce; --delay < 1). exchange_new does
+ * the same; the trainers call it before reading any data. 0 or -1. */
+int dist_config_resolve(DistConfig *c, int opt_kind, char *err, size_t errlen);
 /* DGC warm-up: the density used in (fractional) epoch for target density d */
 double dgc_warmup_density(double target, double warmup_epochs, double epoch);
 

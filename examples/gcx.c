@@ -88,10 +88,18 @@ static double now(void) {
 static FILE *open_file(const char *path, const char *mode) {
     FILE *f = fopen(path, mode);
     if (!f) {
-        fprintf(stderr, "gcx: cannot open '%s': %s\n", path, strerror(errno));
-        exit(1);
+        gc_fatal("gcx: cannot open '%s': %s\n", path, strerror(errno));
     }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) gc_fatal("gcx: '%s' is a folder, not a file\n", path);
     return f;
+}
+
+/* refuses an output that is the input itself (it would be replaced before it is read) */
+static void not_same_file(const char *in, const char *out) {
+    struct stat a, b;
+    if (stat(in, &a) == 0 && stat(out, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        gc_fatal("gcx: the output '%s' is the input file '%s'; give another output name\n", out, in);
 }
 
 /* read exactly n bytes or fail naming the file and what was being read */
@@ -99,15 +107,13 @@ static void read_exact(void *buf, size_t n, FILE *f, const char *path, const cha
     size_t got = fread(buf, 1, n, f);
     if (got != n) {
         if (ferror(f)) fprintf(stderr, "gcx: '%s': read error in %s: %s\n", path, what, strerror(errno));
-        else fprintf(stderr, "gcx: '%s': file truncated in %s (%zu of %zu bytes)\n", path, what, got, n);
-        exit(1);
+        else gc_fatal("gcx: '%s': file truncated in %s (%zu of %zu bytes)\n", path, what, got, n);
     }
 }
 
 static void write_exact(const void *buf, size_t n, FILE *f, const char *path) {
     if (n && fwrite(buf, 1, n, f) != n) {
-        fprintf(stderr, "gcx: cannot write '%s': %s\n", path, strerror(errno));
-        exit(1);
+        gc_fatal("gcx: cannot write '%s': %s\n", path, strerror(errno));
     }
 }
 
@@ -129,14 +135,12 @@ static FILE *open_out(const char *path) {
     int exists = lstat(path, &st) == 0;
     if (exists && !S_ISREG(st.st_mode)) return open_file(path, "wb");
     if (snprintf(out_tmp, sizeof out_tmp, "%s.XXXXXX", path) >= (int)sizeof out_tmp) {
-        fprintf(stderr, "gcx: cannot open '%s': path too long\n", path);
-        exit(1);
+        gc_fatal("gcx: cannot open '%s': path too long\n", path);
     }
     int fd = mkstemp(out_tmp);
     if (fd < 0) {
         out_tmp[0] = 0;
-        fprintf(stderr, "gcx: cannot open '%s': %s\n", path, strerror(errno));
-        exit(1);
+        gc_fatal("gcx: cannot open '%s': %s\n", path, strerror(errno));
     }
     atexit(remove_out_tmp);
     /* mkstemp makes 0600: a replaced file keeps its mode, a new one gets 0666 less the umask */
@@ -144,8 +148,7 @@ static FILE *open_out(const char *path) {
     umask(mask);
     FILE *f = fdopen(fd, "wb");
     if (!f || fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask) != 0) {
-        fprintf(stderr, "gcx: cannot open '%s': %s\n", path, strerror(errno));
-        exit(1);
+        gc_fatal("gcx: cannot open '%s': %s\n", path, strerror(errno));
     }
     return f;
 }
@@ -153,13 +156,11 @@ static FILE *open_out(const char *path) {
 /* close the complete output and give it its name */
 static void commit_out(FILE *f, const char *path) {
     if (fclose(f) != 0) {
-        fprintf(stderr, "gcx: cannot write '%s': %s\n", path, strerror(errno));
-        exit(1);
+        gc_fatal("gcx: cannot write '%s': %s\n", path, strerror(errno));
     }
     if (out_tmp[0]) {
         if (rename(out_tmp, path) != 0) {
-            fprintf(stderr, "gcx: cannot write '%s': %s\n", path, strerror(errno));
-            exit(1);
+            gc_fatal("gcx: cannot write '%s': %s\n", path, strerror(errno));
         }
         out_tmp[0] = 0;
     }
@@ -168,15 +169,13 @@ static void commit_out(FILE *f, const char *path) {
 /* size of a raw float32 file in values */
 static uint64_t f32_count(FILE *f, const char *path) {
     if (fseeko(f, 0, SEEK_END) != 0) {
-        fprintf(stderr, "gcx: '%s': cannot seek: %s\n", path, strerror(errno));
-        exit(1);
+        gc_fatal("gcx: '%s': cannot seek: %s\n", path, strerror(errno));
     }
     off_t sz = ftello(f);
     fseeko(f, 0, SEEK_SET);
     if (sz < 0 || sz % 4) {
-        fprintf(stderr, "gcx: '%s' is not a raw float32 file: %lld bytes is not a multiple of 4\n", path,
+        gc_fatal("gcx: '%s' is not a raw float32 file: %lld bytes is not a multiple of 4\n", path,
                 (long long)sz);
-        exit(1);
     }
     return (uint64_t)sz / 4;
 }
@@ -208,34 +207,29 @@ static void gcf_read_header(GcfHeader *h, CodecSpec *spec, FILE *f, const char *
     uint8_t b[GCF_FIXED + GCF_MAX_SPEC + 4];
     read_exact(b, GCF_FIXED, f, path, "the file header");
     if (memcmp(b, GCF_MAGIC, 7) != 0) {
-        fprintf(stderr, "gcx: '%s' is not a .gcf file: magic is not \"GCXFILE\" (made by 'gcx encode'?)\n", path);
-        exit(1);
+        gc_fatal("gcx: '%s' is not a .gcf file: magic is not \"GCXFILE\" (made by 'gcx encode'?)\n", path);
     }
     if (b[7] != GCF_VERSION) {
-        fprintf(stderr, "gcx: '%s': .gcf version %d, this gcx reads version %d (use a matching gcx)\n", path, b[7],
+        gc_fatal("gcx: '%s': .gcf version %d, this gcx reads version %d (use a matching gcx)\n", path, b[7],
                 GCF_VERSION);
-        exit(1);
     }
     h->count = (uint64_t)get_u32(b + 8) | ((uint64_t)get_u32(b + 12) << 32);
     h->frame_values = get_u32(b + 16);
     size_t s = get_u16(b + 20);
     if (get_u16(b + 22) != 0 || s == 0 || s > GCF_MAX_SPEC || h->frame_values == 0 ||
         h->frame_values > GCF_MAX_FRAME) {
-        fprintf(stderr, "gcx: '%s': corrupt file header (spec length %zu, %u values per frame)\n", path, s,
+        gc_fatal("gcx: '%s': corrupt file header (spec length %zu, %u values per frame)\n", path, s,
                 h->frame_values);
-        exit(1);
     }
     read_exact(b + GCF_FIXED, s + 4, f, path, "the file header");
     if (crc32c(0, b, GCF_FIXED + s) != get_u32(b + GCF_FIXED + s)) {
-        fprintf(stderr, "gcx: '%s': file header checksum mismatch (corrupt file)\n", path);
-        exit(1);
+        gc_fatal("gcx: '%s': file header checksum mismatch (corrupt file)\n", path);
     }
     memcpy(h->spec, b + GCF_FIXED, s);
     h->spec[s] = 0;
     char err[256];
     if (codec_parse(spec, h->spec, err, sizeof err) != 0) {
-        fprintf(stderr, "gcx: '%s': codec spec \"%s\" in the header: %s\n", path, h->spec, err);
-        exit(1);
+        gc_fatal("gcx: '%s': codec spec \"%s\" in the header: %s\n", path, h->spec, err);
     }
 }
 
@@ -267,6 +261,7 @@ static size_t first_nonfinite(const float *x, size_t n) {
 }
 
 static void encode_cmd(const Opts *o, const char *in, const char *out) {
+    not_same_file(in, out);
     FILE *fi = open_file(in, "rb");
     uint64_t n = f32_count(fi, in);
     Codec *c = codec_new(&o->specs[0]);
@@ -296,9 +291,8 @@ static void encode_cmd(const Opts *o, const char *in, const char *out) {
                 fprintf(stderr, "gcx: cannot encode '%s' with %s: value %llu is %s; this codec takes finite values\n",
                         in, h.spec, (unsigned long long)(at + bad), isnan(x[bad]) ? "NaN" : "infinite");
             else
-                fprintf(stderr, "gcx: cannot encode '%s' (values %llu..%llu) with %s: %s\n", in,
+                gc_fatal("gcx: cannot encode '%s' (values %llu..%llu) with %s: %s\n", in,
                         (unsigned long long)at, (unsigned long long)(at + m - 1), h.spec, gc_strerror((int)len));
-            exit(1);
         }
         write_exact(frame, (size_t)len, fo, out);
         bytes += (uint64_t)len;
@@ -324,18 +318,15 @@ static size_t read_frame(uint8_t **buf, size_t *bufcap, const Codec *c, size_t m
     uint32_t plen = get_u32(hb + 12);
     size_t most = codec_max_frame(c, m);
     if (memcmp(hb, CODEC_MAGIC, 4) != 0 || hb[4] != CODEC_VERSION) {
-        fprintf(stderr, "gcx: '%s': %s: not a codec frame (bad magic or version)\n", path, what);
-        exit(1);
+        gc_fatal("gcx: '%s': %s: not a codec frame (bad magic or version)\n", path, what);
     }
     if (hb[5] != (uint8_t)c->spec.ops->id || get_u32(hb + 8) != m) {
-        fprintf(stderr, "gcx: '%s': %s: codec id %d with %u values, the file header says %s (id %d) with %zu\n",
+        gc_fatal("gcx: '%s': %s: codec id %d with %u values, the file header says %s (id %d) with %zu\n",
                 path, what, hb[5], get_u32(hb + 8), c->spec.ops->name, (int)c->spec.ops->id, m);
-        exit(1);
     }
     if ((size_t)plen + CODEC_HEADER_SIZE > most) {
-        fprintf(stderr, "gcx: '%s': %s: payload of %u bytes is more than %s can produce for %zu values\n", path,
+        gc_fatal("gcx: '%s': %s: payload of %u bytes is more than %s can produce for %zu values\n", path,
                 what, plen, c->spec.ops->name, m);
-        exit(1);
     }
     size_t len = CODEC_HEADER_SIZE + (size_t)plen;
     if (len > *bufcap) {
@@ -349,6 +340,7 @@ static size_t read_frame(uint8_t **buf, size_t *bufcap, const Codec *c, size_t m
 }
 
 static void decode_cmd(const char *in, const char *out) {
+    not_same_file(in, out);
     FILE *fi = open_file(in, "rb");
     GcfHeader h;
     CodecSpec spec;
@@ -365,15 +357,13 @@ static void decode_cmd(const char *in, const char *out) {
         size_t len = read_frame(&frame, &fcap, c, m, k, fi, in);
         int rc = codec_decode(c, y, m, frame, len);
         if (rc) {
-            fprintf(stderr, "gcx: '%s': frame %llu does not decode: %s\n", in, (unsigned long long)k,
+            gc_fatal("gcx: '%s': frame %llu does not decode: %s\n", in, (unsigned long long)k,
                     gc_strerror(rc));
-            exit(1);
         }
         write_exact(y, 4 * m, fo, out);
     }
     if (fgetc(fi) != EOF) {
-        fprintf(stderr, "gcx: '%s': bytes after the last frame (corrupt or concatenated file)\n", in);
-        exit(1);
+        gc_fatal("gcx: '%s': bytes after the last frame (corrupt or concatenated file)\n", in);
     }
     commit_out(fo, out);
     fclose(fi);
@@ -395,19 +385,29 @@ static void info_cmd(const char *in) {
     uint8_t *frame = NULL;
     size_t fcap = 0;
     uint64_t total = GCF_FIXED + strlen(h.spec) + 4;
+    float *y = mallocCheck(4 * (h.count < F ? (size_t)h.count : F) + 4);
+    int bad = 0; /* frames that gcx decode would refuse, and trailing bytes */
     for (uint64_t at = 0, k = 0; at < h.count; at += F, k++) {
         size_t m = h.count - at < F ? (size_t)(h.count - at) : F;
         size_t len = read_frame(&frame, &fcap, c, m, k, fi, in);
         uint32_t crc = crc32c(0, frame + CODEC_HEADER_SIZE, len - CODEC_HEADER_SIZE);
-        printf("  frame %llu: %zu values, %zu bytes (%.4f bits/value), flags 0x%04x, crc %s\n",
+        int rc = codec_decode(c, y, m, frame, len); /* as decode does, so stateful codecs stay in step */
+        printf("  frame %llu: %zu values, %zu bytes (%.4f bits/value), flags 0x%04x, crc %s%s%s\n",
                (unsigned long long)k, m, len, 8.0 * (double)len / (double)m, get_u16(frame + 6),
-               crc == get_u32(frame + 16) ? "ok" : "MISMATCH");
+               crc == get_u32(frame + 16) ? "ok" : "MISMATCH", rc ? ", does not decode: " : "",
+               rc ? gc_strerror(rc) : "");
+        bad += rc != 0;
         total += len;
     }
-    if (fgetc(fi) != EOF) printf("  trailing bytes after the last frame\n");
+    if (fgetc(fi) != EOF) {
+        printf("  trailing bytes after the last frame\n");
+        bad++;
+    }
     printf("  total %llu bytes, %.4f bits/value\n", (unsigned long long)total,
            h.count ? 8.0 * (double)total / (double)h.count : 0.0);
+    free(y);
     free(frame);
+    if (bad) gc_fatal("gcx: '%s' is damaged: gcx decode would refuse it\n", in);
     codec_free(c);
     fclose(fi);
 }
@@ -416,8 +416,7 @@ static void stats_cmd(const Opts *o, const char *in) {
     FILE *fi = open_file(in, "rb");
     uint64_t n64 = f32_count(fi, in);
     if (n64 > SIZE_MAX / 4) {
-        fprintf(stderr, "gcx: '%s' is too large for this machine\n", in);
-        exit(1);
+        gc_fatal("gcx: '%s' is too large for this machine\n", in);
     }
     size_t n = (size_t)n64, F = o->frame_values;
     float *x = mallocCheck(4 * n + 4), *y = mallocCheck(4 * n + 4);

@@ -116,7 +116,10 @@ int main(int argc, char **argv) {
             clip = strtod(optarg, &end);
             if (end == optarg || *end || !(clip >= 0)) train_usage_error(argv[0], "--clip %s: expected a number >= 0", optarg);
             break;
-        case O_TEXT: text = optarg; break;
+        case O_TEXT:
+            if (!optarg[0]) train_usage_error(argv[0], "--text '': expected a file (an empty one would be ignored)");
+            text = optarg;
+            break;
         default: train_opts_getopt(&o, c, argv);
         }
     }

@@ -1,6 +1,7 @@
 /* The shared training loop and CLI (see trainer.h). */
 #include "examples/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <omp.h>
 #endif
 
+#include "common/blas.h"
 #include "common/check.h"
 #include "common/ckpt.h"
 #include "common/crc32c.h"
@@ -140,6 +142,7 @@ static int get_double(const char *flag, const char *arg, double lo, double hi, d
 }
 
 static int copy_str(char *dst, size_t cap, const char *flag, const char *arg) {
+    if (!arg[0]) return bad(flag, "''", "a value (an empty one would be ignored)");
     if (strlen(arg) >= cap) return bad(flag, arg, "a shorter value");
     snprintf(dst, cap, "%s", arg);
     return 0;
@@ -237,7 +240,10 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
         if (get_long("codec-threads", arg, 0, 1024, &v)) return -1;
         o->dist.codec_threads = (int)v;
         return 1;
-    case O_DATA_DIR: setenv("DATA_DIR", arg, 1); return 1;
+    case O_DATA_DIR:
+        if (!arg[0]) return bad("data-dir", "''", "a folder (an empty one would be ignored)");
+        setenv("DATA_DIR", arg, 1);
+        return 1;
     case O_QUIET: o->quiet = 1; return 1;
     }
     return 0;
@@ -301,13 +307,30 @@ int train_opts_finish(TrainOpts *o) {
             return -1;
         }
     }
+    /* local workers are threads that each call the BLAS (common/blas.h) */
+    int local = !strcmp(o->backend, "local") || (!strcmp(o->backend, "auto") && !comm_mpi_launched());
+    int most = blas_max_callers();
+    if (local && most > 0 && o->workers > most) {
+        fprintf(stderr, "error: --workers %d: this build's OpenBLAS serves at most %d threads calling it at once "
+                "(its MAX_THREADS is %d); run at most %d local workers, or one worker per process with mpirun\n",
+                o->workers, most, most / 2, most);
+        return -1;
+    }
     if (o->cudnn_find >= 0 && !o->cuda) {
         fprintf(stderr, "error: --cudnn applies to --device cuda only\n");
         return -1;
     }
     OptConfig oc;
     LrSched sched;
-    return parse_optim_sched(o, &oc, &sched);
+    if (parse_optim_sched(o, &oc, &sched)) return -1;
+    /* what the exchange cannot run (DGC's constraints, a codec on allreduce), said now */
+    DistConfig dc = o->dist;
+    char err[512];
+    if (dist_config_resolve(&dc, oc.kind, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        return -1;
+    }
+    return 0;
 }
 
 void train_opts_getopt(TrainOpts *o, int c, char **argv) {
@@ -323,6 +346,8 @@ void train_opts_done(TrainOpts *o, int argc, char **argv) {
 }
 
 void train_opts_help(FILE *fp, const TrainOpts *d) {
+    char most[32] = "256";
+    if (blas_max_callers() > 0 && blas_max_callers() < 256) snprintf(most, sizeof most, "%d", blas_max_callers());
     fprintf(fp,
             "Training:\n"
             "  --epochs N           epochs (default %ld)\n"
@@ -352,8 +377,10 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --quiet              no per-tensor policy table\n"
             "  --help               this help\n"
             "Distributed (docs/DIST.md):\n"
-            "  --workers N          data-parallel workers (default %d); threads of this process unless\n"
-            "                       started by mpirun, where every process is one worker (and N is ignored)\n"
+            "  --workers N          data-parallel workers (default %d, at most 256, and at most %s local\n"
+            "                       workers here: the threads that this build's BLAS serves at once);\n"
+            "                       threads of this process unless started by mpirun, where every\n"
+            "                       process is one worker (and N is ignored)\n"
             "  --backend B          auto (default), local (threads), mpi, or nccl (one GPU per MPI process)\n"
             "  --device cpu|cuda    where forward and backward run (default cpu); cuda models mirror the\n"
             "                       parameters on the GPU (docs/GPU.md; written, not yet run on a GPU)\n"
@@ -377,7 +404,7 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --latency T          network model: per-message latency, e.g. 0.5ms\n"
             "  --codec-threads N    threads of the exchange's per-tensor passes and chunk-parallel encoders\n"
             "                       (default: OpenMP default)\n",
-            d->epochs, d->batch, d->lr, d->optim, d->schedule, d->eval_every, d->print_every, d->workers);
+            d->epochs, d->batch, d->lr, d->optim, d->schedule, d->eval_every, d->print_every, d->workers, most);
     fprintf(fp, "\n");
     opt_help(fp);
     fprintf(fp, "\n");
@@ -401,6 +428,7 @@ typedef struct {
     LrSched sched;        /* as parsed: each worker runs its own copy */
     FILE *log;
     int log_json;
+    int log_failed;       /* a write to --log failed: said once, the log closed, the exit status 1 */
     int status;           /* exit status (any worker sets it, after the workers agreed) */
     LocalGroup *group;
     int threads_per_worker;
@@ -462,6 +490,7 @@ typedef struct {
     DataIter *train, *eval;
     long step;
     long replicas_checked; /* the step after which replicas_differ last found none (-1: none yet) */
+    long saved_step;       /* the step of the last checkpoint this run wrote or resumed from (-1: none) */
     int resumed_untold;    /* the resumed checkpoint's description does not record the topology and memory */
     int64_t pos_epoch;
     /* eval scratch */
@@ -616,8 +645,25 @@ static int replicas_differ(Worker *w, int at_resume) {
 }
 
 /* every worker's sections gathered to rank 0, written with "w<r>." prefixes */
+/* what --save holds now, for messages */
+static const char *describe_saved(const Worker *w) {
+    static char buf[96];
+    if (w->saved_step >= 0) snprintf(buf, sizeof buf, "its checkpoint of step %ld (resume from it)", w->saved_step);
+    else snprintf(buf, sizeof buf, "what it held before this run (no checkpoint was written)");
+    return buf;
+}
+
 static int save_checkpoint(Worker *w, const char *path) {
     if (replicas_differ(w, 0)) return -1; /* the last good checkpoint is kept */
+    /* a diverged model is not saved over the last good one */
+    size_t total = w->m->pt.total, bad = 0;
+    for (size_t i = 0; i < total; i++) bad += !isfinite(w->m->params[i]);
+    char why[200] = "";
+    if (bad) snprintf(why, sizeof why, "%zu of the %zu parameters are not finite at step %ld", bad, total, w->step);
+    if (agree_failed(w, bad > 0, "error", why, 1)) {
+        if (w->rank == 0) fprintf(stderr, "error: the training diverged; %s keeps %s\n", path, describe_saved(w));
+        return -1;
+    }
     CkptSection s[MAX_SECTIONS];
     uint8_t pos_buf[LOADER_POS_BYTES];
     int n = worker_sections(w, s, MAX_SECTIONS, pos_buf);
@@ -668,7 +714,9 @@ static int save_checkpoint(Worker *w, const char *path) {
     free(lens);
     bytebuf_free(&mine);
     bytebuf_free(&all);
-    return agree_failed(w, rc != 0, "error", "", 0) ? -1 : 0; /* rank 0 said why */
+    if (agree_failed(w, rc != 0, "error", "", 0)) return -1; /* rank 0 said why */
+    w->saved_step = w->step;
+    return 0;
 }
 
 static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen) {
@@ -833,6 +881,32 @@ static const char *const log_cols[LOG_NCOLS][2] = {
     {"gcomp_lv2", "%.1f"}, {"gcomp_lv3", "%.1f"}, {"gcomp_exp_bits", "%.1f"}, {"gcomp_level_bits", "%.1f"},
     {"gcomp_man_bits", "%.1f"}, {"gcomp_bytes", "%.1f"}};
 
+/* after each write: a failed write (a full disk, a file that takes no writes) is
+ * said once, the log is closed there and the run goes on (its checkpoints still
+ * count), ending with exit status 1 (README: --log) */
+static void log_check(Shared *sh) {
+    if (!ferror(sh->log) && fflush(sh->log) == 0) return;
+    int e = errno;
+    fprintf(stderr, "error: writing --log %s failed: %s; the log stops here, the run goes on and will exit with "
+            "status 1\n", sh->o->log, strerror(e ? e : EIO));
+    fclose(sh->log);
+    sh->log = NULL;
+    sh->log_failed = 1;
+}
+
+/* closes the log at the end: 0, or 1 when the last writes fail there */
+static int log_close(Shared *sh) {
+    int bad = ferror(sh->log) | fflush(sh->log);
+    int e = errno;
+    if (fclose(sh->log) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    sh->log = NULL;
+    if (bad) fprintf(stderr, "error: writing --log %s failed at the end: %s\n", sh->o->log, strerror(e ? e : EIO));
+    return bad != 0;
+}
+
 static void log_header(Shared *sh) {
     if (!sh->log || sh->log_json) return;
     /* a resumed run appends to its log, which has the header already */
@@ -840,7 +914,7 @@ static void log_header(Shared *sh) {
     fprintf(sh->log, "kind,step");
     for (int i = 0; i < LOG_NCOLS; i++) fprintf(sh->log, ",%s", log_cols[i][0]);
     fprintf(sh->log, "\n");
-    fflush(sh->log);
+    log_check(sh);
 }
 
 /* One row. CSV writes non-finite values as nan/inf (what strtod reads back);
@@ -868,7 +942,7 @@ static void log_row(Shared *sh, const LogRow *r) {
         fprintf(sh->log, log_cols[i][1], v[i]);
     }
     fprintf(sh->log, sh->log_json ? "}\n" : "\n");
-    fflush(sh->log);
+    log_check(sh);
 }
 
 static void fmt_eta(char *buf, size_t n, double s) {
@@ -911,6 +985,7 @@ static void worker_main(Shared *sh, Comm *comm) {
     Task *task = sh->task;
     Worker W = {0}, *w = &W;
     w->replicas_checked = -1;
+    w->saved_step = -1;
     w->sh = sh;
     w->comm = comm;
     w->rank = comm->rank;
@@ -992,6 +1067,7 @@ static void worker_main(Shared *sh, Comm *comm) {
         printf("optimizer: %s, lr %g, schedule %s, %ld steps%s\n", optdesc, o->lr, sched, total,
                w->step ? " (resumed)" : "");
         if (w->step) printf("resumed from %s at step %ld\n", o->resume, w->step);
+        if (o->resume[0] && !strcmp(o->resume, o->save)) w->saved_step = w->step;
         if (!o->quiet) exchange_print(w->ex, stdout);
         else {
             const DistConfig *c = exchange_config(w->ex);
@@ -1004,6 +1080,7 @@ static void worker_main(Shared *sh, Comm *comm) {
         log_header(sh);
     }
     /* ---- the loop ---- */
+    long step0 = w->step; /* after a --resume, this process's first step */
     double t_start = now_s(), t_last = t_start, ema_step = 0, t_eval = 0; /* t_eval: seconds spent evaluating */
     /* statistics of each step, summed over workers and over the steps since the last print */
     enum { S_LOSS, S_CORRECT, S_COUNT, S_COMPUTE, S_CODEC, S_UP, S_DOWN, S_RAW, S_COMM, S_DENSITY, S_COMP_RAW,
@@ -1047,9 +1124,10 @@ static void worker_main(Shared *sh, Comm *comm) {
         }
         if (flags[1] > 0) {
             if (w->rank == 0)
-                fprintf(stderr, "error: the loss became %s at step %ld (epoch %.2f, lr %g); the run stops here. "
+                fprintf(stderr, "error: the loss became %s at step %ld (epoch %.2f, lr %g); the run stops here%s%s%s%s. "
                         "Try a lower --lr or a warm-up (--schedule ...,warmup=N)\n", isnan(loss) ? "NaN" : "infinite",
-                        w->step, epoch, lr);
+                        w->step, epoch, lr, o->save[0] ? "; --save " : "", o->save[0] ? o->save : "",
+                        o->save[0] ? " keeps " : "", o->save[0] ? describe_saved(w) : "");
             sh->status = 1;
             break;
         }
@@ -1169,10 +1247,16 @@ static void worker_main(Shared *sh, Comm *comm) {
             }
         }
         t_eval += now_s() - te;
-        if (w->rank == 0)
-            printf("done: %ld steps in %.1f s of training (%.3f s/step, %.1f s per epoch) + %.1f s evaluating\n",
-                   w->step, t_train, t_train / (double)(w->step > 0 ? w->step : 1),
-                   t_train * spe / (double)(w->step > 0 ? w->step : 1), t_eval);
+        if (w->rank == 0) {
+            long ran = w->step - step0 > 0 ? w->step - step0 : 1;
+            if (step0 > 0)
+                printf("done: step %ld; %ld steps since the resume in %.1f s of training (%.3f s/step, %.1f s per epoch) "
+                       "+ %.1f s evaluating\n", w->step, w->step - step0, t_train, t_train / (double)ran,
+                       t_train * spe / (double)ran, t_eval);
+            else
+                printf("done: %ld steps in %.1f s of training (%.3f s/step, %.1f s per epoch) + %.1f s evaluating\n",
+                       w->step, t_train, t_train / (double)ran, t_train * spe / (double)ran, t_eval);
+        }
         if (o->save[0]) {
             if (save_checkpoint(w, o->save)) sh->status = 1;
             else if (w->rank == 0) printf("saved %s\n", o->save);
@@ -1248,7 +1332,7 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
         double f = sh.status;
         comm_allreduce_f64(c, &f, 1, COMM_MAX);
         if (f == 0) worker_main(&sh, c);
-        f = sh.status;
+        f = sh.status || sh.log_failed || (sh.log && log_close(&sh));
         comm_allreduce_f64(c, &f, 1, COMM_MAX);
         status = f > 0 ? 1 : 0;
         comm_free(c);
@@ -1263,8 +1347,7 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
         sh.group = comm_local_group_new(o->workers);
         comm_local_run(o->workers, local_entry, &sh);
         comm_local_group_free(sh.group);
-        status = sh.status;
+        status = sh.status || sh.log_failed || (sh.log && log_close(&sh));
     }
-    if (sh.log) fclose(sh.log);
     return status;
 }

@@ -118,8 +118,7 @@ static void conv_shape(LeNet *r, Conv2dShape *s, int N, int which) {
     int rc = which == 1 ? conv2d_shape(s, N, r->in_c, r->in_h, r->in_w, C1, K, K, 1, 0)
                         : conv2d_shape(s, N, C1, r->Q1H, r->Q1W, C2, K, K, 1, 0);
     if (rc != 0) {
-        fprintf(stderr, "error: LeNet: impossible convolution shape\n");
-        exit(1);
+        gc_fatal("error: LeNet: impossible convolution shape\n");
     }
     size_t need = conv2d_work_floats(s);
     if (need > r->work_floats) {
@@ -133,9 +132,8 @@ static float lenet_forward(Model *m, const Batch *b, int train, BatchStats *st) 
     LeNet *r = m->impl;
     int N = b->N;
     if (N < 1 || N > r->max_batch || !b->x) {
-        fprintf(stderr, "error: LeNet forward: batch of %d images (model made for 1..%d)%s\n", N, r->max_batch,
+        gc_fatal("error: LeNet forward: batch of %d images (model made for 1..%d)%s\n", N, r->max_batch,
                 b->x ? "" : ", no input x");
-        exit(1);
     }
     Conv2dShape s;
     swap01(r->x, b->x, N, r->in_c, r->in_h * r->in_w);
@@ -170,8 +168,7 @@ static float lenet_forward(Model *m, const Batch *b, int train, BatchStats *st) 
 static void lenet_backward(Model *m) {
     LeNet *r = m->impl;
     if (!r->last_train || !r->have_labels || r->lastN < 1) {
-        fprintf(stderr, "error: LeNet backward needs a preceding training forward with labels\n");
-        exit(1);
+        gc_fatal("error: LeNet backward needs a preceding training forward with labels\n");
     }
     int N = r->lastN;
     Conv2dShape s;

@@ -134,8 +134,7 @@ void lenet_init_cuda(Model *m, uint64_t seed) {
     LeNetCuda *r = m->impl;
     Model *twin = lenet_create(&r->cfg, 1);
     if (!twin) {
-        fprintf(stderr, "error: lenet_init_cuda: cannot make the CPU twin\n");
-        exit(1);
+        gc_fatal("error: lenet_init_cuda: cannot make the CPU twin\n");
     }
     lenet_init(twin, seed);
     memcpy(m->params, twin->params, m->pt.total * sizeof(float));
@@ -158,8 +157,7 @@ static void conv_shape(const LeNetCuda *r, Conv2dShape *s, int N, int which) {
     int rc = which == 1 ? conv2d_shape(s, N, r->in_c, r->in_h, r->in_w, C1, K, K, 1, 0)
                         : conv2d_shape(s, N, C1, r->Q1H, r->Q1W, C2, K, K, 1, 0);
     if (rc != 0) {
-        fprintf(stderr, "error: GPU LeNet: impossible convolution shape\n");
-        exit(1);
+        gc_fatal("error: GPU LeNet: impossible convolution shape\n");
     }
 }
 
@@ -167,15 +165,13 @@ static float lenet_cuda_forward(Model *m, const Batch *b, int train, BatchStats 
     LeNetCuda *r = m->impl;
     int N = b->N;
     if (N < 1 || N > r->max_batch || !b->x) {
-        fprintf(stderr, "error: GPU LeNet forward: batch of %d images (model made for 1..%d)%s\n", N, r->max_batch,
+        gc_fatal("error: GPU LeNet forward: batch of %d images (model made for 1..%d)%s\n", N, r->max_batch,
                 b->x ? "" : ", no input x");
-        exit(1);
     }
     if (b->y)
         for (int n = 0; n < N; n++)
             if (b->y[n] < 0 || b->y[n] >= r->classes) {
-                fprintf(stderr, "error: softmax_ce: target[%d] = %d outside [0, %d)\n", n, b->y[n], r->classes);
-                exit(1);
+                gc_fatal("error: softmax_ce: target[%d] = %d outside [0, %d)\n", n, b->y[n], r->classes);
             }
     cuda_mirror_upload(&r->mr, m, 0);
     cudaCheck(cudaMemcpy(r->x, b->x, (size_t)N * r->in_c * r->in_h * r->in_w * sizeof(float),
@@ -212,8 +208,7 @@ static float lenet_cuda_forward(Model *m, const Batch *b, int train, BatchStats 
 static void lenet_cuda_backward(Model *m) {
     LeNetCuda *r = m->impl;
     if (!r->last_train || !r->have_labels || r->lastN < 1) {
-        fprintf(stderr, "error: GPU LeNet backward needs a preceding training forward with labels\n");
-        exit(1);
+        gc_fatal("error: GPU LeNet backward needs a preceding training forward with labels\n");
     }
     int N = r->lastN;
     Conv2dShape s;

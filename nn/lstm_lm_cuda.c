@@ -154,8 +154,7 @@ void lstm_lm_init_params_cuda(Model *m, uint64_t seed) {
     LstmLmCuda *lm = m->impl;
     Model *twin = lstm_lm_create(&lm->k.cfg, 1, 1);
     if (!twin) {
-        fprintf(stderr, "error: lstm_lm_init_params_cuda: cannot make the CPU twin\n");
-        exit(1);
+        gc_fatal("error: lstm_lm_init_params_cuda: cannot make the CPU twin\n");
     }
     lstm_lm_init_params(twin, seed);
     memcpy(m->params, twin->params, m->pt.total * sizeof(float));
@@ -183,8 +182,7 @@ static float *DG(Model *m, int k) { return ((LstmLmCuda *)m->impl)->mr.d_grads +
 /* the ops below were given tokens checked on the host: a failure is a bug here */
 static void must(int rc, const char *what) {
     if (rc != 0) {
-        fprintf(stderr, "internal error: GPU LSTM LM: %s failed (%d)\n", what, rc);
-        exit(1);
+        gc_fatal("internal error: GPU LSTM LM: %s failed (%d)\n", what, rc);
     }
 }
 

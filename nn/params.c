@@ -25,19 +25,16 @@ void param_table_free(ParamTable *pt) {
 
 int param_table_add(ParamTable *pt, const char *name, ParamKind kind, int ndim, const int *shape) {
     if (ndim < 1 || ndim > PARAM_MAX_DIMS) {
-        fprintf(stderr, "error: tensor %s has %d dims (1..%d allowed)\n", name, ndim, PARAM_MAX_DIMS);
-        exit(1);
+        gc_fatal("error: tensor %s has %d dims (1..%d allowed)\n", name, ndim, PARAM_MAX_DIMS);
     }
     if (strlen(name) >= PARAM_NAME_MAX) {
-        fprintf(stderr, "error: tensor name too long: %s\n", name);
-        exit(1);
+        gc_fatal("error: tensor name too long: %s\n", name);
     }
     if (pt->n == pt->cap) {
         pt->cap = pt->cap ? 2 * pt->cap : 32;
         ParamInfo *t = realloc(pt->t, (size_t)pt->cap * sizeof *t);
         if (!t) {
-            fprintf(stderr, "error: out of memory growing the parameter table\n");
-            exit(1);
+            gc_fatal("error: out of memory growing the parameter table\n");
         }
         pt->t = t;
     }
@@ -72,8 +69,7 @@ float *param_arena_alloc(const ParamTable *pt) {
     size_t bytes = ((pt->total + 15) & ~(size_t)15) * sizeof(float);
     void *p = NULL;
     if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) {
-        fprintf(stderr, "error: out of memory allocating a %zu-byte arena\n", bytes);
-        exit(1);
+        gc_fatal("error: out of memory allocating a %zu-byte arena\n", bytes);
     }
     memset(p, 0, bytes ? bytes : 64);
     return p;

@@ -158,8 +158,7 @@ static void convbn_free(ConvBN *u) {
 static Block *add_block(ResNet *r) {
     r->blocks = realloc(r->blocks, (size_t)(r->nblocks + 1) * sizeof(Block));
     if (!r->blocks) {
-        fprintf(stderr, "error: out of memory building the ResNet\n");
-        exit(1);
+        gc_fatal("error: out of memory building the ResNet\n");
     }
     Block *b = &r->blocks[r->nblocks++];
     memset(b, 0, sizeof *b);
@@ -413,8 +412,7 @@ static void ensure_work(ResNet *r, const Conv2dShape *s) {
 
 static void convbn_shape(Conv2dShape *s, const ConvBN *u, int N) {
     if (conv2d_shape(s, N, u->C, u->H, u->W, u->OC, u->K, u->K, u->stride, u->pad) != 0) {
-        fprintf(stderr, "error: ResNet: impossible convolution shape (input too small?)\n");
-        exit(1);
+        gc_fatal("error: ResNet: impossible convolution shape (input too small?)\n");
     }
     s->ldi = u->ldi;
     s->ldo = u->ldo;
@@ -498,9 +496,8 @@ static float resnet_forward(Model *m, const Batch *bt, int train, BatchStats *st
     ResNet *r = m->impl;
     int N = bt->N;
     if (N < 1 || N > r->max_batch || !bt->x) {
-        fprintf(stderr, "error: ResNet forward: batch of %d images (model made for 1..%d)%s\n", N, r->max_batch,
+        gc_fatal("error: ResNet forward: batch of %d images (model made for 1..%d)%s\n", N, r->max_batch,
                 bt->x ? "" : ", no input x");
-        exit(1);
     }
     /* NCHW -> CNHW */
     TIMED(r, PR_OTHER_F,
@@ -599,8 +596,7 @@ static void block_backward(ResNet *r, Model *m, Block *b, float *Q, float *P, fl
 static void resnet_backward(Model *m) {
     ResNet *r = m->impl;
     if (!r->last_train || !r->have_labels || r->lastN < 1) {
-        fprintf(stderr, "error: ResNet backward needs a preceding training forward with labels\n");
-        exit(1);
+        gc_fatal("error: ResNet backward needs a preceding training forward with labels\n");
     }
     int N = r->lastN;
     double t0 = r->profiling ? wall() : 0.0;

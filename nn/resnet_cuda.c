@@ -147,8 +147,7 @@ static void unit_free(CUnit *u) {
 static CBlock *add_block(ResNetCuda *r) {
     r->blocks = realloc(r->blocks, (size_t)(r->nblocks + 1) * sizeof(CBlock));
     if (!r->blocks) {
-        fprintf(stderr, "error: out of memory building the GPU ResNet\n");
-        exit(1);
+        gc_fatal("error: out of memory building the GPU ResNet\n");
     }
     CBlock *b = &r->blocks[r->nblocks++];
     memset(b, 0, sizeof *b);
@@ -332,8 +331,7 @@ void resnet_init_cuda(Model *m, uint64_t seed) {
     ResNetCuda *r = m->impl;
     Model *twin = r->is50 ? resnet50_create(&r->cfg50, 1) : resnet_cifar_create(&r->cfg, 1);
     if (!twin) {
-        fprintf(stderr, "error: resnet_init_cuda: cannot make the CPU twin\n");
-        exit(1);
+        gc_fatal("error: resnet_init_cuda: cannot make the CPU twin\n");
     }
     resnet_init(twin, seed);
     memcpy(m->params, twin->params, m->pt.total * sizeof(float));
@@ -350,8 +348,7 @@ const float *resnet_logits_cuda(const Model *m) { return ((const ResNetCuda *)m-
 
 static void unit_shape(Conv2dShape *s, const CUnit *u, int N) {
     if (conv2d_shape(s, N, u->C, u->H, u->W, u->OC, u->K, u->K, u->stride, u->pad) != 0) {
-        fprintf(stderr, "error: GPU ResNet: impossible convolution shape (input too small?)\n");
-        exit(1);
+        gc_fatal("error: GPU ResNet: impossible convolution shape (input too small?)\n");
     }
 }
 
@@ -392,15 +389,13 @@ static float resnet_cuda_forward(Model *m, const Batch *bt, int train, BatchStat
     ResNetCuda *r = m->impl;
     int N = bt->N;
     if (N < 1 || N > r->max_batch || !bt->x) {
-        fprintf(stderr, "error: GPU ResNet forward: batch of %d images (model made for 1..%d)%s\n", N, r->max_batch,
+        gc_fatal("error: GPU ResNet forward: batch of %d images (model made for 1..%d)%s\n", N, r->max_batch,
                 bt->x ? "" : ", no input x");
-        exit(1);
     }
     if (bt->y)
         for (int n = 0; n < N; n++)
             if (bt->y[n] < 0 || bt->y[n] >= r->num_classes) {
-                fprintf(stderr, "error: softmax_ce: target[%d] = %d outside [0, %d)\n", n, bt->y[n], r->num_classes);
-                exit(1);
+                gc_fatal("error: softmax_ce: target[%d] = %d outside [0, %d)\n", n, bt->y[n], r->num_classes);
             }
     /* the host arenas are the master copy */
     cuda_mirror_upload(&r->mr, m, 1);
@@ -475,8 +470,7 @@ static void block_backward(Model *m, ResNetCuda *r, CBlock *b, float *Q, float *
 static void resnet_cuda_backward(Model *m) {
     ResNetCuda *r = m->impl;
     if (!r->last_train || !r->have_labels || r->lastN < 1) {
-        fprintf(stderr, "error: GPU ResNet backward needs a preceding training forward with labels\n");
-        exit(1);
+        gc_fatal("error: GPU ResNet backward needs a preceding training forward with labels\n");
     }
     int N = r->lastN;
     cudaCheck(cudaMemsetAsync(r->mr.d_grads, 0, m->pt.total * sizeof(float), 0));

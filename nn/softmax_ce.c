@@ -6,13 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/check.h"
 #include "nn/parallel.h"
 
 static void check_targets(const int *targets /*N*/, int N, int V) {
     for (int n = 0; n < N; n++) {
         if (targets[n] < 0 || targets[n] >= V) {
-            fprintf(stderr, "error: softmax_ce: target[%d] = %d outside [0, %d)\n", n, targets[n], V);
-            exit(1);
+            gc_fatal("error: softmax_ce: target[%d] = %d outside [0, %d)\n", n, targets[n], V);
         }
     }
 }

@@ -288,8 +288,7 @@ static float *alloc_state(size_t n, float fill) {
     size_t bytes = ((n + 15) & ~(size_t)15) * sizeof(float);
     void *p = NULL;
     if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) {
-        fprintf(stderr, "error: out of memory allocating a %zu-byte optimizer state arena\n", bytes);
-        exit(1);
+        gc_fatal("error: out of memory allocating a %zu-byte optimizer state arena\n", bytes);
     }
     float *s = p;
     size_t m = bytes / sizeof(float);

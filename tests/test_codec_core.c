@@ -61,6 +61,13 @@ static void test_parse(void) {
             snprintf(bad, sizeof bad, "%s:%s=%.17g", o->name, o->params[k].key,
                      o->params[k].max + 1.5 + fabs(o->params[k].max) * 1e-9);
             CHECK(codec_parse(&s2, bad, err, sizeof err) == -GC_ERR_PARAM, "out of range rejected: %s", bad);
+            if (o->params[k].max_open) { /* [min, max): max itself is refused, and the message says so */
+                snprintf(bad, sizeof bad, "%s:%s=%.17g", o->name, o->params[k].key, o->params[k].max);
+                char want[64];
+                snprintf(want, sizeof want, "out of range [%g, %g)", o->params[k].min, o->params[k].max);
+                CHECK(codec_parse(&s2, bad, err, sizeof err) == -GC_ERR_PARAM && strstr(err, want),
+                      "the open bound rejected: %s (%s)", bad, err);
+            }
             snprintf(bad, sizeof bad, "%s:%s=abc", o->name, o->params[k].key);
             CHECK(codec_parse(&s2, bad, err, sizeof err) == -GC_ERR_PARAM, "non-number rejected: %s", bad);
         }

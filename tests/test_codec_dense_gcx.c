@@ -195,10 +195,24 @@ static void test_bad_files(void) {
         rc = run(out, sizeof out, "./gcx decode %s %s", bad, y);
         CHECK(rc == 1 && strstr(out, bad) != NULL, "%s: exit 1 naming the file (got %d: %.200s)", cases[i].what, rc,
               out);
+        rc = run(out, sizeof out, "./gcx info %s", bad);
+        CHECK(rc == 1 && strstr(out, bad) != NULL, "%s: gcx info exits 1 too (got %d: %.200s)", cases[i].what, rc,
+              out);
         CHECK(kept_as_it_was(y), "%s: the existing output file is unchanged, no temporary file is left",
               cases[i].what);
     }
     free(g);
+    /* a folder as input, and the input as output */
+    rc = run(out, sizeof out, "./gcx encode --codec fp16 %s %s/z.gcf", dir, dir);
+    CHECK(rc == 1 && strstr(out, "is a folder"), "a folder as input: exit 1, 'is a folder' (got %d: %.200s)", rc, out);
+    struct stat before, after;
+    stat(in, &before);
+    rc = run(out, sizeof out, "./gcx encode --codec fp16 %s %s", in, in);
+    CHECK(rc == 1 && strstr(out, "is the input file") && stat(in, &after) == 0 && after.st_size == before.st_size &&
+              after.st_mtime == before.st_mtime,
+          "encode with the input as output: refused, the input intact (got %d: %.200s)", rc, out);
+    rc = run(out, sizeof out, "./gcx decode %s %s", gcf, gcf);
+    CHECK(rc == 1 && strstr(out, "is the input file"), "decode with the input as output: refused (got %d)", rc);
     rc = run(out, sizeof out, "./gcx decode %s/missing.gcf %s", dir, y);
     CHECK(rc == 1 && strstr(out, "missing.gcf"), "missing input: exit 1 naming it");
     FILE *f = fopenCheck(bad, "wb");

@@ -95,6 +95,26 @@ for b in train_resnet train_lenet train_lstm; do
     bad_cli $b "'--steps'" --steps
     bad_cli $b "'extra'" --steps 1 extra
 done
+# empty paths and values are refused, not ignored (an empty --resume used to start from step 0
+# and then overwrite the checkpoint named by --save)
+for f in resume save log data-dir optim; do
+    bad_cli train_lenet "--$f '': expected a" --$f ""
+done
+bad_cli train_lstm "--text ''" --text ""
+# 3LC's s is in [1, 2): the message says so
+bad_cli train_resnet "s=2 out of range [1, 2)" --codec 3lc:s=2
+# what the exchange cannot run is said before any data is read
+bad_cli train_lenet "DGC's momentum correction replaces SGD momentum" --codec dgc
+bad_cli train_resnet "cannot be combined with the ring topology" --codec dgc --topology ring
+bad_cli train_resnet "the allreduce topology sends fp32 only" --codec 3lc --topology allreduce
+# local workers are threads that all call the BLAS: no more than this build's OpenBLAS serves
+most=$(./train_lenet --help | grep -o 'at most [0-9]* local' | grep -o '[0-9][0-9]*')
+check "$([ -n "$most" ]; echo $?)" "train_lenet --help names the most local workers this build serves"
+if [ -n "$most" ] && [ "$most" -lt 256 ]; then
+    bad_cli train_lenet "--workers $((most + 1)): this build's OpenBLAS serves at most $most threads" \
+        --workers $((most + 1))
+fi
+
 bad_cli train_resnet "--depth 21" --depth 21
 bad_cli train_resnet "--shortcut C" --shortcut C
 bad_cli train_lenet "--shard x" --shard x
@@ -113,5 +133,47 @@ for spec in "train_resnet:cifar-10-batches-bin" "train_lenet:mnist" "train_lstm:
     check "$([ "$rc" -eq 1 ] && grep -q -- "$want" "$TMP/err"; echo $?)" \
         "$b with no dataset: expected exit 1 naming $want; got exit $rc: $(head -c 300 "$TMP/err")"
 done
+# runs on a tiny image folder (4 images of 8 x 8 in 2 classes, made here)
+IMF=$TMP/imf
+for sp in train val; do
+    for c in a b; do
+        mkdir -p "$IMF/$sp/$c"
+        for i in 1 2; do { printf 'P5\n8 8\n255\n'; head -c 64 /dev/urandom; } >"$IMF/$sp/$c/$i.pgm"; done
+    done
+done
+L="./train_lenet --dataset folder:$IMF --batch 1 --workers 2 --quiet --eval-every -1 --print-every 1"
+# out of memory in several worker threads at once: one message, exit 1 (no crash in the exit path)
+for i in 1 2 3; do
+    ( ulimit -v 4000000; ./train_lenet --dataset folder:"$IMF" --batch 65536 --workers 4 --steps 2 --quiet \
+        --eval-every -1 ) >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    check "$([ "$rc" -eq 1 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "out of memory" "$TMP/err"; echo $?)" \
+        "out of memory in 4 workers: expected exit 1 and one message; got exit $rc: $(head -c 300 "$TMP/err")"
+done
+# a --log that takes no writes: said once, the run goes on and exits 1
+$L --steps 3 --log /dev/full >"$TMP/out" 2>"$TMP/err"
+rc=$?
+check "$([ "$rc" -eq 1 ] && [ "$(grep -c 'writing --log /dev/full failed' "$TMP/err")" -eq 1 ] &&
+         grep -q "step      3/3" "$TMP/out"; echo $?)" \
+    "--log /dev/full: expected the whole run, one message and exit 1; got exit $rc: $(head -c 300 "$TMP/err")"
+# after a --resume, the done line counts the steps of this run
+$L --steps 6 --stop-at 2 --save "$TMP/r.ckpt" >"$TMP/out" 2>"$TMP/err"
+$L --steps 6 --resume "$TMP/r.ckpt" >"$TMP/out" 2>"$TMP/err"
+check "$(grep -q 'done: step 6; 4 steps since the resume' "$TMP/out"; echo $?)" \
+    "the done line after a resume: $(grep done: "$TMP/out")"
+# a diverged run: the message says which checkpoint --save keeps
+$L --steps 30 --optim sgd --lr 1000 --save "$TMP/n.ckpt" --save-every 1 >"$TMP/out" 2>"$TMP/err"
+check "$(grep -q "loss became .* keeps its checkpoint of step [0-9]* (resume from it)" "$TMP/err"; echo $?)" \
+    "after a NaN: the checkpoint kept is named: $(head -c 300 "$TMP/err")"
+# a folder where a dataset file or a checkpoint is expected
+mkdir -p "$TMP/dd/cifar-10-batches-bin/data_batch_1.bin"
+DATA_DIR=$TMP/dd ./train_resnet --steps 1 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+check "$([ "$rc" -eq 1 ] && grep -q "data_batch_1.bin' is a folder" "$TMP/err"; echo $?)" \
+    "a folder as a CIFAR-10 file: exit $rc: $(head -c 300 "$TMP/err")"
+$L --steps 2 --resume "$TMP/dd" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+check "$([ "$rc" -eq 1 ] && grep -q "is a folder, not a checkpoint" "$TMP/err"; echo $?)" \
+    "a folder as --resume: exit $rc: $(head -c 300 "$TMP/err")"
 echo "RESULT $passed $failed"
 [ "$failed" -eq 0 ]

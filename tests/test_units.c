@@ -1,3 +1,4 @@
+#include "common/blas.h"
 #include "common/units.h"
 #include "tests/test.h"
 
@@ -27,5 +28,11 @@ int main(void) {
     CHECK(parse_double("1e-4", &v) == 0 && v == 1e-4, "1e-4");
     CHECK(parse_double("nan", &v) == -1, "nan rejected");
     CHECK(parse_double("0.1x", &v) == -1, "trailing junk");
+    /* OpenBLAS serves 2 x MAX_THREADS threads calling it at once (common/blas.h) */
+    CHECK(blas_max_callers_from("OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH USE_OPENMP Haswell MAX_THREADS=64") == 128,
+          "MAX_THREADS=64: 128 callers");
+    CHECK(blas_max_callers_from("OpenBLAS 0.3.13 Haswell") == 0 && blas_max_callers_from(NULL) == 0,
+          "no MAX_THREADS: unknown");
+    CHECK(blas_max_callers_from("MAX_THREADS=x") == 0, "not a number: unknown");
     TEST_END();
 }
