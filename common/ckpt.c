@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,12 +32,31 @@ static uint64_t rd64(const uint8_t *b) {
     return v;
 }
 
+static int write_file(const char *tmp, const char *path, const CkptSection *s, int n, char *err, size_t errlen);
+
+/* the temporary file a ckpt_write is writing, for ckpt_remove_partial (a signal handler) */
+static char partial[4096];
+static volatile sig_atomic_t partial_live;
+
+void ckpt_remove_partial(void) {
+    if (partial_live) unlink(partial); /* async-signal-safe */
+}
+
 int ckpt_write(const char *path, const CkptSection *s, int n, char *err, size_t errlen) {
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
         snprintf(err, errlen, "checkpoint path too long: %s", path);
         return -1;
     }
+    partial_live = 0;
+    memcpy(partial, tmp, sizeof partial);
+    partial_live = 1;
+    int rc = write_file(tmp, path, s, n, err, errlen);
+    partial_live = 0;
+    return rc;
+}
+
+static int write_file(const char *tmp, const char *path, const CkptSection *s, int n, char *err, size_t errlen) {
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));

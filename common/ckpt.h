@@ -36,6 +36,9 @@ typedef struct {
 
 /* returns 0, or -1 with a message in err */
 int ckpt_write(const char *path, const CkptSection *sections, int n, char *err, size_t errlen);
+/* removes the temporary file of a ckpt_write under way, if any: async-signal-safe,
+ * for a signal handler that ends the process (no partial file is left) */
+void ckpt_remove_partial(void);
 int ckpt_read(Ckpt *ck, const char *path, char *err, size_t errlen);
 void ckpt_free(Ckpt *ck);
 /* section data or NULL */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,6 +430,7 @@ typedef struct {
     FILE *log;
     int log_json;
     int log_failed;       /* a write to --log failed: said once, the log closed, the exit status 1 */
+    int stopped;          /* the workers agreed to stop on a SIGINT/SIGTERM after this many steps (0: not) */
     int status;           /* exit status (any worker sets it, after the workers agreed) */
     LocalGroup *group;
     int threads_per_worker;
@@ -979,6 +981,35 @@ static void report_eval(Worker *w, const char *split, const EvalResult *e, doubl
     log_row(sh, &r);
 }
 
+/* ------------------------------------------------------- graceful stop ----
+ * The first SIGINT or SIGTERM (Ctrl-C; what a batch scheduler sends before
+ * preempting) lets the workers finish the step they are in, agree on it, save
+ * --save and exit with status 128 + the signal; a second one exits at once,
+ * removing a checkpoint that was being written (no temporary file is left). */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) {
+    if (stop_signal) {
+        ckpt_remove_partial();
+        _exit(128 + sig);
+    }
+    stop_signal = sig;
+    static const char msg[] = "\nsignal: stopping after this step (and saving --save if given); "
+                              "a second signal stops at once\n";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    (void)ignored;
+}
+
+static void install_stop_handlers(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 /* ------------------------------------------------------------- worker ---- */
 static void worker_main(Shared *sh, Comm *comm) {
     TrainOpts *o = sh->o;
@@ -1081,10 +1112,11 @@ static void worker_main(Shared *sh, Comm *comm) {
     }
     /* ---- the loop ---- */
     long step0 = w->step; /* after a --resume, this process's first step */
+    int stopped_here = 0; /* a signal stopped the loop */
     double t_start = now_s(), t_last = t_start, ema_step = 0, t_eval = 0; /* t_eval: seconds spent evaluating */
     /* statistics of each step, summed over workers and over the steps since the last print */
     enum { S_LOSS, S_CORRECT, S_COUNT, S_COMPUTE, S_CODEC, S_UP, S_DOWN, S_RAW, S_COMM, S_DENSITY, S_COMP_RAW,
-           S_COMP_BYTES, S_DATA, S_COMP_DOWN, S_WIRE_MAX, S_HOPS, S_GCOMP, S_N = S_GCOMP + 10 };
+           S_COMP_BYTES, S_DATA, S_COMP_DOWN, S_WIRE_MAX, S_HOPS, S_STOP, S_GCOMP, S_N = S_GCOMP + 10 };
     double acc_sums[S_N] = {0};
     long acc_steps = 0;
     size_t nvalues = param_table_count(&w->m->pt);
@@ -1147,7 +1179,7 @@ static void worker_main(Shared *sh, Comm *comm) {
                          [S_DENSITY] = xs.density, [S_COMP_RAW] = (double)xs.comp_raw,
                          [S_COMP_BYTES] = (double)xs.comp_bytes, [S_DATA] = t0 - td,
                          [S_COMP_DOWN] = (double)xs.comp_down, [S_WIRE_MAX] = (double)xs.wire_max,
-                         [S_HOPS] = xs.hops};
+                         [S_HOPS] = xs.hops, [S_STOP] = stop_signal != 0};
         const GcompParts *gp = &xs.gcomp;
         const uint64_t gparts[10] = {gp->values,   gp->zeros,      gp->level[0], gp->level[1], gp->level[2],
                                      gp->level[3], gp->exp_bits,   gp->level_bits, gp->man_bits, gp->bytes};
@@ -1223,6 +1255,28 @@ static void worker_main(Shared *sh, Comm *comm) {
                 break;
             }
         }
+        /* a SIGINT/SIGTERM on any worker: all stop after this same step (it is in the
+         * statistics every worker sums) */
+        if (v[S_STOP] > 0 && w->step < stop) {
+            if (w->rank == 0 || !sh->group) sh->stopped = (int)w->step; /* once per process */
+            stopped_here = 1;
+            break;
+        }
+    }
+    if (stopped_here && sh->status == 0) {
+        /* the state after the last whole step, for --resume; no evaluation */
+        if (o->save[0] && !(o->save_every > 0 && w->step % o->save_every == 0)) {
+            if (save_checkpoint(w, o->save)) sh->status = 1;
+        }
+        if (w->rank == 0 && sh->status == 0)
+        {
+            if (o->save[0])
+                fprintf(stderr, "stopped by a signal after step %ld of %ld; saved %s: continue with the same command "
+                        "and --resume %s\n", w->step, total, o->save, o->save);
+            else
+                fprintf(stderr, "stopped by a signal after step %ld of %ld; nothing saved (no --save)\n", w->step, total);
+        }
+        goto done;
     }
     if (sh->status == 0 && replicas_differ(w, 0)) sh->status = 1;
     if (sh->status == 0) {
@@ -1288,6 +1342,7 @@ static int ncores(void) {
 
 int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
     Shared sh = {0};
+    install_stop_handlers();
     sh.o = o;
     sh.task = task;
     if (parse_optim_sched(o, &sh.oc, &sh.sched)) return 2;
@@ -1335,6 +1390,7 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
         f = sh.status || sh.log_failed || (sh.log && log_close(&sh));
         comm_allreduce_f64(c, &f, 1, COMM_MAX);
         status = f > 0 ? 1 : 0;
+        if (!status && sh.stopped) status = 128 + (stop_signal ? stop_signal : SIGTERM);
         comm_free(c);
         comm_mpi_finalize();
     } else {
@@ -1348,6 +1404,7 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
         comm_local_run(o->workers, local_entry, &sh);
         comm_local_group_free(sh.group);
         status = sh.status || sh.log_failed || (sh.log && log_close(&sh));
+        if (!status && sh.stopped) status = 128 + stop_signal;
     }
     return status;
 }

@@ -175,5 +175,30 @@ $L --steps 2 --resume "$TMP/dd" >"$TMP/out" 2>"$TMP/err"
 rc=$?
 check "$([ "$rc" -eq 1 ] && grep -q "is a folder, not a checkpoint" "$TMP/err"; echo $?)" \
     "a folder as --resume: exit $rc: $(head -c 300 "$TMP/err")"
+# SIGINT/SIGTERM: the workers finish the step, save --save and exit 128 + the signal; the run
+# continues from there bit for bit (the same final checkpoint as an uninterrupted run)
+S="$L --codec 3lc --steps 3000"
+$S --save "$TMP/a.ckpt" >/dev/null 2>&1
+$S --save "$TMP/b.ckpt" >"$TMP/out" 2>"$TMP/err" &
+pid=$!
+sleep 0.5
+kill -TERM $pid
+wait $pid
+rc=$?
+check "$([ "$rc" -eq 143 ] && grep -q "stopped by a signal after step [0-9]* of 3000; saved $TMP/b.ckpt" "$TMP/err" &&
+         [ -s "$TMP/b.ckpt" ]; echo $?)" "SIGTERM: expected exit 143 and the checkpoint; got exit $rc: $(tail -c 300 "$TMP/err")"
+$S --save "$TMP/b.ckpt" --resume "$TMP/b.ckpt" >"$TMP/out" 2>"$TMP/err"
+check "$(python3 scripts/ckpt_diff.py "$TMP/a.ckpt" "$TMP/b.ckpt" >"$TMP/diff" 2>&1; echo $?)" \
+    "stopped by SIGTERM and resumed: the same final state as an uninterrupted run: $(head -c 300 "$TMP/diff")"
+# a second signal: at once, and no temporary checkpoint file left behind
+$L --steps 100000 --save "$TMP/c.ckpt" --save-every 1 >"$TMP/out" 2>"$TMP/err" &
+pid=$!
+sleep 0.5
+kill -INT $pid
+kill -INT $pid
+wait $pid
+rc=$?
+check "$([ "$rc" -eq 130 ] && [ -z "$(ls "$TMP" | grep '\.tmp\.')" ]; echo $?)" \
+    "two SIGINTs: expected exit 130 and no temporary file; got exit $rc, files: $(ls "$TMP" | tr '\n' ' ')"
 echo "RESULT $passed $failed"
 [ "$failed" -eq 0 ]
