@@ -54,6 +54,12 @@ struct Comm {
     int rank, size;
     uint64_t sent, received; /* bytes this rank sent / received through this Comm */
     void *impl;
+    /* Stall detection (--timeout): a collective that has not completed after
+     * timeout seconds (0: wait forever) ends the whole job with a message naming
+     * the step, the operation and the ranks that did not arrive. step is the
+     * caller's training step, for that message. */
+    double timeout;
+    long step;
 };
 
 static inline void comm_barrier(Comm *c) { c->ops->barrier(c); }

@@ -11,7 +11,9 @@
  *   bcast      the root sends to N-1 ranks; each other rank receives once
  *   sendrecv   what was sent and what was received
  */
+#include <errno.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +39,12 @@ void bytebuf_free(ByteBuf *b) {
 
 struct LocalGroup {
     int size;
-    pthread_barrier_t bar;
+    /* the barrier: a generation counter, and the generation each rank last arrived at */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int count;
+    unsigned long gen;
+    unsigned long *at;
     const void **ptr; /* published by each rank */
     size_t *len;
     int root_flag;
@@ -49,15 +56,22 @@ LocalGroup *comm_local_group_new(int size) {
     g->size = size;
     g->ptr = callocCheck((size_t)size, sizeof *g->ptr);
     g->len = callocCheck((size_t)size, sizeof *g->len);
-    if (pthread_barrier_init(&g->bar, NULL, (unsigned)size) != 0) {
-        gc_fatal("error: pthread_barrier_init failed for %d workers\n", size);
+    g->at = callocCheck((size_t)size, sizeof *g->at);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines unaffected by changes of the wall clock */
+    if (pthread_mutex_init(&g->mu, NULL) != 0 || pthread_cond_init(&g->cv, &ca) != 0) {
+        gc_fatal("error: cannot create the barrier of %d workers\n", size);
     }
+    pthread_condattr_destroy(&ca);
     return g;
 }
 
 void comm_local_group_free(LocalGroup *g) {
     if (!g) return;
-    pthread_barrier_destroy(&g->bar);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    free(g->at);
     free(g->ptr);
     free(g->len);
     bytebuf_free(&g->scratch);
@@ -65,9 +79,49 @@ void comm_local_group_free(LocalGroup *g) {
 }
 
 static LocalGroup *grp(Comm *c) { return (LocalGroup *)c->impl; }
-static void wait_all(LocalGroup *g) { pthread_barrier_wait(&g->bar); }
 
-static void local_barrier(Comm *c) { wait_all(grp(c)); }
+/* Every worker of the group meets here. With c->timeout, a worker that waits
+ * longer ends the process naming the workers that did not arrive (a stalled or
+ * stuck thread: the others would otherwise wait forever). */
+static void meet(Comm *c, const char *op) {
+    LocalGroup *g = grp(c);
+    pthread_mutex_lock(&g->mu);
+    unsigned long gen = g->gen;
+    g->at[c->rank] = gen + 1;
+    if (++g->count == g->size) {
+        g->count = 0;
+        g->gen++;
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+        return;
+    }
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    double t = c->timeout > 0 ? c->timeout : 0;
+    dl.tv_sec += (time_t)t;
+    dl.tv_nsec += (long)((t - (double)(time_t)t) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    while (g->gen == gen) {
+        if (t <= 0) {
+            pthread_cond_wait(&g->cv, &g->mu);
+        } else if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && g->gen == gen) {
+            char who[512] = "";
+            size_t at = 0;
+            int missing = 0;
+            for (int r = 0; r < g->size && at < sizeof who - 16; r++)
+                if (g->at[r] != gen + 1) at += (size_t)snprintf(who + at, sizeof who - at, "%s%d", missing++ ? ", " : "", r);
+            pthread_mutex_unlock(&g->mu);
+            gc_fatal("error: step %ld: %s: worker%s %s did not arrive within %g s (--timeout; stalled or stuck); "
+                     "stopping\n", c->step, op, missing > 1 ? "s" : "", who, t);
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void local_barrier(Comm *c) { meet(c, "barrier"); }
 
 /* element range [lo, hi) of n split into size near-equal chunks, chunk r */
 static void chunk_range(size_t n, int size, int r, size_t *lo, size_t *hi) {
@@ -81,7 +135,7 @@ static void chunk_range(size_t n, int size, int r, size_t *lo, size_t *hi) {
         int N = g->size, r = c->rank;                                                          \
         if (r == 0) bytebuf_reserve(&g->scratch, n * sizeof(T));                               \
         g->ptr[r] = buf;                                                                       \
-        wait_all(g);                                                                           \
+        meet(c, "allreduce");                                                                  \
         T *res = (T *)(void *)g->scratch.p;                                                    \
         size_t lo, hi;                                                                         \
         chunk_range(n, N, r, &lo, &hi);                                                        \
@@ -94,12 +148,12 @@ static void chunk_range(size_t n, int size, int r, size_t *lo, size_t *hi) {
             else                                                                               \
                 for (size_t i = lo; i < hi; i++) res[i] = src[i] > res[i] ? src[i] : res[i];   \
         }                                                                                      \
-        wait_all(g);                                                                           \
+        meet(c, "allreduce");                                                                  \
         memcpy(buf, res, n * sizeof(T));                                                       \
         uint64_t bytes = N > 1 ? (uint64_t)(2.0 * (N - 1) / N * (double)(n * sizeof(T))) : 0; \
         c->sent += bytes;                                                                      \
         c->received += bytes;                                                                  \
-        wait_all(g);                                                                           \
+        meet(c, "allreduce");                                                                  \
     }
 DEFINE_ALLREDUCE(local_allreduce_f32, float)
 DEFINE_ALLREDUCE(local_allreduce_f64, double)
@@ -109,7 +163,7 @@ static void local_allgatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t 
     int N = g->size, r = c->rank;
     g->ptr[r] = data;
     g->len[r] = len;
-    wait_all(g);
+    meet(c, "allgather");
     size_t total = 0;
     for (int k = 0; k < N; k++) total += g->len[k];
     bytebuf_reserve(out, total);
@@ -122,7 +176,7 @@ static void local_allgatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t 
     }
     out->len = total;
     c->sent += (uint64_t)len * (uint64_t)(N - 1);
-    wait_all(g);
+    meet(c, "allgather");
 }
 
 static void local_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, size_t len, int root) {
@@ -130,7 +184,7 @@ static void local_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *da
     int N = g->size, r = c->rank;
     g->ptr[r] = data;
     g->len[r] = len;
-    wait_all(g);
+    meet(c, "gather");
     if (r == root) {
         size_t total = 0;
         for (int k = 0; k < N; k++) total += g->len[k];
@@ -146,7 +200,7 @@ static void local_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *da
     } else {
         c->sent += len;
     }
-    wait_all(g);
+    meet(c, "gather");
 }
 
 static void local_bcast(Comm *c, ByteBuf *buf, int root) {
@@ -156,7 +210,7 @@ static void local_bcast(Comm *c, ByteBuf *buf, int root) {
         g->ptr[root] = buf->p;
         g->len[root] = buf->len;
     }
-    wait_all(g);
+    meet(c, "broadcast");
     if (r != root) {
         size_t len = g->len[root];
         bytebuf_reserve(buf, len);
@@ -166,7 +220,7 @@ static void local_bcast(Comm *c, ByteBuf *buf, int root) {
     } else {
         c->sent += (uint64_t)buf->len * (uint64_t)(N - 1);
     }
-    wait_all(g);
+    meet(c, "broadcast");
 }
 
 static void local_sendrecv(Comm *c, ByteBuf *out, int src, const uint8_t *data, size_t len, int dst) {
@@ -175,14 +229,14 @@ static void local_sendrecv(Comm *c, ByteBuf *out, int src, const uint8_t *data, 
     (void)dst; /* every rank publishes; the receiver picks its source */
     g->ptr[r] = data;
     g->len[r] = len;
-    wait_all(g);
+    meet(c, "send/receive");
     size_t n = g->len[src];
     bytebuf_reserve(out, n);
     if (n) memcpy(out->p, g->ptr[src], n);
     out->len = n;
     c->sent += len;
     c->received += n;
-    wait_all(g);
+    meet(c, "send/receive");
 }
 
 static void local_free(Comm *c) { free(c); }

@@ -4,6 +4,8 @@
  * the two backends report identical traffic. */
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <time.h>
 
 #include "common/check.h"
 #include "dist/comm.h"
@@ -28,9 +30,93 @@ static void mpi_check(int err, const char *file, int line) {
 
 int comm_mpi_available(void) { return 1; }
 
+/* ---- waiting with a deadline (--timeout) ----
+ * Every collective is started non-blocking and waited for here. Without a
+ * timeout that is MPI_Waitall. With one, the requests are polled; past the
+ * deadline, the ranks that are still running find out which did not arrive:
+ * each sends its step and collective count to rank 0, which names the ranks
+ * that did not answer (stopped, stuck or gone) or are behind, and aborts the
+ * job. If rank 0 is the one missing, the others say so and abort. */
+#define TAG_STALL 7001
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void nap(long usec) {
+    struct timespec ts = {0, usec * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+static unsigned long long ncalls; /* collectives this process has started (one worker per process) */
+
+static void stall_report(Comm *c, const char *op) {
+    long long me[2] = {c->step, (long long)ncalls};
+    if (c->rank != 0) {
+        MPI_Request r;
+        MPI_Isend(me, 2, MPI_LONG_LONG, 0, TAG_STALL, MPI_COMM_WORLD, &r);
+        double until = mono_s() + 5.0; /* rank 0 aborts the job meanwhile, unless it is the one missing */
+        while (mono_s() < until) nap(10000);
+        fprintf(stderr, "error: worker %d: step %ld: %s did not complete within %g s (--timeout), and worker 0 did not "
+                "answer: worker 0 is stalled, stuck or gone; stopping the job\n", c->rank, c->step, op, c->timeout);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    int N = c->size;
+    int *ok = callocCheck((size_t)N, sizeof *ok);
+    ok[0] = 1;
+    double until = mono_s() + 2.0;
+    while (mono_s() < until) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_Iprobe(MPI_ANY_SOURCE, TAG_STALL, MPI_COMM_WORLD, &flag, &st);
+        if (!flag) {
+            nap(1000);
+            continue;
+        }
+        long long them[2];
+        MPI_Recv(them, 2, MPI_LONG_LONG, st.MPI_SOURCE, TAG_STALL, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (st.MPI_SOURCE > 0 && st.MPI_SOURCE < N) ok[st.MPI_SOURCE] = them[1] == me[1];
+    }
+    char who[512] = "";
+    size_t at = 0;
+    int missing = 0;
+    for (int r = 0; r < N && at < sizeof who - 16; r++)
+        if (!ok[r]) at += (size_t)snprintf(who + at, sizeof who - at, "%s%d", missing++ ? ", " : "", r);
+    fprintf(stderr, "error: step %ld: %s did not complete within %g s (--timeout): worker%s %s did not arrive "
+            "(stalled, stuck or gone); stopping the job\n", c->step, op, c->timeout, missing > 1 ? "s" : "",
+            missing ? who : "(none answered late: the network?)");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* waits for n started requests */
+static void wait_reqs(Comm *c, MPI_Request *req, int n, const char *op) {
+    ncalls++;
+    if (c->timeout <= 0) {
+        mpiCheck(MPI_Waitall(n, req, MPI_STATUSES_IGNORE));
+        return;
+    }
+    double t0 = mono_s(), deadline = t0 + c->timeout;
+    long naptime = 0;
+    for (;;) {
+        int done = 0;
+        mpiCheck(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
+        if (done) return;
+        double now = mono_s();
+        if (now > deadline) stall_report(c, op);
+        /* poll busily at first, yielding the core to a rank that shares it (a collective
+         * usually completes within a step), after a second back off to 1 ms naps */
+        if (now - t0 > 1.0) naptime = naptime < 1000 ? naptime + 50 : 1000;
+        if (naptime) nap(naptime);
+        else sched_yield();
+    }
+}
+
 static void m_barrier(Comm *c) {
-    (void)c;
-    mpiCheck(MPI_Barrier(MPI_COMM_WORLD));
+    MPI_Request r;
+    mpiCheck(MPI_Ibarrier(MPI_COMM_WORLD, &r));
+    wait_reqs(c, &r, 1, "barrier");
 }
 
 static void count_allreduce(Comm *c, size_t bytes) {
@@ -46,8 +132,10 @@ static void count_allreduce(Comm *c, size_t bytes) {
 static void m_allreduce_f32(Comm *c, float *buf, size_t n, CommOp op) {
     for (size_t at = 0; at < n; at += MPI_PIECE / 4) {
         size_t k = n - at < MPI_PIECE / 4 ? n - at : MPI_PIECE / 4;
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + at, (int)k, MPI_FLOAT, op == COMM_SUM ? MPI_SUM : MPI_MAX,
-                               MPI_COMM_WORLD));
+        MPI_Request r;
+        mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf + at, (int)k, MPI_FLOAT, op == COMM_SUM ? MPI_SUM : MPI_MAX,
+                                MPI_COMM_WORLD, &r));
+        wait_reqs(c, &r, 1, "allreduce");
     }
     count_allreduce(c, n * sizeof(float));
 }
@@ -55,8 +143,10 @@ static void m_allreduce_f32(Comm *c, float *buf, size_t n, CommOp op) {
 static void m_allreduce_f64(Comm *c, double *buf, size_t n, CommOp op) {
     for (size_t at = 0; at < n; at += MPI_PIECE / 8) {
         size_t k = n - at < MPI_PIECE / 8 ? n - at : MPI_PIECE / 8;
-        mpiCheck(MPI_Allreduce(MPI_IN_PLACE, buf + at, (int)k, MPI_DOUBLE, op == COMM_SUM ? MPI_SUM : MPI_MAX,
-                               MPI_COMM_WORLD));
+        MPI_Request r;
+        mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf + at, (int)k, MPI_DOUBLE, op == COMM_SUM ? MPI_SUM : MPI_MAX,
+                                MPI_COMM_WORLD, &r));
+        wait_reqs(c, &r, 1, "allreduce");
     }
     count_allreduce(c, n * sizeof(double));
 }
@@ -72,7 +162,9 @@ static void m_allgatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *dat
     int N = c->size;
     uint64_t mine = len;
     uint64_t *all = mallocCheck((size_t)N * sizeof *all);
-    mpiCheck(MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD));
+    MPI_Request r;
+    mpiCheck(MPI_Iallgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD, &r));
+    wait_reqs(c, &r, 1, "allgather");
     int *counts = mallocCheck((size_t)N * sizeof *counts), *displs = mallocCheck((size_t)N * sizeof *displs);
     size_t total = 0;
     for (int k = 0; k < N; k++) {
@@ -84,7 +176,8 @@ static void m_allgatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *dat
     }
     check_int_size(total, "allgather");
     bytebuf_reserve(out, total);
-    mpiCheck(MPI_Allgatherv(data, (int)len, MPI_BYTE, out->p, counts, displs, MPI_BYTE, MPI_COMM_WORLD));
+    mpiCheck(MPI_Iallgatherv(data, (int)len, MPI_BYTE, out->p, counts, displs, MPI_BYTE, MPI_COMM_WORLD, &r));
+    wait_reqs(c, &r, 1, "allgather");
     out->len = total;
     c->sent += (uint64_t)len * (uint64_t)(N - 1);
     free(all);
@@ -96,7 +189,9 @@ static void m_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, 
     int N = c->size;
     uint64_t mine = len;
     uint64_t *all = mallocCheck((size_t)N * sizeof *all);
-    mpiCheck(MPI_Gather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, root, MPI_COMM_WORLD));
+    MPI_Request r;
+    mpiCheck(MPI_Igather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, root, MPI_COMM_WORLD, &r));
+    wait_reqs(c, &r, 1, "gather");
     int *counts = NULL, *displs = NULL;
     if (c->rank == root) {
         counts = mallocCheck((size_t)N * sizeof *counts);
@@ -115,8 +210,9 @@ static void m_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, 
     } else {
         c->sent += len;
     }
-    mpiCheck(MPI_Gatherv(data, (int)len, MPI_BYTE, c->rank == root ? out->p : NULL, counts, displs, MPI_BYTE, root,
-                         MPI_COMM_WORLD));
+    mpiCheck(MPI_Igatherv(data, (int)len, MPI_BYTE, c->rank == root ? out->p : NULL, counts, displs, MPI_BYTE, root,
+                          MPI_COMM_WORLD, &r));
+    wait_reqs(c, &r, 1, "gather");
     free(all);
     free(counts);
     free(displs);
@@ -124,11 +220,14 @@ static void m_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, 
 
 static void m_bcast(Comm *c, ByteBuf *buf, int root) {
     uint64_t len = buf->len;
-    mpiCheck(MPI_Bcast(&len, 1, MPI_UINT64_T, root, MPI_COMM_WORLD));
+    MPI_Request r;
+    mpiCheck(MPI_Ibcast(&len, 1, MPI_UINT64_T, root, MPI_COMM_WORLD, &r));
+    wait_reqs(c, &r, 1, "broadcast");
     check_int_size(len, "broadcast");
     bytebuf_reserve(buf, len);
     buf->len = len;
-    mpiCheck(MPI_Bcast(buf->p, (int)len, MPI_BYTE, root, MPI_COMM_WORLD));
+    mpiCheck(MPI_Ibcast(buf->p, (int)len, MPI_BYTE, root, MPI_COMM_WORLD, &r));
+    wait_reqs(c, &r, 1, "broadcast");
     if (c->rank == root) c->sent += len * (uint64_t)(c->size - 1);
     else c->received += len;
 }
@@ -136,12 +235,15 @@ static void m_bcast(Comm *c, ByteBuf *buf, int root) {
 static void m_sendrecv(Comm *c, ByteBuf *out, int src, const uint8_t *data, size_t len, int dst) {
     uint64_t mine = len, theirs = 0;
     check_int_size(len, "send");
-    mpiCheck(MPI_Sendrecv(&mine, 1, MPI_UINT64_T, dst, 1, &theirs, 1, MPI_UINT64_T, src, 1, MPI_COMM_WORLD,
-                          MPI_STATUS_IGNORE));
+    MPI_Request r[2];
+    mpiCheck(MPI_Irecv(&theirs, 1, MPI_UINT64_T, src, 1, MPI_COMM_WORLD, &r[0]));
+    mpiCheck(MPI_Isend(&mine, 1, MPI_UINT64_T, dst, 1, MPI_COMM_WORLD, &r[1]));
+    wait_reqs(c, r, 2, "send/receive");
     check_int_size(theirs, "receive");
     bytebuf_reserve(out, theirs);
-    mpiCheck(MPI_Sendrecv(data, (int)len, MPI_BYTE, dst, 2, out->p, (int)theirs, MPI_BYTE, src, 2, MPI_COMM_WORLD,
-                          MPI_STATUS_IGNORE));
+    mpiCheck(MPI_Irecv(out->p, (int)theirs, MPI_BYTE, src, 2, MPI_COMM_WORLD, &r[0]));
+    mpiCheck(MPI_Isend(data, (int)len, MPI_BYTE, dst, 2, MPI_COMM_WORLD, &r[1]));
+    wait_reqs(c, r, 2, "send/receive");
     out->len = theirs;
     c->sent += len;
     c->received += theirs;

@@ -30,7 +30,7 @@ enum {
     O_EPOCHS = TRAIN_OPT_BASE, O_STEPS, O_BATCH, O_LR, O_OPTIM, O_MOMENTUM, O_WD, O_NESTEROV, O_SCHEDULE, O_SEED,
     O_THREADS, O_EVAL_EVERY, O_PRINT_EVERY, O_LOG, O_SAVE, O_SAVE_EVERY, O_RESUME, O_WORKERS, O_BACKEND, O_CODEC,
     O_LAYER_CODEC, O_MIN_COMPRESS, O_TOPOLOGY, O_MEMORY, O_DELAY, O_BANDWIDTH, O_LATENCY, O_CODEC_THREADS, O_QUIET,
-    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT, O_DEVICE, O_CUDNN, O_EMA
+    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT, O_DEVICE, O_CUDNN, O_EMA, O_TIMEOUT
 };
 
 const struct option train_long_options[] = {
@@ -69,6 +69,7 @@ const struct option train_long_options[] = {
     {"codec-threads", required_argument, 0, O_CODEC_THREADS},
     {"data-dir", required_argument, 0, O_DATA_DIR},
     {"quiet", no_argument, 0, O_QUIET},
+    {"timeout", required_argument, 0, O_TIMEOUT},
     {0, 0, 0, 0},
 };
 
@@ -86,6 +87,7 @@ void train_opts_default(TrainOpts *o) {
     o->eval_every = 1;
     o->print_every = 20;
     o->workers = 4;
+    o->timeout = TRAIN_DEFAULT_TIMEOUT;
     snprintf(o->backend, sizeof o->backend, "auto");
     dist_config_default(&o->dist);
     o->memory_flag = -1;
@@ -246,6 +248,10 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
         setenv("DATA_DIR", arg, 1);
         return 1;
     case O_QUIET: o->quiet = 1; return 1;
+    case O_TIMEOUT:
+        if (parse_duration(arg, &o->timeout) || o->timeout > 1e7)
+            return bad("timeout", arg, "a duration such as 600, 90s, 15min (0: wait forever)");
+        return 1;
     }
     return 0;
 }
@@ -404,8 +410,12 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --bandwidth BW       network model: link rate, e.g. 100mbit, 1gbit (default: no model)\n"
             "  --latency T          network model: per-message latency, e.g. 0.5ms\n"
             "  --codec-threads N    threads of the exchange's per-tensor passes and chunk-parallel encoders\n"
-            "                       (default: OpenMP default)\n",
-            d->epochs, d->batch, d->lr, d->optim, d->schedule, d->eval_every, d->print_every, d->workers, most);
+            "                       (default: OpenMP default)\n"
+            "  --timeout T          a worker that waits longer than T in one exchange or collective ends the\n"
+            "                       job, naming the step, the operation and the workers that did not arrive\n"
+            "                       (a stalled or stuck rank); default %gs, 0 = wait forever\n",
+            d->epochs, d->batch, d->lr, d->optim, d->schedule, d->eval_every, d->print_every, d->workers, most,
+            d->timeout);
     fprintf(fp, "\n");
     opt_help(fp);
     fprintf(fp, "\n");
@@ -1019,6 +1029,7 @@ static void worker_main(Shared *sh, Comm *comm) {
     w->saved_step = -1;
     w->sh = sh;
     w->comm = comm;
+    comm->timeout = o->timeout;
     w->rank = comm->rank;
     w->sched = sh->sched;
     int world = comm->size;
@@ -1122,6 +1133,7 @@ static void worker_main(Shared *sh, Comm *comm) {
     size_t nvalues = param_table_count(&w->m->pt);
     long stop = o->stop_at > 0 && o->stop_at < total ? o->stop_at : total;
     while (w->step < stop) {
+        comm->step = w->step; /* for a stall's message */
         Batch batch;
         double td = now_s();
         int n = w->train->next(w->train, &batch);

@@ -63,6 +63,10 @@ struct Task {
 };
 
 /* ---- options ---- */
+/* --timeout's default: longer than any wait of a healthy run (a collective waits for the
+ * slowest worker's step, evaluation shard or checkpoint write), short enough to free a
+ * cluster's nodes from a job with a stalled rank */
+#define TRAIN_DEFAULT_TIMEOUT 900.0
 #define TRAIN_MAX_RULES POLICY_MAX_RULES
 typedef struct {
     /* training */
@@ -71,6 +75,7 @@ typedef struct {
     int batch;            /* per worker */
     double lr;
     double ema;      /* --ema D: evaluate an exponential moving average of the parameters (0 = off) */
+    double timeout;  /* --timeout: seconds a worker may wait in one collective (0 = forever) */
     char optim[256];      /* optimizer spec */
     double momentum, wd;  /* < 0: not given on the command line */
     int nesterov;         /* -1: not given */

@@ -1,7 +1,11 @@
 /* Local backend collectives: results, determinism and byte accounting, with 4
  * worker threads. (The MPI backend is checked against these by
- * test_dist_mpi.) */
+ * test_dist_mpi.) And stall detection: with a timeout, a worker that never
+ * arrives ends the process with one message naming it (in a child process). */
 #include <pthread.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "dist/comm.h"
 #include "tests/test.h"
@@ -79,10 +83,53 @@ static void worker(int rank, void *arg) {
     comm_free(c);
 }
 
+/* worker 2 never comes to its second allreduce (asleep far longer than the timeout) */
+static void staller(int rank, void *arg) {
+    (void)arg;
+    Comm *c = comm_local_new(group, rank);
+    c->timeout = 0.5;
+    c->step = 7;
+    double v = 1;
+    comm_allreduce_f64(c, &v, 1, COMM_SUM);
+    if (rank == 2) sleep(30);
+    comm_allreduce_f64(c, &v, 1, COMM_SUM);
+    comm_free(c);
+}
+
+static void test_stall(void) {
+    int fd[2];
+    if (pipe(fd) != 0) return;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        group = comm_local_group_new(W);
+        comm_local_run(W, staller, NULL);
+        _exit(0); /* not reached: the stall ends the process */
+    }
+    close(fd[1]);
+    char err[1024];
+    ssize_t n = read(fd[0], err, sizeof err - 1), m;
+    while (n >= 0 && n < (ssize_t)sizeof err - 1 && (m = read(fd[0], err + n, sizeof err - 1 - (size_t)n)) > 0) n += m;
+    err[n > 0 ? n : 0] = 0;
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    int lines = 0;
+    for (char *p = err; *p; p++) lines += *p == '\n';
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1 && lines == 1 &&
+              strstr(err, "step 7: allreduce: worker 2 did not arrive within 0.5 s") && secs < 10,
+          "a stalled worker: exit 1 after %.1f s with one message naming it (status %d): %s", secs, st, err);
+}
+
 int main(void) {
     group = comm_local_group_new(W);
     comm_local_run(W, worker, NULL);
     comm_local_group_free(group);
     for (int r = 0; r < W; r++) CHECK(fails[r] == 0, "rank %d had %d failed expectations", r, fails[r]);
+    test_stall();
     TEST_END();
 }
