@@ -5,11 +5,12 @@
     scripts/repro_runs.py run [NAME ...]        run these (default: every CPU run not done), in order
     scripts/repro_runs.py cmd NAME              print one run's command
 
-Each run writes its CSV log and its stdout to docs/runs/GROUP/NAME.{csv,txt}; a run
-is done when its log ends with the final evaluation. Long runs save a checkpoint
-every epoch into --ckpt-dir (default dev/out/repro-ckpt, ignored by git), so a run
-that was cut short (a session ending, a reboot) continues from its last checkpoint
-with --resume, exactly as if it had not stopped, when the queue is started again.
+A run writes its CSV log, its stdout and a checkpoint every epoch into --work-dir
+(default dev/out/repro-work, ignored by git, so that nothing git does can touch a file
+a run is writing); when the trainer ends the whole run with exit 0, the log and the
+stdout are copied to docs/runs/GROUP/NAME.{csv,txt}, and the run is done. A run that
+was cut short (a session ending, a reboot) continues from its last checkpoint with
+--resume, exactly as if it had not stopped, when the queue is started again.
 The binaries are copied once into --bin-dir, so rebuilding the tree while the queue
 runs does not change the program under a run; every .txt starts with the command
 and the commit it was built from.
@@ -181,10 +182,12 @@ def find(name):
     return None
 
 
-def paths(run, ckpt_dir):
+def paths(run, work_dir):
+    """the committed log and stdout of a run, and where it runs: its log, stdout and
+    checkpoint under work_dir (ignored by git), copied into docs/runs when done"""
     group, name = run[0], run[1]
-    base = os.path.join(RUNS, group, name)
-    return base + ".csv", base + ".txt", os.path.join(ckpt_dir, group, name + ".ckpt")
+    base, work = os.path.join(RUNS, group, name), os.path.join(work_dir, group, name)
+    return base + ".csv", base + ".txt", work + ".csv", work + ".txt", work + ".ckpt"
 
 
 def command(run, bin_dir="."):
@@ -193,15 +196,15 @@ def command(run, bin_dir="."):
     return [os.path.join(bin_dir, common[0])] + common[1:] + shlex.split(run[3]) + ["--quiet"]
 
 
-def state(run, ckpt_dir):
-    """'done' (the trainer ended the whole run with exit 0), 'partial' (a checkpoint to
-    resume from) or 'new'"""
-    log, txt, ckpt = paths(run, ckpt_dir)
+def state(run, work_dir):
+    """'done' (the trainer ended the whole run with exit 0 and its logs are in docs/runs),
+    'partial' (a checkpoint to resume from) or 'new'"""
+    log, txt, wlog, _, ckpt = paths(run, work_dir)
     if os.path.exists(txt) and os.path.exists(log):
         with open(txt) as f:
             if DONE in f.read():
                 return "done"
-    return "partial" if os.path.exists(ckpt) and os.path.exists(log) else "new"
+    return "partial" if os.path.exists(ckpt) and os.path.exists(wlog) else "new"
 
 
 DONE = "# finished: exit 0"
@@ -232,29 +235,32 @@ def snapshot_bins(bin_dir):
 
 
 def run_one(run, a, rev):
-    log, txt, ckpt = paths(run, a.ckpt_dir)
-    st = state(run, a.ckpt_dir)
+    log, txt, wlog, wtxt, ckpt = paths(run, a.work_dir)
+    st = state(run, a.work_dir)
     if st == "done":
         return 0
-    os.makedirs(os.path.dirname(log), exist_ok=True)
     os.makedirs(os.path.dirname(ckpt), exist_ok=True)
-    cmd = command(run, a.bin_dir) + ["--log", log, "--save", ckpt, "--save-every", str(a.save_every)]
+    cmd = command(run, a.bin_dir) + ["--log", wlog, "--save", ckpt, "--save-every", str(a.save_every)]
     if st == "partial":
         cmd += ["--resume", ckpt]
     else:
-        for p in (log, txt):
+        for p in (wlog, wtxt):
             if os.path.exists(p):
                 os.remove(p)
     shown = " ".join(command(run))
     print(f"== {run[0]}/{run[1]} ({'resumed' if st == 'partial' else 'new'}): {shown}", flush=True)
-    with open(txt, "a") as out:
+    with open(wtxt, "a") as out:
         out.write(f"# command: {shown}\n# built from: {rev}; started {time.strftime('%Y-%m-%d %H:%M:%S')}"
                   f"{' (resume)' if st == 'partial' else ''}\n")
         out.flush()
         t0 = time.time()
         rc = subprocess.call(["nice", "-n", "10"] + cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
         out.write(f"{DONE}\n" if rc == 0 else f"# stopped: exit {rc}\n")
-    print(f"   exit {rc} after {time.time() - t0:.0f} s; {state(run, a.ckpt_dir)}", flush=True)
+    if rc == 0:  # the finished run's logs go where the tables read them
+        os.makedirs(os.path.dirname(log), exist_ok=True)
+        shutil.copyfile(wlog, log)
+        shutil.copyfile(wtxt, txt)
+    print(f"   exit {rc} after {time.time() - t0:.0f} s; {state(run, a.work_dir)}", flush=True)
     return rc
 
 
@@ -262,7 +268,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["list", "run", "cmd"])
     ap.add_argument("names", nargs="*")
-    ap.add_argument("--ckpt-dir", default=os.path.join(ROOT, "dev", "out", "repro-ckpt"))
+    ap.add_argument("--work-dir", default=os.path.join(ROOT, "dev", "out", "repro-work"),
+                    help="where runs write their logs and checkpoints until they are done")
     ap.add_argument("--bin-dir", default=os.path.join(ROOT, "dev", "out", "repro-bin"))
     ap.add_argument("--save-every", type=int, default=390)
     a = ap.parse_args()
@@ -275,7 +282,7 @@ def main():
             return 2
     if a.what == "list":
         for r in chosen:
-            print(f"{r[0]}/{r[1]:16s} {state(r, a.ckpt_dir):8s} {' '.join(command(r))}")
+            print(f"{r[0]}/{r[1]:16s} {state(r, a.work_dir):8s} {' '.join(command(r))}")
         return 0
     if a.what == "cmd":
         for r in chosen:
