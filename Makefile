@@ -243,14 +243,14 @@ test: all $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_BUILT)
 	  tests/run.sh $(TEST_BINS) $(TEST_SCRIPTS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_TEST_BINS)
 
 # libFuzzer with ASan + UBSan, one binary per target, FUZZ_SECONDS each
-ASAN_LIB_SRCS := $(wildcard common/*.c compress/*.c) datasets/decode.c datasets/stb_image_impl.c
+ASAN_LIB_SRCS := $(wildcard common/*.c compress/*.c datasets/*.c) dist/bundle.c dist/comm_local.c
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 fuzz:
 	@mkdir -p $(BUILD)/libfuzzer
 	@for f in $(FUZZ_SRCS); do \
 	  n=$$(basename $$f .c); \
-	  $(FUZZ_CC) -std=c11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,undefined $$f $(ASAN_LIB_SRCS) -lm -o $(BUILD)/libfuzzer/$$n || exit 1; \
+	  $(FUZZ_CC) -std=c11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,undefined $$f $(ASAN_LIB_SRCS) -lm -lz -lpthread -o $(BUILD)/libfuzzer/$$n || exit 1; \
 	  mkdir -p $(BUILD)/libfuzzer/corpus-$$n; \
 	  echo "== $$n ($(FUZZ_SECONDS)s)"; \
 	  $(BUILD)/libfuzzer/$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)/libfuzzer/corpus-$$n tests/fuzz/corpus/$$n || exit 1; \

@@ -126,6 +126,16 @@ int ckpt_read(Ckpt *ck, const char *path, char *err, size_t errlen) {
         return -1;
     }
     fclose(f);
+    return ckpt_parse(ck, path, err, errlen);
+}
+
+int ckpt_parse(Ckpt *ck, const char *name, char *err, size_t errlen) {
+    const char *path = name;
+    if (ck->size < 20) {
+        snprintf(err, errlen, "%s: %zu bytes is too short for a checkpoint (at least 20)", path, ck->size);
+        ckpt_free(ck);
+        return -1;
+    }
     const uint8_t *b = ck->file;
     if (memcmp(b, CKPT_MAGIC, 8) != 0) {
         snprintf(err, errlen,

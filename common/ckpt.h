@@ -40,6 +40,11 @@ int ckpt_write(const char *path, const CkptSection *sections, int n, char *err, 
  * for a signal handler that ends the process (no partial file is left) */
 void ckpt_remove_partial(void);
 int ckpt_read(Ckpt *ck, const char *path, char *err, size_t errlen);
+/* the part of ckpt_read after the file is in memory: ck->file (malloc'ed, owned by
+ * ck from here) holds ck->size bytes; checks magic, version, CRC-32C and the section
+ * table, and fills ck->sec (pointers into ck->file). name is for messages. 0, or -1
+ * with a message and ck freed. Never reads outside ck->file. */
+int ckpt_parse(Ckpt *ck, const char *name, char *err, size_t errlen);
 void ckpt_free(Ckpt *ck);
 /* section data or NULL */
 const void *ckpt_find(const Ckpt *ck, const char *name, size_t *len);

@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "common/rng.h"
+#include "dist/bundle.h"
 #include "optim/clip.h"
 #ifdef HAVE_OPENMP
 #include <omp.h>
@@ -399,61 +400,6 @@ void exchange_print(const Exchange *ex, FILE *fp) {
                 ex->cfg.dgc_momentum, ex->cfg.dgc_nesterov ? " (Nesterov)" : "",
                 ex->cfg.dgc_clip > 0 ? "on" : "off", ex->cfg.dgc_warmup);
     policy_print(fp, ex->pol, ex->pt);
-}
-
-/* -------------------------------------------------------- bundles ----
- * One message per worker per hop: all of its frames, in tensor order.
- *   "GCXB" | u32 version (1) | u32 step (low 32 bits) | u32 entries
- *   entries: u32 tensor | u32 chunk | u32 frame length | frame
- * (docs/FORMAT.md, "Exchange bundles"). */
-#define BUNDLE_HDR 16
-#define ENTRY_HDR 12
-
-static void bundle_begin(ByteBuf *b, long step) {
-    bytebuf_reserve(b, BUNDLE_HDR);
-    memcpy(b->p, "GCXB", 4);
-    put_u32(b->p + 4, 1);
-    put_u32(b->p + 8, (uint32_t)step);
-    put_u32(b->p + 12, 0);
-    b->len = BUNDLE_HDR;
-}
-
-typedef struct {
-    const uint8_t *p;
-    size_t len, at;
-    uint32_t left;
-} BundleReader;
-
-static int bundle_open(BundleReader *r, const uint8_t *p, size_t len, long step) {
-    r->p = p;
-    r->len = len;
-    r->at = BUNDLE_HDR;
-    if (len < BUNDLE_HDR) return -GC_ERR_TRUNCATED;
-    if (memcmp(p, "GCXB", 4) != 0) return -GC_ERR_MAGIC;
-    if (get_u32(p + 4) != 1) return -GC_ERR_VERSION;
-    if (get_u32(p + 8) != (uint32_t)step) return -GC_ERR_STATE;
-    r->left = get_u32(p + 12);
-    return 0;
-}
-
-/* next entry, which must be (t, chunk) */
-static int bundle_next(BundleReader *r, int t, int chunk, const uint8_t **frame, size_t *flen) {
-    if (r->left == 0) return -GC_ERR_TRUNCATED;
-    if (r->len - r->at < ENTRY_HDR) return -GC_ERR_TRUNCATED;
-    const uint8_t *e = r->p + r->at;
-    if (get_u32(e) != (uint32_t)t || get_u32(e + 4) != (uint32_t)chunk) return -GC_ERR_CORRUPT;
-    size_t len = get_u32(e + 8);
-    if (len > r->len - r->at - ENTRY_HDR) return -GC_ERR_TRUNCATED;
-    *frame = e + ENTRY_HDR;
-    *flen = len;
-    r->at += ENTRY_HDR + len;
-    r->left--;
-    return 0;
-}
-
-static int bundle_close(const BundleReader *r) {
-    if (r->left != 0) return -GC_ERR_CORRUPT;
-    return r->at == r->len ? 0 : -GC_ERR_OVERSIZED;
 }
 
 /* ---------------------------------------------------- error feedback ---- */
