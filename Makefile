@@ -168,8 +168,8 @@ $(LIB): $(LIB_OBJS)
 	@rm -f $@.tmp.$$$$ && ar rcs $@.tmp.$$$$ $^ && mv -f $@.tmp.$$$$ $@
 
 $(BIN_PATHS): $(BIN_DIR)%: examples/%.c $(LIB)
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+	@mkdir -p $(@D) $(BUILD)/bin
+	$(CC) $(CFLAGS) -MF $(BUILD)/bin/$*.d $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: tests/%.c $(LIB) tests/test.h
 	@mkdir -p $(dir $@)
@@ -271,10 +271,10 @@ bench: all $(BENCH_BINS)
 	@echo "benchmarks built in $(BUILD)/bench; see bench/README.md for how to run them"
 
 deps:
-	scripts/deps.sh
+	scripts/deps.sh --plots
 
 clean:
-	rm -rf $(BUILD) $(BIN_PATHS)
+	rm -rf $(BUILD) $(BIN_PATHS) $(addsuffix .d,$(BIN_PATHS))
 
 .SECONDARY:
 

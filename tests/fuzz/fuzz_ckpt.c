@@ -76,7 +76,7 @@ int main(void) {
     const int counts[3] = {0, 1, 4};
     for (int k = 0; k < 3; k++) {
         char path[128], err[256];
-        snprintf(path, sizeof path, "tests/fuzz/corpus/fuzz_ckpt/sections%d.ckpt", counts[k]);
+        snprintf(path, sizeof path, "tests/fuzz/corpus/fuzz_ckpt/sections%d.bin", counts[k]);
         if (ckpt_write(path, s, counts[k], err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 1;
