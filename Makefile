@@ -150,7 +150,7 @@ ASAN_BINS := $(patsubst $(BUILD)/%,$(SAN_DIR)/%,$(filter-out %/test_data_folder,
                $(FUZZ_REPLAY))
 
 # ---------------------------------------------------------------- rules ----
-.PHONY: all test test-cuda build-cuda-tests test-emu build-emu fuzz bench deps clean probe fixtures
+.PHONY: all test test-cuda build-cuda-tests test-emu build-emu fuzz bench deps data clean probe fixtures
 all: probe $(BIN_PATHS)
 
 probe:
@@ -163,6 +163,17 @@ $(BUILD)/%.o: %.c
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+
+# the version the trainers write into the first record of their logs: git describe of the
+# tree when built from git; the header changes only when the version does
+GCX_VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/gcx_version.h: FORCE
+	@mkdir -p $(BUILD); v='#define GCX_VERSION "$(GCX_VERSION)"'; \
+	  [ "$$(cat $@ 2>/dev/null)" = "$$v" ] || echo "$$v" >$@
+FORCE:
+.PHONY: FORCE
+$(BUILD)/examples/trainer.o: $(BUILD)/gcx_version.h
+$(BUILD)/examples/trainer.o: CFLAGS += -I$(BUILD)
 
 $(LIB): $(LIB_OBJS)
 	@rm -f $@.tmp.$$$$ && ar rcs $@.tmp.$$$$ $^ && mv -f $@.tmp.$$$$ $@
@@ -272,6 +283,10 @@ bench: all $(BENCH_BINS)
 
 deps:
 	scripts/deps.sh --plots
+
+# the datasets into DATA_DIR, checked against their published checksums
+data:
+	scripts/get_data.sh $(DATA_DIR)
 
 clean:
 	rm -rf $(BUILD) $(BIN_PATHS) $(addsuffix .d,$(BIN_PATHS))

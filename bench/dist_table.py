@@ -71,7 +71,7 @@ CONFIGS = {
 def summarize(log_path):
     train, evals = [], []
     with open(log_path) as f:
-        for row in csv.DictReader(f):
+        for row in csv.DictReader(ln for ln in f if not ln.startswith("#")):  # '# run:' records
             (train if row["kind"] == "train" else evals).append(row)
     if not train:
         return None

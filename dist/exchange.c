@@ -387,7 +387,7 @@ static Codec *slot_codec(Exchange *ex, Codec **tab, int t, int slot) {
 #define ENC(t, s) slot_codec(ex, ex->enc, (t), (s))
 #define DEC(t, s) slot_codec(ex, ex->dec, (t), (s))
 
-void exchange_print(const Exchange *ex, FILE *fp) {
+void exchange_print(const Exchange *ex, FILE *fp, int table) {
     fprintf(fp, "exchange: %d workers over %s, topology %s, memory %s, exchanging %s", ex->N, ex->comm->ops->name,
             topology_name(ex->cfg.topology), memory_name(ex->cfg.memory), ex->deltas ? "weight deltas" : "gradients");
     if (ex->cfg.delay > 1) fprintf(fp, " every %d local steps", ex->cfg.delay);
@@ -399,7 +399,13 @@ void exchange_print(const Exchange *ex, FILE *fp) {
         fprintf(fp, "dgc: momentum correction m=%g%s, local clipping %s (x N^-1/2), warm-up %g epochs\n",
                 ex->cfg.dgc_momentum, ex->cfg.dgc_nesterov ? " (Nesterov)" : "",
                 ex->cfg.dgc_clip > 0 ? "on" : "off", ex->cfg.dgc_warmup);
-    policy_print(fp, ex->pol, ex->pt);
+    if (table) {
+        policy_print(fp, ex->pol, ex->pt);
+    } else {
+        char sum[600];
+        policy_summary(sum, sizeof sum, ex->pol, ex->pt);
+        fprintf(fp, "policy: %s (--show-policy: the table)\n", sum);
+    }
 }
 
 /* ---------------------------------------------------- error feedback ---- */

@@ -132,8 +132,9 @@ void exchange_free(Exchange *ex);
 /* the resolved configuration and per-tensor policy */
 const DistConfig *exchange_config(const Exchange *ex);
 const TensorPolicy *exchange_policy(const Exchange *ex);
-/* human summary: topology, memory, what is exchanged, policy table (rank 0 prints it) */
-void exchange_print(const Exchange *ex, FILE *fp);
+/* human summary: topology, memory, what is exchanged, and the per-tensor policy as a
+ * table (table = 1) or one line (rank 0 prints it) */
+void exchange_print(const Exchange *ex, FILE *fp, int table);
 
 /* One training step after backward: grads (arena, may be modified) hold this
  * worker's gradient; params (arena) are updated in place by the optimizer and

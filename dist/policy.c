@@ -87,3 +87,40 @@ void policy_print(FILE *fp, const TensorPolicy *pol, const ParamTable *pt) {
     }
     fprintf(fp, "%zu of %zu values (%.2f%%) compressed\n", comp, total, total ? 100.0 * comp / total : 0.0);
 }
+
+void policy_summary(char *buf, size_t n, const TensorPolicy *pol, const ParamTable *pt) {
+    enum { MAXG = 16 };
+    char spec[MAXG][160];
+    int count[MAXG] = {0}, ng = 0;
+    size_t values[MAXG] = {0}, total = 0;
+    const char *why[MAXG];
+    int whyn[MAXG] = {0}, nw = 0;
+    for (int i = 0; i < pt->n; i++) {
+        char s[160];
+        codec_spec_str(s, sizeof s, &pol[i].spec);
+        int g = 0;
+        while (g < ng && strcmp(spec[g], s)) g++;
+        if (g == ng && ng < MAXG) snprintf(spec[ng++], sizeof spec[0], "%s", s);
+        if (g < ng) {
+            count[g]++;
+            values[g] += pt->t[i].numel;
+        }
+        total += pt->t[i].numel;
+        if (!pol[i].compressed) {
+            int k = 0;
+            while (k < nw && strcmp(why[k], pol[i].reason)) k++;
+            if (k == nw && nw < MAXG) why[nw++] = pol[i].reason;
+            if (k < nw) whyn[k]++;
+        }
+    }
+    size_t at = (size_t)snprintf(buf, n, "%d tensors:", pt->n);
+    for (int g = 0; g < ng && at < n; g++) {
+        at += (size_t)snprintf(buf + at, n - at, "%s %d %s (%.1f%% of values", g ? "," : "", count[g], spec[g],
+                               total ? 100.0 * (double)values[g] / (double)total : 0.0);
+        if (!strcmp(spec[g], "fp32") && nw)
+            for (int k = 0; k < nw && at < n; k++)
+                at += (size_t)snprintf(buf + at, n - at, "%s %d %s", k ? "," : ";", whyn[k], why[k]);
+        if (at < n) at += (size_t)snprintf(buf + at, n - at, ")");
+    }
+}
+

@@ -49,5 +49,8 @@ int policy_parse_rule(LayerRule *rule, const char *text, char *err, size_t errle
 void policy_build(TensorPolicy *out /*pt->n*/, const PolicyConfig *cfg, const ParamTable *pt);
 /* the start-of-run table: tensor, numel, codec, reason */
 void policy_print(FILE *fp, const TensorPolicy *pol, const ParamTable *pt);
+/* the same in one line: "59 tensors: 20 sbc:p=0.01 (99.5% of values), 39 fp32 (0.5% of
+ * values; 38 batch-norm, 1 bias)" */
+void policy_summary(char *buf, size_t n, const TensorPolicy *pol, const ParamTable *pt);
 
 #endif

@@ -20,6 +20,14 @@
 #include "common/ckpt.h"
 #include "common/crc32c.h"
 #include "common/units.h"
+#if defined(__has_include)
+#if __has_include("gcx_version.h")
+#include "gcx_version.h"
+#endif
+#endif
+#ifndef GCX_VERSION
+#define GCX_VERSION "unknown"
+#endif
 #include "dist/comm_nccl.h"
 #ifdef HAVE_CUDA
 #include "nn/cuda_ops.h"
@@ -30,7 +38,7 @@ enum {
     O_EPOCHS = TRAIN_OPT_BASE, O_STEPS, O_BATCH, O_LR, O_OPTIM, O_MOMENTUM, O_WD, O_NESTEROV, O_SCHEDULE, O_SEED,
     O_THREADS, O_EVAL_EVERY, O_PRINT_EVERY, O_LOG, O_SAVE, O_SAVE_EVERY, O_RESUME, O_WORKERS, O_BACKEND, O_CODEC,
     O_LAYER_CODEC, O_MIN_COMPRESS, O_TOPOLOGY, O_MEMORY, O_DELAY, O_BANDWIDTH, O_LATENCY, O_CODEC_THREADS, O_QUIET,
-    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT, O_DEVICE, O_CUDNN, O_EMA, O_TIMEOUT
+    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT, O_DEVICE, O_CUDNN, O_EMA, O_TIMEOUT, O_SHOW_POLICY
 };
 
 const struct option train_long_options[] = {
@@ -69,6 +77,7 @@ const struct option train_long_options[] = {
     {"codec-threads", required_argument, 0, O_CODEC_THREADS},
     {"data-dir", required_argument, 0, O_DATA_DIR},
     {"quiet", no_argument, 0, O_QUIET},
+    {"show-policy", no_argument, 0, O_SHOW_POLICY},
     {"timeout", required_argument, 0, O_TIMEOUT},
     {0, 0, 0, 0},
 };
@@ -248,6 +257,7 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
         setenv("DATA_DIR", arg, 1);
         return 1;
     case O_QUIET: o->quiet = 1; return 1;
+    case O_SHOW_POLICY: o->show_policy = 1; return 1;
     case O_TIMEOUT:
         if (parse_duration(arg, &o->timeout) || o->timeout > 1e7)
             return bad("timeout", arg, "a duration such as 600, 90s, 15min (0: wait forever)");
@@ -381,7 +391,8 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --save-every N       with --save: also every N steps (each replaces the last)\n"
             "  --resume FILE        continue a run from its checkpoint, exactly as if never stopped\n"
             "  --data-dir DIR       where the datasets are (default $DATA_DIR, else data/)\n"
-            "  --quiet              no per-tensor policy table\n"
+            "  --show-policy        the per-tensor policy as a table (tensor, size, codec, why), not one line\n"
+            "  --quiet              neither: only the exchange's line\n"
             "  --help               this help\n"
             "Distributed (docs/DIST.md):\n"
             "  --workers N          data-parallel workers (default %d, at most 256, and at most %s local\n"
@@ -440,7 +451,9 @@ typedef struct {
     FILE *log;
     int log_json;
     int log_failed;       /* a write to --log failed: said once, the log closed, the exit status 1 */
+    int log_fresh;        /* the log was empty when opened: it gets the CSV header */
     int stopped;          /* the workers agreed to stop on a SIGINT/SIGTERM after this many steps (0: not) */
+    char command[2048];   /* the command line, for the log's first record */
     int status;           /* exit status (any worker sets it, after the workers agreed) */
     LocalGroup *group;
     int threads_per_worker;
@@ -906,6 +919,13 @@ static void log_check(Shared *sh) {
     sh->log_failed = 1;
 }
 
+/* opens --log, noting whether it is empty (then it gets the CSV header) */
+static FILE *log_open(Shared *sh, const char *path, const char *mode) {
+    FILE *f = fopen(path, mode);
+    if (f) sh->log_fresh = fseek(f, 0, SEEK_END) != 0 || ftell(f) <= 0;
+    return f;
+}
+
 /* closes the log at the end: 0, or 1 when the last writes fail there */
 static int log_close(Shared *sh) {
     int bad = ferror(sh->log) | fflush(sh->log);
@@ -919,10 +939,63 @@ static int log_close(Shared *sh) {
     return bad != 0;
 }
 
+/* s as a JSON string, quotes included */
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+static int ncores(void);
+
+/* The log's first record (and a resume's first): what produced it. A JSON object,
+ * in CSV behind "# run: " (readers skip lines starting with '#'). */
+static void log_run_record(Worker *w, const char *optdesc, const char *sched) {
+    Shared *sh = w->sh;
+    if (!sh->log) return;
+    char host[256] = "?", cpu[256] = "?", line[512], desc[META_MAX];
+    gethostname(host, sizeof host - 1);
+    FILE *ci = fopen("/proc/cpuinfo", "r");
+    while (ci && fgets(line, sizeof line, ci))
+        if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+            snprintf(cpu, sizeof cpu, "%s", strchr(line, ':') + 2);
+            cpu[strcspn(cpu, "\n")] = 0;
+            break;
+        }
+    if (ci) fclose(ci);
+    meta_string(desc, sizeof desc, w, 1, 1);
+    char policy[400];
+    policy_summary(policy, sizeof policy, exchange_policy(w->ex), &w->m->pt);
+    FILE *f = sh->log;
+    fprintf(f, sh->log_json ? "{\"kind\":\"run\"," : "# run: {");
+    fprintf(f, "\"command\":");
+    json_str(f, sh->command);
+    fprintf(f, ",\"version\":");
+    json_str(f, GCX_VERSION);
+    fprintf(f, ",\"machine\":");
+    char mach[600];
+    snprintf(mach, sizeof mach, "%s, %d cores, %s", host, ncores(), cpu);
+    json_str(f, mach);
+    fprintf(f, ",\"seed\":%llu,\"resumed_at\":%ld,\"run\":", (unsigned long long)sh->o->seed, w->step);
+    json_str(f, desc);
+    fprintf(f, ",\"optimizer\":");
+    json_str(f, optdesc);
+    fprintf(f, ",\"schedule\":");
+    json_str(f, sched);
+    fprintf(f, ",\"policy\":");
+    json_str(f, policy);
+    fprintf(f, "}\n");
+    log_check(sh);
+}
+
 static void log_header(Shared *sh) {
     if (!sh->log || sh->log_json) return;
-    /* a resumed run appends to its log, which has the header already */
-    if (fseek(sh->log, 0, SEEK_END) == 0 && ftell(sh->log) > 0) return;
+    if (!sh->log_fresh) return; /* a resumed run appends to its log, which has the header already */
     fprintf(sh->log, "kind,step");
     for (int i = 0; i < LOG_NCOLS; i++) fprintf(sh->log, ",%s", log_cols[i][0]);
     fprintf(sh->log, "\n");
@@ -1110,7 +1183,7 @@ static void worker_main(Shared *sh, Comm *comm) {
                w->step ? " (resumed)" : "");
         if (w->step) printf("resumed from %s at step %ld\n", o->resume, w->step);
         if (o->resume[0] && !strcmp(o->resume, o->save)) w->saved_step = w->step;
-        if (!o->quiet) exchange_print(w->ex, stdout);
+        if (!o->quiet) exchange_print(w->ex, stdout, o->show_policy);
         else {
             const DistConfig *c = exchange_config(w->ex);
             char spec[200];
@@ -1119,6 +1192,7 @@ static void worker_main(Shared *sh, Comm *comm) {
                    topology_name(c->topology), memory_name(c->memory));
         }
         fflush(stdout);
+        log_run_record(w, optdesc, sched);
         log_header(sh);
     }
     /* ---- the loop ---- */
@@ -1205,7 +1279,8 @@ static void worker_main(Shared *sh, Comm *comm) {
         acc_steps++;
         double t_now = now_s();
         int epoch_end = w->step % spe == 0;
-        int print = w->step % o->print_every == 0 || w->step == stop || epoch_end;
+        /* the first step of this process is shown too: the first seconds are not silent */
+        int print = w->step % o->print_every == 0 || w->step == stop || epoch_end || w->step == step0 + 1;
         if (w->rank == 0 && print) {
             double dt = (t_now - t_last) / (double)acc_steps;
             ema_step = ema_step > 0 ? 0.7 * ema_step + 0.3 * dt : dt;
@@ -1224,11 +1299,15 @@ static void worker_main(Shared *sh, Comm *comm) {
                 snprintf(ub, sizeof ub, "-");
                 snprintf(db, sizeof db, "-");
             }
-            printf("step %6ld/%ld ep %6.2f | loss %.4f %s %6.2f%s | lr %.4g | up %s down %s /step x%.1f | "
+            /* a sparsifier's density (DGC's warm-up: 25% ... 0.1%), so its ratio reads right */
+            char dens[40] = "";
+            double dsum = acc_sums[S_DENSITY] / per;
+            if (dsum > 0) snprintf(dens, sizeof dens, " at %.3g%% density", 100 * dsum);
+            printf("step %6ld/%ld ep %6.2f | loss %.4f %s %6.2f%s | lr %.4g | up %s down %s /step x%.1f%s | "
                    "%.0f ms/step %.0f %s/s | eta %s\n",
                    w->step, total, (double)w->step / spe, mean_loss, task->lm ? "ppl" : "acc",
-                   task->lm ? exp(mean_loss) : 100 * acc, task->lm ? "" : "%", lr, ub, db, ratio, 1e3 * dt, rate,
-                   task->lm ? "tok" : "img", eta);
+                   task->lm ? exp(mean_loss) : 100 * acc, task->lm ? "" : "%", lr, ub, db, ratio, dens, 1e3 * dt,
+                   rate, task->lm ? "tok" : "img", eta);
             fflush(stdout);
             LogRow r = {"train", w->step, (double)w->step / spe, mean_loss, acc, exp(mean_loss), lr, up, down,
                         8 * up / (double)nvalues, 8 * down / (double)nvalues, ratio,
@@ -1355,6 +1434,8 @@ static int ncores(void) {
 int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
     Shared sh = {0};
     install_stop_handlers();
+    for (int i = 0, at = 0; i < *argc && at < (int)sizeof sh.command - 1; i++)
+        at += snprintf(sh.command + at, sizeof sh.command - (size_t)at, "%s%s", i ? " " : "", (*argv)[i]);
     sh.o = o;
     sh.task = task;
     if (parse_optim_sched(o, &sh.oc, &sh.sched)) return 2;
@@ -1392,7 +1473,7 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
         int local = ls ? atoi(ls) : 1;
         sh.threads_per_worker = o->threads ? o->threads : (ncores() / (local > 0 ? local : 1));
         if (sh.threads_per_worker < 1) sh.threads_per_worker = 1;
-        if (c->rank == 0 && o->log[0] && !(sh.log = fopen(o->log, log_mode))) {
+        if (c->rank == 0 && o->log[0] && !(sh.log = log_open(&sh, o->log, log_mode))) {
             fprintf(stderr, "error: cannot write --log %s\n", o->log);
             sh.status = 1;
         }
@@ -1408,7 +1489,7 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
     } else {
         int threads = o->threads ? o->threads : ncores();
         sh.threads_per_worker = threads / o->workers > 0 ? threads / o->workers : 1;
-        if (o->log[0] && !(sh.log = fopen(o->log, log_mode))) {
+        if (o->log[0] && !(sh.log = log_open(&sh, o->log, log_mode))) {
             fprintf(stderr, "error: cannot write --log %s\n", o->log);
             return 1;
         }

@@ -99,6 +99,7 @@ typedef struct {
     int memory_flag; /* --memory (-1: not given); it wins over the codec's default and memory= wherever it stands */
     char codec_text[512];
     int quiet;
+    int show_policy;  /* --show-policy: the per-tensor table instead of the one-line summary */
 } TrainOpts;
 
 /* defaults: the caller then sets task defaults (epochs, batch, lr, ...) */

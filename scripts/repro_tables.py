@@ -48,7 +48,7 @@ class Run:
         if not os.path.exists(base + ".csv"):
             return
         with open(base + ".csv") as f:
-            for row in csv.DictReader(f):
+            for row in csv.DictReader(ln for ln in f if not ln.startswith("#")):  # '# run:' records
                 kind = row.pop("kind")
                 vals = {k: float(v) for k, v in row.items() if v not in (None, "")}
                 (self.train if kind == "train" else self.evals).append(vals)

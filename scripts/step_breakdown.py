@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Where a training step's time goes, from a trainer's --log FILE.jsonl.
+"""Where a training step's time goes, from a trainer's --log FILE (CSV or JSON lines).
 
-    scripts/step_breakdown.py [--skip K] LOG.jsonl [LOG.jsonl ...]
+    scripts/step_breakdown.py [--skip K] LOG [LOG ...]
 
 For each log: the mean step time and its parts over the progress rows after the
 first K (default 1: the first window holds cuDNN's algorithm search and the
@@ -18,6 +18,7 @@ One line per log, e.g.
 GPU waits for the host.
 Exit status 1 when a log has no progress row to use.
 """
+import csv
 import json
 import os
 import sys
@@ -26,16 +27,19 @@ import sys
 def breakdown(path, skip):
     rows = []
     with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+        lines = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
+    if lines and not lines[0].startswith("{"):  # CSV: numbers from the header's columns
+        for r in csv.DictReader(lines):
             if r.get("kind") == "train":
-                rows.append(r)
+                rows.append({k: float(v) for k, v in r.items() if k != "kind" and v not in (None, "")})
+        lines = []
+    for line in lines:
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if r.get("kind") == "train":
+            rows.append(r)
     prev = rows[skip - 1]["step"] if 0 < skip <= len(rows) else 0
     steps = tot = comp = codec = data = 0.0
     for r in rows[skip:]:

@@ -71,7 +71,12 @@ static void check_csv(const char *path) {
     CHECK(s != NULL, "CSV log %s written", path);
     if (!s) return;
     int line = 0, diverged = 0;
-    for (char *l = strtok(s, "\n"); l; l = strtok(NULL, "\n"), line++) {
+    char *l = strtok(s, "\n");
+    /* the first record: what produced the log, as a JSON object behind "# run: " */
+    CHECK(l && !strncmp(l, "# run: {\"command\":", strlen("# run: {\"command\":")) && strstr(l, "\"version\":") && strstr(l, "\"machine\":") &&
+              strstr(l, "\"seed\":5") && strstr(l, "\"policy\":") && l[strlen(l) - 1] == '}',
+          "CSV: the first line is the run record: %.200s", l ? l : "(none)");
+    for (l = strtok(NULL, "\n"); l; l = strtok(NULL, "\n"), line++) {
         int fields = 1;
         for (char *p = l; *p; p++) fields += *p == ',';
         CHECK(fields == NKEYS, "CSV line %d has %d fields (header %d)", line, fields, NKEYS);
@@ -105,7 +110,11 @@ static void check_json(const char *path) {
     CHECK(s != NULL, "JSON log %s written", path);
     if (!s) return;
     int line = 0, nulls = 0, diverged = 0;
-    for (char *l = strtok(s, "\n"); l; l = strtok(NULL, "\n"), line++) {
+    char *l = strtok(s, "\n");
+    CHECK(l && !strncmp(l, "{\"kind\":\"run\",\"command\":", strlen("{\"kind\":\"run\",\"command\":")) && strstr(l, "\"run\":\"task=") &&
+              l[strlen(l) - 1] == '}',
+          "JSON: the first line is the run record: %.200s", l ? l : "(none)");
+    for (l = strtok(NULL, "\n"); l; l = strtok(NULL, "\n"), line++) {
         size_t n = strlen(l);
         CHECK(n > 2 && l[0] == '{' && l[n - 1] == '}', "JSON line %d is an object", line);
         int found = 0;
@@ -153,7 +162,8 @@ int main(void) {
         rows++;
         evals += strstr(l, "\"kind\":\"train\"") == NULL;
     }
-    CHECK(rows == 4 && evals == 0, "--eval-every -1: 4 training rows, no evaluation (%d rows, %d others)", rows, evals);
+    CHECK(rows == 5 && evals == 1, "--eval-every -1: the run record and 4 training rows, no evaluation (%d rows, %d others)",
+          rows, evals);
     unlink(csv);
     unlink(json);
     TEST_END();

@@ -42,7 +42,7 @@ digest() {
 bytes_apart() { # tol, cpu.csv, cuda.csv
     awk -F, -v tol="$1" '
         function far(a, b) { return (a > b ? a - b : b - a) > tol * (a > b ? a : b) }
-        FNR == 1 { delete col; for (i = 1; i <= NF; i++) col[$i] = i; next }
+        /^kind,/ { delete col; for (i = 1; i <= NF; i++) col[$i] = i; next }
         $1 != "train" { next }
         NR == FNR { u[$2] = $(col["up_bytes"]); d[$2] = $(col["down_bytes"]); n++; next }
         { m++; U = $(col["up_bytes"]); D = $(col["down_bytes"])
@@ -53,7 +53,7 @@ bytes_apart() { # tol, cpu.csv, cuda.csv
 }
 
 # the bytes up of a --log CSV file's train rows, on one line
-up() { awk -F, 'FNR == 1 { for (i = 1; i <= NF; i++) if ($i == "up_bytes") c = i } $1 == "train" { printf "%s ", $c }' "$1" 2>/dev/null; }
+up() { awk -F, '/^kind,/ { for (i = 1; i <= NF; i++) if ($i == "up_bytes") c = i } $1 == "train" { printf "%s ", $c }' "$1" 2>/dev/null; }
 
 # BYTES_TOL=X pair ...: the bytes per step may differ by X relative. Where a codec's frame
 # size depends on the values (which ones a sparsifier selects, how long 3LC's zero runs
