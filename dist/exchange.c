@@ -195,6 +195,7 @@ struct Exchange {
     int started; /* set by the first exchange_step, or by a checkpoint load after step > 0 */
     ExchangeStats st;
     uint64_t dec_comp; /* bytes of the compressed tensors' entries in the bundle decode_pass read last */
+    LayerStats *layers; /* [T] with exchange_track_layers, else NULL */
     ExchangeTamper tamper;
     void *tamper_arg;
     int failed;
@@ -223,6 +224,18 @@ static void set_err(Exchange *ex, const char *fmt, ...) {
 const char *exchange_error(const Exchange *ex) { return ex->err; }
 const DistConfig *exchange_config(const Exchange *ex) { return &ex->cfg; }
 const TensorPolicy *exchange_policy(const Exchange *ex) { return ex->pol; }
+void exchange_track_layers(Exchange *ex, int on) {
+    if (on && !ex->layers) ex->layers = callocCheck((size_t)ex->T, sizeof *ex->layers);
+    if (!on) {
+        free(ex->layers);
+        ex->layers = NULL;
+    }
+}
+const LayerStats *exchange_layer_stats(const Exchange *ex) { return ex->layers; }
+void exchange_layer_stats_reset(Exchange *ex) {
+    if (ex->layers) memset(ex->layers, 0, (size_t)ex->T * sizeof *ex->layers);
+}
+
 void exchange_set_tamper(Exchange *ex, ExchangeTamper fn, void *arg) {
     ex->tamper = fn;
     ex->tamper_arg = arg;
@@ -365,6 +378,7 @@ void exchange_free(Exchange *ex) {
     free(ex->scalars);
     free(ex->pol);
     free(ex->pull_spec);
+    free(ex->layers);
     free(ex->mem);
     free(ex->lens);
     free(ex->order);
@@ -643,8 +657,33 @@ static void enc_tensor(Exchange *ex, int t, void *arg) {
     make_side(ex, &side, t, p->kind, p->slot, lo, hi, v + lo, p->params, p->opt, p->lr, p->density, p->step);
     Codec *c = ENC(t, p->slot); /* created before the pass */
     uint8_t *e = p->out->p + ex->at[t];
+    double t0 = ex->layers ? now_s() : 0;
     ex->flen[t] = codec_encode(c, e + ENTRY_HDR, codec_max_frame(c, hi - lo), v + lo, hi - lo, &side);
     if (ex->flen[t] < 0) return;
+    if (ex->layers && p->kind != SIDE_PULL) { /* each tensor's own slot: no other thread writes it */
+        LayerStats *ls = &ex->layers[t];
+        ls->seconds += now_s() - t0;
+        ls->frames += 1;
+        ls->bytes += (double)(ENTRY_HDR + ex->flen[t]);
+        ls->values += (double)(hi - lo);
+        const float *repr = ex->repr + off;
+        double in = 0, err = 0;
+        for (size_t i = lo; i < hi; i++) {
+            double d = (double)v[i] - (double)repr[i];
+            in += (double)v[i] * v[i];
+            err += d * d;
+        }
+        ls->sq_in += in;
+        ls->sq_err += err;
+        int sparse = c->spec.ops->id == CODEC_TOPK || c->spec.ops->id == CODEC_DGC || c->spec.ops->id == CODEC_SBC;
+        if (sparse && side.mask) {
+            size_t k = 0;
+            for (size_t i = 0; i < hi - lo; i++) k += side.mask[i] != 0;
+            ls->sent = (ls->sent < 0 ? 0 : ls->sent) + (double)k;
+        } else if (ls->sent == 0 && !sparse) {
+            ls->sent = -1;
+        }
+    }
     if (p->kind == SIDE_PULL) {
         if (!ex->grad_pull && ex->mem[t] != MEM_NONE) {
             const float *repr = ex->repr + off;

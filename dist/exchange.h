@@ -123,6 +123,18 @@ typedef struct {
 
 typedef struct Exchange Exchange;
 
+/* Per-tensor statistics of what this worker encoded (exchange_track_layers;
+ * the trainers' --log-layers), summed over the encodes since the last reset */
+typedef struct {
+    double frames;  /* encodes (ring: every chunk of every hop) */
+    double bytes;   /* their frame bytes, entry headers included */
+    double values;  /* the values they carried */
+    double sent;    /* of those, the values a sparsifier sent (its mask); -1: a dense codec */
+    double sq_in;   /* sum of x^2 over the values (x: what the codec was given, memory included) */
+    double sq_err;  /* sum of (x - what the frame represents)^2 */
+    double seconds; /* encoding time */
+} LayerStats;
+
 /* Creates the exchange for one worker. opt is this worker's optimizer (on the
  * parameter server, rank 0's optimizer is the server's). Prints nothing.
  * NULL with a message on an impossible configuration. */
@@ -169,6 +181,13 @@ int exchange_ckpt_sections(Exchange *ex, CkptSection *out, int cap, const char *
  * step (>= 0) training steps; refuses, with a message, a missing or
  * malformed codec state that this run's codecs would have kept. */
 int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long step, char *err, size_t errlen);
+
+/* Turns the per-tensor statistics on (they cost an extra pass over each tensor's
+ * values); exchange_layer_stats gives the [T] sums since the last reset. The
+ * server's pull is not counted (it is everyone's down traffic). */
+void exchange_track_layers(Exchange *ex, int on);
+const LayerStats *exchange_layer_stats(const Exchange *ex);
+void exchange_layer_stats_reset(Exchange *ex);
 
 /* Testing hook: called on every outgoing bundle before it is sent (may corrupt it). */
 typedef void (*ExchangeTamper)(uint8_t *bundle, size_t len, int rank, long step, void *arg);

@@ -38,7 +38,7 @@ enum {
     O_EPOCHS = TRAIN_OPT_BASE, O_STEPS, O_BATCH, O_LR, O_OPTIM, O_MOMENTUM, O_WD, O_NESTEROV, O_SCHEDULE, O_SEED,
     O_THREADS, O_EVAL_EVERY, O_PRINT_EVERY, O_LOG, O_SAVE, O_SAVE_EVERY, O_RESUME, O_WORKERS, O_BACKEND, O_CODEC,
     O_LAYER_CODEC, O_MIN_COMPRESS, O_TOPOLOGY, O_MEMORY, O_DELAY, O_BANDWIDTH, O_LATENCY, O_CODEC_THREADS, O_QUIET,
-    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT, O_DEVICE, O_CUDNN, O_EMA, O_TIMEOUT, O_SHOW_POLICY
+    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT, O_DEVICE, O_CUDNN, O_EMA, O_TIMEOUT, O_SHOW_POLICY, O_LOG_LAYERS
 };
 
 const struct option train_long_options[] = {
@@ -78,6 +78,7 @@ const struct option train_long_options[] = {
     {"data-dir", required_argument, 0, O_DATA_DIR},
     {"quiet", no_argument, 0, O_QUIET},
     {"show-policy", no_argument, 0, O_SHOW_POLICY},
+    {"log-layers", required_argument, 0, O_LOG_LAYERS},
     {"timeout", required_argument, 0, O_TIMEOUT},
     {0, 0, 0, 0},
 };
@@ -192,6 +193,7 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
         return 1;
     case O_PRINT_EVERY: return get_long("print-every", arg, 1, 1000000000L, &o->print_every) ? -1 : 1;
     case O_LOG: return copy_str(o->log, sizeof o->log, "log", arg) ? -1 : 1;
+    case O_LOG_LAYERS: return copy_str(o->log_layers, sizeof o->log_layers, "log-layers", arg) ? -1 : 1;
     case O_SAVE: return copy_str(o->save, sizeof o->save, "save", arg) ? -1 : 1;
     case O_SAVE_EVERY: return get_long("save-every", arg, 0, 1000000000L, &o->save_every) ? -1 : 1;
     case O_RESUME: return copy_str(o->resume, sizeof o->resume, "resume", arg) ? -1 : 1;
@@ -387,6 +389,8 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --print-every N      progress line every N steps (default %ld)\n"
             "  --log FILE           write every progress and evaluation line as CSV (.jsonl: JSON lines);\n"
             "                       a --resume appends to it\n"
+            "  --log-layers FILE    at every progress line, worker 0's frames per tensor as CSV: bytes per\n"
+            "                       step, ratio, density, relative error, codec time (scripts/plot.py --layers)\n"
             "  --save FILE          checkpoint at the end\n"
             "  --save-every N       with --save: also every N steps (each replaces the last)\n"
             "  --resume FILE        continue a run from its checkpoint, exactly as if never stopped\n"
@@ -449,6 +453,7 @@ typedef struct {
     OptConfig oc;
     LrSched sched;        /* as parsed: each worker runs its own copy */
     FILE *log;
+    FILE *layers;         /* --log-layers (rank 0) */
     int log_json;
     int log_failed;       /* a write to --log failed: said once, the log closed, the exit status 1 */
     int log_fresh;        /* the log was empty when opened: it gets the CSV header */
@@ -919,6 +924,36 @@ static void log_check(Shared *sh) {
     sh->log_failed = 1;
 }
 
+/* --log-layers: one row per tensor with what worker 0 encoded since the last progress
+ * line, per step; then the sums start again. A failed write is said once. */
+static void layers_rows(Worker *w, long steps) {
+    Shared *sh = w->sh;
+    const LayerStats *ls = exchange_layer_stats(w->ex);
+    if (!sh->layers || !ls || steps <= 0) return;
+    const TensorPolicy *pol = exchange_policy(w->ex);
+    for (int t = 0; t < w->m->pt.n; t++) {
+        const LayerStats *x = &ls[t];
+        char spec[160];
+        codec_spec_str(spec, sizeof spec, &pol[t].spec);
+        fprintf(sh->layers, "%ld,%s,%zu,%s,%.4g,%.1f,", w->step, w->m->pt.t[t].name, w->m->pt.t[t].numel, spec,
+                x->frames / (double)steps, x->bytes / (double)steps);
+        if (x->bytes > 0) fprintf(sh->layers, "%.6g", 4 * x->values / x->bytes);
+        fputc(',', sh->layers);
+        if (x->sent >= 0 && x->values > 0) fprintf(sh->layers, "%.6g", x->sent / x->values);
+        fputc(',', sh->layers);
+        if (x->sq_in > 0) fprintf(sh->layers, "%.6g", sqrt(x->sq_err / x->sq_in));
+        fprintf(sh->layers, ",%.4g\n", 1e3 * x->seconds / (double)steps);
+    }
+    exchange_layer_stats_reset(w->ex);
+    if (ferror(sh->layers) || fflush(sh->layers) != 0) {
+        fprintf(stderr, "error: writing --log-layers %s failed: %s; it stops here, the run goes on and will exit with "
+                "status 1\n", sh->o->log_layers, strerror(errno ? errno : EIO));
+        fclose(sh->layers);
+        sh->layers = NULL;
+        sh->log_failed = 1;
+    }
+}
+
 /* opens --log, noting whether it is empty (then it gets the CSV header) */
 static FILE *log_open(Shared *sh, const char *path, const char *mode) {
     FILE *f = fopen(path, mode);
@@ -1128,6 +1163,17 @@ static void worker_main(Shared *sh, Comm *comm) {
     int eval_split = task->has_valid ? SPLIT_VALID : SPLIT_TEST;
     if (!fail && !(w->eval = task->data_new(task, eval_split, w->rank, world, o->batch, o->seed, err, sizeof err)))
         fail = 1;
+    if (!fail && w->rank == 0 && o->log_layers[0]) { /* worker 0's frames, per tensor */
+        if (!(sh->layers = fopen(o->log_layers, o->resume[0] ? "a" : "w"))) {
+            snprintf(err, sizeof err, "cannot write --log-layers %s: %s", o->log_layers, strerror(errno));
+            fail = 1;
+        } else {
+            if (fseek(sh->layers, 0, SEEK_END) != 0 || ftell(sh->layers) <= 0)
+                fprintf(sh->layers, "step,tensor,numel,codec,frames_per_step,bytes_per_step,ratio,density,rel_error,"
+                        "codec_ms_per_step\n");
+            exchange_track_layers(w->ex, 1);
+        }
+    }
     if (agree_failed(w, fail, "error", err, 1)) {
         sh->status = 1;
         goto done;
@@ -1317,6 +1363,7 @@ static void worker_main(Shared *sh, Comm *comm) {
                         acc_sums[S_COMP_BYTES] / per, acc_sums[S_COMP_DOWN] / per, acc_sums[S_COMP_RAW] / per,
                         acc_sums[S_WIRE_MAX] / per, acc_sums[S_HOPS] / per, {0}};
             for (int i = 0; i < 10; i++) r.gcomp[i] = acc_sums[S_GCOMP + i] / per;
+            layers_rows(w, acc_steps);
             log_row(sh, &r);
         }
         if (print) {
@@ -1408,6 +1455,11 @@ static void worker_main(Shared *sh, Comm *comm) {
         }
     }
 done:
+    if (w->rank == 0 && sh->layers && fclose(sh->layers) != 0) {
+        fprintf(stderr, "error: writing --log-layers %s failed at the end\n", o->log_layers);
+        sh->log_failed = 1;
+    }
+    if (w->rank == 0) sh->layers = NULL;
     if (w->train) w->train->free(w->train);
     if (w->eval) w->eval->free(w->eval);
     exchange_free(w->ex);

@@ -85,6 +85,7 @@ typedef struct {
     int eval_every;       /* epochs (0 = only at the end) */
     long print_every;     /* steps */
     char log[1024];
+    char log_layers[1024]; /* --log-layers FILE: per-tensor statistics at every progress line */
     char save[1024], resume[1024];
     long save_every;      /* steps (0 = only at the end) */
     /* distributed */

@@ -2,6 +2,7 @@
 """Plots training logs (--log FILE, CSV or JSON lines) of one or more runs on one figure.
 
     scripts/plot.py [options] LOG [LOG ...]
+    scripts/plot.py --layers LAYERS.csv [-o FILE.png] [--top N]
       -o FILE.png         where to write the figure (default plot.png)
       --x step|epoch|mb|time
                           the horizontal axis: training step (default), epoch, MB sent per
@@ -10,6 +11,8 @@
                           1gbit (default: the time each run's own model logged, comm_model_s)
       --latency T         for --x time with --bandwidth: seconds per message (default 0.5ms)
       --label TEXT        one per LOG, in order (default: the file names)
+      --layers FILE       instead: a --log-layers file, bytes per step and relative error of
+                          the --top N tensors (default 8) that sent the most, against step
 
 Two panels: the training loss (each progress line) and the evaluation metric (test or
 validation accuracy, or perplexity for language models). The modeled time is each
@@ -104,15 +107,52 @@ def at_steps(train, xs, steps):
     return out
 
 
+def plot_layers(plt, a):
+    """bytes per step and relative error of the tensors that sent the most"""
+    try:
+        with open(a.layers) as f:
+            rows = list(csv.DictReader(ln for ln in f if not ln.startswith("#")))
+    except OSError as e:
+        print(f"plot: cannot read {a.layers}: {e}", file=sys.stderr)
+        return 1
+    if not rows or "bytes_per_step" not in rows[0]:
+        print(f"plot: {a.layers} is not a --log-layers file", file=sys.stderr)
+        return 1
+    series = {}
+    for r in rows:
+        series.setdefault(r["tensor"], []).append(r)
+    top = sorted(series, key=lambda t: -sum(float(r["bytes_per_step"]) for r in series[t]))[:a.top]
+    fig, (ax_b, ax_e) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for t in top:
+        rs = series[t]
+        steps = [float(r["step"]) for r in rs]
+        ax_b.plot(steps, [float(r["bytes_per_step"]) for r in rs], label=f"{t} ({rs[0]['codec']})")
+        ax_e.plot(steps, [float(r["rel_error"]) if r["rel_error"] else math.nan for r in rs], label=t)
+    ax_b.set_yscale("log")
+    for ax, title in ((ax_b, "bytes per step (worker 0)"), (ax_e, "relative error |x - decoded| / |x|")):
+        ax.set_xlabel("step")
+        ax.set_title(title)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(a.out, dpi=90)
+    print(f"plot: wrote {a.out}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("logs", nargs="+")
+    ap.add_argument("logs", nargs="*")
+    ap.add_argument("--layers")
+    ap.add_argument("--top", type=int, default=8)
     ap.add_argument("-o", "--out", default="plot.png")
     ap.add_argument("--x", choices=["step", "epoch", "mb", "time"], default="step")
     ap.add_argument("--bandwidth", type=parse_rate)
     ap.add_argument("--latency", type=parse_seconds, default=0.5e-3)
     ap.add_argument("--label", action="append", default=[])
     a = ap.parse_args()
+    if not a.logs and not a.layers:
+        ap.error("give LOG files, or --layers FILE")
     if a.label and len(a.label) != len(a.logs):
         ap.error(f"{len(a.label)} --label for {len(a.logs)} logs")
     try:
@@ -123,6 +163,8 @@ def main():
         print("plot: needs matplotlib (scripts/deps.sh --plots; Debian's python3-matplotlib, "
               "run with /usr/bin/python3)", file=sys.stderr)
         return 1
+    if a.layers:
+        return plot_layers(plt, a)
     fig, (ax_loss, ax_eval) = plt.subplots(1, 2, figsize=(12, 4.5))
     xlabel = {"step": "step", "epoch": "epoch", "mb": "MB sent per worker",
               "time": "modeled minutes" + (f" at {a.bandwidth / 1e6:g} Mbit/s" if a.bandwidth else "")}[a.x]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/plot.py and scripts/step_breakdown.py on logs made here: two short LeNet runs
-# on a tiny image folder, one logged as CSV (3lc, with the network model) and one as
-# JSON lines (fp32). plot.py draws both on one figure against step, epoch, MB sent and
+# on a tiny image folder, one logged as CSV (3lc, with the network model, and
+# --log-layers) and one as JSON lines (fp32). plot.py draws both on one figure against step, epoch, MB sent and
 # modeled time (a PNG each); step_breakdown.py reads both formats. plot.py is skipped
 # where Debian's python3 has no matplotlib (scripts/deps.sh --plots installs it).
 # Ends with "RESULT passed failed" (tests/run.sh).
@@ -21,7 +21,7 @@ for sp in train val; do
     done
 done
 L="./train_lenet --dataset folder:$TMP/imf --batch 1 --workers 2 --steps 40 --quiet --eval-every 4 --print-every 5"
-$L --codec 3lc --bandwidth 10mbit --log "$TMP/a.csv" >/dev/null 2>&1
+$L --codec 3lc --bandwidth 10mbit --log "$TMP/a.csv" --log-layers "$TMP/layers.csv" >/dev/null 2>&1
 check $? "the CSV run"
 $L --log "$TMP/b.jsonl" >/dev/null 2>&1
 check $? "the JSON lines run"
@@ -35,6 +35,8 @@ if $PY -c "import matplotlib" 2>/dev/null; then
         check "$([ $rc -eq 0 ] && [ "$(head -c 8 "$TMP/$x.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; echo $?)" \
             "plot.py --x $x: a PNG (exit $rc: $(tail -c 200 "$TMP/out"))"
     done
+    $PY scripts/plot.py --layers "$TMP/layers.csv" -o "$TMP/layers.png" >"$TMP/out" 2>&1
+    check "$([ $? -eq 0 ] && [ -s "$TMP/layers.png" ]; echo $?)" "plot.py --layers: $(tail -c 200 "$TMP/out")"
     $PY scripts/plot.py -o "$TMP/z.png" "$TMP/nosuch.csv" >/dev/null 2>&1
     check "$([ $? -eq 1 ]; echo $?)" "plot.py on a missing log: exit 1"
 else
@@ -43,5 +45,10 @@ fi
 out=$(python3 scripts/step_breakdown.py "$TMP/a.csv" "$TMP/b.jsonl" 2>&1)
 check "$([ $? -eq 0 ] && [ "$(echo "$out" | grep -c 'steps, step .* ms = compute')" -eq 2 ]; echo $?)" \
     "step_breakdown.py reads CSV and JSON lines: $out"
+# --log-layers: a header, then one row per tensor (LeNet: 8) at each progress line of the log
+rows=$(($(wc -l <"$TMP/layers.csv") - 1))
+prints=$(grep -c '^train,' "$TMP/a.csv")
+check "$([ "$(head -1 "$TMP/layers.csv")" = "step,tensor,numel,codec,frames_per_step,bytes_per_step,ratio,density,rel_error,codec_ms_per_step" ] &&
+         [ "$rows" -eq $((8 * prints)) ] && grep -q '^40,conv1.weight,[0-9]*,3lc' "$TMP/layers.csv"; echo $?)" "--log-layers rows: $rows for $prints progress lines"
 echo "RESULT $passed $failed"
 [ "$failed" -eq 0 ]
