@@ -297,6 +297,23 @@ static int parse_optim_sched(const TrainOpts *o, OptConfig *oc, LrSched *sched) 
     return 0;
 }
 
+/* whether path (--flag) cannot be written: its folder missing or read-only, or a folder
+ * itself; says why */
+static int unwritable(const char *flag, const char *path) {
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) slash[slash == dir ? 1 : 0] = 0;
+    else snprintf(dir, sizeof dir, ".");
+    struct stat st;
+    const char *why = stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)  ? "its folder does not exist"
+                      : access(dir, W_OK | X_OK) != 0               ? "its folder is not writable"
+                      : stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? "it is a folder"
+                                                                    : NULL;
+    if (why) fprintf(stderr, "error: cannot write --%s %s: %s\n", flag, path, why);
+    return why != NULL;
+}
+
 /* checks across options, before any data is read: the caller exits with status 2 */
 int train_opts_finish(TrainOpts *o) {
     if (o->memory_flag >= 0) o->dist.memory = o->memory_flag; /* after every --codec, whatever the order */
@@ -309,23 +326,11 @@ int train_opts_finish(TrainOpts *o) {
         fprintf(stderr, "error: --save-every needs --save\n");
         return -1;
     }
-    /* a checkpoint that cannot be written is said before the run, not after it */
-    if (o->save[0]) {
-        char dir[sizeof o->save];
-        snprintf(dir, sizeof dir, "%s", o->save);
-        char *slash = strrchr(dir, '/');
-        if (slash) slash[slash == dir ? 1 : 0] = 0;
-        else snprintf(dir, sizeof dir, ".");
-        struct stat st;
-        const char *why = stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)     ? "its folder does not exist"
-                          : access(dir, W_OK | X_OK) != 0                  ? "its folder is not writable"
-                          : stat(o->save, &st) == 0 && S_ISDIR(st.st_mode) ? "it is a folder"
-                                                                           : NULL;
-        if (why) {
-            fprintf(stderr, "error: cannot write --save %s: %s\n", o->save, why);
-            return -1;
-        }
-    }
+    /* a file that cannot be written is said before the run, not after it (and the logs
+     * are created only once the data and the model are there) */
+    const char *outs[3][2] = {{"save", o->save}, {"log", o->log}, {"log-layers", o->log_layers}};
+    for (int i = 0; i < 3; i++)
+        if (outs[i][1][0] && unwritable(outs[i][0], outs[i][1])) return -1;
     /* local workers are threads that each call the BLAS (common/blas.h) */
     int local = !strcmp(o->backend, "local") || (!strcmp(o->backend, "auto") && !comm_mpi_launched());
     int most = blas_max_callers();
@@ -1163,6 +1168,11 @@ static void worker_main(Shared *sh, Comm *comm) {
     int eval_split = task->has_valid ? SPLIT_VALID : SPLIT_TEST;
     if (!fail && !(w->eval = task->data_new(task, eval_split, w->rank, world, o->batch, o->seed, err, sizeof err)))
         fail = 1;
+    /* a resumed run appends to its --log (a refused resume leaves it as it was) */
+    if (!fail && w->rank == 0 && o->log[0] && !(sh->log = log_open(sh, o->log, o->resume[0] ? "a" : "w"))) {
+        snprintf(err, sizeof err, "cannot write --log %s: %s", o->log, strerror(errno));
+        fail = 1;
+    }
     if (!fail && w->rank == 0 && o->log_layers[0]) { /* worker 0's frames, per tensor */
         if (!(sh->layers = fopen(o->log_layers, o->resume[0] ? "a" : "w"))) {
             snprintf(err, sizeof err, "cannot write --log-layers %s: %s", o->log_layers, strerror(errno));
@@ -1504,8 +1514,6 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
 #endif
     int use_nccl = !strcmp(o->backend, "nccl");
     int use_mpi = use_nccl || !strcmp(o->backend, "mpi") || (!strcmp(o->backend, "auto") && comm_mpi_launched());
-    /* a resumed run appends to its --log (a refused resume leaves it as it was) */
-    const char *log_mode = o->resume[0] ? "a" : "w";
     if (o->log[0]) {
         size_t l = strlen(o->log);
         sh.log_json = l > 6 && !strcmp(o->log + l - 6, ".jsonl");
@@ -1525,14 +1533,8 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
         int local = ls ? atoi(ls) : 1;
         sh.threads_per_worker = o->threads ? o->threads : (ncores() / (local > 0 ? local : 1));
         if (sh.threads_per_worker < 1) sh.threads_per_worker = 1;
-        if (c->rank == 0 && o->log[0] && !(sh.log = log_open(&sh, o->log, log_mode))) {
-            fprintf(stderr, "error: cannot write --log %s\n", o->log);
-            sh.status = 1;
-        }
-        double f = sh.status;
-        comm_allreduce_f64(c, &f, 1, COMM_MAX);
-        if (f == 0) worker_main(&sh, c);
-        f = sh.status || sh.log_failed || (sh.log && log_close(&sh));
+        worker_main(&sh, c);
+        double f = sh.status || sh.log_failed || (sh.log && log_close(&sh));
         comm_allreduce_f64(c, &f, 1, COMM_MAX);
         status = f > 0 ? 1 : 0;
         if (!status && sh.stopped) status = 128 + (stop_signal ? stop_signal : SIGTERM);
@@ -1541,10 +1543,6 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
     } else {
         int threads = o->threads ? o->threads : ncores();
         sh.threads_per_worker = threads / o->workers > 0 ? threads / o->workers : 1;
-        if (o->log[0] && !(sh.log = log_open(&sh, o->log, log_mode))) {
-            fprintf(stderr, "error: cannot write --log %s\n", o->log);
-            return 1;
-        }
         sh.group = comm_local_group_new(o->workers);
         comm_local_run(o->workers, local_entry, &sh);
         comm_local_group_free(sh.group);

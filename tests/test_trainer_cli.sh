@@ -91,6 +91,8 @@ for b in train_resnet train_lenet train_lstm; do
     bad_cli $b "--save-every needs --save" --save-every 5
     bad_cli $b "cannot write --save $TMP/nowhere/x.ck: its folder does not exist" --save "$TMP/nowhere/x.ck"
     bad_cli $b "cannot write --save $TMP: it is a folder" --save "$TMP"
+    bad_cli $b "cannot write --log $TMP/nowhere/x.csv: its folder does not exist" --log "$TMP/nowhere/x.csv"
+    bad_cli $b "cannot write --log-layers $TMP: it is a folder" --log-layers "$TMP"
     bad_cli $b "'--bogus'" --bogus
     bad_cli $b "'--steps'" --steps
     bad_cli $b "'extra'" --steps 1 extra
@@ -128,10 +130,11 @@ bad_cli train_resnet "dgc:warmup=nan" --codec dgc:warmup=nan
 # a missing dataset: exit 1, naming the path it looked for
 for spec in "train_resnet:cifar-10-batches-bin" "train_lenet:mnist" "train_lstm:ptb"; do
     b=${spec%%:*} want=$TMP/nowhere/${spec#*:}
-    "./$b" --steps 1 >"$TMP/out" 2>"$TMP/err"
+    "./$b" --steps 1 --log "$TMP/never.csv" >"$TMP/out" 2>"$TMP/err"
     rc=$?
     check "$([ "$rc" -eq 1 ] && grep -q -- "$want" "$TMP/err"; echo $?)" \
         "$b with no dataset: expected exit 1 naming $want; got exit $rc: $(head -c 300 "$TMP/err")"
+    check "$([ ! -e "$TMP/never.csv" ]; echo $?)" "$b with no dataset: no --log file created"
 done
 # runs on a tiny image folder (4 images of 8 x 8 in 2 classes, made here)
 IMF=$TMP/imf
