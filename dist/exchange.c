@@ -437,7 +437,7 @@ static void memory_in(Exchange *ex, int t, float *x, const float *g, size_t lo, 
         break;
     }
     case MEM_DGC: {
-        /* dgc.txt eq. 7 (momentum correction): u = m u + g, v = v + u;
+        /* DGC eq. 7 (momentum correction): u = m u + g, v = v + u;
          * appendix B eq. 10 / Algorithm 4 (Nesterov): u = m (u + g), v = v + u + g */
         float *u = ex->vel + off, *v = ex->resid + off;
         float m = (float)ex->cfg.dgc_momentum;
@@ -481,7 +481,7 @@ static void memory_in_tensor(Exchange *ex, int t, void *g) {
 }
 
 /* GCOMP levels for a model delta d added to parameters p: n bits of d are lost
- * in p + d when |p / d| > 2^n (gcomp.txt section 5.1 with the update written
+ * in p + d when |p / d| > 2^n (GCOMP section 5.1 with the update written
  * as the delta itself), with the optimizer's guard bits added to n (guard=0:
  * the paper's rule). */
 static void delta_levels(uint8_t *lv, const float *p, const float *d, size_t n, int guard) {
@@ -826,7 +826,7 @@ static void scalar_tensor(Exchange *ex, int t, void *x) {
 /* encode every tensor of x (= memory applied) into ex->out as the push bundle */
 static void encode_all(Exchange *ex, float *x, const float *params, const Optim *opt, double lr, double density,
                       long step) {
-    /* TernGrad scalar sharing (terngrad.txt section 3.1): the max over workers
+    /* TernGrad scalar sharing (TernGrad section 3.1): the max over workers
      * of each tensor's scalar, after clipping, so all workers share it */
     if (ex->cfg.scalar_sharing != 0 && ex->cfg.topology != TOPO_RING) {
         int any = 0;
@@ -885,7 +885,7 @@ static int avg_allreduce(Exchange *ex, const float *x) {
     return 0;
 }
 
-/* Ring allreduce with the codec at every hop (gcomp.txt section 6.2, Figure 8).
+/* Ring allreduce with the codec at every hop (GCOMP section 6.2, Figure 8).
  * Slots: reduce-scatter chunk c uses slot c, allgather chunk c slot N + c. */
 static int avg_ring(Exchange *ex, const float *x, const float *params, const Optim *opt, double lr, long step) {
     int N = ex->N, r = ex->rank, left = (r + N - 1) % N, right = (r + 1) % N;
@@ -952,7 +952,7 @@ static void apply_gradient(Exchange *ex, float *params, float *agg, Optim *opt, 
     }
 }
 
-/* DGC: clip this worker's whole gradient locally (dgc.txt section 3.2 "Local
+/* DGC: clip this worker's whole gradient locally (DGC section 3.2 "Local
  * Gradient Clipping", appendix C: threshold scaled by N^-1/2), then fold weight
  * decay into the gradient of the DGC tensors so that it takes part in the
  * momentum correction. The clip acts on the gradient G, as Algorithm 3 (lines

@@ -61,7 +61,7 @@ typedef struct {
     int delay;           /* local steps per exchange, >= 1 */
     int deltas;          /* -1 auto (sbc or delay > 1), 0 gradients, 1 weight deltas */
     int sbc_p_given;     /* --codec sbc gave p=; if not, p follows the delay (SBC IV-B) */
-    /* DGC (dgc.txt section 3, appendix B-C) */
+    /* DGC (DGC section 3, appendix B-C) */
     double dgc_momentum; /* momentum of the correction (the optimizer's) */
     int dgc_nesterov;
     double dgc_clip;     /* global L2 clip threshold; each worker uses clip * N^-1/2 (0 = off) */
@@ -74,7 +74,7 @@ typedef struct {
      * gradient aggregation", DGC section 3.2), of each local step's gradient when
      * weight deltas are; under DGC's memory its local clipping (dgc_clip) instead */
     double clip_norm;
-    /* TernGrad (terngrad.txt section 3.1) */
+    /* TernGrad (TernGrad section 3.1) */
     int scalar_sharing;  /* allreduce-max of the per-tensor scalars: 1, 0, or -1 = TernGrad's tensors only */
     uint64_t seed;       /* stochastic codecs: per (step, rank, tensor) streams */
     int codec_threads;   /* threads of the per-tensor passes and chunk-parallel encoders; 0 = OpenMP default */

@@ -598,7 +598,7 @@ void optim_add_weight_decay(float *grads, const float *params, double wd, size_t
 /* -------------------------------------------------------------- GCOMP ---- */
 
 /* The paper's rule. For every element, theta_t = A - c*g (Table 2 / Appendix A
- * of gcomp.txt written for torch's exact rule); writes delta = A/(c g) or the
+ * of GCOMP written for torch's exact rule); writes delta = A/(c g) or the
  * level max{L : |A| > |c g| 2^(6L)} (section 5.1). */
 static int gcomp_paper(uint8_t *levels, float *delta, const Optim *o, const float *params_at, const float *grads_at,
                      double lr, size_t off, size_t n) {

@@ -139,7 +139,7 @@ int optim_ckpt_sections(Optim *o, CkptSection *out, int cap, const char *prefix)
 int optim_ckpt_load(Optim *o, const Ckpt *ck, const char *prefix, char *err, size_t errlen);
 
 /* Plain SGD for the distributed layer when the exchange already did momentum
- * (DGC's momentum correction, section 3.2 of dgc.txt): the global step is
+ * (DGC's momentum correction, DGC section 3.2): the global step is
  * params -= lr * update, rounded as torch's param.add_(d_p, alpha=-lr).
  *   params: [n] in place;  update: [n] */
 void optim_sgd_plain(float *params, const float *update, double lr, size_t n);
@@ -155,7 +155,7 @@ void optim_add_weight_decay(float *grads, const float *params, double wd, size_t
 int optim_mask_momentum(Optim *o, const uint8_t *mask, size_t off, size_t n);
 
 /* ---------------------------------------------------------------- GCOMP ----
- * GCOMP (gcomp.txt, section 5.1, Table 2, Appendix A): a gradient value g may
+ * GCOMP (section 5.1, Table 2, Appendix A): a gradient value g may
  * lose the low mantissa bits that the update would discard anyway when it adds
  * the (much smaller) gradient term to the rest of the new parameter. Writing
  * each optimizer's update as

@@ -421,7 +421,7 @@ static void test_dgc(void) {
 }
 
 /* TernGrad's scalar sharing (an allreduce-max of the per-tensor scalars before
- * encoding, terngrad.txt section 3.1) is on by default for terngrad and off for
+ * encoding, TernGrad section 3.1) is on by default for terngrad and off for
  * 3LC's stoch3 baseline; share= turns it on or off. It shows in the wire bytes
  * (the allreduce) and not in the frames. */
 static void test_scalar_sharing(void) {

@@ -1,4 +1,4 @@
-/* The GCOMP quantization metric of each optimizer (optim_gcomp_levels; gcomp.txt
+/* The GCOMP quantization metric of each optimizer (optim_gcomp_levels; GCOMP
  * section 5.1, Table 2, Appendix A), tested as a property of the real update:
  *
  * For every optimizer and many random states and gradients, truncating each
