@@ -150,7 +150,7 @@ ASAN_BINS := $(patsubst $(BUILD)/%,$(SAN_DIR)/%,$(filter-out %/test_data_folder,
                $(FUZZ_REPLAY))
 
 # ---------------------------------------------------------------- rules ----
-.PHONY: all test test-cuda build-cuda-tests test-emu build-emu fuzz bench deps data clean probe fixtures
+.PHONY: all test test-net test-cuda build-cuda-tests test-emu build-emu fuzz bench deps data clean probe fixtures
 all: probe $(BIN_PATHS)
 
 probe:
@@ -283,6 +283,10 @@ bench: all $(BENCH_BINS)
 
 deps:
 	scripts/deps.sh --plots
+
+# the multi-host lab alone: ranks in network namespaces on shaped links (root; part of make test)
+test-net: all
+	@tests/run.sh tests/test_net.sh
 
 # the datasets into DATA_DIR, checked against their published checksums
 data:
