@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Measured step times on real, bandwidth-limited links: the runs behind the "Measured on
+links" table of docs/REPRODUCING.md.
+
+    scripts/netlab_runs.py list                 every run and its state
+    scripts/netlab_runs.py run [NAME ...]       run these (default: every one not done)
+
+Each run starts 4 hosts in network namespaces joined by links shaped to 10 Mbit/s, 100
+Mbit/s or 1 Gbit/s (scripts/netlab.sh; needs root), runs the trainer under mpirun across
+them (one rank per host, TCP only) for a number of steps, and keeps its log and stdout in
+docs/runs/netlab/NAME.{csv,txt}; the .txt ends with the bytes each host's link sent and
+received. What a step costs on the link does not depend on how far training is, so a few
+dozen steps measure it; accuracy does not depend on the link, so the time to an accuracy
+is the measured step time times the steps the full-length run of the same configuration
+(docs/runs/resnet20, docs/runs/lenet_sbc) needed. scripts/repro_tables.py makes the table.
+Runs one at a time; a machine busy with other work inflates the compute part.
+"""
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "docs", "runs", "netlab")
+DONE = "# finished: exit 0"
+
+BANDWIDTHS = [("10mbit", 10e6), ("100mbit", 100e6), ("1gbit", 1e9)]
+# (model, codec name, the trainer's flags for it; the same as the full-length runs')
+CODECS = {
+    "lenet": [("fp32", "--codec fp32"), ("3lc", "--codec 3lc"), ("terngrad", "--codec terngrad"),
+              ("dgc", "--codec dgc --optim momentum --lr 0.01"), ("sbc2", "--codec sbc:p=0.01 --delay 10"),
+              ("gcomp", "--codec gcomp")],
+    "resnet20": [("fp32", "--codec fp32"), ("3lc", "--codec 3lc:s=1.0"), ("terngrad", "--codec terngrad"),
+                 ("dgc", "--codec dgc"), ("sbc2", "--codec sbc:p=0.01 --delay 10"), ("gcomp", "--codec gcomp")],
+}
+COMMON = {
+    # SBC's MNIST protocol (train_lenet's defaults), as docs/runs/lenet_sbc
+    "lenet": "train_lenet --workers 4 --print-every 5 --eval-every -1",
+    # the ResNet-20 setting of docs/runs/resnet20
+    "resnet20": "train_resnet --depth 20 --batch 32 --epochs 20 --lr 0.1 --schedule cosine --momentum 0.9 "
+                "--wd 5e-4 --print-every 5 --eval-every -1",
+}
+# steps measured: enough for a few delayed exchanges (SBC (2) exchanges every 10th step)
+STEPS = {"10mbit": 30, "100mbit": 60, "1gbit": 60}
+
+
+def runs():
+    """each configuration twice: its measured steps, and one step alone, whose link bytes
+    (the start: mpirun's wiring, the model sent from worker 0) are taken off the first's"""
+    out = []
+    for model, codecs in CODECS.items():
+        for bw, bps in BANDWIDTHS:
+            for name, flags in codecs:
+                for steps, tag in ((STEPS[bw], ""), (1, ".1step")):
+                    cmd = f"{COMMON[model]} {flags} --steps {steps} --bandwidth {bw} --latency 0 --quiet"
+                    out.append((f"{model}.{name}.{bw}{tag}", cmd, bw))
+    return out
+
+
+def done(name):
+    txt = os.path.join(OUT, name + ".txt")
+    return os.path.exists(txt) and DONE in open(txt).read()
+
+
+def run_one(name, cmd, bw):
+    os.makedirs(OUT, exist_ok=True)
+    log, txt = os.path.join(OUT, name + ".csv"), os.path.join(OUT, name + ".txt")
+    for p in (log, txt):
+        if os.path.exists(p):
+            os.remove(p)
+    args = shlex.split(cmd)
+    full = [os.path.join(ROOT, "scripts", "netlab.sh"), "mpirun", "4", bw, "./" + args[0]] + args[1:] + ["--log", log]
+    print(f"== {name}: ./{cmd}", flush=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="passive")
+    t0 = time.time()
+    with open(txt, "w") as out:
+        out.write(f"# command: scripts/netlab.sh mpirun 4 {bw} ./{cmd}\n")
+        out.flush()
+        rc = subprocess.call(full, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        out.write(f"{DONE}\n" if rc == 0 else f"# stopped: exit {rc}\n")
+    print(f"   exit {rc} after {time.time() - t0:.0f} s", flush=True)
+    return rc
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["list", "run"])
+    ap.add_argument("names", nargs="*")
+    a = ap.parse_args()
+    chosen = [r for r in runs() if not a.names or r[0] in a.names]
+    if a.what == "list":
+        for name, cmd, bw in chosen:
+            print(f"{name:24s} {'done' if done(name) else 'new':5s} scripts/netlab.sh mpirun 4 {bw} ./{cmd}")
+        return 0
+    if not os.environ.get("DATA_DIR"):
+        print("netlab_runs: set DATA_DIR", file=sys.stderr)
+        return 2
+    bad = 0
+    for name, cmd, bw in chosen:
+        if not done(name):
+            bad += run_one(name, cmd, bw) != 0
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
