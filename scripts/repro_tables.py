@@ -528,6 +528,87 @@ def table_gcomp():
     return "\n".join(lines)
 
 
+# ------------------------------------------------------ measured on links ----
+LAB_BW = [("10mbit", "10 Mbit/s"), ("100mbit", "100 Mbit/s"), ("1gbit", "1 Gbit/s")]
+LAB_ROWS = {
+    # (lab name, label, full-length run (group, name), the paper's speed-up at 10 / 100 / 1000 Mbit/s)
+    "resnet20": [("fp32", "fp32", ("resnet20", "fp32.s0"), ""),
+                 ("3lc", "3LC s=1.0", ("resnet20", "3lc_s1.0.s0"), "15.9x / 7.97x / 1.53x (3LC Table 1, ResNet-110)"),
+                 ("terngrad", "TernGrad", ("resnet20", "terngrad.s0"), "3.04x at 1 Gbit/s (TernGrad 5, AlexNet, 8 GPUs)"),
+                 ("dgc", "DGC", ("resnet20", "dgc.s0"), "none for CIFAR-10"),
+                 ("sbc2", "SBC (2)", ("resnet20", "sbc2.s0"), "none"),
+                 ("gcomp", "GCOMP", ("resnet20", "gcomp.s0"), "1.5x per iteration at 10 Gbit/s (GCOMP 7.5, ResNet-50)")],
+    "lenet": [("fp32", "fp32 (Adam)", ("lenet_sbc", "fp32.s0"), ""),
+              ("3lc", "3LC s=1.0", ("lenet_sbc", "3lc.s0"), ""),
+              ("terngrad", "TernGrad", ("lenet_sbc", "terngrad.s0"), ""),
+              ("dgc", "DGC (momentum SGD)", ("lenet_sbc", "dgc_mom.s0"), ""),
+              ("sbc2", "SBC (2)", ("lenet_sbc", "sbc2.s0"), ""),
+              ("gcomp", "GCOMP", ("lenet_sbc", "gcomp.s0"), "")],
+}
+LAB_TARGET = {"resnet20": 0.85, "lenet": 0.985}
+
+
+def link_bytes(group, name):
+    """per host (tx, rx) bytes from a lab run's stdout"""
+    path = os.path.join(RUNS, group, name + ".txt")
+    out = []
+    if os.path.exists(path):
+        for ln in open(path):
+            m = re.match(r"netlab:\s+(198\.18\.0\.\d+) (\d+) (\d+)", ln)
+            if m:
+                out.append((int(m.group(2)), int(m.group(3))))
+    return out
+
+
+def lab_measure(model, codec, bw):
+    """(measured s/step, modeled s/step, busiest link's bytes per step measured, accounted) or None"""
+    r, one = run("netlab", f"{model}.{codec}.{bw}"), run("netlab", f"{model}.{codec}.{bw}.1step")
+    if not (r.done and r.train and one.done):
+        return None
+    rows = r.train[1:] or r.train  # the first interval holds the start
+    w = sum(x["w"] for x in rows)
+    step = sum(x["step_s"] * x["w"] for x in rows) / w
+    model = sum((x["compute_s"] + x["codec_s"] + x["comm_model_s"]) * x["w"] for x in rows) / w
+    a, b = link_bytes("netlab", f"{model}.{codec}.{bw}"), link_bytes("netlab", f"{model}.{codec}.{bw}.1step")
+    k = r.steps - one.steps
+    meas = max(max(x[0] - y[0], x[1] - y[1]) for x, y in zip(a, b)) / k if a and len(a) == len(b) and k > 0 else float("nan")
+    acc = r.total("wire_max_bytes") / r.steps
+    return step, model, meas, acc
+
+
+def steps_to(group, name, target):
+    r = run(group, name)
+    if not r.ok():
+        return None
+    return next((e["step"] for e in r.evals if e["acc"] >= target), None)
+
+
+def table_netlab():
+    lines = ["| model | method | " + " | ".join(f"{b}: s/step measured (model) | busiest link bytes/step measured "
+                                              f"(accounted) | time to target, speed-up over fp32" for _, b in LAB_BW)
+             + " | paper's speed-up |", "|---|---|" + "---|" * (3 * len(LAB_BW) + 1)]
+    for model, rows in LAB_ROWS.items():
+        base = {}
+        for bw, _ in LAB_BW:
+            m = lab_measure(model, "fp32", bw)
+            st = steps_to(*rows[0][2], LAB_TARGET[model])
+            base[bw] = m[0] * st if m and st else None
+        for codec, label, full, paper in rows:
+            cells = []
+            for bw, _ in LAB_BW:
+                m = lab_measure(model, codec, bw)
+                if not m:
+                    cells += ["not run yet", "", ""]
+                    continue
+                st = steps_to(*full, LAB_TARGET[model])
+                t = m[0] * st if st else None
+                sp = f", {base[bw] / t:.1f}x" if t and base[bw] and codec != "fp32" else ""
+                cells += [f"{m[0]:.3f} ({m[1]:.3f})", f"{fmt_g(m[2])} ({fmt_g(m[3])})",
+                          (fmt_time(t) if t else ("full run not done" if not run(*full).ok() else "not reached")) + sp]
+            lines.append(f"| {model} | {label} | " + " | ".join(cells) + f" | {paper or '-'} |")
+    return "\n".join(lines)
+
+
 def table_commands():
     """the command of every run behind the tables"""
     lines = ["| run | command |", "|---|---|"]
@@ -549,6 +630,7 @@ TABLES = {
     "lenet_sbc": table_lenet_sbc,
     "3lc_bits": table_3lc,
     "gcomp_parts": table_gcomp,
+    "netlab": table_netlab,
     "commands": table_commands,
 }
 
