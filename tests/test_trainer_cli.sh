@@ -145,6 +145,16 @@ for sp in train val; do
     done
 done
 L="./train_lenet --dataset folder:$IMF --batch 1 --workers 2 --quiet --eval-every -1 --print-every 1"
+# the first screen: the policy in one line (the table with --show-policy), a progress line
+# after the first step, and DGC's density on the progress line during its warm-up
+L0="./train_lenet --dataset folder:$IMF --batch 1 --workers 2 --eval-every -1"
+$L0 --steps 3 --print-every 100 --codec dgc --optim momentum --lr 0.01 >"$TMP/out" 2>"$TMP/err"
+check "$(grep -q '^policy: [0-9]* tensors: .* dgc:density=0.001 (.*% of values)' "$TMP/out" &&
+         grep -q '^step      1/3 .* at 25% density' "$TMP/out" && [ "$(wc -l <"$TMP/out")" -le 12 ]; echo $?)" \
+    "the first screen: $(head -c 600 "$TMP/out")"
+$L0 --steps 1 --show-policy >"$TMP/out" 2>"$TMP/err"
+check "$(grep -q '^tensor .* numel .* codec .* why' "$TMP/out" && grep -q '^conv1.weight ' "$TMP/out"; echo $?)" \
+    "--show-policy: the table: $(head -c 300 "$TMP/out")"
 # out of memory in several worker threads at once: one message, exit 1 (no crash in the exit path)
 for i in 1 2 3; do
     ( ulimit -v 4000000; ./train_lenet --dataset folder:"$IMF" --batch 65536 --workers 4 --steps 2 --quiet \
