@@ -18,6 +18,7 @@ Runs one at a time; a machine busy with other work inflates the compute part.
 import argparse
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -74,13 +75,27 @@ def run_one(name, cmd, bw):
     full = [os.path.join(ROOT, "scripts", "netlab.sh"), "mpirun", "4", bw, "./" + args[0]] + args[1:] + ["--log", log]
     print(f"== {name}: ./{cmd}", flush=True)
     env = dict(os.environ, OMP_NUM_THREADS="1", OMP_WAIT_POLICY="passive")
-    t0 = time.time()
-    with open(txt, "w") as out:
-        out.write(f"# command: scripts/netlab.sh mpirun 4 {bw} ./{cmd}\n")
-        out.flush()
-        rc = subprocess.call(full, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
-        out.write(f"{DONE}\n" if rc == 0 else f"# stopped: exit {rc}\n")
-    print(f"   exit {rc} after {time.time() - t0:.0f} s", flush=True)
+    for attempt in range(3):
+        t0 = time.time()
+        with open(txt, "w") as out:
+            out.write(f"# command: scripts/netlab.sh mpirun 4 {bw} ./{cmd}\n")
+            out.flush()
+            p = subprocess.Popen(full, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env, start_new_session=True)
+            rc = None
+            while rc is None:
+                time.sleep(1)
+                rc = p.poll()
+                # a launch that never starts (a daemon lost while mpirun wires the hosts): start again
+                if rc is None and time.time() - t0 > 120 and not os.path.exists(log):
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+                    subprocess.call([os.path.join(ROOT, "scripts", "netlab.sh"), "down"])
+                    rc = -1
+            out.write(f"{DONE}\n" if rc == 0 else f"# stopped: exit {rc}\n")
+        print(f"   exit {rc} after {time.time() - t0:.0f} s", flush=True)
+        if rc != -1:
+            break
+        print("   the launch hung; again", flush=True)
     return rc
 
 
