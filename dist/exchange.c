@@ -1093,7 +1093,8 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
         if (ex->cfg.memory == MEM_DGC) dgc_prepare(ex, grads, params);
         /* memory: x = g (+ residual, or DGC's corrected accumulation); the ring
          * applies it per chunk */
-        if (ex->cfg.topology != TOPO_RING) tensor_loop(ex, memory_in_tensor, grads);
+        if (ex->cfg.topology != TOPO_RING && ex->cfg.topology != TOPO_ALLREDUCE) /* allreduce: fp32, no memory */
+            tensor_loop(ex, memory_in_tensor, grads);
         switch (ex->cfg.topology) {
         case TOPO_ALLREDUCE: rc = avg_allreduce(ex, grads); break;
         case TOPO_ALLGATHER: rc = avg_allgather(ex, ex->work, params, opt, lr, side_density, step); break;
@@ -1114,7 +1115,7 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
         if ((step + 1) % ex->cfg.delay == 0) {
             float *d = grads; /* the gradient is spent: reuse it for the delta */
             sub_arena(d, params, ex->anchor, total);
-            if (ex->cfg.topology != TOPO_RING) tensor_loop(ex, memory_in_tensor, d);
+            if (ex->cfg.topology != TOPO_RING && ex->cfg.topology != TOPO_ALLREDUCE) tensor_loop(ex, memory_in_tensor, d);
             switch (ex->cfg.topology) {
             case TOPO_ALLREDUCE: rc = avg_allreduce(ex, d); break;
             case TOPO_ALLGATHER: rc = avg_allgather(ex, ex->work, ex->anchor, opt, lr, side_density, step); break;

@@ -568,12 +568,12 @@ def lab_measure(model, codec, bw):
     rows = r.train[1:] or r.train  # the first interval holds the start
     w = sum(x["w"] for x in rows)
     step = sum(x["step_s"] * x["w"] for x in rows) / w
-    model = sum((x["compute_s"] + x["codec_s"] + x["comm_model_s"]) * x["w"] for x in rows) / w
+    modeled = sum((x["compute_s"] + x["codec_s"] + x["comm_model_s"]) * x["w"] for x in rows) / w
     a, b = link_bytes("netlab", f"{model}.{codec}.{bw}"), link_bytes("netlab", f"{model}.{codec}.{bw}.1step")
     k = r.steps - one.steps
     meas = max(max(x[0] - y[0], x[1] - y[1]) for x, y in zip(a, b)) / k if a and len(a) == len(b) and k > 0 else float("nan")
     acc = r.total("wire_max_bytes") / r.steps
-    return step, model, meas, acc
+    return step, modeled, meas, acc
 
 
 def steps_to(group, name, target):
