@@ -89,6 +89,7 @@ def run_one(name, cmd, bw):
                 if rc is None and time.time() - t0 > 120 and not os.path.exists(log):
                     os.killpg(p.pid, signal.SIGKILL)
                     p.wait()
+                    subprocess.call(["pkill", "-KILL", "-x", "orted"])  # Open MPI's daemons are in sessions of their own
                     subprocess.call([os.path.join(ROOT, "scripts", "netlab.sh"), "down"])
                     rc = -1
             out.write(f"{DONE}\n" if rc == 0 else f"# stopped: exit {rc}\n")
