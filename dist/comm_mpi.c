@@ -129,12 +129,37 @@ static void count_allreduce(Comm *c, size_t bytes) {
 /* MPI counts are int: move large buffers in pieces */
 #define MPI_PIECE ((size_t)1 << 30)
 
+/* Open MPI's non-blocking allreduce (coll/libnbc) runs a binomial reduce and
+ * broadcast whenever the send buffer is MPI_IN_PLACE: every value crosses the
+ * root's link twice each way, one hop after another. With a separate send
+ * buffer of 64 KiB or more it picks a ring or reduce-scatter + allgather
+ * schedule, the 2 (N-1)/N x bytes that count_allreduce (and the network
+ * model, docs/DIST.md) assume. Measured on 4 hosts at 10 Mbit/s
+ * (scripts/netlab.sh, ResNet-20 fp32, docs/DIST.md "Measured on links"):
+ * in place 4.4 s a step, from a copy 1.7-1.8 s. So large buffers are sent
+ * from a copy; small ones (scalars, TernGrad's shared maxima) stay in place,
+ * where the binomial tree's log N hops are the faster. */
+#define COPY_FROM ((size_t)64 << 10)
+static void *sendcopy; /* one worker per process */
+static size_t sendcopy_cap;
+
+static const void *send_buffer(const void *buf, size_t bytes) {
+    if (bytes < COPY_FROM) return MPI_IN_PLACE;
+    if (bytes > sendcopy_cap) {
+        free(sendcopy);
+        sendcopy = mallocCheck(bytes);
+        sendcopy_cap = bytes;
+    }
+    memcpy(sendcopy, buf, bytes);
+    return sendcopy;
+}
+
 static void m_allreduce_f32(Comm *c, float *buf, size_t n, CommOp op) {
     for (size_t at = 0; at < n; at += MPI_PIECE / 4) {
         size_t k = n - at < MPI_PIECE / 4 ? n - at : MPI_PIECE / 4;
         MPI_Request r;
-        mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf + at, (int)k, MPI_FLOAT, op == COMM_SUM ? MPI_SUM : MPI_MAX,
-                                MPI_COMM_WORLD, &r));
+        mpiCheck(MPI_Iallreduce(send_buffer(buf + at, k * 4), buf + at, (int)k, MPI_FLOAT,
+                                op == COMM_SUM ? MPI_SUM : MPI_MAX, MPI_COMM_WORLD, &r));
         wait_reqs(c, &r, 1, "allreduce");
     }
     count_allreduce(c, n * sizeof(float));
@@ -144,8 +169,8 @@ static void m_allreduce_f64(Comm *c, double *buf, size_t n, CommOp op) {
     for (size_t at = 0; at < n; at += MPI_PIECE / 8) {
         size_t k = n - at < MPI_PIECE / 8 ? n - at : MPI_PIECE / 8;
         MPI_Request r;
-        mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf + at, (int)k, MPI_DOUBLE, op == COMM_SUM ? MPI_SUM : MPI_MAX,
-                                MPI_COMM_WORLD, &r));
+        mpiCheck(MPI_Iallreduce(send_buffer(buf + at, k * 8), buf + at, (int)k, MPI_DOUBLE,
+                                op == COMM_SUM ? MPI_SUM : MPI_MAX, MPI_COMM_WORLD, &r));
         wait_reqs(c, &r, 1, "allreduce");
     }
     count_allreduce(c, n * sizeof(double));
@@ -249,7 +274,12 @@ static void m_sendrecv(Comm *c, ByteBuf *out, int src, const uint8_t *data, size
     c->received += theirs;
 }
 
-static void m_free(Comm *c) { free(c); }
+static void m_free(Comm *c) {
+    free(sendcopy);
+    sendcopy = NULL;
+    sendcopy_cap = 0;
+    free(c);
+}
 
 static const CommOps mpi_ops = {
     .name = "mpi",
