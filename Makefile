@@ -118,7 +118,8 @@ endif
 BIN_NAMES := train_resnet train_lstm train_lenet gcx
 LIB_DIRS  := common nn optim compress datasets dist
 LIB_SRCS  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)) \
-             $(filter-out $(addprefix examples/,$(addsuffix .c,$(BIN_NAMES))),$(wildcard examples/*.c))
+             $(filter-out $(addprefix examples/,$(addsuffix .c,$(BIN_NAMES))),$(wildcard examples/*.c)) \
+             lib/gcx.c
 LIB_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 ifeq ($(HAVE_NVCC),1)
   CUDA_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu))
@@ -176,6 +177,8 @@ FORCE:
 .PHONY: FORCE
 $(BUILD)/examples/trainer.o: $(BUILD)/gcx_version.h
 $(BUILD)/examples/trainer.o: CFLAGS += -I$(BUILD)
+$(BUILD)/lib/gcx.o: $(BUILD)/gcx_version.h
+$(BUILD)/lib/gcx.o: CFLAGS += -I$(BUILD)
 
 $(LIB): $(LIB_OBJS)
 	@rm -f $@.tmp.$$$$ && ar rcs $@.tmp.$$$$ $^ && mv -f $@.tmp.$$$$ $@

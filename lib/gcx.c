@@ -15,6 +15,12 @@
  *
  * Every entry point checks its pointers and sizes, then calls the codec; the
  * message of the last failure stays in the handle.
+ *
+ * gcx_decode promises an untouched out on error. The codecs validate a whole
+ * frame before writing, except gcomp, whose chunks are decoded in parallel
+ * straight into out and can fail part way (a bit stream that runs out inside a
+ * chunk): its frames are decoded into the handle's scratch copy of out, which
+ * replaces out only on success (the same arithmetic, out[i] + weight * v).
  */
 #include "lib/gcx.h"
 
@@ -41,6 +47,8 @@ _Static_assert(SAME(TRUNCATED) && SAME(MAGIC) && SAME(VERSION) && SAME(CODEC) &&
 struct gcx_codec {
     Codec *codec;
     int threads;
+    float *scratch; /* gcomp's decode target, scratch_n floats */
+    size_t scratch_n;
     char err[256];
 };
 
@@ -130,6 +138,7 @@ gcx_codec *gcx_codec_new(const char *spec, char *err, size_t errlen) {
 void gcx_codec_free(gcx_codec *c) {
     if (!c) return;
     codec_free(c->codec);
+    free(c->scratch);
     free(c);
 }
 
@@ -216,8 +225,21 @@ static int decode_fail(gcx_codec *c, int rc, size_t n, const void *frame, size_t
 static int decode(gcx_codec *c, float *out, size_t n, float weight, int acc, const void *frame, size_t len) {
     if (!c) return -GC_ERR_PARAM;
     if (!frame || (!out && n)) return fail(c, -GC_ERR_PARAM, "gcx_decode: frame or out is NULL");
-    int rc = acc ? codec_decode_acc(c->codec, out, n, weight, frame, len) : codec_decode(c->codec, out, n, frame, len);
+    float *to = out;
+    if (c->codec->spec.ops->id == CODEC_GCOMP && n) {
+        if (c->scratch_n < n) {
+            float *s = malloc(n * sizeof *s);
+            if (!s) return fail(c, -GC_ERR_NOMEM, "gcx_decode: out of memory for %zu values", n);
+            free(c->scratch);
+            c->scratch = s;
+            c->scratch_n = n;
+        }
+        to = c->scratch;
+        if (acc) memcpy(to, out, n * sizeof *to);
+    }
+    int rc = acc ? codec_decode_acc(c->codec, to, n, weight, frame, len) : codec_decode(c->codec, to, n, frame, len);
     if (rc) return decode_fail(c, rc, n, frame, len);
+    if (to != out) memcpy(out, to, n * sizeof *out);
     c->err[0] = 0;
     return 0;
 }
