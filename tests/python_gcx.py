@@ -1,6 +1,8 @@
 """The Python package python/gcx against the gcx tool (run by tests/test_python.sh from the
 repository root, after `make` and `make lib`):
 
+ - the package loads build/lib/libgcx.so, or $GCX_LIB (a file or folder), and a GCX_LIB naming
+   no library fails at import with what to do;
  - gcx.codecs() is the list `./gcx --help` prints;
  - for EVERY codec (defaults, and specs with parameters) and several seeds, gcx.encode's frame
    is byte for byte frame 0 of `./gcx encode --seed S`, a gcx.Codec encoding chunks in order
@@ -88,6 +90,24 @@ cli = re.findall(r"^  (\S+) +\S", help_text.split("Codecs (--codec")[1], re.M)
 check(len(cli) >= 12 and sorted(cli) == sorted(gcx.codecs()),
       "gcx.codecs() %s is the CLI's list %s" % (gcx.codecs(), cli))
 check(gcx.help().strip() in help_text and "Codecs (--codec" in gcx.help(), "gcx.help() is the CLI's codec list")
+
+# ---- where the library is found: $GCX_LIB (file or folder), else the repository's build ----
+check(os.path.samefile(gcx.library_path, os.path.join("build", "lib", "libgcx.so")),
+      "without GCX_LIB the package loads build/lib/libgcx.so (%s)" % gcx.library_path)
+
+
+def load_with(lib):
+    env = dict(os.environ, GCX_LIB=lib, PYTHONPATH="python")
+    return subprocess.run([sys.executable, "-c", "import gcx; print(gcx.library_path)"], env=env,
+                          capture_output=True, text=True)
+
+
+p = load_with(os.path.join(tmp, "nowhere.so"))
+check(p.returncode != 0 and "ImportError" in p.stderr and "make lib" in p.stderr and "nowhere.so" in p.stderr,
+      "GCX_LIB naming no library: ImportError saying what to do (%s)" % p.stderr.strip()[-300:])
+p = load_with(os.path.abspath(os.path.join("build", "lib")))
+check(p.returncode == 0 and p.stdout.strip().endswith("build/lib/libgcx.so"), "GCX_LIB as a folder: %s%s"
+      % (p.stdout, p.stderr))
 
 # ---- frames byte-identical to ./gcx encode, for every codec ----
 specs = list(cli) + ["sbc:p=0.01", "3lc:s=1.0", "terngrad:seed=5", "stoch3:c=2.5", "topk:ratio=0.01",
