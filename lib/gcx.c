@@ -292,6 +292,10 @@ int gcx_stats(const char *spec, const float *x, size_t n, size_t frame_values, u
     gcx_codec *enc = gcx_codec_new(spec, err, errlen);
     if (!enc) return -GC_ERR_PARAM;
     gcx_codec *dec = gcx_codec_new(spec, err, errlen);
+    if (!dec) {
+        gcx_codec_free(enc);
+        return -GC_ERR_NOMEM;
+    }
     int rc = gcx_codec_set_threads(enc, threads);
     size_t fm = n < F ? n : F;
     size_t cap = gcx_max_frame(enc, fm);

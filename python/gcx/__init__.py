@@ -37,8 +37,8 @@ import os
 
 import numpy as np
 
-__all__ = ["GcxError", "Codec", "codecs", "help", "encode", "decode", "stats", "frame_info", "version",
-           "library_path"]
+# (help is left out of *: it would hide the builtin)
+__all__ = ["GcxError", "Codec", "codecs", "encode", "decode", "stats", "frame_info", "version", "library_path"]
 
 API_VERSION = 1
 _STAT_KEYS = ["values", "frames", "bytes", "bits_per_value", "ratio", "max_err", "rms_err", "rel_rms", "rms",
@@ -124,7 +124,7 @@ def _is_torch(x):
 def _floats(x, what="x"):
     """x as a C-contiguous 1-D float32 numpy array (no copy when it already is one)."""
     if _is_torch(x):
-        if x.dtype.__str__() != "torch.float32":
+        if str(x.dtype) != "torch.float32":
             raise TypeError("gcx: %s is a torch tensor of %s; the codecs take float32 (use %s.float())"
                             % (what, x.dtype, what))
         x = x.detach().cpu().contiguous().numpy()
@@ -205,14 +205,15 @@ class Codec:
     another that decodes them in the same order; gcx encode/decode do the same."""
 
     def __init__(self, spec, threads=0):
+        self._h = None
+        if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 0 <= threads <= 1024:
+            raise ValueError("gcx: threads must be an integer in [0, 1024], got %r" % (threads,))
         err = _c.create_string_buffer(256)
         h = _lib.gcx_codec_new(_spec_bytes(spec), err, 256)
         if not h:
             raise GcxError("gcx: bad codec spec %r: %s" % (spec, err.value.decode()))
         self._h = h
-        if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= 1024:
-            raise ValueError("gcx: threads must be an integer in [0, 1024], got %r" % (threads,))
-        _lib.gcx_codec_set_threads(h, threads)
+        _lib.gcx_codec_set_threads(h, int(threads))
 
     def __del__(self):
         h, self._h = getattr(self, "_h", None), None
