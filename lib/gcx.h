@@ -129,12 +129,13 @@ GCX_API int gcx_codec_set_threads(gcx_codec *c, int threads);
 /* the most bytes a frame of n values can take (header included); 0 when n is
  * more than a frame can hold (2^32 - 1 values) */
 GCX_API size_t gcx_max_frame(const gcx_codec *c, size_t n);
-/* encode x (n floats, finite) into frame (cap bytes; gcx_max_frame(c, n) is
- * always enough) with the stochastic codecs' seed; repr (n floats, or NULL)
- * receives what the frame represents. Returns the frame length (> 0) or a
- * negative GCX_ERR_*: NOSPACE when cap is short, PARAM for a NaN or infinity
- * in x (gcx_codec_error names the value). Advances the state of stateful
- * codecs (gcomp). */
+/* encode x (n floats) into frame (cap bytes; gcx_max_frame(c, n) is always
+ * enough) with the stochastic codecs' seed; repr (n floats, or NULL) receives
+ * what the frame represents. Returns the frame length (> 0) or a negative
+ * GCX_ERR_*: NOSPACE when cap is short (nothing written past cap), PARAM for a
+ * NaN or infinity in x (gcx_codec_error names the value) except with fp32,
+ * fp16 and gcomp, which carry them. Advances the state of stateful codecs
+ * (gcomp). */
 GCX_API int64_t gcx_encode(gcx_codec *c, void *frame, size_t cap, const float *x, size_t n, uint64_t seed,
                            float *repr);
 
