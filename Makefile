@@ -5,6 +5,8 @@
 #   make test-cuda    CUDA parity tests (needs a GPU)
 #   make test-emu     the CUDA parity tests on the host emulation of the GPU (no GPU needed;
 #                     part of make test)
+#   make lib          build/lib/libgcx.so: the codecs as a shared library, one header (lib/gcx.h)
+#   make install      PREFIX=/usr/local: libgcx.so, gcx.h and gcx.pc (pkg-config)
 #   make fuzz         libFuzzer + sanitizers on every decoder (FUZZ_SECONDS per target)
 #   make bench        benchmarks (see bench/)
 #   make deps         install the Debian packages the project needs (scripts/deps.sh)
@@ -116,7 +118,8 @@ endif
 BIN_NAMES := train_resnet train_lstm train_lenet gcx
 LIB_DIRS  := common nn optim compress datasets dist
 LIB_SRCS  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)) \
-             $(filter-out $(addprefix examples/,$(addsuffix .c,$(BIN_NAMES))),$(wildcard examples/*.c))
+             $(filter-out $(addprefix examples/,$(addsuffix .c,$(BIN_NAMES))),$(wildcard examples/*.c)) \
+             lib/gcx.c
 LIB_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 ifeq ($(HAVE_NVCC),1)
   CUDA_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cu))
@@ -150,7 +153,7 @@ ASAN_BINS := $(patsubst $(BUILD)/%,$(SAN_DIR)/%,$(filter-out %/test_data_folder,
                $(FUZZ_REPLAY))
 
 # ---------------------------------------------------------------- rules ----
-.PHONY: all test test-net test-cuda build-cuda-tests test-emu build-emu fuzz bench deps data clean probe fixtures
+.PHONY: all lib install test test-net test-cuda build-cuda-tests test-emu build-emu fuzz bench deps data clean probe fixtures
 all: probe $(BIN_PATHS)
 
 probe:
@@ -174,6 +177,8 @@ FORCE:
 .PHONY: FORCE
 $(BUILD)/examples/trainer.o: $(BUILD)/gcx_version.h
 $(BUILD)/examples/trainer.o: CFLAGS += -I$(BUILD)
+$(BUILD)/lib/gcx.o: $(BUILD)/gcx_version.h
+$(BUILD)/lib/gcx.o: CFLAGS += -I$(BUILD)
 
 $(LIB): $(LIB_OBJS)
 	@rm -f $@.tmp.$$$$ && ar rcs $@.tmp.$$$$ $^ && mv -f $@.tmp.$$$$ $@
@@ -197,6 +202,42 @@ $(ASAN_BINS): sanitize-build ;
 sanitize-build:
 	@env -u CFLAGS -u LDFLAGS $(MAKE) -s --no-print-directory NO_CUDA=1 BUILD=$(SAN_DIR) \
 	  OPT="-O1 -g $(ASAN_FLAGS)" $(or $(filter $(ASAN_BINS),$(MAKECMDGOALS)),$(ASAN_BINS))
+
+# libgcx.so (make lib): the codecs of compress/ behind one public C header, lib/gcx.h
+# (lib/gcx.c). Its own -fPIC objects in $(BUILD)/pic, so the static build is
+# unaffected; CPU only (no CUDA, no MPI, no BLAS), with the same OPT as the
+# binaries, so its frames are the bytes ./gcx writes. Only the gcx_* functions
+# are exported (-fvisibility=hidden, GCX_API in lib/gcx.h).
+PREFIX    ?= /usr/local
+SO_MAJOR  := 1
+SO_NAME   := libgcx.so.$(SO_MAJOR)
+SO_DIR    := $(BUILD)/lib
+SO        := $(SO_DIR)/$(SO_NAME)
+SO_SRCS   := lib/gcx.c $(wildcard compress/*.c) common/crc32c.c common/errors.c common/rng.c
+SO_OBJS   := $(patsubst %.c,$(BUILD)/pic/%.o,$(SO_SRCS))
+SO_CFLAGS := $(CFLAGS_BASE) $(OPT) $(if $(filter 1,$(HAVE_OPENMP)),-fopenmp -DHAVE_OPENMP) -fPIC -fvisibility=hidden \
+             -I$(BUILD)
+lib: $(SO_DIR)/libgcx.so
+
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SO_CFLAGS) -c $< -o $@
+$(BUILD)/pic/lib/gcx.o: $(BUILD)/gcx_version.h
+
+$(SO): $(SO_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,$(SO_NAME) -Wl,--no-undefined $^ $(if $(filter 1,$(HAVE_OPENMP)),-fopenmp) -lm -o $@
+$(SO_DIR)/libgcx.so: $(SO)
+	ln -sf $(SO_NAME) $@
+
+# make install PREFIX=DIR [DESTDIR=...]: DIR/lib/libgcx.so.1 (+ the libgcx.so link),
+# DIR/include/gcx.h, DIR/lib/pkgconfig/gcx.pc
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(SO) $(DESTDIR)$(PREFIX)/lib/$(SO_NAME)
+	ln -sf $(SO_NAME) $(DESTDIR)$(PREFIX)/lib/libgcx.so
+	install -m 644 lib/gcx.h $(DESTDIR)$(PREFIX)/include/gcx.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(SO_MAJOR)|' lib/gcx.pc.in >$(DESTDIR)$(PREFIX)/lib/pkgconfig/gcx.pc
 
 # CUDA parity tests (tests/cuda/test_*.c): every CUDA op, optimizer and codec
 # kernel against its CPU twin; needs a GPU to run, builds wherever nvcc is
@@ -249,7 +290,7 @@ build-emu: $(EMU_BUILT)
 test-emu: $(EMU_BUILT)
 	@$(EMU_ENV) tests/run.sh $(EMU_TEST_BINS)
 
-test: all $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_BUILT)
+test: all lib $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_BUILT)
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(EMU_ENV) \
 	  tests/run.sh $(TEST_BINS) $(TEST_SCRIPTS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_TEST_BINS)
 

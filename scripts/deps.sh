@@ -12,6 +12,7 @@ pkgs=(
     openmpi-bin libopenmpi-dev  # mpi backend
     libstb-dev               # stb_image for image folders
     zlib1g-dev               # gzipped MNIST IDX files
+    pkg-config python3-numpy # libgcx installed and used as a user would (tests/test_lib.sh, test_python.sh)
 )
 for flag in "$@"; do
     case "$flag" in
