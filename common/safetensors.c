@@ -482,11 +482,16 @@ int st_parse(StFile *sf, const char *name, char *err, size_t errlen) {
         return -1;
     }
     uint64_t hn = rd64(sf->file);
-    if (hn == 0 || hn > ST_HEADER_MAX || hn > sf->size - 8) {
+    if (hn > ST_HEADER_MAX && hn <= sf->size - 8) {
+        snprintf(err, errlen, "%s: safetensors header of %llu bytes is over the limit of %u", name,
+                 (unsigned long long)hn, ST_HEADER_MAX);
+        st_free(sf);
+        return -1;
+    }
+    if (hn == 0 || hn > sf->size - 8) {
         snprintf(err, errlen,
-                 "%s is not a safetensors file: its first 8 bytes give a header of %llu bytes (the file has %zu; at "
-                 "most %u)%s",
-                 name, (unsigned long long)hn, sf->size, ST_HEADER_MAX,
+                 "%s is not a safetensors file: its first 8 bytes give a header of %llu bytes (the file has %zu)%s",
+                 name, (unsigned long long)hn, sf->size,
                  sf->size >= 8 && !memcmp(sf->file, "GCXCKPT", 7) ? "; it is a gcx checkpoint (--resume reads those)"
                                                                    : "");
         st_free(sf);
