@@ -1206,13 +1206,8 @@ static void worker_main(Shared *sh, Comm *comm) {
     }
     /* --init-from: every worker reads the file (before the broadcast below, so the
      * parameters then agree however the file is read; the state is read alike) */
-    if (!fail && o->init_from[0] && model_import_safetensors(w->m, o->init_from, err, sizeof err)) {
-        char why[sizeof err];
-        snprintf(why, sizeof why, "--init-from %s", err);
-        snprintf(err, sizeof err, "%s", why);
-        fail = 1;
-    }
-    if (agree_failed(w, fail, "error", err, 1)) {
+    int init_failed = !fail && o->init_from[0] && model_import_safetensors(w->m, o->init_from, err, sizeof err);
+    if (agree_failed(w, fail, "error", err, 1) || agree_failed(w, init_failed, "error: --init-from", err, 1)) {
         sh->status = 1;
         goto done;
     }
