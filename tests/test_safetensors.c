@@ -5,7 +5,7 @@
  *  - every rule of the reader, one malformed file each, refused with its own
  *    message (checked by a word of it, so a missing check shows as an accepted
  *    file or another message); every truncation of a valid file refused;
- *  - a ResNet-8 and a tied LSTM exported and imported into fresh models: the
+ *  - a ResNet-8, a ResNet-50 and a tied LSTM exported and imported into fresh models: the
  *    parameters and running statistics come back bit for bit; a missing, extra,
  *    mis-shaped or float64 tensor is refused naming it, and leaves the model as
  *    it was. */
@@ -265,6 +265,22 @@ static void models(void) {
     free(t);
     st_free(&sf);
     model_free(a), model_free(b), model_free(d);
+
+    /* ResNet-50: bottlenecks and projection shortcuts, torchvision's names */
+    ResNet50Config rc = resnet50_config();
+    rc.width = 2, rc.num_classes = 3, rc.in_h = rc.in_w = 32, rc.seed = 5;
+    a = resnet50_create(&rc, 1);
+    rc.seed = 6;
+    b = resnet50_create(&rc, 1);
+    for (size_t k = 0; k < a->nstate; k++) a->state[k] = (float)k;
+    model_round_trip("resnet50", a, b, path);
+    CHECK(st_read(&sf, path, err, sizeof err) == 0, "read: %s", err);
+    rv = st_find(&sf, "layer4.0.downsample.1.running_var");
+    CHECK(rv && rv->shape[0] == 64 && st_find(&sf, "layer4.2.bn3.num_batches_tracked") &&
+              sf.n == a->pt.n + 3 * 53,
+          "resnet50: %d tensors (%d parameters, 3 per BN), layer4.0.downsample.1.running_var [64]", sf.n, a->pt.n);
+    st_free(&sf);
+    model_free(a), model_free(b);
 
     LstmLmConfig lc = lstm_lm_config_sbc_char();
     lc.vocab = 11, lc.emb = lc.hidden = 6, lc.layers = 2, lc.tie_weights = 1, lc.seed = 3;

@@ -16,6 +16,8 @@ and build/tests/tool_logits):
     struct: the safetensors package is not needed); the trainer loads it with
     --init-from, runs --steps 0 and --export's it again: every tensor comes back
     bit for bit, and gcx's logits equal PyTorch's.
+  A checkpoint converts: --resume, --steps 0 and --export write the same file
+    as the run's own --export.
   Refusals: a file with a missing tensor, an extra one, a wrong shape or a
     float64 tensor makes the trainer exit 1 naming the tensor.
 
@@ -170,10 +172,16 @@ def image_case(name, trainer, extra, make_model, tmp, folder):
     x = torch.rand(4, 3, 32, 32).float()
     # gcx -> PyTorch
     a = os.path.join(tmp, name + ".gcx.safetensors")
-    rc, out = run(base + ["--steps", "3", "--export", a])
+    ck = os.path.join(tmp, name + ".ckpt")
+    rc, out = run(base + ["--steps", "3", "--export", a, "--save", ck])
     check(rc == 0 and os.path.exists(a), "%s: 3 steps and --export (exit %d) %s" % (name, rc, "" if rc == 0 else out[-400:]))
     if rc != 0:
         return
+    # a checkpoint converts: --resume, --steps 0, --export gives the same file
+    c = os.path.join(tmp, name + ".resumed.safetensors")
+    rc, out = run(base + ["--steps", "0", "--resume", ck, "--export", c])
+    check(rc == 0 and os.path.exists(c) and open(a, "rb").read() == open(c, "rb").read(),
+          "%s: --resume its checkpoint, --steps 0, --export: the same bytes (exit %d) %s" % (name, rc, out[-300:] if rc else ""))
     model = make_model()
     try:
         load(model, a)
