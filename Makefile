@@ -137,6 +137,8 @@ TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 # shell tests of the built binaries' command lines
 TEST_SCRIPTS := $(wildcard tests/test_*.sh)
+# helpers the shell tests run (tests/tool_*.c): test_torch_interop.sh's logits
+TEST_TOOLS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/tool_*.c))
 
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%_replay,$(FUZZ_SRCS))
@@ -290,7 +292,7 @@ build-emu: $(EMU_BUILT)
 test-emu: $(EMU_BUILT)
 	@$(EMU_ENV) tests/run.sh $(EMU_TEST_BINS)
 
-test: all lib $(TEST_BINS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_BUILT)
+test: all lib $(TEST_BINS) $(TEST_TOOLS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_BUILT)
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(EMU_ENV) \
 	  tests/run.sh $(TEST_BINS) $(TEST_SCRIPTS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_TEST_BINS)
 

@@ -4,6 +4,7 @@
  *   gcx decode in.gcf out.f32
  *   gcx stats  --codec SPEC [--codec SPEC ...] [--threads N] [--seed N] [--frame-values N] in.f32
  *   gcx info   in.gcf
+ *   gcx info   model.safetensors   (--export / PyTorch state_dicts: tensors, dtypes, shapes)
  *   gcx --help
  *
  * in.f32 / out.f32: raw little-endian float32 values. SPEC is NAME[:key=value,...]
@@ -32,6 +33,7 @@
 
 #include "common/check.h"
 #include "common/crc32c.h"
+#include "common/safetensors.h"
 #include "compress/codec.h"
 
 #define GCF_MAGIC "GCXFILE"
@@ -48,6 +50,7 @@ static void usage_short(FILE *fp) {
             "  gcx decode in.gcf out.f32                         decompress a .gcf file to raw float32\n"
             "  gcx stats --codec SPEC [options] in.f32           bits/value, ratio, errors, speed (no files)\n"
             "  gcx info in.gcf                                   print a .gcf file's header and frames\n"
+            "  gcx info model.safetensors                        list a safetensors file's tensors (--export)\n"
             "options:\n"
             "  --codec SPEC        NAME[:key=value,...]; stats takes several, or 'all'\n"
             "  --threads N         encoder threads (CodecSide.threads), 0 = OpenMP default (default 0)\n"
@@ -373,7 +376,34 @@ static void decode_cmd(const char *in, const char *out) {
     codec_free(c);
 }
 
+/* a safetensors file (a trainer's --export, a PyTorch state_dict): validated, then
+ * its metadata and every tensor with dtype, shape and size */
+static void st_info_cmd(const char *in) {
+    StFile sf;
+    char err[1024];
+    if (st_read(&sf, in, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        exit(1);
+    }
+    uint64_t values = 0;
+    for (int i = 0; i < sf.n; i++) values += sf.t[i].numel;
+    printf("%s: safetensors, %d tensors, %llu values, %zu bytes\n", in, sf.n, (unsigned long long)values, sf.size);
+    for (int i = 0; i < sf.nmeta; i++) printf("  metadata %s = %s\n", sf.meta_key[i], sf.meta_val[i]);
+    for (int i = 0; i < sf.n; i++) {
+        char shape[200];
+        st_shape_str(shape, sizeof shape, sf.t[i].shape, sf.t[i].ndim);
+        printf("  %-40s %-4s %-20s %llu\n", sf.t[i].name, st_dtype_name(sf.t[i].dtype), shape,
+               (unsigned long long)sf.t[i].numel);
+    }
+    st_free(&sf);
+}
+
 static void info_cmd(const char *in) {
+    size_t L = strlen(in);
+    if (L > 12 && !strcmp(in + L - 12, ".safetensors")) {
+        st_info_cmd(in);
+        return;
+    }
     FILE *fi = open_file(in, "rb");
     GcfHeader h;
     CodecSpec spec;
@@ -549,7 +579,7 @@ int main(int argc, char **argv) {
         if (nargs != 1) die_usage("stats needs one input .f32 file%s", "");
         stats_cmd(&o, argv[optind]);
     } else {
-        if (nargs != 1) die_usage("info needs one .gcf file%s", "");
+        if (nargs != 1) die_usage("info needs one .gcf or .safetensors file%s", "");
         info_cmd(argv[optind]);
     }
     return 0;

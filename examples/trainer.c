@@ -29,6 +29,7 @@
 #define GCX_VERSION "unknown"
 #endif
 #include "dist/comm_nccl.h"
+#include "nn/state_dict.h"
 #ifdef HAVE_CUDA
 #include "nn/cuda_ops.h"
 #endif
@@ -38,7 +39,8 @@ enum {
     O_EPOCHS = TRAIN_OPT_BASE, O_STEPS, O_BATCH, O_LR, O_OPTIM, O_MOMENTUM, O_WD, O_NESTEROV, O_SCHEDULE, O_SEED,
     O_THREADS, O_EVAL_EVERY, O_PRINT_EVERY, O_LOG, O_SAVE, O_SAVE_EVERY, O_RESUME, O_WORKERS, O_BACKEND, O_CODEC,
     O_LAYER_CODEC, O_MIN_COMPRESS, O_TOPOLOGY, O_MEMORY, O_DELAY, O_BANDWIDTH, O_LATENCY, O_CODEC_THREADS, O_QUIET,
-    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT, O_DEVICE, O_CUDNN, O_EMA, O_TIMEOUT, O_SHOW_POLICY, O_LOG_LAYERS
+    O_DATA_DIR, O_KEEP_LAST, O_STOP_AT, O_DEVICE, O_CUDNN, O_EMA, O_TIMEOUT, O_SHOW_POLICY, O_LOG_LAYERS, O_EXPORT,
+    O_INIT_FROM
 };
 
 const struct option train_long_options[] = {
@@ -60,6 +62,8 @@ const struct option train_long_options[] = {
     {"save", required_argument, 0, O_SAVE},
     {"save-every", required_argument, 0, O_SAVE_EVERY},
     {"resume", required_argument, 0, O_RESUME},
+    {"export", required_argument, 0, O_EXPORT},
+    {"init-from", required_argument, 0, O_INIT_FROM},
     {"workers", required_argument, 0, O_WORKERS},
     {"backend", required_argument, 0, O_BACKEND},
     {"device", required_argument, 0, O_DEVICE},
@@ -166,7 +170,11 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
     char err[512];
     switch (id) {
     case O_EPOCHS: o->epochs_flag = 1; return get_long("epochs", arg, 1, 100000, &o->epochs) ? -1 : 1;
-    case O_STEPS: o->steps_flag = 1; return get_long("steps", arg, 1, 1000000000L, &o->steps) ? -1 : 1;
+    case O_STEPS:
+        o->steps_flag = 1;
+        if (get_long("steps", arg, 0, 1000000000L, &o->steps)) return -1;
+        o->no_steps = o->steps == 0; /* 0: no step (the schedule's length then comes from --epochs) */
+        return 1;
     case O_STOP_AT: return get_long("stop-at", arg, 1, 1000000000L, &o->stop_at) ? -1 : 1;
     case O_EMA: return get_double("ema", arg, 0, 0.999999, &o->ema) ? -1 : 1;
     case O_BATCH:
@@ -197,6 +205,8 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
     case O_SAVE: return copy_str(o->save, sizeof o->save, "save", arg) ? -1 : 1;
     case O_SAVE_EVERY: return get_long("save-every", arg, 0, 1000000000L, &o->save_every) ? -1 : 1;
     case O_RESUME: return copy_str(o->resume, sizeof o->resume, "resume", arg) ? -1 : 1;
+    case O_EXPORT: return copy_str(o->export_path, sizeof o->export_path, "export", arg) ? -1 : 1;
+    case O_INIT_FROM: return copy_str(o->init_from, sizeof o->init_from, "init-from", arg) ? -1 : 1;
     case O_WORKERS:
         if (get_long("workers", arg, 1, 256, &v)) return -1;
         o->workers = (int)v;
@@ -328,8 +338,13 @@ int train_opts_finish(TrainOpts *o) {
     }
     /* a file that cannot be written is said before the run, not after it (and the logs
      * are created only once the data and the model are there) */
-    const char *outs[3][2] = {{"save", o->save}, {"log", o->log}, {"log-layers", o->log_layers}};
-    for (int i = 0; i < 3; i++)
+    if (o->init_from[0] && o->resume[0]) {
+        fprintf(stderr, "error: --init-from and --resume exclude each other (a checkpoint holds the weights already)\n");
+        return -1;
+    }
+    const char *outs[4][2] = {{"save", o->save}, {"log", o->log}, {"log-layers", o->log_layers},
+                              {"export", o->export_path}};
+    for (int i = 0; i < 4; i++)
         if (outs[i][1][0] && unwritable(outs[i][0], outs[i][1])) return -1;
     /* local workers are threads that each call the BLAS (common/blas.h) */
     int local = !strcmp(o->backend, "local") || (!strcmp(o->backend, "auto") && !comm_mpi_launched());
@@ -375,7 +390,8 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
     fprintf(fp,
             "Training:\n"
             "  --epochs N           epochs (default %ld)\n"
-            "  --steps N            stop after N steps instead (the schedule spans N steps)\n"
+            "  --steps N            stop after N steps instead (the schedule spans N steps); 0: no step\n"
+            "                       (with --export, --init-from or --resume: convert or evaluate a model)\n"
             "  --stop-at N          end this run after step N; the schedule still spans the whole\n"
             "                       run, so --save then --resume continues it (splitting long runs)\n"
             "  --batch N            batch PER WORKER (default %d); the global batch is N x workers\n"
@@ -399,6 +415,10 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --save FILE          checkpoint at the end\n"
             "  --save-every N       with --save: also every N steps (each replaces the last)\n"
             "  --resume FILE        continue a run from its checkpoint, exactly as if never stopped\n"
+            "  --export FILE        at the end, write the model as PyTorch's state_dict in safetensors format\n"
+            "                       (weights and batch-norm running statistics; README: PyTorch)\n"
+            "  --init-from FILE     start from the weights of a safetensors state_dict (from --export or\n"
+            "                       PyTorch); every tensor must be there with its shape, float32\n"
             "  --data-dir DIR       where the datasets are (default $DATA_DIR, else data/)\n"
             "  --show-policy        the per-tensor policy as a table (tensor, size, codec, why), not one line\n"
             "  --quiet              neither: only the exchange's line\n"
@@ -1184,7 +1204,10 @@ static void worker_main(Shared *sh, Comm *comm) {
             exchange_track_layers(w->ex, 1);
         }
     }
-    if (agree_failed(w, fail, "error", err, 1)) {
+    /* --init-from: every worker reads the file (before the broadcast below, so the
+     * parameters then agree however the file is read; the state is read alike) */
+    int init_failed = !fail && o->init_from[0] && model_import_safetensors(w->m, o->init_from, err, sizeof err);
+    if (agree_failed(w, fail, "error", err, 1) || agree_failed(w, init_failed, "error: --init-from", err, 1)) {
         sh->status = 1;
         goto done;
     }
@@ -1262,6 +1285,7 @@ static void worker_main(Shared *sh, Comm *comm) {
     long acc_steps = 0;
     size_t nvalues = param_table_count(&w->m->pt);
     long stop = o->stop_at > 0 && o->stop_at < total ? o->stop_at : total;
+    if (o->no_steps) stop = w->step; /* --steps 0: the model as it starts (initialized, --init-from, --resume) */
     while (w->step < stop) {
         comm->step = w->step; /* for a stall's message */
         Batch batch;
@@ -1462,6 +1486,15 @@ static void worker_main(Shared *sh, Comm *comm) {
         if (o->save[0]) {
             if (save_checkpoint(w, o->save)) sh->status = 1;
             else if (w->rank == 0) printf("saved %s\n", o->save);
+        }
+        /* every worker holds the same parameters and statistics (replicas_differ above) */
+        if (o->export_path[0] && w->rank == 0) {
+            if (model_export_safetensors(w->m, o->export_path, w->step, task->name, err, sizeof err)) {
+                fprintf(stderr, "error: --export: %s\n", err);
+                sh->status = 1;
+            } else {
+                printf("exported %s (PyTorch state_dict, safetensors)\n", o->export_path);
+            }
         }
     }
 done:

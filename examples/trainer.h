@@ -87,6 +87,9 @@ typedef struct {
     char log[1024];
     char log_layers[1024]; /* --log-layers FILE: per-tensor statistics at every progress line */
     char save[1024], resume[1024];
+    char export_path[1024]; /* --export FILE.safetensors: the model as PyTorch's state_dict at the end */
+    char init_from[1024];   /* --init-from FILE.safetensors: weights (a state_dict) before training */
+    int no_steps;           /* --steps 0: no training step (export or evaluate an initial or resumed model) */
     long save_every;      /* steps (0 = only at the end) */
     /* distributed */
     int workers;          /* local threads (under mpirun the processes are the workers) */

@@ -242,6 +242,11 @@ int lstm_lm_carried_state(const Model *m, int l, const float **h /*N,H*/, const 
     return lstm_lm_core_carried_state(&((const LstmLm *)m->impl)->k, l, h, c, n);
 }
 
+const float *lstm_lm_eval_logits(const Model *m) {
+    const LstmLm *lm = m->impl;
+    return lm->eval_ready ? lm->eval.logits : NULL;
+}
+
 static void lstm_lm_reset_state(Model *m) { lstm_lm_core_reset_state(&((LstmLm *)m->impl)->k); }
 
 static float lstm_lm_forward(Model *m, const Batch *b, int train, BatchStats *st) {

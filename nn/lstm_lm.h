@@ -183,6 +183,9 @@ void lstm_lm_init_params(Model *m, uint64_t seed);
 void lstm_lm_set_dropout_seed(Model *m, uint64_t seed, uint64_t step);
 
 const LstmLmConfig *lstm_lm_config(const Model *m);
+/* logits [T*N, V] (row t*N + n) of the last evaluation forward (train = 0) of
+ * the CPU model; NULL before any. For tests comparing with PyTorch. */
+const float *lstm_lm_eval_logits(const Model *m);
 
 /* The carried state of layer l: h and c [N,H] each, N = *n (0 when reset);
  * for tests and checkpoints. Returns 0, or -GC_ERR_PARAM for a bad layer. */

@@ -95,11 +95,15 @@ for b in train_resnet train_lenet train_lstm; do
     bad_cli $b "cannot write --log-layers $TMP: it is a folder" --log-layers "$TMP"
     bad_cli $b "'--bogus'" --bogus
     bad_cli $b "'--steps'" --steps
+    bad_cli $b "--steps -1" --steps -1
+    bad_cli $b "cannot write --export $TMP/nowhere/x.safetensors: its folder does not exist" \
+        --export "$TMP/nowhere/x.safetensors"
+    bad_cli $b "--init-from and --resume exclude each other" --init-from a.safetensors --resume a.ckpt
     bad_cli $b "'extra'" --steps 1 extra
 done
 # empty paths and values are refused, not ignored (an empty --resume used to start from step 0
 # and then overwrite the checkpoint named by --save)
-for f in resume save log data-dir optim; do
+for f in resume save log data-dir optim export init-from; do
     bad_cli train_lenet "--$f '': expected a" --$f ""
 done
 bad_cli train_lstm "--text ''" --text ""
