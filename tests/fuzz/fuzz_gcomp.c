@@ -9,8 +9,9 @@
  *   bytes 3-4   frame flags, little-endian
  *   bytes 5..   the payload
  * The decoder must return 0 or a negative GcError, never touch memory out
- * of bounds (ASan/UBSan), and leave the output as it was when it refuses. The same payload is decoded twice, so a table it
- * carries is committed and then used. The payload, behind a valid common
+ * of bounds (ASan/UBSan), and leave the output as it was when it refuses.
+ * The same payload is decoded twice, so a table it carries is committed and
+ * then used. The payload, behind a valid common
  * header, also goes through gcomp_frame_parts (the size breakdown), which must
  * stay within it whatever its headers claim.
  *
