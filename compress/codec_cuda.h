@@ -79,7 +79,7 @@ int64_t codec_encode_cuda_payload(CodecCuda *g, uint8_t *payload, size_t cap, ui
                                   size_t n, const CodecSide *side);
 
 /* Decode a whole frame (host, len bytes) holding n values into out (device),
- * as codec_decode; out unchanged on error where the CPU decoder leaves it so.
+ * as codec_decode; out unchanged on error, as on the CPU.
  *   out: [n] device;  frame: [len] host */
 int codec_decode_cuda(CodecCuda *g, float *out, size_t n, const uint8_t *frame, size_t len);
 /* out += weight * decode(frame), as codec_decode_acc.  out: [n] device */

@@ -38,6 +38,12 @@
  * (for values with a nonzero exponent), mantissas. Full byte layout:
  * docs/FORMAT.md section 10.
  *
+ * Decoding writes nothing before the whole frame is known to be valid: the
+ * chunks are decoded in parallel into a scratch array of n floats, and only
+ * when every chunk has passed its checks are the values copied (or added) to
+ * the output and a carried table made the held one. A refused frame leaves
+ * the output and the decoder's state as they were (docs/FORMAT.md section 10).
+ *
  * State: an encoder table + exponent histogram since the last rebuild, and a
  * decoder table, kept separately so one instance may both encode and decode. */
 #include <stdlib.h>
@@ -103,6 +109,8 @@ typedef struct {
     size_t ck_cap;
     uint8_t *scr; /* encoder: one gp_scratch_size region per thread */
     size_t scr_cap;
+    float *dec; /* decoder: [n] the frame's values, before they reach the output */
+    size_t dec_cap;
 } GcompState;
 
 static void gp_state_free(Codec *c) {
@@ -114,6 +122,7 @@ static void gp_state_free(Codec *c) {
     free(st->ck);
     free(st->rc);
     free(st->scr);
+    free(st->dec);
 }
 
 static void gp_grow(GcompState *st, size_t nch, int need_hist) {
@@ -528,18 +537,17 @@ static int gp_pad_ok(const uint8_t *p, uint64_t bits) {
         uint32_t sm = mv << sh;                                                                         \
         uint32_t u = ((((sm >> 23) << 31) | (e << 23) | (sm & 0x7FFFFF)) & nzm) | ((mv << 31) & ~nzm); \
         anyneg |= u & ~nzm;                                                                             \
-        float v = u2f(u);                                                                               \
-        out[i] = acc ? out[i] + weight * v : v;                                                         \
+        out[i] = u2f(u);                                                                                \
     }
 
-/* the per-value loop of one chunk, specialized on accumulate: blocks where
- * every reader stays 8 bytes clear of the payload end read without bounds
- * checks (a value moves a reader by at most 3 bytes) */
+/* the per-value loop of one chunk: blocks where every reader stays 8 bytes
+ * clear of the payload end read without bounds checks (a value moves a reader
+ * by at most 3 bytes) */
 #define GP_BLOCK 256
-static inline __attribute__((always_inline)) int gp_decode_values(
-    float *out, uint64_t *pe_, uint64_t *pl_, uint64_t *pm_, uint32_t *anyneg_, uint32_t *bad_,
-    const HuffCode *hc, const uint16_t *lut, uint32_t zs, float weight, const uint8_t *pay, size_t len, size_t count,
-    const int acc) {
+static inline __attribute__((always_inline)) int gp_decode_values(float *out, uint64_t *pe_, uint64_t *pl_,
+                                                                  uint64_t *pm_, uint32_t *anyneg_, uint32_t *bad_,
+                                                                  const HuffCode *hc, const uint16_t *lut, uint32_t zs,
+                                                                  const uint8_t *pay, size_t len, size_t count) {
     uint64_t pe = *pe_, pl = *pl_, pm = *pm_;
     uint32_t anyneg = 0, bad = 0;
     int n = hc->ntheta;
@@ -562,19 +570,18 @@ static inline __attribute__((always_inline)) int gp_decode_values(
     return 0;
 }
 
-/* decode one chunk whose data starts at byte k->off of the payload.
+/* decode one chunk whose data starts at byte k->off of the payload; out
+ * receives its values even when the chunk then fails its checks, so it is
+ * the decoder's scratch, never the caller's output.
  * out: [count]; pay: [len] the whole payload */
-static int gp_decode_chunk(float *out, int *neg0, const GpDecTable *t, const GpChunk *k, int zsign, float weight,
-                           int acc, const uint8_t *pay, size_t len) {
+static int gp_decode_chunk(float *out, int *neg0, const GpDecTable *t, const GpChunk *k, int zsign,
+                           const uint8_t *pay, size_t len) {
     uint64_t lbits = 2ull * k->nnz;
     /* absolute bit positions of the three segments and their exact ends */
     uint64_t pe = 8ull * k->off, pl = pe + 8ull * bytes_of(k->ebits), pm = pl + 8ull * bytes_of(lbits);
     uint64_t ee = pe + k->ebits, le = pl + lbits, me = pm + k->mbits;
     uint32_t anyneg = 0, bad = 0;
-    int rc = acc ? gp_decode_values(out, &pe, &pl, &pm, &anyneg, &bad, &t->hc, t->lut, (uint32_t)zsign, weight, pay,
-                                    len, k->count, 1)
-                 : gp_decode_values(out, &pe, &pl, &pm, &anyneg, &bad, &t->hc, t->lut, (uint32_t)zsign, weight, pay,
-                                    len, k->count, 0);
+    int rc = gp_decode_values(out, &pe, &pl, &pm, &anyneg, &bad, &t->hc, t->lut, (uint32_t)zsign, pay, len, k->count);
     if (rc) return rc;
     /* every segment consumed exactly (this also checks the nonzero count) */
     if (bad || pe != ee || pl != le || pm != me) return -GC_ERR_CORRUPT;
@@ -776,6 +783,14 @@ static int gp_decode(Codec *c, float *out, size_t n, float weight, int acc, cons
     if (off > len) return -GC_ERR_TRUNCATED;
     if (off < len) return -GC_ERR_OVERSIZED;
 
+    /* the chunks, in parallel, into the scratch: a chunk can fail after
+     * others (and its own first values) have been decoded */
+    if (n > st->dec_cap) {
+        free(st->dec);
+        st->dec = mallocCheck(n * sizeof *st->dec);
+        st->dec_cap = n;
+    }
+    float *v = st->dec;
     int *rc = st->rc;
 #ifdef HAVE_OPENMP
     int T = gp_threads(0, n);
@@ -783,7 +798,7 @@ static int gp_decode(Codec *c, float *out, size_t n, float weight, int acc, cons
 #endif
     for (size_t k = 0; k < nch; k++) {
         int neg = 0;
-        rc[k] = gp_decode_chunk(out + ck[k].start, &neg, t, &ck[k], zsign, weight, acc, payload, len);
+        rc[k] = gp_decode_chunk(v + ck[k].start, &neg, t, &ck[k], zsign, payload, len);
         ck[k].neg0 = neg;
     }
     int anyneg = 0;
@@ -792,6 +807,19 @@ static int gp_decode(Codec *c, float *out, size_t n, float weight, int acc, cons
         anyneg |= ck[k].neg0;
     }
     if (zsign && !anyneg) return -GC_ERR_CORRUPT; /* ZSIGN set without a negative zero */
+
+    /* the frame is valid: only now the output, then the state */
+#ifdef HAVE_OPENMP
+#pragma omp parallel for num_threads(T) schedule(static) if (T > 1 && nch > 1)
+#endif
+    for (size_t k = 0; k < nch; k++) {
+        float *o = out + ck[k].start;
+        const float *w = v + ck[k].start;
+        if (acc)
+            for (size_t i = 0; i < ck[k].count; i++) o[i] = o[i] + weight * w[i];
+        else
+            memcpy(o, w, ck[k].count * sizeof *o);
+    }
     if (t == &st->pend) { /* commit the carried table */
         GpDecTable tmp = st->cur;
         st->cur = st->pend;

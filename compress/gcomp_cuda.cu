@@ -21,8 +21,11 @@
  * and the chunk headers (the CPU's checks in the CPU's order), builds the
  * lookup table (Section 4.5) and uploads it; one GPU thread per chunk walks
  * the chunk's three segments (a chunk is sequential by construction: a
- * Huffman code's length is known only once decoded) with the CPU's checks;
- * the host collects the per-chunk results in chunk order.
+ * Huffman code's length is known only once decoded) with the CPU's checks,
+ * into a device scratch of n floats; the host collects the per-chunk results
+ * in chunk order, and only when the whole frame is valid are the values
+ * copied (or added) to out and a carried table made the held one: a refused
+ * frame leaves out and the state untouched, as on the CPU.
  * The encoder's and the decoder's tables are kept separately per CodecCuda,
  * as the CPU keeps them per Codec.
  */
@@ -502,10 +505,10 @@ __device__ __forceinline__ int d_pad_ok(const uint8_t *p, unsigned long long bit
     return r == 0 || (p[bits >> 3] & ((1u << (8 - r)) - 1)) == 0;
 }
 
-/* one thread per chunk: compress/gcomp.c gp_decode_chunk. rc: [nch]; neg: [nch] */
+/* one thread per chunk: compress/gcomp.c gp_decode_chunk. out: [n] scratch
+ * (a chunk may fail after writing values); rc: [nch]; neg: [nch] */
 __global__ void k_gp_dec(float *out, int *rc, uint32_t *neg, const uint8_t *pay, size_t len, const uint16_t *lut,
-                         const uint8_t *hclen, int nth, uint32_t zs, const GpChunkD *ck, size_t nch, float weight,
-                         int acc) {
+                         const uint8_t *hclen, int nth, uint32_t zs, const GpChunkD *ck, size_t nch) {
     size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= nch) return;
     GpChunkD c = ck[k];
@@ -541,8 +544,7 @@ __global__ void k_gp_dec(float *out, int *rc, uint32_t *neg, const uint8_t *pay,
         uint32_t sm = mv << sh;
         uint32_t u = ((((sm >> 23) << 31) | (e << 23) | (sm & 0x7FFFFFu)) & nzm) | ((mv << 31) & ~nzm);
         anyneg |= u & ~nzm;
-        float v = __uint_as_float(u);
-        o[i] = acc ? __fadd_rn(o[i], __fmul_rn(weight, v)) : v;
+        o[i] = __uint_as_float(u);
     }
     if (bad || pe != ee || pl != le || pm != me) {
         rc[k] = -GC_ERR_CORRUPT;
@@ -556,6 +558,12 @@ __global__ void k_gp_dec(float *out, int *rc, uint32_t *neg, const uint8_t *pay,
     }
     neg[k] = anyneg != 0;
     rc[k] = 0;
+}
+
+/* out[i] += weight * v[i], rounded as the CPU's out[i] + weight * v[i]. out, v: [n] */
+__global__ void k_gp_acc(float *out, const float *v, size_t n, float weight) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __fadd_rn(out[i], __fmul_rn(weight, v[i]));
 }
 
 /* compress/gcomp.c gp_table_read, plus the device copies of the lookup table */
@@ -660,12 +668,13 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         GpChunkD *dck = (GpChunkD *)gcx_dmalloc((size_t)nch * sizeof(GpChunkD));
         int *drc = (int *)gcx_dmalloc((size_t)nch * sizeof(int));
         uint32_t *dneg = (uint32_t *)gcx_dmalloc((size_t)nch * 4);
+        float *dv = (float *)gcx_dmalloc(n * sizeof(float)); /* the values, before they reach out */
         cudaCheck(cudaMemcpy(dpay, payload, len, cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(dck, ck, (size_t)nch * sizeof(GpChunkD), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemsetAsync(dneg, 0, (size_t)nch * 4, 0));
         unsigned blocks = (unsigned)((nch + 63) / 64);
-        k_gp_dec<<<blocks, 64>>>(out, drc, dneg, dpay, len, t->dlut, t->dlen, ntheta, (uint32_t)zsign, dck,
-                                 (size_t)nch, weight, acc);
+        k_gp_dec<<<blocks, 64>>>(dv, drc, dneg, dpay, len, t->dlut, t->dlen, ntheta, (uint32_t)zsign, dck,
+                                 (size_t)nch);
         cudaCheckLast();
         int *hrc = (int *)host_alloc((size_t)nch * sizeof(int));
         uint32_t *hneg = (uint32_t *)host_alloc((size_t)nch * 4);
@@ -677,12 +686,19 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
             anyneg |= hneg[k] != 0;
         }
         if (!rc && zsign && !anyneg) rc = -GC_ERR_CORRUPT; /* ZSIGN set without a negative zero */
+        if (!rc && acc) { /* the frame is valid: only now the output */
+            k_gp_acc<<<gcx_grid(n), GP_THREADS>>>(out, dv, n, weight);
+            cudaCheckLast();
+        } else if (!rc) {
+            cudaCheck(cudaMemcpyAsync(out, dv, n * sizeof(float), cudaMemcpyDeviceToDevice, 0));
+        }
         free(hrc);
         free(hneg);
         gcx_dfree(dpay);
         gcx_dfree(dck);
         gcx_dfree(drc);
         gcx_dfree(dneg);
+        gcx_dfree(dv);
     }
     free(ck);
     if (rc) return rc;

@@ -1,4 +1,6 @@
-/* Codec core: registry, spec parsing, frame header validation, CRC-32C, bit I/O. */
+/* Codec core: registry, spec parsing, frame header validation, CRC-32C, bit I/O,
+ * and for every codec: a refused frame leaves the output untouched. */
+#include "common/rng.h"
 #include "compress/bitio.h"
 #include "compress/codec.h"
 #include "tests/test.h"
@@ -104,10 +106,80 @@ static void test_frame(void) {
     codec_free(c);
 }
 
+/* Every codec, through the public decode and decode-accumulate: a hostile frame
+ * (a valid frame truncated, extended or with bytes changed, its CRC recomputed
+ * so the payload reaches the decoder) that is refused leaves every bit of the
+ * output as it was. The decoder has seen a valid frame first (stateful codecs:
+ * gcomp's held table). Sizes cross gcomp's 64-value minimum chunk and the
+ * sparse codecs' several kept values. */
+static void refresh(uint8_t *frame, size_t plen) {
+    put_u32(frame + 12, (uint32_t)plen);
+    put_u32(frame + 16, crc32c(0, frame + CODEC_HEADER_SIZE, plen));
+}
+
+static void test_refused_untouched(void) {
+    static const char *const extra[] = {"gcomp:chunk=64", "3lc:s=1.9"};
+    const size_t n = 3000;
+    Rng r;
+    rng_init(&r, 77, 0);
+    float *x = malloc(n * 4), *pat = malloc(n * 4), *y = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) pat[i] = (float)(i % 97) * 0.125f - 3.0f;
+    for (int k = 0; k < codec_count() + 2; k++) {
+        CodecSpec s;
+        char err[128];
+        if (k < codec_count()) codec_spec_default(&s, codec_ops_at(k));
+        else codec_parse(&s, extra[k - codec_count()], err, sizeof err);
+        char name[256];
+        codec_spec_str(name, sizeof name, &s);
+        Codec *enc = codec_new(&s), *dec = codec_new(&s);
+        size_t cap = codec_max_frame(enc, n);
+        uint8_t *f = malloc(cap), *g = malloc(cap + 8);
+        for (size_t i = 0; i < n; i++) x[i] = rng_uniform(&r) < 0.2f ? 0.0f : rng_normal(&r) * 1e-2f;
+        CodecSide side = {.seed = 5};
+        int64_t l0 = codec_encode(enc, f, cap, x, n, &side); /* the first frame: seen by dec */
+        int ok = l0 > 0 && codec_decode(dec, y, n, f, (size_t)l0) == 0;
+        for (size_t i = 0; i < n; i++) x[i] = rng_uniform(&r) < 0.2f ? 0.0f : rng_normal(&r) * 1e-3f;
+        int64_t len = codec_encode(enc, f, cap, x, n, &side);
+        CHECK(ok && len > 0, "%s: encodes and decodes", name);
+        if (!ok || len <= 0) goto next;
+        size_t plen = (size_t)len - CODEC_HEADER_SIZE, refused = 0, changed = 0;
+        for (int m = 0; m < 400; m++) {
+            memcpy(g, f, (size_t)len);
+            size_t glen = plen;
+            if (m < 8) /* truncated at the end or to a random length, or extended */
+                glen = m < 3 ? plen - 1 - (size_t)m : m < 6 ? rng_below(&r, plen) : plen + 1;
+            else /* 1..3 bytes changed anywhere, or in the last 16 (the last values) */
+                for (int e = 0, edits = 1 + (int)rng_below(&r, 3); e < edits; e++) {
+                    size_t at = m & 1 ? rng_below(&r, plen) : plen - 1 - rng_below(&r, plen < 16 ? plen : 16);
+                    g[CODEC_HEADER_SIZE + at] ^= (uint8_t)(1 + rng_below(&r, 255));
+                }
+            if (glen > plen) g[CODEC_HEADER_SIZE + plen] = 0;
+            refresh(g, glen);
+            for (int acc = 0; acc < 2; acc++) {
+                memcpy(y, pat, n * 4);
+                int rc = acc ? codec_decode_acc(dec, y, n, 0.5f, g, CODEC_HEADER_SIZE + glen)
+                             : codec_decode(dec, y, n, g, CODEC_HEADER_SIZE + glen);
+                if (rc == 0) continue;
+                refused++;
+                changed += memcmp(y, pat, n * 4) != 0;
+            }
+        }
+        printf("  %-40s %3zu of 800 hostile decodes refused\n", name, refused);
+        CHECK(refused > 0 && changed == 0, "%s: a refused frame leaves out untouched (%zu refused, %zu changed it)",
+              name, refused, changed);
+    next:
+        codec_free(enc);
+        codec_free(dec);
+        free(f), free(g);
+    }
+    free(x), free(pat), free(y);
+}
+
 int main(void) {
     test_crc();
     test_bitio();
     test_parse();
     test_frame();
+    test_refused_untouched();
     TEST_END();
 }

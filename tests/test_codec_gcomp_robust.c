@@ -152,6 +152,182 @@ static void test_truncation_corruption(void) {
     codec_free(enc);
 }
 
+/* ---- a refused frame changes nothing: not out, not the held table ---- */
+
+/* rewrite the header of a frame whose payload now has plen bytes, CRC
+ * included, so a hostile payload reaches the decoder */
+static void refresh(uint8_t *frame, size_t plen) {
+    put_u32(frame + 12, (uint32_t)plen);
+    put_u32(frame + 16, crc32c(0, frame + CODEC_HEADER_SIZE, plen));
+}
+
+/* where chunk k's data lies in a frame: byte offset (from the frame start)
+ * and bit lengths of its exponent, level and mantissa segments */
+typedef struct {
+    size_t off;
+    uint64_t ebits, lbits, mbits;
+} ChunkAt;
+
+static uint32_t chunks_of(ChunkAt *at, const uint8_t *frame) {
+    const uint8_t *p = frame + CODEC_HEADER_SIZE;
+    uint32_t nch = get_u32(p + 8);
+    size_t h = 28 + ((get_u16(frame + 6) & 1) ? 2 + 2 * (size_t)get_u16(p + 28) : 0);
+    size_t off = CODEC_HEADER_SIZE + h + 20 * (size_t)nch;
+    for (uint32_t k = 0; k < nch; k++) {
+        const uint8_t *q = p + h + 20 * (size_t)k;
+        at[k].ebits = get_u32(q + 12);
+        at[k].lbits = 2ull * get_u32(q + 16);
+        at[k].mbits = get_u32(q + 8) - at[k].ebits - at[k].lbits;
+        at[k].off = off;
+        off += (at[k].ebits + 7) / 8 + (at[k].lbits + 7) / 8 + (at[k].mbits + 7) / 8;
+    }
+    return nch;
+}
+
+/* Decodes the hostile frame g with d (plain, then accumulating) into outputs
+ * filled with a pattern. When it is refused, both outputs must be the pattern
+ * bit for bit, and d must then decode the valid frame `next` exactly as a
+ * decoder that never saw g (same code, same floats). Returns -1 if the frame
+ * was accepted (a mantissa bit flip is undetectable), else 0 when refused
+ * cleanly, plus 1 if an output changed, plus 2 if the state changed. */
+typedef struct {
+    size_t n;
+    float *pat, *y, *want; /* [n] */
+    const uint8_t *next;
+    size_t next_len;
+    int next_rc;
+} Probe;
+
+static int refused_clean(Codec *d, const Probe *pr, const uint8_t *g, size_t len) {
+    size_t n = pr->n;
+    int changed = 0, refused = 0;
+    for (int acc = 0; acc < 2; acc++) {
+        memcpy(pr->y, pr->pat, n * 4);
+        int rc = acc ? codec_decode_acc(d, pr->y, n, 0.5f, g, len) : codec_decode(d, pr->y, n, g, len);
+        if (rc == 0) return -1;
+        refused++;
+        changed |= rc <= -GC_ERR_COUNT_ || memcmp(pr->y, pr->pat, n * 4) != 0;
+    }
+    /* the state: the next valid frame decodes as on a decoder that never saw g */
+    memcpy(pr->y, pr->pat, n * 4);
+    int rc = codec_decode(d, pr->y, n, pr->next, pr->next_len);
+    int state = rc != pr->next_rc || (rc == 0 && memcmp(pr->y, pr->want, n * 4) != 0);
+    return (refused && changed) | state << 1;
+}
+
+static void test_refused_untouched(void) {
+    for (int big = 0; big < 2; big++) {
+        /* small: 79 chunks decoded serially; big: enough values for the
+         * OpenMP decode, 69 chunks */
+        const size_t n = big ? 70000 : 5000;
+        const char *spec = big ? "gcomp:chunk=1024,every=2,ntheta=6" : "gcomp:chunk=64,every=2,ntheta=6";
+        Rng r;
+        rng_init(&r, 21 + (uint64_t)big, 0);
+        float *x = malloc(n * 4), *pat = malloc(n * 4), *y = malloc(n * 4), *want = malloc(n * 4);
+        uint8_t *lv = malloc(n);
+        for (size_t i = 0; i < n; i++) lv[i] = (uint8_t)rng_below(&r, 4);
+        for (size_t i = 0; i < n; i++) pat[i] = (float)(i % 1000) * 0.25f + 1.0f; /* exact under +0.5 v */
+        /* four frames (every=2): 0 carries table T1, 1 uses it, 2 carries the
+         * rebuilt table T2 (1 has another spread), 3 uses T2 */
+        Codec *enc = mk(spec);
+        size_t cap = codec_max_frame(enc, n);
+        uint8_t *f[4], *g = malloc(cap + 8);
+        int64_t l[4];
+        const float sigma[4] = {1e-2f, 1e-5f, 1e-3f, 1e-3f};
+        for (int t = 0; t < 4; t++) {
+            gradient(x, n, sigma[t], 0.3f, &r);
+            x[7 + t] = 1e30f; /* a rare exponent: escapes */
+            f[t] = malloc(cap);
+            CodecSide side = {.levels = lv};
+            l[t] = codec_encode(enc, f[t], cap, x, n, &side);
+        }
+        int tabs = (get_u16(f[0] + 6) & 1) && !(get_u16(f[1] + 6) & 1) && (get_u16(f[2] + 6) & 1) &&
+                   !(get_u16(f[3] + 6) & 1);
+        CHECK(l[3] > 0 && tabs, "%zu values: frames carry T1, use it, carry T2, use it", n);
+
+        /* each hostile frame (a corrupted copy of f[h]) goes to a decoder that
+         * saw the valid frames before f[h]; then the valid frame `next` that
+         * needs the table the decoder should hold: for h = 0 (fresh decoder)
+         * f[1], which needs T1 (GC_ERR_STATE); for h = 1 f[1] itself (T1);
+         * for h = 2 f[3], which needs T2 (GC_ERR_STATE: T1 still held) */
+        size_t refused = 0, changed = 0, moved = 0, accepted = 0, late = 0, late_changed = 0;
+        ChunkAt *at = malloc(((n + 63) / 64) * sizeof *at);
+        for (int h = 0; h < 3; h++) {
+            int nx = h == 1 ? 1 : h + 1;
+            Codec *ref = mk("gcomp");
+            for (int t = 0; t < h; t++) codec_decode(ref, y, n, f[t], (size_t)l[t]);
+            memcpy(want, pat, n * 4);
+            int next_rc = codec_decode(ref, want, n, f[nx], (size_t)l[nx]);
+            codec_free(ref);
+            CHECK(next_rc == (h == 1 ? 0 : -GC_ERR_STATE), "%zu values: reference decode of frame %d after %d (%d)", n,
+                  nx, h, next_rc);
+            Probe pr = {n, pat, y, want, f[nx], (size_t)l[nx], next_rc};
+            uint32_t nch = chunks_of(at, f[h]);
+            size_t plen = (size_t)l[h] - CODEC_HEADER_SIZE;
+            /* one probe: g is ready; a fresh decoder brought to the state before f[h] */
+#define PROBE(is_late)                                                                   \
+    do {                                                                                 \
+        Codec *d = mk("gcomp");                                                          \
+        for (int t = 0; t < h; t++) codec_decode(d, y, n, f[t], (size_t)l[t]);           \
+        int res = refused_clean(d, &pr, g, CODEC_HEADER_SIZE + glen);                    \
+        codec_free(d);                                                                   \
+        if (res < 0) accepted++;                                                         \
+        else refused++, changed += res & 1, moved += res >> 1, late += (is_late), late_changed += (is_late) && res; \
+    } while (0)
+            size_t glen;
+            /* truncations: at every chunk boundary and inside the last chunk */
+            for (uint32_t k = 0; k < nch; k += big ? 7 : 3) {
+                memcpy(g, f[h], (size_t)l[h]);
+                glen = at[k].off + 1 - CODEC_HEADER_SIZE;
+                refresh(g, glen);
+                PROBE(0);
+            }
+            for (int b = 1; b <= 4; b++) {
+                memcpy(g, f[h], (size_t)l[h]);
+                glen = plen - (size_t)b;
+                refresh(g, glen);
+                PROBE(0);
+            }
+            /* in each chunk: its first exponent bit, a padding bit after its
+             * mantissas (found only once the whole chunk is decoded), and a
+             * random byte; each with every other chunk intact (big: every
+             * fifth chunk and the last, the OpenMP decode costs more here) */
+            for (uint32_t k = 0; k < nch; k++) {
+                if (big && k % 5 && k + 1 < nch) continue;
+                const ChunkAt *c = &at[k];
+                size_t ms = c->off + (c->ebits + 7) / 8 + (c->lbits + 7) / 8;
+                size_t end = ms + (c->mbits + 7) / 8;
+                glen = plen;
+                memcpy(g, f[h], (size_t)l[h]);
+                g[c->off] ^= 0x80;
+                refresh(g, plen);
+                PROBE(k + 1 == nch);
+                if (c->mbits % 8) {
+                    memcpy(g, f[h], (size_t)l[h]);
+                    g[end - 1] |= 1;
+                    refresh(g, plen);
+                    PROBE(k + 1 == nch);
+                }
+                memcpy(g, f[h], (size_t)l[h]);
+                g[c->off + rng_below(&r, end - c->off)] ^= (uint8_t)(1 + rng_below(&r, 255));
+                refresh(g, plen);
+                PROBE(k + 1 == nch);
+            }
+#undef PROBE
+        }
+        printf("  %zu values: %zu hostile frames refused (%zu with the last chunk bad), %zu decoded\n", n, refused,
+               late, accepted);
+        CHECK(refused > 100 && late >= 6, "%zu values: hostile frames refused (%zu, %zu in the last chunk)", n,
+              refused, late);
+        CHECK(changed == 0, "%zu values: a refused frame leaves out untouched, plain and accumulated (%zu did not, "
+              "%zu bad in the last chunk only)", n, changed, late_changed);
+        CHECK(moved == 0, "%zu values: a refused frame leaves the held table as it was (%zu did not)", n, moved);
+        codec_free(enc);
+        for (int t = 0; t < 4; t++) free(f[t]);
+        free(at), free(g), free(x), free(pat), free(y), free(want), free(lv);
+    }
+}
+
 /* ---- hand-made malformed payloads: each rejected with its own code ---- */
 typedef struct {
     uint8_t b[256];
@@ -377,6 +553,7 @@ static void test_size(void) {
 int main(void) {
     test_threads();
     test_truncation_corruption();
+    test_refused_untouched();
     test_malformed();
     test_size();
     TEST_END();

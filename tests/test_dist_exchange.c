@@ -20,6 +20,7 @@
 #include "common/crc32c.h"
 #include "common/rng.h"
 #include "compress/select.h"
+#include "dist/bundle.h"
 #include "dist/exchange.h"
 #include "tests/test.h"
 
@@ -63,6 +64,7 @@ typedef struct {
     float *mom[MAXW]; /* the optimizer's momentum_buffer after the run (zeros without one) */
     int tamper_rank;
     long tamper_step;
+    int tamper_hostile; /* 0: flip a byte (the CRC catches it); 1: a gcomp frame made invalid, CRC recomputed */
     int nworkers;
     int codec_threads;
     char replicas[MAXW][128];               /* exchange_replicas' section names, each + " " */
@@ -73,7 +75,25 @@ static LocalGroup *group;
 
 static void tamper_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
     Run *run = arg;
-    if (rank == run->tamper_rank && step == run->tamper_step && len > 200) b[len / 2 + 7] ^= 0x5A;
+    if (rank != run->tamper_rank || step != run->tamper_step || len <= 200) return;
+    if (!run->tamper_hostile) {
+        b[len / 2 + 7] ^= 0x5A;
+        return;
+    }
+    /* a hostile peer: the last gcomp frame of the bundle (dist/bundle.h) gets
+     * an unknown data type in its block header, under a CRC that matches */
+    uint8_t *last = NULL;
+    for (size_t at = BUNDLE_HDR; at + ENTRY_HDR <= len;) {
+        size_t flen = get_u32(b + at + 8);
+        uint8_t *f = b + at + ENTRY_HDR;
+        if (flen > len - at - ENTRY_HDR) break;
+        if (flen > CODEC_HEADER_SIZE + 28 && f[5] == CODEC_GCOMP) last = f;
+        at += ENTRY_HDR + flen;
+    }
+    if (!last) return;
+    size_t plen = get_u32(last + 12);
+    last[CODEC_HEADER_SIZE + 2] = 2;
+    put_u32(last + 16, crc32c(0, last + CODEC_HEADER_SIZE, plen));
 }
 
 static void worker(int rank, void *arg) {
@@ -716,24 +736,36 @@ static void test_sbc_defaults(void) {
     CHECK(sbc_p("sbc:p=0.05", 1) == 0.05, "an explicit p without delay (got %g)", sbc_p("sbc:p=0.05", 1));
 }
 
+/* a peer's corrupt message: fp32 and gcomp with a flipped byte (the CRC
+ * catches it), gcomp with a frame that only its decoder can refuse */
 static void test_corrupt_peer(void) {
+    static const struct {
+        const char *codec;
+        int hostile;
+        const char *says; /* in the error */
+    } cases[] = {{"fp32", 0, ""}, {"gcomp", 0, ""}, {"gcomp", 1, "impossible value"}};
     int topos[] = {TOPO_ALLGATHER, TOPO_PS, TOPO_RING};
-    for (int k = 0; k < 3; k++) {
-        Run r;
-        run_init(&r, "fp32", topos[k], W);
-        r.steps = 3;
-        r.tamper_rank = 2;
-        r.tamper_step = 1;
-        run_go(&r);
-        int all_failed = 1, named = 0;
-        for (int w = 0; w < W; w++) {
-            all_failed &= r.rc[w] != 0;
-            if (strstr(r.err[w], "from worker 2") && strstr(r.err[w], "tensor")) named = 1;
+    for (int c = 0; c < 3; c++)
+        for (int k = 0; k < 3; k++) {
+            Run r;
+            run_init(&r, cases[c].codec, topos[k], W);
+            r.steps = 3;
+            r.tamper_rank = 2;
+            r.tamper_step = 1;
+            r.tamper_hostile = cases[c].hostile;
+            run_go(&r);
+            int all_failed = 1, named = 0;
+            for (int w = 0; w < W; w++) {
+                all_failed &= r.rc[w] != 0;
+                if (strstr(r.err[w], "from worker 2") && strstr(r.err[w], "tensor") && strstr(r.err[w], cases[c].says))
+                    named = 1;
+            }
+            const char *what = cases[c].hostile ? "hostile" : "corrupt";
+            CHECK(all_failed, "%s %s: every worker stops on a %s frame", cases[c].codec, topology_name(topos[k]), what);
+            CHECK(named, "%s %s: the error names the tensor and the peer (e.g. '%s')", cases[c].codec,
+                  topology_name(topos[k]), r.err[0]);
+            run_free(&r);
         }
-        CHECK(all_failed, "%s: every worker stops on a corrupt frame", topology_name(topos[k]));
-        CHECK(named, "%s: the error names the tensor and the peer (e.g. '%s')", topology_name(topos[k]), r.err[0]);
-        run_free(&r);
-    }
 }
 
 /* The exchange runs its per-tensor work on several threads (dist/exchange.c,

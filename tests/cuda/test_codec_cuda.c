@@ -161,8 +161,14 @@ static void cmp_decode(const CodecSpec *spec, const char *text, const uint8_t *f
         SAME(rc == rg, CASEF " %s %s: decode rc cpu %d gpu %d", CASEA(text, n, d, seed), what, acc ? "acc" : "plain",
              rc, rg);
         down(og, dout, n * sizeof(float));
-        /* gcomp leaves out unspecified on error; the others leave it untouched */
-        if (rc == rg && (rc == 0 || spec->ops->id != CODEC_GCOMP)) {
+        /* a refused frame leaves out untouched, on both */
+        if (rc != 0 || rg != 0)
+            SAME((rc == 0 || memcmp(oc, init, n * sizeof(float)) == 0) &&
+                     (rg == 0 || memcmp(og, init, n * sizeof(float)) == 0),
+                 CASEF " %s %s: a refused frame changed out (cpu rc %d: %s, gpu rc %d: %s)", CASEA(text, n, d, seed),
+                 what, acc ? "acc" : "plain", rc, rc && memcmp(oc, init, n * sizeof(float)) ? "changed" : "untouched",
+                 rg, rg && memcmp(og, init, n * sizeof(float)) ? "changed" : "untouched");
+        if (rc == rg) {
             /* NaN payloads: accumulating adds to a NaN, and GPU arithmetic returns the
              * canonical NaN where x86 keeps the operand's payload; and in fp16 a signalling
              * NaN half (corrupted frames only) widens to a quiet NaN on the GPU and in the
@@ -216,6 +222,12 @@ static void cmp_corrupt(const CodecSpec *spec, const char *text, const uint8_t *
         refresh(m, plen);
         snprintf(what, sizeof what, "byte %zu ^= 0x%02x", at - CODEC_HEADER_SIZE, x);
         cmp_decode(spec, text, m, len, n, d, seed, what);
+    }
+    if (plen) { /* the last payload byte: gcomp's last chunk, its padding when the mantissas do not fill it */
+        memcpy(m, frame, len);
+        m[len - 1] ^= 1;
+        refresh(m, plen);
+        cmp_decode(spec, text, m, len, n, d, seed, "last byte ^= 0x01");
     }
     memcpy(m, frame, len); /* nonzero flags */
     put_u16(m + 6, 0x8000);

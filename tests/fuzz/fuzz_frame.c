@@ -8,7 +8,8 @@
  *      return 0 or a negative GcError (a frame of another codec: GC_ERR_CODEC);
  *   2. the frame with its codec id set to that codec and its CRC recomputed,
  *      so a mutated payload reaches the codec's decoder through the header.
- * ASan/UBSan catch any out-of-bounds access; a positive return aborts.
+ * ASan/UBSan catch any out-of-bounds access; a positive return aborts, and so
+ * does a refused frame that changed the output.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,7 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     size_t n = get_u32(data + 8);
     if (n > 65536) return 0;
-    float *out = malloc(4 * n + 4);
+    float *out = malloc(4 * n + 4), *was = malloc(4 * n + 4);
+    for (size_t i = 0; i < n; i++) out[i] = (float)(i % 89) * 0.5f - 11.0f;
     uint8_t *g = malloc(size);
     for (int k = 0; k < codec_count(); k++) {
         const CodecOps *o = codec_ops_at(k);
@@ -46,13 +48,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         g[5] = (uint8_t)o->id;
         put_u32(g + 16, crc32c(0, g + CODEC_HEADER_SIZE, size - CODEC_HEADER_SIZE));
         c = codec_new(&s);
+        memcpy(was, out, 4 * n);
         rc = codec_decode(c, out, n, g, size);
-        if (rc > 0) abort();
+        if (rc > 0 || (rc < 0 && memcmp(out, was, 4 * n) != 0)) abort();
+        memcpy(was, out, 4 * n);
         rc = codec_decode_acc(c, out, n, 0.25f, g, size); /* a second frame: stateful decoders continue */
-        if (rc > 0) abort();
+        if (rc > 0 || (rc < 0 && memcmp(out, was, 4 * n) != 0)) abort();
         codec_free(c);
     }
     free(g);
+    free(was);
     free(out);
     return 0;
 }

@@ -8,9 +8,10 @@
  *   bytes 1-2   n, little-endian, taken modulo 4097 (n <= 4096)
  *   bytes 3-4   frame flags, little-endian
  *   bytes 5..   the payload
- * The decoder must return 0 or a negative GcError, and never touch memory out
- * of bounds (ASan/UBSan). The same payload is decoded twice, so a table it
- * carries is committed and then used. The payload, behind a valid common
+ * The decoder must return 0 or a negative GcError, never touch memory out
+ * of bounds (ASan/UBSan), and leave the output as it was when it refuses.
+ * The same payload is decoded twice, so a table it carries is committed and
+ * then used. The payload, behind a valid common
  * header, also goes through gcomp_frame_parts (the size breakdown), which must
  * stay within it whatever its headers claim.
  *
@@ -83,12 +84,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (fl < 0 || codec_decode(dec, tmp, 200, frame, (size_t)fl) != 0) abort();
         codec_free(enc);
     }
-    float *out = calloc(n + 1, sizeof *out);
+    float *out = malloc((n + 1) * sizeof *out), *was = malloc((n + 1) * sizeof *out);
+    for (size_t i = 0; i < n; i++) out[i] = (float)i * 0.25f - 7.0f;
     for (int rep = 0; rep < 2; rep++) {
+        memcpy(was, out, n * sizeof *out);
         int rc = dec->spec.ops->decode(dec, out, n, 0.5f, (mode >> 1) & 1, payload, len, flags);
         if (rc > 0 || rc <= -GC_ERR_COUNT_) abort();
+        if (rc < 0 && memcmp(out, was, n * sizeof *out) != 0) abort(); /* a refused payload wrote out */
     }
     free(out);
+    free(was);
     codec_free(dec);
     uint8_t *frame = malloc(CODEC_HEADER_SIZE + len + 1);
     memcpy(frame, CODEC_MAGIC, 4);
