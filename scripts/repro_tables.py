@@ -699,6 +699,40 @@ def figures():
         fig.tight_layout()
         fig.savefig(os.path.join(FIGS, "resnet20_time_to_accuracy.png"), dpi=90)
         plt.close(fig)
+    # 4: measured on shaped links (scripts/netlab_runs.py): time to the target and speed-up over fp32
+    for model, lab in LAB_ROWS.items():
+        bars = []  # (label, [minutes per bandwidth or None])
+        for codec, label, full, _ in lab:
+            st = steps_to(*full, LAB_TARGET[model])
+            ts = []
+            for bw, _ in LAB_BW:
+                m = lab_measure(model, codec, bw)
+                ts.append(m[0] * st / 60 if m and st else None)
+            if any(ts):
+                bars.append((label, ts))
+        if len(bars) < 2:
+            continue
+        fig, ax = plt.subplots(figsize=(11, 5))
+        width = 0.8 / len(LAB_BW)
+        for k, (_, bname) in enumerate(LAB_BW):
+            xs = [i + k * width for i in range(len(bars))]
+            ys = [ts[k] or 0 for _, ts in bars]
+            ax.bar(xs, ys, width, label=bname)
+            base = bars[0][1][k] if bars[0][0].startswith("fp32") else None
+            for x, y in zip(xs[1:], ys[1:]):
+                if base and y:
+                    ax.text(x, y, f"{base / y:.1f}x", ha="center", va="bottom", fontsize=7)
+        ax.set_xticks([i + width for i in range(len(bars))])
+        ax.set_xticklabels([lb for lb, _ in bars], fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel(f"minutes to {100 * LAB_TARGET[model]:g}% test accuracy")
+        ax.grid(alpha=0.3, axis="y", which="both")
+        ax.legend()
+        ax.set_title(f"{model}, 4 hosts on shaped links: measured step time x steps to the target "
+                     "(label: speed-up over fp32; no bar: full run not done)", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(os.path.join(FIGS, f"{model}_links_time_to_accuracy.png"), dpi=90)
+        plt.close(fig)
 
 
 # ----------------------------------------------------------------- main ----
