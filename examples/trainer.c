@@ -849,7 +849,7 @@ static int reshard_checkpoint(Worker *w, Ckpt *ck, const char *path, char *err, 
         if (take == CKPT_TAKE_OTHER) take = strcmp(sub, "data") ? CKPT_TAKE_W0 : CKPT_TAKE_NONE;
         char *list = take == CKPT_TAKE_W0 ? w0s : take == CKPT_TAKE_MEAN ? means : dropped;
         size_t size = take == CKPT_TAKE_W0 ? sizeof w0s : take == CKPT_TAKE_MEAN ? sizeof means : sizeof dropped;
-        if (strcmp(sub, "data")) {
+        if (strcmp(sub, "data") && s->len) { /* named in the note (an empty one, LeNet's "state", is not) */
             size_t k = strlen(list);
             snprintf(list + k, size - k, "%s%s", k ? ", " : "", sub);
         }
@@ -1000,7 +1000,7 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
                      "\n  data: each worker's shard of %d, at step %lld (epoch %lld, step %lld of %ld in it); "
                      "global batch %d (was %d)%s", w->comm->size, (long long)step, (long long)(step / spe),
                      (long long)(step % spe), spe, w->sh->o->batch * w->comm->size, w->sh->o->batch * w->saved_workers,
-                     w->m->ops->reset_state ? "; the model's carried state reset, as at an epoch's start" : "");
+                     w->m->ops->ckpt_sections ? "; the model's carried state reset, as at an epoch's start" : "");
         }
     } else if (!rc) {
         LoaderPos pos;

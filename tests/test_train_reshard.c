@@ -13,6 +13,8 @@
  *   - the resumed run learns on like the run that was not interrupted: after
  *     the remaining steps its test loss is within a loose factor of that run's
  *     and well below the loss it resumed from;
+ *   - gcomp on the ring (its tables dropped) and 3lc on the parameter server
+ *     resume on 3 workers too;
  *   - a checkpoint whose averaged section lacks a worker is refused. */
 #include <math.h>
 #include <unistd.h>
@@ -285,6 +287,28 @@ int main(void) {
     for (int c = 0; c < 3; c++) {
         one(codecs[c], 4, 3);
         one(codecs[c], 2, 4);
+    }
+    /* a codec with state (gcomp's tables on the ring: dropped, rebuilt) and
+     * the parameter server (3lc: rank 0's global model and pull residual stay
+     * the server's) */
+    const struct {
+        const char *codec, *said;
+    } more[] = {{"gcomp:every=2", "dropped, started afresh: ex.codecs"}, {"3lc", "ex.global, ex.pullres"}};
+    for (int c = 0; c < 2; c++) {
+        char saved[80], again[80];
+        snprintf(saved, sizeof saved, "/tmp/gcx_reshard_s_%d.ckpt", (int)getpid());
+        snprintf(again, sizeof again, "/tmp/gcx_reshard_a_%d.ckpt", (int)getpid());
+        CHECK(run(more[c].codec, 4, 5, saved, NULL) == 0, "%s: 4 workers, 5 steps, save", more[c].codec);
+        static char out[1 << 16];
+        TestCapture cap;
+        test_capture_begin(&cap);
+        int rc = run(more[c].codec, 3, 10, again, saved);
+        test_capture_end(&cap, out, sizeof out);
+        CHECK(rc == 0 && strstr(out, "resuming a 4-worker checkpoint on 3 workers") && strstr(out, more[c].said),
+              "%s: 4 -> 3 workers, 5 more steps, saying \"%s\" (status %d):\n%.3000s", more[c].codec, more[c].said, rc,
+              out);
+        unlink(saved);
+        unlink(again);
     }
     /* an averaged section missing for one saved worker is refused, naming it */
     char saved[80], bad[80], again[80];
