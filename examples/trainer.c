@@ -549,7 +549,7 @@ typedef struct {
     long saved_step;       /* the step of the last checkpoint this run wrote or resumed from (-1: none) */
     int resumed_untold;    /* the resumed checkpoint's description does not record the topology and memory */
     int saved_workers;     /* the resumed checkpoint's worker count (another than this run's: reshard_checkpoint) */
-    char reshard_note[1600]; /* what a resume on another worker count did, for rank 0 to say */
+    char reshard_note[2560]; /* what a resume on another worker count did, for rank 0 to say */
     int64_t pos_epoch;
     /* eval scratch */
     float *backup_params, *backup_state;
@@ -824,8 +824,11 @@ static int reshard_checkpoint(Worker *w, Ckpt *ck, const char *path, char *err, 
     }
     Ckpt out = {0};
     out.sec = callocCheck((size_t)ck->n + 1, sizeof *out.sec);
-    size_t bytes = 0;
-    for (int i = 0; i < ck->n; i++) bytes += ck->sec[i].len; /* enough: every output is one input's size */
+    size_t bytes = 0; /* every output is the size of a run-wide or a worker 0's section */
+    for (int i = 0; i < ck->n; i++) {
+        const char *nm = ck->sec[i].name;
+        if (nm[0] != 'w' || nm[1] < '0' || nm[1] > '9' || !strncmp(nm, "w0.", 3)) bytes += ck->sec[i].len;
+    }
     out.file = mallocCheck(bytes + 1);
     out.size = bytes;
     size_t at = 0;

@@ -283,7 +283,7 @@ int main(void) {
     g_task.model_new = digit_model;
     g_task.data_new = image_data_iter;
     g_task.ctx = &g_ctx;
-    const char *codecs[] = {"fp32", "sbc:p=0.01", "dgc:density=0.01"};
+    const char *codecs[] = {"fp32", "sbc:p=0.05", "dgc:density=0.01"};
     for (int c = 0; c < 3; c++) {
         one(codecs[c], 4, 3);
         one(codecs[c], 2, 4);
