@@ -1292,3 +1292,5 @@ CkptTake exchange_ckpt_take(const Exchange *ex, const char *name) {
     }
     return CKPT_TAKE_OTHER;
 }
+
+int exchange_ckpt_server_only(const char *name) { return !strcmp(name, "ex.global") || !strcmp(name, "ex.pullres"); }

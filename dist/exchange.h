@@ -209,6 +209,9 @@ int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long st
  *   CKPT_TAKE_OTHER not the exchange's or the optimizer's: the caller's rule */
 typedef enum { CKPT_TAKE_W0, CKPT_TAKE_MEAN, CKPT_TAKE_NONE, CKPT_TAKE_OTHER } CkptTake;
 CkptTake exchange_ckpt_take(const Exchange *ex, const char *name);
+/* 1 for the sections that only rank 0, the parameter server, saves
+ * ("ex.global", "ex.pullres"); every other is every worker's */
+int exchange_ckpt_server_only(const char *name);
 
 /* Turns the per-tensor statistics on (they cost an extra pass over each tensor's
  * values); exchange_layer_stats gives the [T] sums since the last reset. The

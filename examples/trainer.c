@@ -806,9 +806,11 @@ static void ranks_str(char *buf, size_t n, int count) {
  * exchange_ckpt_take (worker 0's, the mean over the N, or none), the model's
  * (batch-norm statistics, --ema's average, an LSTM's dropout step) worker
  * 0's, which every evaluation and export uses; the data position is left to
- * the caller. Every section that is averaged must be there, of one size, for
- * every saved worker. Writes what was done to w->reshard_note. 0, or -1 with
- * a message and *ck freed. */
+ * the caller. Every section taken or averaged must be there, of one size, for
+ * every saved worker (but the server's own, rank 0's alone), and what the
+ * exchange keeps identical must be (as replicas_differ checks after a plain
+ * resume); the codecs' states and the data positions are not read. Writes what
+ * was done to w->reshard_note. 0, or -1 with a message and *ck freed. */
 static int reshard_checkpoint(Worker *w, Ckpt *ck, const char *path, char *err, size_t errlen) {
     int N = w->saved_workers, M = w->comm->size;
     char name[CKPT_NAME_MAX + 16];
@@ -822,6 +824,18 @@ static int reshard_checkpoint(Worker *w, Ckpt *ck, const char *path, char *err, 
             return -1;
         }
     }
+    /* what the exchange keeps identical on every worker (as replicas_differ
+     * compares after a plain resume): with weight deltas after the first
+     * step, the anchor, not the parameters */
+    CkptSection rep[2 + OPT_MAX_STATE];
+    int nrep = exchange_replicas(w->ex, w->m->params, &w->opt, rep, 2 + OPT_MAX_STATE);
+    size_t slen = 0;
+    const void *sp = ckpt_find(ck, "step", &slen);
+    int64_t step = 0;
+    if (sp && slen == sizeof step) memcpy(&step, sp, sizeof step);
+    for (int i = 0; i < nrep; i++)
+        if (!strcmp(rep[i].name, "params") && exchange_ckpt_take(w->ex, "params") == CKPT_TAKE_MEAN)
+            snprintf(rep[i].name, CKPT_NAME_MAX, "%s", step > 0 ? "ex.anchor" : "-");
     Ckpt out = {0};
     out.sec = callocCheck((size_t)ck->n + 1, sizeof *out.sec);
     size_t bytes = 0; /* every output is the size of a run-wide or a worker 0's section */
@@ -868,6 +882,26 @@ static int reshard_checkpoint(Worker *w, Ckpt *ck, const char *path, char *err, 
         o->data = out.file + at;
         o->len = s->len;
         if (take == CKPT_TAKE_W0) {
+            /* every saved worker's copy has worker 0's size (the server's own
+             * sections are rank 0's alone), and a shared one its bytes */
+            int shared = 0;
+            for (int k = 0; k < nrep; k++) shared |= !strcmp(rep[k].name, sub);
+            for (int r = 1; r < N && !rc; r++) {
+                snprintf(name, sizeof name, "w%d.%s", r, sub);
+                size_t len = 0;
+                const void *p = ckpt_find(ck, name, &len);
+                if (!p && exchange_ckpt_server_only(sub)) continue;
+                if (!p || len != s->len) {
+                    snprintf(err, errlen, "%.300s is damaged: section %s %s (w0.%s holds %zu bytes)", path, name,
+                             p ? "has another size" : "is missing", sub, s->len);
+                    rc = -1;
+                } else if (shared && memcmp(p, s->data, len)) {
+                    snprintf(err, errlen, "%.300s is damaged: %s differs from w0.%s, which the exchange keeps "
+                             "identical on every worker", path, name, sub);
+                    rc = -1;
+                }
+            }
+            if (rc) break;
             memcpy((uint8_t *)out.file + at, s->data, s->len);
         } else {
             size_t n = s->len / sizeof(float);
