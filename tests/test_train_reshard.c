@@ -334,11 +334,6 @@ int main(void) {
         CHECK(rc != 0 && strstr(out, "error: --resume") && strstr(out, "w2.ex.resid is missing"),
               "a 4-worker checkpoint without w2.ex.resid is refused on 3 workers, naming it (status %d):\n%.2000s", rc,
               out);
-        /* on 4 workers as well (the plain resume) */
-        test_capture_begin(&cap);
-        rc = run("dgc:density=0.01", 4, 5, again, bad);
-        test_capture_end(&cap, out, sizeof out);
-        CHECK(rc != 0 && strstr(out, "w2.ex.resid"), "and on 4 (status %d):\n%.2000s", rc, out);
     } else {
         CHECK(0, "%s", err);
     }

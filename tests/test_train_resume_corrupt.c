@@ -159,19 +159,19 @@ static int resume_lm3(const char *path) { return on3(resume_lm, path); }
 
 static int loaded[M_N], tried[M_N];
 
-/* every damage of every section of the checkpoint at good */
-static void damage_all(const char *what, const char *good, int (*resume)(const char *)) {
+/* every damage of every section of the checkpoint at good; how many loaded */
+static int damage_all(const char *what, const char *good, int (*resume)(const char *)) {
     Ckpt base;
     char err[512], mutant[64];
     static char text[1 << 16];
     snprintf(mutant, sizeof mutant, "/tmp/gcx_corrupt_m_%d.ckpt", (int)getpid());
     if (ckpt_read(&base, good, err, sizeof err)) {
         CHECK(0, "%s: %s", what, err);
-        return;
+        return 0;
     }
     Rng r;
     rng_init(&r, 77, 0);
-    int silent = 0, runs = 0, wrong = 0;
+    int silent = 0, runs = 0, wrong = 0, loads = 0;
     for (int k = 0; k < base.n; k++)
         for (int m = 0; m < M_N; m++) {
             if (write_mutant(&base, k, m, mutant, &r)) continue;
@@ -182,6 +182,7 @@ static void damage_all(const char *what, const char *good, int (*resume)(const c
             if (rc == 0) {
                 if (getenv("SHOW_LOADED")) fprintf(stderr, "loaded: %s", g_case);
                 loaded[m]++;
+                loads++;
                 if (must_refuse(base.sec[k].name, m)) {
                     wrong++;
                     printf("%s: section %s damaged (%s) loaded; expected a refusal\n", what, base.sec[k].name,
@@ -202,6 +203,7 @@ static void damage_all(const char *what, const char *good, int (*resume)(const c
           what, wrong);
     ckpt_free(&base);
     unlink(mutant);
+    return loads;
 }
 
 int main(void) {
@@ -238,18 +240,22 @@ int main(void) {
         if (!strncmp(g_codec, "dgc", 3) || !strncmp(g_codec, "sbc", 3)) { /* and on 3 workers */
             char what[80];
             snprintf(what, sizeof what, "%s on 3 workers", g_codec);
+            CHECK(resume_resnet3(good) == 0, "%s: the undamaged checkpoint resumes", what);
             g_reshard = 1; /* must_refuse's exceptions, while damage_all judges */
-            damage_all(what, good, resume_resnet3);
+            int n = damage_all(what, good, resume_resnet3);
             g_reshard = 0;
+            CHECK(n > 0, "%s: the damaged checkpoints that a resume cannot judge load (%d)", what, n);
         }
     }
     g_replica = ""; /* fp32's allreduce: MPI and NCCL need not sum alike on every rank */
     CHECK(run_lm(3, good, NULL) == 0, "lstm: 3 steps, save");
     CHECK(run_lm(4, g_scratch, good) == 0, "lstm: the undamaged checkpoint resumes");
     damage_all("lstm", good, resume_lm);
+    CHECK(resume_lm3(good) == 0, "lstm on 3 workers: the undamaged checkpoint resumes");
     g_reshard = 1;
-    damage_all("lstm on 3 workers", good, resume_lm3);
+    int n = damage_all("lstm on 3 workers", good, resume_lm3);
     g_reshard = 0;
+    CHECK(n > 0, "lstm on 3 workers: the damaged checkpoints that a resume cannot judge load (%d)", n);
     for (int m = 0; m < M_N; m++) printf("%-6s damage: %3d of %3d files loaded\n", mut_name[m], loaded[m], tried[m]);
     unlink(good);
     unlink(g_scratch);
