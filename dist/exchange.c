@@ -1246,7 +1246,8 @@ bad:
     return -1;
 }
 
-int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long step, char *err, size_t errlen) {
+int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long step, int saved_workers, char *err,
+                       size_t errlen) {
     CkptSection s[10];
     int n = exchange_ckpt_sections(ex, s, 10, "");
     for (int i = 0; i < n; i++) {
@@ -1260,6 +1261,7 @@ int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long st
     ex->started = step > 0;
     /* absent when no codec kept state at the save: before the first exchange,
      * or when no tensor's codec keeps state */
+    if (saved_workers != ex->N) return 0; /* the codecs start afresh (exchange_ckpt_take) */
     char name[CKPT_NAME_MAX + 16];
     snprintf(name, sizeof name, "%.15scodecs", prefix);
     size_t len = 0;
@@ -1274,3 +1276,21 @@ int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long st
         }
     return 0;
 }
+
+CkptTake exchange_ckpt_take(const Exchange *ex, const char *name) {
+    if (!strcmp(name, "params")) return ex->deltas ? CKPT_TAKE_MEAN : CKPT_TAKE_W0;
+    if (!strncmp(name, "opt.", 4)) {
+        if (!strcmp(name, "opt.config") || !strcmp(name, "opt.step")) return CKPT_TAKE_W0;
+        /* with weight deltas each worker's optimizer steps on its own gradient
+         * between exchanges; else every worker's is the same (or the server's) */
+        return ex->deltas ? CKPT_TAKE_MEAN : CKPT_TAKE_W0;
+    }
+    if (!strncmp(name, "ex.", 3)) {
+        if (!strcmp(name, "ex.resid") || !strcmp(name, "ex.vel")) return CKPT_TAKE_MEAN;
+        if (!strcmp(name, "ex.codecs")) return CKPT_TAKE_NONE;
+        return CKPT_TAKE_W0; /* ex.anchor (shared), ex.global and ex.pullres (the server's) */
+    }
+    return CKPT_TAKE_OTHER;
+}
+
+int exchange_ckpt_server_only(const char *name) { return !strcmp(name, "ex.global") || !strcmp(name, "ex.pullres"); }

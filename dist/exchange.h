@@ -178,9 +178,40 @@ int exchange_replicas(const Exchange *ex, float *params, Optim *opt, CkptSection
  * lives. Returns the count (<= cap). */
 int exchange_ckpt_sections(Exchange *ex, CkptSection *out, int cap, const char *prefix);
 /* Loads them back (names prefix + the names above) for a checkpoint taken after
- * step (>= 0) training steps; refuses, with a message, a missing or
- * malformed codec state that this run's codecs would have kept. */
-int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long step, char *err, size_t errlen);
+ * step (>= 0) training steps by saved_workers workers; refuses, with a
+ * message, a missing or malformed codec state that this run's codecs would
+ * have kept. With saved_workers other than this run's count, ck holds what
+ * exchange_ckpt_take made of the saved workers' sections, and the codecs
+ * start afresh (no codec state is loaded or required). */
+int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long step, int saved_workers, char *err,
+                       size_t errlen);
+
+/* Resuming on another worker count (docs/DIST.md, Checkpoints: "On another
+ * worker count"): what each of this run's M workers takes of the sections that
+ * the N workers of the checkpoint saved. name is a worker's section without
+ * its "w<r>." prefix: "params", "opt.<name>" (optim_ckpt_sections) or
+ * "ex.<name>" (exchange_ckpt_sections).
+ *   CKPT_TAKE_W0    worker 0's: what the exchange keeps identical on every
+ *                   worker (the model, the anchor, the optimizer state where
+ *                   every worker runs it on the same average), the parameter
+ *                   server's state (rank 0 stays the server), counters
+ *   CKPT_TAKE_MEAN  the mean over the N workers (float arrays): the state
+ *                   whose contributions the exchange averages over workers:
+ *                   error-feedback residuals and DGC's velocity and
+ *                   accumulation, and with weight deltas (--delay, sbc) each
+ *                   worker's model and optimizer state between exchanges. The
+ *                   exchange applies (1/N) x the sum of what N workers send,
+ *                   so what is still owed to the model is the MEAN of their
+ *                   residuals; giving each of the M workers that mean keeps it
+ *                   (a sum would be applied N/M times over)
+ *   CKPT_TAKE_NONE  nothing: the codecs' state (GCOMP's Huffman tables, one
+ *                   per peer or ring chunk) starts afresh, as at step 0
+ *   CKPT_TAKE_OTHER not the exchange's or the optimizer's: the caller's rule */
+typedef enum { CKPT_TAKE_W0, CKPT_TAKE_MEAN, CKPT_TAKE_NONE, CKPT_TAKE_OTHER } CkptTake;
+CkptTake exchange_ckpt_take(const Exchange *ex, const char *name);
+/* 1 for the sections that only rank 0, the parameter server, saves
+ * ("ex.global", "ex.pullres"); every other is every worker's */
+int exchange_ckpt_server_only(const char *name);
 
 /* Turns the per-tensor statistics on (they cost an extra pass over each tensor's
  * values); exchange_layer_stats gives the [T] sums since the last reset. The

@@ -125,6 +125,7 @@ DataIter *image_data_iter(Task *t, int split, int rank, int world, int batch, ui
     it->free = ii_free;
     it->steps_per_epoch = (long)l->steps_per_epoch;
     it->samples_per_step = batch;
+    it->pos_per_step = batch;
     it->impl = ii;
     return it;
 }

@@ -80,6 +80,7 @@ DataIter *lm_task_data(Task *t, int split, int rank, int world, int batch, uint6
     it->free = lm_free;
     it->steps_per_epoch = (long)li->l.steps_per_epoch;
     it->samples_per_step = (long)batch * lt->bptt;
+    it->pos_per_step = lt->bptt;
     it->impl = li;
     return it;
 }

@@ -414,7 +414,8 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "                       step, ratio, density, relative error, codec time (scripts/plot.py --layers)\n"
             "  --save FILE          checkpoint at the end\n"
             "  --save-every N       with --save: also every N steps (each replaces the last)\n"
-            "  --resume FILE        continue a run from its checkpoint, exactly as if never stopped\n"
+            "  --resume FILE        continue a run from its checkpoint, exactly as if never stopped; on another\n"
+            "                       --workers or mpirun -np (a lost node): each worker's state by a stated rule\n"
             "  --export FILE        at the end, write the model as PyTorch's state_dict in safetensors format\n"
             "                       (weights and batch-norm running statistics; README: PyTorch)\n"
             "  --init-from FILE     start from the weights of a safetensors state_dict (from --export or\n"
@@ -547,6 +548,8 @@ typedef struct {
     long replicas_checked; /* the step after which replicas_differ last found none (-1: none yet) */
     long saved_step;       /* the step of the last checkpoint this run wrote or resumed from (-1: none) */
     int resumed_untold;    /* the resumed checkpoint's description does not record the topology and memory */
+    int saved_workers;     /* the resumed checkpoint's worker count (another than this run's: reshard_checkpoint) */
+    char reshard_note[2560]; /* what a resume on another worker count did, for rank 0 to say */
     int64_t pos_epoch;
     /* eval scratch */
     float *backup_params, *backup_state;
@@ -595,7 +598,7 @@ static int worker_sections(Worker *w, CkptSection *s, int cap, uint8_t *pos_buf)
  * checkpoints hold the --codec text as typed, then the topology and memory as
  * resolved (exchange = 1) or, older still, end at the delay and resume under
  * any: form 0 writes those (exchange as said). */
-static void meta_string(char *buf, size_t n, const Worker *w, int exchange, int form) {
+static void meta_string_for(char *buf, size_t n, const Worker *w, int workers, int exchange, int form) {
     const TrainOpts *o = w->sh->o;
     const DistConfig *c = exchange_config(w->ex);
     if (form) {
@@ -604,7 +607,7 @@ static void meta_string(char *buf, size_t n, const Worker *w, int exchange, int 
         size_t k = (size_t)snprintf(buf, n,
                                     "task=%.100s params=%zu workers=%d batch=%d codec=%s delay=%d topology=%s memory=%s "
                                     "dgc=%g,%g share=%d min=%ld last=%d ema=%g rules=",
-                                    w->sh->task->name, param_table_count(&w->m->pt), w->comm->size, o->batch, spec,
+                                    w->sh->task->name, param_table_count(&w->m->pt), workers, o->batch, spec,
                                     o->dist.delay, topology_name(c->topology), memory_name(c->memory), c->dgc_warmup,
                                     c->dgc_clip, c->scalar_sharing, c->policy.min_compress, c->policy.keep_last_fp32,
                                     o->ema);
@@ -616,9 +619,14 @@ static void meta_string(char *buf, size_t n, const Worker *w, int exchange, int 
         return;
     }
     int k = snprintf(buf, n, "task=%.100s params=%zu workers=%d batch=%d codec=%.300s delay=%d", w->sh->task->name,
-                     param_table_count(&w->m->pt), w->comm->size, o->batch, o->codec_text, o->dist.delay);
+                     param_table_count(&w->m->pt), workers, o->batch, o->codec_text, o->dist.delay);
     if (exchange && k > 0 && (size_t)k < n)
         snprintf(buf + k, n - (size_t)k, " topology=%s memory=%s", topology_name(c->topology), memory_name(c->memory));
+}
+
+/* this run's description */
+static void meta_string(char *buf, size_t n, const Worker *w, int exchange, int form) {
+    meta_string_for(buf, n, w, w->comm->size, exchange, form);
 }
 
 /* Collective: whether any worker failed. The lowest worker that failed says
@@ -774,6 +782,182 @@ static int save_checkpoint(Worker *w, const char *path) {
     return 0;
 }
 
+/* the worker count in a run description ("... workers=N ..."), or -1 */
+static long saved_worker_count(const char *meta) {
+    const char *p = strstr(meta, " workers=");
+    if (!p) return -1;
+    p += 9;
+    long n = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 7; p++, digits++) n = 10 * n + (*p - '0');
+    return digits && digits < 7 && *p == ' ' && n > 0 ? n : -1;
+}
+
+/* the worker ranges of a note: "0-3", "0" */
+static void ranks_str(char *buf, size_t n, int count) {
+    if (count == 1) snprintf(buf, n, "worker 0");
+    else snprintf(buf, n, "workers 0-%d", count - 1);
+}
+
+/* A checkpoint of N = w->saved_workers workers resumed on this run's M
+ * (docs/DIST.md, Checkpoints: "On another worker count"): *ck is replaced by
+ * one holding its run-wide sections and this worker's ("w<rank>.") made from
+ * the N workers' by the rule of each: the exchange's and the optimizer's by
+ * exchange_ckpt_take (worker 0's, the mean over the N, or none), the model's
+ * (batch-norm statistics, --ema's average, an LSTM's dropout step) worker
+ * 0's, which every evaluation and export uses; the data position is left to
+ * the caller. Every section taken or averaged must be there, of one size, for
+ * every saved worker (but the server's own, rank 0's alone), and what the
+ * exchange keeps identical must be (as replicas_differ checks after a plain
+ * resume); the codecs' states and the data positions are not read. Writes what
+ * was done to w->reshard_note. 0, or -1 with a message and *ck freed. */
+static int reshard_checkpoint(Worker *w, Ckpt *ck, const char *path, char *err, size_t errlen) {
+    int N = w->saved_workers, M = w->comm->size;
+    char name[CKPT_NAME_MAX + 16];
+    /* the description's worker count and the workers' sections agree */
+    for (int i = 0; i <= N; i++) {
+        snprintf(name, sizeof name, "w%d.params", i);
+        if (!ckpt_find(ck, name, NULL) != (i == N)) {
+            snprintf(err, errlen, "%.300s is damaged: its description says %d workers, but it %s a section %s", path,
+                     N, i == N ? "holds" : "lacks", name);
+            ckpt_free(ck);
+            return -1;
+        }
+    }
+    /* what the exchange keeps identical on every worker (as replicas_differ
+     * compares after a plain resume): with weight deltas after the first
+     * step, the anchor, not the parameters */
+    CkptSection rep[2 + OPT_MAX_STATE];
+    int nrep = exchange_replicas(w->ex, w->m->params, &w->opt, rep, 2 + OPT_MAX_STATE);
+    size_t slen = 0;
+    const void *sp = ckpt_find(ck, "step", &slen);
+    int64_t step = 0;
+    if (sp && slen == sizeof step) memcpy(&step, sp, sizeof step);
+    for (int i = 0; i < nrep; i++)
+        if (!strcmp(rep[i].name, "params") && exchange_ckpt_take(w->ex, "params") == CKPT_TAKE_MEAN)
+            snprintf(rep[i].name, CKPT_NAME_MAX, "%s", step > 0 ? "ex.anchor" : "-");
+    Ckpt out = {0};
+    out.sec = callocCheck((size_t)ck->n + 1, sizeof *out.sec);
+    size_t bytes = 0; /* every output is the size of a run-wide or a worker 0's section */
+    for (int i = 0; i < ck->n; i++) {
+        const char *nm = ck->sec[i].name;
+        if (nm[0] != 'w' || nm[1] < '0' || nm[1] > '9' || !strncmp(nm, "w0.", 3)) bytes += ck->sec[i].len;
+    }
+    out.file = mallocCheck(bytes + 1);
+    out.size = bytes;
+    size_t at = 0;
+    char w0s[600] = "", means[600] = "", dropped[300] = "", from[32];
+    int rc = 0;
+    double *acc = NULL;
+    float *tmp = NULL;
+    size_t acc_n = 0;
+    for (int i = 0; i < ck->n && !rc; i++) {
+        const CkptSection *s = &ck->sec[i];
+        const char *sub = NULL;
+        if (s->name[0] != 'w' || s->name[1] < '0' || s->name[1] > '9') { /* run-wide: meta, step, the schedule */
+            out.sec[out.n] = *s;
+            memcpy((uint8_t *)out.file + at, s->data, s->len);
+            out.sec[out.n++].data = out.file + at;
+            at += s->len;
+            continue;
+        }
+        if (strncmp(s->name, "w0.", 3)) continue; /* another worker's: read with worker 0's below */
+        sub = s->name + 3;
+        CkptTake take = exchange_ckpt_take(w->ex, sub);
+        if (take == CKPT_TAKE_OTHER) take = strcmp(sub, "data") ? CKPT_TAKE_W0 : CKPT_TAKE_NONE;
+        char *list = take == CKPT_TAKE_W0 ? w0s : take == CKPT_TAKE_MEAN ? means : dropped;
+        size_t size = take == CKPT_TAKE_W0 ? sizeof w0s : take == CKPT_TAKE_MEAN ? sizeof means : sizeof dropped;
+        if (strcmp(sub, "data") && s->len) { /* named in the note (an empty one, LeNet's "state", is not) */
+            size_t k = strlen(list);
+            snprintf(list + k, size - k, "%s%s", k ? ", " : "", sub);
+        }
+        if (take == CKPT_TAKE_NONE) continue;
+        CkptSection *o = &out.sec[out.n];
+        if (snprintf(o->name, CKPT_NAME_MAX, "w%d.%s", w->rank, sub) >= CKPT_NAME_MAX) {
+            snprintf(err, errlen, "checkpoint section %s: its name for worker %d is longer than %d characters", s->name,
+                     w->rank, CKPT_NAME_MAX - 1);
+            rc = -1;
+            break;
+        }
+        o->data = out.file + at;
+        o->len = s->len;
+        if (take == CKPT_TAKE_W0) {
+            /* every saved worker's copy has worker 0's size (the server's own
+             * sections are rank 0's alone), and a shared one its bytes */
+            int shared = 0;
+            for (int k = 0; k < nrep; k++) shared |= !strcmp(rep[k].name, sub);
+            for (int r = 1; r < N && !rc; r++) {
+                snprintf(name, sizeof name, "w%d.%s", r, sub);
+                size_t len = 0;
+                const void *p = ckpt_find(ck, name, &len);
+                if (!p && exchange_ckpt_server_only(sub)) continue;
+                if (!p || len != s->len) {
+                    snprintf(err, errlen, "%.300s is damaged: section %s %s (w0.%s holds %zu bytes)", path, name,
+                             p ? "has another size" : "is missing", sub, s->len);
+                    rc = -1;
+                } else if (shared && memcmp(p, s->data, len)) {
+                    snprintf(err, errlen, "%.300s is damaged: %s differs from w0.%s, which the exchange keeps "
+                             "identical on every worker", path, name, sub);
+                    rc = -1;
+                }
+            }
+            if (rc) break;
+            memcpy((uint8_t *)out.file + at, s->data, s->len);
+        } else {
+            size_t n = s->len / sizeof(float);
+            if (s->len % sizeof(float)) {
+                snprintf(err, errlen, "checkpoint section %s holds %zu bytes, not a whole number of floats", s->name,
+                         s->len);
+                rc = -1;
+                break;
+            }
+            if (n > acc_n) {
+                free(acc);
+                free(tmp);
+                acc = mallocCheck(n * sizeof *acc + 1);
+                tmp = mallocCheck(n * sizeof *tmp + 1);
+                acc_n = n;
+            }
+            for (size_t j = 0; j < n; j++) acc[j] = 0;
+            for (int r = 0; r < N && !rc; r++) {
+                snprintf(name, sizeof name, "w%d.%s", r, sub);
+                size_t len = 0;
+                const void *p = ckpt_find(ck, name, &len);
+                if (!p || len != s->len) {
+                    snprintf(err, errlen, "%.300s is damaged: section %s %s (w0.%s holds %zu bytes; a resume on "
+                             "another worker count averages them)", path, name, p ? "has another size" : "is missing",
+                             sub, s->len);
+                    rc = -1;
+                    break;
+                }
+                memcpy(tmp, p, len);
+                for (size_t j = 0; j < n; j++) acc[j] += tmp[j];
+            }
+            /* the mean of N copies of one value is that value, bit for bit */
+            for (size_t j = 0; j < n; j++) tmp[j] = (float)(acc[j] / N);
+            memcpy((uint8_t *)out.file + at, tmp, s->len);
+        }
+        at += s->len;
+        out.n++;
+    }
+    free(acc);
+    free(tmp);
+    ckpt_free(ck);
+    if (rc) {
+        ckpt_free(&out);
+        return -1;
+    }
+    *ck = out;
+    ranks_str(from, sizeof from, N);
+    snprintf(w->reshard_note, sizeof w->reshard_note,
+             "resuming a %d-worker checkpoint on %d workers (docs/DIST.md, Checkpoints):\n"
+             "  as saved (worker 0's, which the workers share or the server holds): %s\n"
+             "  the mean of %s on each of the %d (what the exchange averages; the update still owed is kept): %s\n"
+             "  dropped, started afresh: %s", N, M, w0s[0] ? w0s : "-", from, M, means[0] ? means : "-",
+             dropped[0] ? dropped : "-");
+    return 0;
+}
+
 static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen) {
     Ckpt ck;
     if (ckpt_read(&ck, path, err, errlen)) return -1;
@@ -788,14 +972,26 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     memcpy(meta, m, mlen);
     meta[mlen] = 0;
     w->resumed_untold = strstr(meta, " topology=") == NULL;
-    meta_string(want, sizeof want, w, !w->resumed_untold, strstr(meta, " rules=") != NULL);
+    int form = strstr(meta, " rules=") != NULL;
+    meta_string(want, sizeof want, w, !w->resumed_untold, form);
+    w->saved_workers = w->comm->size;
     if (strcmp(meta, want)) {
-        snprintf(err, errlen, "%.150s was written by another run configuration:\n  checkpoint: %.800s\n  this run:   %.800s\n"
-                 "resume with the same model, --workers, --batch, --codec, --layer-codec, --min-compress, "
-                 "--keep-last-fp32, --delay, --topology and --memory", path, meta, want);
-        ckpt_free(&ck);
-        return -1;
+        /* the same run on another worker count resumes (reshard_checkpoint) */
+        long saved = saved_worker_count(meta);
+        if (saved > 0 && saved != w->comm->size) {
+            meta_string_for(want, sizeof want, w, (int)saved, !w->resumed_untold, form);
+            if (!strcmp(meta, want)) w->saved_workers = (int)saved;
+        }
+        if (w->saved_workers == w->comm->size) {
+            snprintf(err, errlen, "%.150s was written by another run configuration:\n  checkpoint: %.800s\n  this run:   %.800s\n"
+                     "resume with the same model, --batch, --codec, --layer-codec, --min-compress, "
+                     "--keep-last-fp32, --delay, --topology and --memory (--workers may differ)", path, meta, want);
+            ckpt_free(&ck);
+            return -1;
+        }
+        if (reshard_checkpoint(w, &ck, path, err, errlen)) return -1;
     }
+    int resharded = w->saved_workers != w->comm->size;
     int64_t step = 0;
     char prefix[16];
     snprintf(prefix, sizeof prefix, "w%d.", w->rank);
@@ -808,8 +1004,10 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
         rc = -1;
     }
     for (int i = 0; i < n && !rc; i++) {
-        /* the optimizer and the exchange load their own */
+        /* the optimizer and the exchange load their own; on another worker
+         * count the data position follows from the step (below) */
         if (!strncmp(s[i].name, "opt.", 4) || !strncmp(s[i].name, "ex.", 3)) continue;
+        if (resharded && !strcmp(s[i].name, "data")) continue;
         char name[CKPT_NAME_MAX + 8];
         snprintf(name, sizeof name, "%.7s%.31s", prefix, s[i].name);
         rc = ckpt_load(&ck, name, (void *)s[i].data, s[i].len, err, errlen);
@@ -819,9 +1017,30 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
     if (!rc) rc = optim_ckpt_load(&w->opt, &ck, optp, err, errlen);
     char exp_[24];
     snprintf(exp_, sizeof exp_, "%sex.", prefix);
-    if (!rc) rc = exchange_ckpt_load(w->ex, &ck, exp_, (long)step, err, errlen);
+    if (!rc) rc = exchange_ckpt_load(w->ex, &ck, exp_, (long)step, w->saved_workers, err, errlen);
     if (!rc) rc = lr_sched_ckpt_load(&w->sched, &ck, "", err, errlen);
-    if (!rc) {
+    if (!rc && resharded) {
+        /* each worker's shard of this count, where the step falls in it (the
+         * trainer counts epochs as steps / steps per epoch); the model's
+         * carried state (an LSTM's) belonged to another part of the data */
+        long spe = w->train->steps_per_epoch;
+        LoaderPos pos = w->train->get_pos(w->train); /* this configuration's fingerprint */
+        pos.epoch = step / spe;
+        pos.cursor = (step % spe) * w->train->pos_per_step;
+        if (w->train->set_pos(w->train, &pos)) {
+            snprintf(err, errlen, "%s", w->train->err);
+            rc = -1;
+        }
+        if (w->m->ops->reset_state) w->m->ops->reset_state(w->m);
+        if (!rc) {
+            size_t k = strlen(w->reshard_note);
+            snprintf(w->reshard_note + k, sizeof w->reshard_note - k,
+                     "\n  data: each worker's shard of %d, at step %lld (epoch %lld, step %lld of %ld in it); "
+                     "global batch %d (was %d)%s", w->comm->size, (long long)step, (long long)(step / spe),
+                     (long long)(step % spe), spe, w->sh->o->batch * w->comm->size, w->sh->o->batch * w->saved_workers,
+                     w->m->ops->ckpt_sections ? "; the model's carried state reset, as at an epoch's start" : "");
+        }
+    } else if (!rc) {
         LoaderPos pos;
         rc = loader_pos_unpack(&pos, pos_buf, LOADER_POS_BYTES, err, errlen) ? -1 : 0;
         if (!rc && w->train->set_pos(w->train, &pos)) {
@@ -1261,6 +1480,7 @@ static void worker_main(Shared *sh, Comm *comm) {
         printf("optimizer: %s, lr %g, schedule %s, %ld steps%s\n", optdesc, o->lr, sched, total,
                w->step ? " (resumed)" : "");
         if (w->step) printf("resumed from %s at step %ld\n", o->resume, w->step);
+        if (o->resume[0] && w->saved_workers != world) printf("%s\n", w->reshard_note);
         if (o->resume[0] && !strcmp(o->resume, o->save)) w->saved_step = w->step;
         if (!o->quiet) exchange_print(w->ex, stdout, o->show_policy);
         else {

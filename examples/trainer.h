@@ -33,6 +33,8 @@ struct DataIter {
     void (*free)(DataIter *it);
     long steps_per_epoch;
     long samples_per_step; /* images (N) or tokens (N*T) per full batch, for throughput */
+    long pos_per_step;     /* what a full batch adds to LoaderPos.cursor (images: N; tokens: T): a resume
+                            * on another worker count places each worker's position at the step with it */
     char err[DATA_ERR_LEN];
     void *impl;
 };

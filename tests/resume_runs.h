@@ -13,14 +13,18 @@
 #include "nn/resnet.h"
 #include "tests/synth_task.h"
 
-/* what both runs share: 6 steps, 2 local workers, quiet, the files */
+/* the local workers of the next runs (2; another count resumes a checkpoint
+ * of 2 on it) */
+static int run_workers = 2;
+
+/* what both runs share: 6 steps, run_workers local workers, quiet, the files */
 static void resume_opts(TrainOpts *o, int batch, double lr, uint64_t seed, long stop_at, const char *save,
                         const char *resume) {
     train_opts_default(o);
     o->steps = 6;
     o->stop_at = stop_at;
     o->batch = batch;
-    o->workers = 2;
+    o->workers = run_workers;
     o->threads = 2;
     o->lr = lr;
     o->print_every = 1000;

@@ -8,7 +8,8 @@
  * resumes bit for bit as the uninterrupted local run; a checkpoint where one
  * worker's copy of the exchanged model differs, and one that only worker 1
  * cannot load, are refused on every rank with that worker's message (no rank
- * left waiting in a collective: a timeout catches a hang).
+ * left waiting in a collective: a timeout catches a hang); and the 4-worker
+ * checkpoint resumed by mpirun -np 3 ends as on 3 local workers.
  * Skipped (with a note) when the build has no MPI or mpirun is missing.
  * make test also runs it under AddressSanitizer (tests/lsan_mpi.h). */
 #include <math.h>
@@ -27,6 +28,9 @@
 #include "tests/test.h"
 
 
+/* the local backend's worker count (4; 3 for a resume on fewer workers) */
+static int g_local_workers = 4;
+
 /* 4 steps of a 4-worker run, saved at the end or at stop_at (> 0), from
  * resume (or NULL); delay > 1: SBC's local steps */
 static int run(const char *codec, const char *backend, const char *save, const char *resume, int delay, int stop_at,
@@ -36,7 +40,7 @@ static int run(const char *codec, const char *backend, const char *save, const c
     o.steps = 4;
     o.stop_at = stop_at;
     o.batch = 4;
-    o.workers = 4;
+    o.workers = g_local_workers;
     o.threads = !strcmp(backend, "mpi") ? 1 : 4;
     o.lr = 0.05;
     o.print_every = 1000;
@@ -62,21 +66,24 @@ static int run(const char *codec, const char *backend, const char *save, const c
 /* mpirun -np 4 of this binary in a child mode (args); its exit status (124:
  * the timeout, which catches a hang) and its output in text; the output must
  * hold no AddressSanitizer, LeakSanitizer or UBSan report */
-static int mpirun4(const char *self, const char *args, char *text, size_t cap) {
+static int mpirun_np(int np, const char *self, const char *args, char *text, size_t cap) {
     char cmd[8192], out[64];
     snprintf(out, sizeof out, "/tmp/gcx_mpi_out_%d.txt", (int)getpid());
     snprintf(cmd, sizeof cmd,
              "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-             "timeout 120 mpirun --oversubscribe -np 4 %s %s > %s 2>&1",
-             self, args, out);
+             "timeout 120 mpirun --oversubscribe -np %d %s %s > %s 2>&1",
+             np, self, args, out);
     int rc = system(cmd);
     test_read_text(out, text, cap);
     unlink(out);
     /* a refused resume exits nonzero anyway, so a sanitizer's report in a
      * child (a leak on the error path, say) would pass unseen without this */
     CHECK(!strstr(text, "Sanitizer") && !strstr(text, "runtime error:"),
-          "mpirun -np 4 %s: no sanitizer report, output:\n%.2000s", args, text);
+          "mpirun -np %d %s: no sanitizer report, output:\n%.2000s", np, args, text);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+static int mpirun4(const char *self, const char *args, char *text, size_t cap) {
+    return mpirun_np(4, self, args, text, cap);
 }
 
 /* resuming `from` under mpirun, saving to `to`: how many of the 4 ranks
@@ -169,6 +176,46 @@ static void resume_checks(const char *self, const char *a, const char *b) {
     unlink(c);
 }
 
+/* a lost node: the 4-worker checkpoint b (SBC --delay 2, saved after step 3,
+ * between two exchanges) resumed by mpirun -np 3 ends with the parameters of
+ * the same resume on 3 local workers, bit for bit (docs/DIST.md, Checkpoints:
+ * "On another worker count"; one file, read by every rank) */
+static void reshard_checks(const char *self, const char *b) {
+    int argc = 0;
+    char **argv = NULL;
+    char lc[64], mc[64], args[256];
+    static char text[1 << 16];
+    snprintf(lc, sizeof lc, "/tmp/gcx_mpi_3l_%d.ckpt", (int)getpid());
+    snprintf(mc, sizeof mc, "/tmp/gcx_mpi_3m_%d.ckpt", (int)getpid());
+    g_local_workers = 3;
+    CHECK(run("sbc", "local", lc, b, 2, 0, &argc, &argv) == 0, "sbc --delay 2: the 4-worker checkpoint on 3 local workers");
+    g_local_workers = 4;
+    snprintf(args, sizeof args, "--child-resume sbc %s %s", mc, b);
+    int rc = mpirun_np(3, self, args, text, sizeof text);
+    int ok = 0;
+    for (const char *p = text; (p = strstr(p, "child status 0")); p++) ok++;
+    CHECK(rc == 0 && ok == 3 && strstr(text, "resuming a 4-worker checkpoint on 3 workers"),
+          "mpirun -np 3 --resume of a 4-worker checkpoint (status %d, %d ranks ran), output:\n%.2000s", rc, ok, text);
+    Ckpt cl, cm;
+    char err[512];
+    if (ckpt_read(&cl, lc, err, sizeof err) || ckpt_read(&cm, mc, err, sizeof err)) {
+        CHECK(0, "the resumed runs' checkpoints: %s", err);
+        return;
+    }
+    const char *names[] = {"w0.params", "w1.params", "w2.params", "w0.ex.resid", "w2.ex.resid", "w2.ex.anchor"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t la = 0, lb = 0;
+        const void *pa = ckpt_find(&cl, names[i], &la), *pb = ckpt_find(&cm, names[i], &lb);
+        CHECK(pa && pb && la == lb && memcmp(pa, pb, la) == 0,
+              "4 -> 3 workers: %s on 3 MPI ranks bit-identical to 3 local workers", names[i]);
+    }
+    CHECK(!ckpt_find(&cm, "w3.params", NULL), "the 3 ranks' checkpoint holds 3 workers");
+    ckpt_free(&cl);
+    ckpt_free(&cm);
+    unlink(lc);
+    unlink(mc);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--child")) return run(argv[2], "mpi", argv[3], NULL, 1, 0, &argc, &argv) ? 1 : 0;
     if (argc == 5 && !strcmp(argv[1], "--child-resume")) {
@@ -242,6 +289,7 @@ int main(int argc, char **argv) {
         ckpt_free(&cb);
     }
     resume_checks(self, a, b);
+    reshard_checks(self, b);
     unlink(a);
     unlink(b);
     TEST_END();

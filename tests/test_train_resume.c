@@ -58,6 +58,27 @@ int main(void) {
         ckpt_free(&ca);
         ckpt_free(&cb);
     }
+    /* on 3 workers: the carried state belongs to another part of the corpus
+     * now, and is reset; the run goes on (docs/DIST.md, On another worker count) */
+    {
+        static char text[1 << 16];
+        TestCapture tc;
+        run_workers = 3;
+        test_capture_begin(&tc);
+        int rc3 = run_lm(0, a, b);
+        test_capture_end(&tc, text, sizeof text);
+        run_workers = 2;
+        CHECK(rc3 == 0 && strstr(text, "resuming a 2-worker checkpoint on 3 workers") &&
+                  strstr(text, "the model's carried state reset"),
+              "lstm: the 2-worker checkpoint resumes on 3 workers, its carried state reset (status %d):\n%.2000s", rc3,
+              text);
+        Ckpt c3;
+        char e3[512];
+        CHECK(ckpt_read(&c3, a, e3, sizeof e3) == 0 && ckpt_find(&c3, "w2.m.carry_h", NULL) &&
+                  !ckpt_find(&c3, "w3.params", NULL),
+              "lstm: the run on 3 workers saves 3 workers");
+        ckpt_free(&c3);
+    }
     /* resuming with another configuration is refused with both descriptions */
     CHECK(run("fp32", 1, 0, b, a) != 0, "resume under another codec is refused");
     /* and under another topology: on ps only the server's optimizer ran, so

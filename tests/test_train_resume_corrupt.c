@@ -9,7 +9,10 @@
  * a section of the wrong size, or a missing one, must be refused (but for the
  * exceptions in must_refuse), and so must any change to what the exchange
  * keeps identical on every worker (the parameters, or SBC's anchor, and the
- * optimizer state where every worker runs the optimizer alike).
+ * optimizer state where every worker runs the optimizer alike). The same
+ * damages of dgc's, sbc's and the LSTM's checkpoints resumed on 3 workers
+ * (docs/DIST.md, On another worker count) as well, where the codecs' states
+ * and the data positions are not read.
  * Ends with the number of damaged files that loaded, per kind of damage;
  * SHOW_LOADED=1 lists them on stderr. (Other float arenas take any value; a step
  * past the end runs no step; a cut optimizer description is accepted, since
@@ -123,8 +126,14 @@ static int listed(const char *list, const char *name) {
     return 0;
 }
 
+/* the resumes run on 3 workers, not the 2 that saved (docs/DIST.md, On another
+ * worker count), which read neither the codecs' states nor the data positions */
+static int g_reshard;
+
 static int must_refuse(const char *section, int m) {
     size_t L = strlen(section);
+    if (g_reshard && ((L >= 10 && !strcmp(section + L - 10, ".ex.codecs")) || (L >= 5 && !strcmp(section + L - 5, ".data"))))
+        return 0;
     /* "w<k>." and a replica's name: every change to it (none of these
      * damages leaves such a section as it was) */
     if (!strncmp(section, "w", 1) && strchr(section, '.') && listed(g_replica, strchr(section, '.') + 1)) return 1;
@@ -138,22 +147,31 @@ static int g_delay;
 static char g_scratch[64];
 static int resume_resnet(const char *path) { return run(g_codec, g_delay, 4, g_scratch, path); }
 static int resume_lm(const char *path) { return run_lm(4, g_scratch, path); }
+/* the same on 3 workers */
+static int on3(int (*resume)(const char *), const char *path) {
+    run_workers = 3;
+    int rc = resume(path);
+    run_workers = 2;
+    return rc;
+}
+static int resume_resnet3(const char *path) { return on3(resume_resnet, path); }
+static int resume_lm3(const char *path) { return on3(resume_lm, path); }
 
 static int loaded[M_N], tried[M_N];
 
-/* every damage of every section of the checkpoint at good */
-static void damage_all(const char *what, const char *good, int (*resume)(const char *)) {
+/* every damage of every section of the checkpoint at good; how many loaded */
+static int damage_all(const char *what, const char *good, int (*resume)(const char *)) {
     Ckpt base;
     char err[512], mutant[64];
     static char text[1 << 16];
     snprintf(mutant, sizeof mutant, "/tmp/gcx_corrupt_m_%d.ckpt", (int)getpid());
     if (ckpt_read(&base, good, err, sizeof err)) {
         CHECK(0, "%s: %s", what, err);
-        return;
+        return 0;
     }
     Rng r;
     rng_init(&r, 77, 0);
-    int silent = 0, runs = 0, wrong = 0;
+    int silent = 0, runs = 0, wrong = 0, loads = 0;
     for (int k = 0; k < base.n; k++)
         for (int m = 0; m < M_N; m++) {
             if (write_mutant(&base, k, m, mutant, &r)) continue;
@@ -164,6 +182,7 @@ static void damage_all(const char *what, const char *good, int (*resume)(const c
             if (rc == 0) {
                 if (getenv("SHOW_LOADED")) fprintf(stderr, "loaded: %s", g_case);
                 loaded[m]++;
+                loads++;
                 if (must_refuse(base.sec[k].name, m)) {
                     wrong++;
                     printf("%s: section %s damaged (%s) loaded; expected a refusal\n", what, base.sec[k].name,
@@ -184,6 +203,7 @@ static void damage_all(const char *what, const char *good, int (*resume)(const c
           what, wrong);
     ckpt_free(&base);
     unlink(mutant);
+    return loads;
 }
 
 int main(void) {
@@ -217,11 +237,25 @@ int main(void) {
         CHECK(run(g_codec, g_delay, 3, good, NULL) == 0, "%s: 3 steps, save", g_codec);
         CHECK(run(g_codec, g_delay, 4, g_scratch, good) == 0, "%s: the undamaged checkpoint resumes", g_codec);
         damage_all(g_codec, good, resume_resnet);
+        if (!strncmp(g_codec, "dgc", 3) || !strncmp(g_codec, "sbc", 3)) { /* and on 3 workers */
+            char what[80];
+            snprintf(what, sizeof what, "%s on 3 workers", g_codec);
+            CHECK(resume_resnet3(good) == 0, "%s: the undamaged checkpoint resumes", what);
+            g_reshard = 1; /* must_refuse's exceptions, while damage_all judges */
+            int n = damage_all(what, good, resume_resnet3);
+            g_reshard = 0;
+            CHECK(n > 0, "%s: the damaged checkpoints that a resume cannot judge load (%d)", what, n);
+        }
     }
     g_replica = ""; /* fp32's allreduce: MPI and NCCL need not sum alike on every rank */
     CHECK(run_lm(3, good, NULL) == 0, "lstm: 3 steps, save");
     CHECK(run_lm(4, g_scratch, good) == 0, "lstm: the undamaged checkpoint resumes");
     damage_all("lstm", good, resume_lm);
+    CHECK(resume_lm3(good) == 0, "lstm on 3 workers: the undamaged checkpoint resumes");
+    g_reshard = 1;
+    int n = damage_all("lstm on 3 workers", good, resume_lm3);
+    g_reshard = 0;
+    CHECK(n > 0, "lstm on 3 workers: the damaged checkpoints that a resume cannot judge load (%d)", n);
     for (int m = 0; m < M_N; m++) printf("%-6s damage: %3d of %3d files loaded\n", mut_name[m], loaded[m], tried[m]);
     unlink(good);
     unlink(g_scratch);
