@@ -32,6 +32,7 @@
 #include "nn/state_dict.h"
 #ifdef HAVE_CUDA
 #include "nn/cuda_ops.h"
+#include "nn/model_cuda.h"
 #endif
 
 /* ------------------------------------------------------------ options ---- */
@@ -845,6 +846,26 @@ static void ema_update(float *ema, const float *params, size_t n, double decay, 
     for (size_t i = 0; i < n; i++) ema[i] -= a * (ema[i] - params[i]);
 }
 
+/* A GPU model's copy counters (nn/model_cuda.h); zeros for a CPU model */
+typedef struct {
+    double h2d, d2h, s;
+} ModelCopies;
+
+static ModelCopies model_copies(const Model *m) {
+    ModelCopies c = {0, 0, 0};
+#ifdef HAVE_CUDA
+    const ModelCudaCopyStats *cs = model_cuda_copy_stats(m);
+    if (cs) {
+        c.h2d = (double)cs->up_bytes;
+        c.d2h = (double)cs->down_bytes;
+        c.s = cs->up_s + cs->down_s;
+    }
+#else
+    (void)m;
+#endif
+    return c;
+}
+
 /* ----------------------------------------------------------- evaluate ---- */
 typedef struct {
     double loss, acc, ppl, bpc;
@@ -917,10 +938,11 @@ typedef struct {
     double epoch, loss, acc, ppl, lr, up, down, bits_up, bits_down, ratio, ratio_c, density, compute_s, codec_s, comm_s,
         step_s, total_s, rate, data_s, comp_up, comp_down, comp_raw, wire_max, hops;
     double gcomp[10]; /* GcompParts in the order of the gcomp_ columns */
+    double h2d, d2h, copy_s;
 } LogRow;
 
 /* the columns after kind and step, in order: name, printf format */
-#define LOG_NCOLS 34
+#define LOG_NCOLS 37
 static const char *const log_cols[LOG_NCOLS][2] = {
     {"epoch", "%.4f"},      {"loss", "%.6g"},      {"acc", "%.6g"},       {"ppl", "%.6g"},
     {"lr", "%.6g"},         {"up_bytes", "%.0f"},  {"down_bytes", "%.0f"}, {"bits_up", "%.6g"},
@@ -934,7 +956,11 @@ static const char *const log_cols[LOG_NCOLS][2] = {
     /* per step, as up_bytes: what this worker's gcomp frames hold (compress/gcomp.h); 0 without gcomp */
     {"gcomp_values", "%.1f"}, {"gcomp_zeros", "%.1f"}, {"gcomp_lv0", "%.1f"}, {"gcomp_lv1", "%.1f"},
     {"gcomp_lv2", "%.1f"}, {"gcomp_lv3", "%.1f"}, {"gcomp_exp_bits", "%.1f"}, {"gcomp_level_bits", "%.1f"},
-    {"gcomp_man_bits", "%.1f"}, {"gcomp_bytes", "%.1f"}};
+    {"gcomp_man_bits", "%.1f"}, {"gcomp_bytes", "%.1f"},
+    /* per step, as up_bytes: what a GPU model copied host -> device and device -> host
+     * (parameters, state, gradients; the batch is not counted) and the host's wall time
+     * in those copies (nn/model_cuda.h); 0 with --device cpu */
+    {"h2d_bytes", "%.0f"}, {"d2h_bytes", "%.0f"}, {"copy_s", "%.6g"}};
 
 /* after each write: a failed write (a full disk, a file that takes no writes) is
  * said once, the log is closed there and the run goes on (its checkpoints still
@@ -1071,7 +1097,8 @@ static void log_row(Shared *sh, const LogRow *r) {
                                  r->codec_s,  r->comm_s,    r->step_s,  r->total_s, r->rate,    r->data_s,
                                  r->comp_up,  r->comp_down, r->comp_raw, r->wire_max, r->hops,
                                  r->gcomp[0], r->gcomp[1], r->gcomp[2], r->gcomp[3], r->gcomp[4],
-                                 r->gcomp[5], r->gcomp[6], r->gcomp[7], r->gcomp[8], r->gcomp[9]};
+                                 r->gcomp[5], r->gcomp[6], r->gcomp[7], r->gcomp[8], r->gcomp[9],
+                                 r->h2d,      r->d2h,       r->copy_s};
     if (sh->log_json) fprintf(sh->log, "{\"kind\":\"%s\",\"step\":%ld", r->kind, r->step);
     else fprintf(sh->log, "%s,%ld", r->kind, r->step);
     for (int i = 0; i < LOG_NCOLS; i++) {
@@ -1280,7 +1307,8 @@ static void worker_main(Shared *sh, Comm *comm) {
     double t_start = now_s(), t_last = t_start, ema_step = 0, t_eval = 0; /* t_eval: seconds spent evaluating */
     /* statistics of each step, summed over workers and over the steps since the last print */
     enum { S_LOSS, S_CORRECT, S_COUNT, S_COMPUTE, S_CODEC, S_UP, S_DOWN, S_RAW, S_COMM, S_DENSITY, S_COMP_RAW,
-           S_COMP_BYTES, S_DATA, S_COMP_DOWN, S_WIRE_MAX, S_HOPS, S_STOP, S_GCOMP, S_N = S_GCOMP + 10 };
+           S_COMP_BYTES, S_DATA, S_COMP_DOWN, S_WIRE_MAX, S_HOPS, S_STOP, S_H2D, S_D2H, S_COPY, S_GCOMP,
+           S_N = S_GCOMP + 10 };
     double acc_sums[S_N] = {0};
     long acc_steps = 0;
     size_t nvalues = param_table_count(&w->m->pt);
@@ -1289,6 +1317,7 @@ static void worker_main(Shared *sh, Comm *comm) {
     while (w->step < stop) {
         comm->step = w->step; /* for a stall's message */
         Batch batch;
+        ModelCopies c0 = model_copies(w->m); /* this step's host<->device copies (GPU models) */
         double td = now_s();
         int n = w->train->next(w->train, &batch);
         if (n == 0) {
@@ -1337,6 +1366,7 @@ static void worker_main(Shared *sh, Comm *comm) {
             break;
         }
         w->step++;
+        ModelCopies c1 = model_copies(w->m);
         if (w->ema) ema_update(w->ema, w->m->params, w->m->pt.total, o->ema, w->step);
         /* statistics of this step over all workers (not counted as traffic) */
         double v[S_N] = {[S_LOSS] = st.loss, [S_CORRECT] = (double)st.correct, [S_COUNT] = (double)st.count,
@@ -1345,7 +1375,8 @@ static void worker_main(Shared *sh, Comm *comm) {
                          [S_DENSITY] = xs.density, [S_COMP_RAW] = (double)xs.comp_raw,
                          [S_COMP_BYTES] = (double)xs.comp_bytes, [S_DATA] = t0 - td,
                          [S_COMP_DOWN] = (double)xs.comp_down, [S_WIRE_MAX] = (double)xs.wire_max,
-                         [S_HOPS] = xs.hops, [S_STOP] = stop_signal != 0};
+                         [S_HOPS] = xs.hops, [S_STOP] = stop_signal != 0, [S_H2D] = c1.h2d - c0.h2d,
+                         [S_D2H] = c1.d2h - c0.d2h, [S_COPY] = c1.s - c0.s};
         const GcompParts *gp = &xs.gcomp;
         const uint64_t gparts[10] = {gp->values,   gp->zeros,      gp->level[0], gp->level[1], gp->level[2],
                                      gp->level[3], gp->exp_bits,   gp->level_bits, gp->man_bits, gp->bytes};
@@ -1395,7 +1426,8 @@ static void worker_main(Shared *sh, Comm *comm) {
                         acc_sums[S_DENSITY] / per, acc_sums[S_COMPUTE] / per, acc_sums[S_CODEC] / per,
                         acc_sums[S_COMM] / per, dt, t_now - t_start, rate, acc_sums[S_DATA] / per,
                         acc_sums[S_COMP_BYTES] / per, acc_sums[S_COMP_DOWN] / per, acc_sums[S_COMP_RAW] / per,
-                        acc_sums[S_WIRE_MAX] / per, acc_sums[S_HOPS] / per, {0}};
+                        acc_sums[S_WIRE_MAX] / per, acc_sums[S_HOPS] / per, {0}, acc_sums[S_H2D] / per,
+                        acc_sums[S_D2H] / per, acc_sums[S_COPY] / per};
             for (int i = 0; i < 10; i++) r.gcomp[i] = acc_sums[S_GCOMP + i] / per;
             layers_rows(w, acc_steps);
             log_row(sh, &r);

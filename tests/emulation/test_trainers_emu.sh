@@ -52,6 +52,19 @@ bytes_apart() { # tol, cpu.csv, cuda.csv
         END { if (n == 0 || n != m) print "    " n " train rows in the CPU log, " m " in the GPU log" }' "$2" "$3" 2>&1
 }
 
+# the train rows of a --log CSV file whose host<->device copy columns (h2d_bytes, d2h_bytes,
+# copy_s) are not all zero (want 0) or not all above zero (want 1), and a line if it has none
+copies_off() { # want, log.csv
+    awk -F, -v want="$1" '
+        /^kind,/ { delete col; for (i = 1; i <= NF; i++) col[$i] = i; next }
+        $1 != "train" { next }
+        { n++; has = ("h2d_bytes" in col) && ("d2h_bytes" in col) && ("copy_s" in col)
+          h = has ? $(col["h2d_bytes"]) + 0 : -1; d = has ? $(col["d2h_bytes"]) + 0 : -1; s = has ? $(col["copy_s"]) + 0 : -1
+          if (!has || (want ? !(h > 0 && d > 0 && s > 0) : (h != 0 || d != 0 || s != 0)))
+              print "    step " $2 ": h2d " h " d2h " d " copy_s " s }
+        END { if (n == 0) print "    no train rows" }' "$2" 2>&1
+}
+
 # the bytes up of a --log CSV file's train rows, on one line
 up() { awk -F, '/^kind,/ { for (i = 1; i <= NF; i++) if ($i == "up_bytes") c = i } $1 == "train" { printf "%s ", $c }' "$1" 2>/dev/null; }
 
@@ -94,6 +107,16 @@ $bad"
 $bad"
     grep -q '^eval' "$TMP/$name.dg"
     check $? "$name: no evaluation line on the emulated GPU"
+    # the step's host<->device copies (--log h2d_bytes, d2h_bytes, copy_s): none on the CPU;
+    # on the GPU at least the model state or the gradients cross
+    bad=$(copies_off 0 "$TMP/$name.cpu.csv")
+    [ -z "$bad" ]
+    check $? "$name: the CPU run's log reports host<->device copies:
+$bad"
+    bad=$(copies_off 1 "$TMP/$name.cuda.csv")
+    [ -z "$bad" ]
+    check $? "$name: the emulated GPU run's log does not report its host<->device copies:
+$bad"
     echo "$name: $nc steps, losses CPU | GPU: $(awk '$1 == "step" {printf "%s ", $3}' "$TMP/$name.dc")| $(awk '$1 == "step" {printf "%s ", $3}' "$TMP/$name.dg")"\
         "; bytes up CPU | GPU: $(up "$TMP/$name.cpu.csv")| $(up "$TMP/$name.cuda.csv")"
     if [ -n "${LOG_DIR:-}" ]; then mkdir -p "$LOG_DIR" && cp "$TMP/$name".cpu* "$TMP/$name".cuda* "$LOG_DIR/"; fi
