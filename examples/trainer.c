@@ -29,10 +29,12 @@
 #define GCX_VERSION "unknown"
 #endif
 #include "dist/comm_nccl.h"
+#include "dist/exchange_cuda.h"
 #include "nn/state_dict.h"
 #ifdef HAVE_CUDA
 #include "nn/cuda_ops.h"
 #include "nn/model_cuda.h"
+#include "optim/optim_cuda.h"
 #endif
 
 /* ------------------------------------------------------------ options ---- */
@@ -552,7 +554,39 @@ typedef struct {
     /* eval scratch */
     float *backup_params, *backup_state;
     float *ema; /* --ema: the moving average of the parameters (NULL: off) */
+    /* --device cuda where the step can stay on the GPU (dist/exchange_cuda.h): the device
+     * exchange and a GPU optimizer; NULL where the step goes through the host */
+    ExchangeCuda *dx;
+    Optim dopt;
+    int dev;             /* 1 while the device holds the master parameters and optimizer state */
+    const char *dev_why; /* --device cuda: why the step goes through the host (NULL: it does not) */
 } Worker;
+
+/* The device-resident step: while w->dev, the parameters and the optimizer state
+ * live on the GPU (the model in device-master mode, nn/model_cuda.h) and the host
+ * copies are stale; they are brought to the host for what reads them there (an
+ * evaluation, a checkpoint, the end of the run) and back after. */
+static void dev_to_host(Worker *w) {
+#ifdef HAVE_CUDA
+    if (!w->dev) return;
+    model_cuda_set_device_master(w->m, 0);
+    optim_cuda_download(&w->opt, &w->dopt);
+    w->dev = 0;
+#else
+    (void)w;
+#endif
+}
+
+static void dev_from_host(Worker *w) {
+#ifdef HAVE_CUDA
+    if (!w->dx || w->dev) return;
+    model_cuda_set_device_master(w->m, 1);
+    optim_cuda_upload(&w->dopt, &w->opt);
+    w->dev = 1;
+#else
+    (void)w;
+#endif
+}
 
 #define MAX_SECTIONS 32
 
@@ -1210,6 +1244,21 @@ static void worker_main(Shared *sh, Comm *comm) {
     dc.clip_norm = task->clip_norm; /* the exchange clips where the method does (exchange.h) */
     err[0] = 0; /* why, where the model and the optimizer have not said it */
     if (!fail && !(w->ex = exchange_new(&dc, comm, &w->m->pt, &sh->oc, err, sizeof err))) fail = 1;
+#ifdef HAVE_CUDA
+    if (!fail && o->cuda) { /* the same decision on every worker */
+        const char *host = getenv("GCX_HOST_STEP");
+        w->dev_why = o->ema > 0 ? "--ema"
+                     : host && host[0] && strcmp(host, "0") ? "GCX_HOST_STEP is set"
+                     : exchange_cuda_unsupported(exchange_config(w->ex), comm);
+        if (!w->dev_why) {
+            if (optim_init_cuda(&w->dopt, &sh->oc, w->m->pt.total)) fail = 1;
+            else if (!(w->dx = exchange_cuda_new(exchange_config(w->ex), comm, &w->m->pt, err, sizeof err))) {
+                optim_free_cuda(&w->dopt);
+                fail = 1;
+            }
+        }
+    }
+#endif
     if (!fail && !(w->train = task->data_new(task, SPLIT_TRAIN, w->rank, world, o->batch, o->seed, err, sizeof err)))
         fail = 1;
     int eval_split = task->has_valid ? SPLIT_VALID : SPLIT_TEST;
@@ -1297,10 +1346,14 @@ static void worker_main(Shared *sh, Comm *comm) {
             printf("exchange: %d workers, codec %s, topology %s, memory %s\n", world, spec,
                    topology_name(c->topology), memory_name(c->memory));
         }
+        if (o->cuda)
+            printf("device: %s%s\n", w->dx ? "the step stays on the GPU (parameters, gradients, optimizer state)"
+                                          : "the step goes through the host: ", w->dx ? "" : w->dev_why);
         fflush(stdout);
         log_run_record(w, optdesc, sched);
         log_header(sh);
     }
+    dev_from_host(w); /* after a --resume: the loaded parameters and optimizer state */
     /* ---- the loop ---- */
     long step0 = w->step; /* after a --resume, this process's first step */
     int stopped_here = 0; /* a signal stopped the loop */
@@ -1359,9 +1412,16 @@ static void worker_main(Shared *sh, Comm *comm) {
             break;
         }
         ExchangeStats xs;
-        int rc = exchange_step(w->ex, w->m->params, w->m->grads, &w->opt, lr, epoch, w->step, &xs);
+        int rc;
+#ifdef HAVE_CUDA
+        if (w->dev)
+            rc = exchange_cuda_step(w->dx, model_cuda_device_params(w->m), model_cuda_device_grads(w->m), &w->dopt,
+                                    lr, &xs);
+        else
+#endif
+            rc = exchange_step(w->ex, w->m->params, w->m->grads, &w->opt, lr, epoch, w->step, &xs);
         if (rc) {
-            fprintf(stderr, "error: %s\n", exchange_error(w->ex));
+            fprintf(stderr, "error: %s\n", w->dev ? "the device exchange failed" : exchange_error(w->ex));
             sh->status = 1;
             break;
         }
@@ -1440,10 +1500,12 @@ static void worker_main(Shared *sh, Comm *comm) {
         if (epoch_end && o->eval_every > 0 && (w->step / spe) % o->eval_every == 0 && w->step < stop) {
             EvalResult e;
             double te = now_s();
+            dev_to_host(w);
             if (replicas_differ(w, 0) || evaluate(w, w->eval, &e)) {
                 sh->status = 1;
                 break;
             }
+            dev_from_host(w);
             t_eval += now_s() - te;
             report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, now_s() - t_start);
             if (w->rank == 0)
@@ -1454,10 +1516,12 @@ static void worker_main(Shared *sh, Comm *comm) {
             t_last = now_s();
         }
         if (o->save[0] && o->save_every > 0 && w->step % o->save_every == 0 && w->step < stop) {
+            dev_to_host(w);
             if (save_checkpoint(w, o->save)) {
                 sh->status = 1;
                 break;
             }
+            dev_from_host(w);
         }
         /* a SIGINT/SIGTERM on any worker: all stop after this same step (it is in the
          * statistics every worker sums) */
@@ -1467,6 +1531,7 @@ static void worker_main(Shared *sh, Comm *comm) {
             break;
         }
     }
+    dev_to_host(w); /* what follows reads the host's parameters and optimizer state */
     if (stopped_here && sh->status == 0) {
         /* the state after the last whole step, for --resume; no evaluation */
         if (o->save[0] && !(o->save_every > 0 && w->step % o->save_every == 0)) {
@@ -1538,6 +1603,12 @@ done:
     if (w->train) w->train->free(w->train);
     if (w->eval) w->eval->free(w->eval);
     exchange_free(w->ex);
+#ifdef HAVE_CUDA
+    if (w->dx) {
+        exchange_cuda_free(w->dx);
+        optim_free_cuda(&w->dopt);
+    }
+#endif
     if (w->m) optim_free(&w->opt);
     model_free(w->m);
     if (task->cuda && task->thread_release) task->thread_release();

@@ -37,6 +37,7 @@ for f in lstm_cuda linear softmax_ce cuda_ctx model_cuda activation layout pool 
   cu nn/$f.cu
 done
 cu optim/optim_cuda.cu
+cu dist/exchange_cuda.cu
 $CXX -std=c++17 -O1 -g -w -I"$EMU" -c "$EMU/emu_sched.cpp" -o "$O/emu_sched.o"
 CF="-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fno-math-errno $DEFS -fopenmp -DHAVE_OPENMP -I$HERE -I$REPO"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
@@ -45,7 +46,7 @@ $CCS $CF -O2 -march=native -c "$HERE/emu_cudnn.c" -o "$O/emu_cudnn.o"
 $CCS $CF -c "$HERE/emu_device.c" -o "$O/emu_device.o"
 $CCS $CF -DEMU_NO_PROTECT -c "$HERE/emu_device.c" -o "$O/emu_device_open.o"
 $CCS $CF -c "$HERE/perturb_shim.c" -o "$O/perturb_shim.o"
-for f in nn/lstm_lm_cuda nn/resnet_cuda nn/lenet_cuda tests/cuda/test_lstm_lm_cuda tests/cuda/test_nn_cuda_ops \
+for f in nn/lstm_lm_cuda nn/resnet_cuda nn/lenet_cuda dist/exchange_cuda tests/cuda/test_lstm_lm_cuda tests/cuda/test_nn_cuda_ops \
          tests/cuda/test_resnet_cuda tests/cuda/test_nn_cuda_lenet; do
   $CCS $CF -c "$REPO/$f.c" -o "$O/$(basename $f)_c.o"
 done
@@ -59,9 +60,10 @@ $CXX -fopenmp $O/test_nn_cuda_ops_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/t
 $CXX -fopenmp $O/test_resnet_cuda_c.o $O/resnet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_resnet_cuda_emu"
 $CXX -fopenmp $O/test_nn_cuda_lenet_c.o $O/lenet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_nn_cuda_lenet_emu"
 MODELS="$O/resnet_cuda_c.o $O/lenet_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o"
-# the trainers' loop as a CUDA build compiles it (its device check and cuDNN setting),
-# linked ahead of the library's NO_CUDA copy
+# the trainers' loop as a CUDA build compiles it (its device check and cuDNN setting, the
+# device-resident step of dist/exchange_cuda.h), linked ahead of the library's NO_CUDA copy
 $CCS $CF -c "$REPO/examples/trainer.c" -o "$O/trainer_cuda.o"
+MODELS="$MODELS $O/exchange_cuda.o $O/exchange_cuda_c.o"
 for t in train_resnet train_lenet train_lstm; do
   $CCS $CF -c "$REPO/examples/$t.c" -o "$O/${t}_main.o"
   $CXX -fopenmp "$O/${t}_main.o" "$O/trainer_cuda.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/${t}_emu"

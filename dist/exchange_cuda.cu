@@ -1,0 +1,42 @@
+/* The kernels of the device-resident exchange (dist/exchange_cuda.h): the
+ * elementwise sum and scaling of the average, each one IEEE rounding as the
+ * host's `a[i] += b[i]` and `a[i] *= s` (never contracted). */
+#include <stddef.h>
+
+#include "common/cuda_check.h"
+
+/* declared in dist/exchange_cuda.h (a C header of the distributed layer, kept out of C++) */
+extern "C" void exchange_cuda_add(float *a, const float *b, size_t n);
+extern "C" void exchange_cuda_scale(float *a, float s, size_t n);
+
+#define TPB 256
+#define GRID_STRIDE(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
+
+static unsigned grid_for(size_t n) {
+    size_t b = (n + TPB - 1) / TPB;
+    if (b > 65536) b = 65536;
+    return b ? (unsigned)b : 1u;
+}
+
+/* a: [n], b: [n] */
+__global__ void k_ex_add(float *a, const float *b, size_t n) {
+    GRID_STRIDE(i, n) a[i] = __fadd_rn(a[i], b[i]);
+}
+
+/* a: [n] */
+__global__ void k_ex_scale(float *a, float s, size_t n) {
+    GRID_STRIDE(i, n) a[i] = __fmul_rn(a[i], s);
+}
+
+extern "C" void exchange_cuda_add(float *a, const float *b, size_t n) {
+    if (n == 0) return;
+    k_ex_add<<<grid_for(n), TPB>>>(a, b, n);
+    cudaCheckLast();
+}
+
+extern "C" void exchange_cuda_scale(float *a, float s, size_t n) {
+    if (n == 0) return;
+    k_ex_scale<<<grid_for(n), TPB>>>(a, s, n);
+    cudaCheckLast();
+}
