@@ -1,6 +1,7 @@
 /* The kernels of the device-resident exchange (dist/exchange_cuda.h): the
- * elementwise sum and scaling of the average, each one IEEE rounding as the
- * host's `a[i] += b[i]` and `a[i] *= s` (never contracted). */
+ * elementwise sum and scaling of the average and the residual's difference,
+ * each one IEEE rounding as the host's `a[i] += b[i]`, `a[i] *= s` and
+ * `d[i] = a[i] - b[i]` (never contracted). */
 #include <stddef.h>
 
 #include "common/cuda_check.h"
@@ -8,6 +9,7 @@
 /* declared in dist/exchange_cuda.h (a C header of the distributed layer, kept out of C++) */
 extern "C" void exchange_cuda_add(float *a, const float *b, size_t n);
 extern "C" void exchange_cuda_scale(float *a, float s, size_t n);
+extern "C" void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n);
 
 #define TPB 256
 #define GRID_STRIDE(i, n) \
@@ -29,6 +31,11 @@ __global__ void k_ex_scale(float *a, float s, size_t n) {
     GRID_STRIDE(i, n) a[i] = __fmul_rn(a[i], s);
 }
 
+/* d: [n], a: [n], b: [n] */
+__global__ void k_ex_sub(float *d, const float *a, const float *b, size_t n) {
+    GRID_STRIDE(i, n) d[i] = __fsub_rn(a[i], b[i]);
+}
+
 extern "C" void exchange_cuda_add(float *a, const float *b, size_t n) {
     if (n == 0) return;
     k_ex_add<<<grid_for(n), TPB>>>(a, b, n);
@@ -38,5 +45,11 @@ extern "C" void exchange_cuda_add(float *a, const float *b, size_t n) {
 extern "C" void exchange_cuda_scale(float *a, float s, size_t n) {
     if (n == 0) return;
     k_ex_scale<<<grid_for(n), TPB>>>(a, s, n);
+    cudaCheckLast();
+}
+
+extern "C" void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n) {
+    if (n == 0) return;
+    k_ex_sub<<<grid_for(n), TPB>>>(d, a, b, n);
     cudaCheckLast();
 }

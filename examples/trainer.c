@@ -433,7 +433,8 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "                       process is one worker (and N is ignored)\n"
             "  --backend B          auto (default), local (threads), mpi, or nccl (one GPU per MPI process)\n"
             "  --device cpu|cuda    where forward and backward run (default cpu); cuda models mirror the\n"
-            "                       parameters on the GPU (docs/GPU.md; written, not yet run on a GPU)\n"
+            "                       parameters on the GPU; fp32, and allgather with stateless codecs, over local\n"
+            "                       workers keep the whole step there (docs/GPU.md; written, not yet run on a GPU)\n"
             "  --cudnn heuristic|find\n"
             "                       with --device cuda: convolution algorithms by cuDNN's heuristic (default:\n"
             "                       the same choice in every process on the same GPU model and cuDNN, so\n"
@@ -562,8 +563,8 @@ typedef struct {
     const char *dev_why; /* --device cuda: why the step goes through the host (NULL: it does not) */
 } Worker;
 
-/* The device-resident step: while w->dev, the parameters and the optimizer state
- * live on the GPU (the model in device-master mode, nn/model_cuda.h) and the host
+/* The device-resident step: while w->dev, the parameters, the optimizer state and
+ * the exchange's residual live on the GPU (the model in device-master mode, nn/model_cuda.h) and the host
  * copies are stale; they are brought to the host for what reads them there (an
  * evaluation, a checkpoint, the end of the run) and back after. */
 static void dev_to_host(Worker *w) {
@@ -571,6 +572,7 @@ static void dev_to_host(Worker *w) {
     if (!w->dev) return;
     model_cuda_set_device_master(w->m, 0);
     optim_cuda_download(&w->opt, &w->dopt);
+    exchange_cuda_download(w->dx);
     w->dev = 0;
 #else
     (void)w;
@@ -582,6 +584,7 @@ static void dev_from_host(Worker *w) {
     if (!w->dx || w->dev) return;
     model_cuda_set_device_master(w->m, 1);
     optim_cuda_upload(&w->dopt, &w->opt);
+    exchange_cuda_upload(w->dx);
     w->dev = 1;
 #else
     (void)w;
@@ -1247,12 +1250,13 @@ static void worker_main(Shared *sh, Comm *comm) {
 #ifdef HAVE_CUDA
     if (!fail && o->cuda) { /* the same decision on every worker */
         const char *host = getenv("GCX_HOST_STEP");
-        w->dev_why = o->ema > 0 ? "--ema"
+        w->dev_why = o->ema > 0                             ? "--ema"
+                     : o->log_layers[0]                     ? "--log-layers"
                      : host && host[0] && strcmp(host, "0") ? "GCX_HOST_STEP is set"
-                     : exchange_cuda_unsupported(exchange_config(w->ex), comm);
+                                                            : exchange_cuda_unsupported(w->ex, &w->m->pt, comm);
         if (!w->dev_why) {
             if (optim_init_cuda(&w->dopt, &sh->oc, w->m->pt.total)) fail = 1;
-            else if (!(w->dx = exchange_cuda_new(exchange_config(w->ex), comm, &w->m->pt, err, sizeof err))) {
+            else if (!(w->dx = exchange_cuda_new(w->ex, comm, &w->m->pt, err, sizeof err))) {
                 optim_free_cuda(&w->dopt);
                 fail = 1;
             }
@@ -1347,7 +1351,7 @@ static void worker_main(Shared *sh, Comm *comm) {
                    topology_name(c->topology), memory_name(c->memory));
         }
         if (o->cuda)
-            printf("device: %s%s\n", w->dx ? "the step stays on the GPU (parameters, gradients, optimizer state)"
+            printf("device: %s%s\n", w->dx ? "the step stays on the GPU (parameters, gradients, optimizer state, residuals)"
                                           : "the step goes through the host: ", w->dx ? "" : w->dev_why);
         fflush(stdout);
         log_run_record(w, optdesc, sched);
@@ -1416,12 +1420,12 @@ static void worker_main(Shared *sh, Comm *comm) {
 #ifdef HAVE_CUDA
         if (w->dev)
             rc = exchange_cuda_step(w->dx, model_cuda_device_params(w->m), model_cuda_device_grads(w->m), &w->dopt,
-                                    lr, &xs);
+                                    lr, w->step, &xs);
         else
 #endif
             rc = exchange_step(w->ex, w->m->params, w->m->grads, &w->opt, lr, epoch, w->step, &xs);
         if (rc) {
-            fprintf(stderr, "error: %s\n", w->dev ? "the device exchange failed" : exchange_error(w->ex));
+            fprintf(stderr, "error: %s\n", w->dev ? exchange_cuda_error(w->dx) : exchange_error(w->ex));
             sh->status = 1;
             break;
         }

@@ -216,6 +216,22 @@ COPIES=0 device_vs_host lenet_dev_vs_host "$BIN/train_lenet_emu" --codec fp32 --
 resume_exact resnet8_resume_dev "${RN8[@]}" --eval-every -1 --device cuda
 grep -q '^device: the step stays on the GPU' "$TMP/resnet8_resume_dev.rc"
 check $? "resnet8_resume_dev: the resumed run's step did not stay on the GPU"
+# The device-resident allgather: the GPU codecs encode from device memory (the CPU codecs'
+# frames), the residual stays on the device, the bundles are decoded into device memory.
+# fp16 (its default topology, no memory) and int8 (residual) against the CPU with the same
+# bytes per step; top-k with its residual against the host step on the same GPU model
+# (checkpoints, residuals included, equal to the bit, with an evaluation and checkpoints
+# mid-run and no copy in any step); int8 across --save/--resume (the residual in the
+# checkpoint).
+COPIES=0 DEVICE_STEP=1 pair lenet_fp16_dev "$BIN/train_lenet_emu" --codec fp16 "${IMG[@]}" --device cpu -- \
+    "$BIN/train_lenet_emu" --codec fp16 "${IMG[@]}" --device cuda
+RN8AG=("${RN8[@]}" --codec int8 --topology allgather)
+DEVICE_STEP=1 pair resnet8_int8_dev "${RN8AG[@]}" --device cpu -- "${RN8AG[@]}" --device cuda
+COPIES=0 device_vs_host lenet_topk_dev_vs_host "$BIN/train_lenet_emu" --codec topk --topology allgather --lr 0.01 \
+    "${IMG[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
+resume_exact resnet8_int8_resume_dev "${RN8AG[@]}" --eval-every -1 --device cuda
+grep -q '^device: the step stays on the GPU' "$TMP/resnet8_int8_resume_dev.rc"
+check $? "resnet8_int8_resume_dev: the resumed run's step did not stay on the GPU"
 
 LM=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
     --print-every 1 --codec dgc --quiet)

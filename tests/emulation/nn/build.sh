@@ -10,7 +10,8 @@
 #   OUT/test_nn_cuda_ops_emu   tests/cuda/test_nn_cuda_ops.c (every image op)
 #   OUT/test_resnet_cuda_emu   tests/cuda/test_resnet_cuda.c
 #   OUT/test_nn_cuda_lenet_emu tests/cuda/test_nn_cuda_lenet.c
-#   OUT/train_resnet_emu, OUT/train_lenet_emu, OUT/train_lstm_emu
+#   OUT/train_resnet_emu, OUT/train_lenet_emu, OUT/train_lstm_emu (with the GPU codecs and
+#                              dist/exchange_cuda for the device-resident step)
 #                              the trainers, whose --device cuda runs on the emulation
 #                              (several local workers share the emulated device)
 #   OUT/train_resnet_nccl_emu  with MPI: train_resnet whose --backend nccl runs on ../nccl's
@@ -38,6 +39,12 @@ for f in lstm_cuda linear softmax_ce cuda_ctx model_cuda activation layout pool 
 done
 cu optim/optim_cuda.cu
 cu dist/exchange_cuda.cu
+# the GPU codecs, for the trainers' device-resident exchange (as ../build.sh builds them: CUB's
+# stand-ins from ..)
+for f in codec_cuda sparse_cuda gcomp_cuda; do
+  python3 "$HERE/transform.py" "$REPO/compress/$f.cu" "$O/$f.cpp"
+  $CXX -std=c++17 -O1 -g -w -include "$HERE/cuda_runtime.h" -I"$HERE" -I"$EMU" -I"$REPO" -c "$O/$f.cpp" -o "$O/$f.o"
+done
 $CXX -std=c++17 -O1 -g -w -I"$EMU" -c "$EMU/emu_sched.cpp" -o "$O/emu_sched.o"
 CF="-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fno-math-errno $DEFS -fopenmp -DHAVE_OPENMP -I$HERE -I$REPO"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
@@ -63,7 +70,7 @@ MODELS="$O/resnet_cuda_c.o $O/lenet_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o"
 # the trainers' loop as a CUDA build compiles it (its device check and cuDNN setting, the
 # device-resident step of dist/exchange_cuda.h), linked ahead of the library's NO_CUDA copy
 $CCS $CF -c "$REPO/examples/trainer.c" -o "$O/trainer_cuda.o"
-MODELS="$MODELS $O/exchange_cuda.o $O/exchange_cuda_c.o"
+MODELS="$MODELS $O/exchange_cuda.o $O/exchange_cuda_c.o $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o"
 for t in train_resnet train_lenet train_lstm; do
   $CCS $CF -c "$REPO/examples/$t.c" -o "$O/${t}_main.o"
   $CXX -fopenmp "$O/${t}_main.o" "$O/trainer_cuda.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/${t}_emu"
