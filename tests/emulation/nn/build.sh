@@ -16,6 +16,7 @@
 #                              (several local workers share the emulated device)
 #   OUT/train_resnet_nccl_emu  with MPI: train_resnet whose --backend nccl runs on ../nccl's
 #                              NCCL over MPI (its buffers in host memory), under mpirun
+#   OUT/test_exchange_cuda_emu tests/cuda/test_exchange_cuda.c (the device-resident exchange)
 #   OUT/resnet_gpu_emu         bench/resnet_gpu.c (runs; its timings mean nothing here)
 # All link a NO_CUDA build of the library made in OUT.
 set -e
@@ -75,10 +76,12 @@ for t in train_resnet train_lenet train_lstm; do
   $CCS $CF -c "$REPO/examples/$t.c" -o "$O/${t}_main.o"
   $CXX -fopenmp "$O/${t}_main.o" "$O/trainer_cuda.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/${t}_emu"
 done
+$CCS $CF -c "$REPO/tests/cuda/test_exchange_cuda.c" -o "$O/test_exchange_cuda_c.o"
+$CXX -fopenmp "$O/test_exchange_cuda_c.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_exchange_cuda_emu"
 $CCS $CF -c "$REPO/bench/resnet_gpu.c" -o "$O/resnet_gpu_main.o"
 $CXX -fopenmp "$O/resnet_gpu_main.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/resnet_gpu_emu"
 built="test_lstm_lm_emu test_lstm_lm_calib test_nn_cuda_ops_emu test_resnet_cuda_emu test_nn_cuda_lenet_emu"
-built="$built train_resnet_emu train_lenet_emu train_lstm_emu resnet_gpu_emu"
+built="$built train_resnet_emu train_lenet_emu train_lstm_emu resnet_gpu_emu test_exchange_cuda_emu"
 if [ -n "$NCCL_CF" ]; then
   $CCS $NCCL_CF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
   $CCS $NCCL_CF -c "$EMU/nccl/fake_nccl.c" -o "$O/fake_nccl.o"
