@@ -19,6 +19,7 @@
 #include "common/rng.h"
 #include "compress/codec_cuda.h"
 #include "dist/bundle.h"
+#include "dist/comm_nccl.h"
 #include "nn/model_cuda.h"
 #include "optim/optim_cuda.h"
 
@@ -83,7 +84,9 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
     if (cfg->deltas || cfg->delay != 1) return "weight-delta exchange (--delay, sbc)";
     if (cfg->memory == MEM_DGC) return "DGC's memory (momentum correction)";
     if (cfg->clip_norm > 0) return "--clip";
-    if (strcmp(comm->ops->name, "local") != 0) return "the backend (only local workers sharing the GPU)";
+    /* allgather moves host frames over any Comm; allreduce needs the device arenas reachable */
+    if (cfg->topology == TOPO_ALLREDUCE && strcmp(comm->ops->name, "local") && strcmp(comm->ops->name, "nccl"))
+        return "fp32's allreduce over this backend (local or nccl only)";
     const TensorPolicy *pol = exchange_policy(ex);
     for (int t = 0; t < pt->n; t++) {
         const CodecOps *ops = pol[t].spec.ops;
@@ -182,11 +185,24 @@ static int agree(ExchangeCuda *x) {
     return flag > 0 ? -GC_ERR_CORRUPT : 0;
 }
 
-/* ---- allreduce: d_agg = (g0 + g1 + ... + g(N-1)) * (1/N), every worker's
- * gradient arena read in place on the shared device ---- */
+/* ---- allreduce: d_agg = (g0 + g1 + ... + g(N-1)) * (1/N). Local workers: every
+ * worker's gradient arena read in place on the shared device, summed in rank order;
+ * nccl: ncclAllReduce on a device copy (NCCL's order, as the host path's staging) ---- */
 static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
     size_t n = x->pt->total, bytes = n * sizeof(float);
     Comm *c = x->comm;
+    /* exchange.c's avg_allreduce accounting */
+    uint64_t v = x->N > 1 ? (uint64_t)(2.0 * (x->N - 1) / x->N * 4.0 * (double)param_table_count(x->pt)) : 0;
+    x->st.up_bytes += v;
+    x->st.down_bytes += v;
+    x->st.raw_up += v;
+    if (strcmp(c->ops->name, "local") != 0) {
+        cudaCheck(cudaMemcpy(x->d_agg, d_grads, bytes, cudaMemcpyDeviceToDevice));
+        if (comm_nccl_allreduce_dev(c, x->d_agg, n))
+            gc_fatal("error: device exchange: no device allreduce on the %s backend\n", c->ops->name);
+        exchange_cuda_scale(x->d_agg, 1.0f / (float)x->N, n);
+        return;
+    }
     /* this worker's backward has finished before a peer reads its gradients */
     cudaCheck(cudaDeviceSynchronize());
     uint64_t s0 = c->sent, r0 = c->received;
@@ -208,11 +224,6 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
     uint64_t b = x->N > 1 ? (uint64_t)(2.0 * (x->N - 1) / x->N * (double)bytes) : 0;
     c->sent += b;
     c->received += b;
-    /* exchange.c's avg_allreduce accounting */
-    uint64_t v = x->N > 1 ? (uint64_t)(2.0 * (x->N - 1) / x->N * 4.0 * (double)param_table_count(x->pt)) : 0;
-    x->st.up_bytes += v;
-    x->st.down_bytes += v;
-    x->st.raw_up += v;
 }
 
 /* ---- allgather ---- */

@@ -12,11 +12,16 @@
  *   exchanged  gradients every step (no --delay, no weight deltas: no sbc
  *              by default, which sends deltas)
  *   clipping   none (--clip)
- *   backend    local: the workers are threads of one process sharing one GPU
+ *   backend    allreduce: local (the workers are threads of one process
+ *              sharing one GPU) or nccl (one GPU per process); allgather: any
+ *              (its frames are host bytes)
  * Everything else goes through the host exchange (dist/exchange.h) on the
  * model's host arenas, as before.
  *
- * allreduce, as exchange_step's allreduce path on the host:
+ * allreduce over nccl: ncclAllReduce on a device copy of the gradient
+ * (comm_nccl_allreduce_dev: NCCL's order, as the host path's staged
+ * allreduce), then x 1/N.
+ * allreduce over local workers, as exchange_step's allreduce path on the host:
  *   1. every worker publishes the device address of its gradient arena (an
  *      allgather of one pointer; the local backend's workers share one
  *      address space and one device)
@@ -32,7 +37,8 @@
  *      codec's bytes for the same input and seed) into the host bundle, the
  *      entries and the bundle exactly as encode_pass lays them out; the
  *      residual keeps x - what the frame represents (on the device)
- *   3. the bundles go to every worker (Comm allgatherv of host bytes)
+ *   3. the bundles go to every worker (Comm allgatherv of host bytes; MPI
+ *      sends them from host memory, NCCL stages them through its device buffers)
  *   4. every bundle decoded in rank order into the average buffer on the
  *      device (the first overwrites, the others accumulate), then x 1/N; a bad
  *      bundle or frame gives exchange_step's message, and every worker stops

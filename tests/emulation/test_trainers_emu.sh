@@ -233,6 +233,12 @@ resume_exact resnet8_int8_resume_dev "${RN8AG[@]}" --eval-every -1 --device cuda
 grep -q '^device: the step stays on the GPU' "$TMP/resnet8_int8_resume_dev.rc"
 check $? "resnet8_int8_resume_dev: the resumed run's step did not stay on the GPU"
 
+# the character LSTM with --clip 0 (its default clipping keeps the step on the host) and fp16
+LMD=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
+     --print-every 1 --codec fp16 --clip 0 --quiet)
+COPIES=0 DEVICE_STEP=1 pair charlstm_fp16_dev "$BIN/train_lstm_emu" "${LMD[@]}" --device cpu -- \
+    "$BIN/train_lstm_emu" "${LMD[@]}" --device cuda
+
 LM=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
     --print-every 1 --codec dgc --quiet)
 BYTES_TOL=0.005 pair charlstm_dgc "$BIN/train_lstm_emu" "${LM[@]}" --device cpu -- "$BIN/train_lstm_emu" "${LM[@]}" --device cuda
@@ -242,6 +248,18 @@ if [ -x "$BIN/train_resnet_nccl_emu" ] && command -v mpirun >/dev/null 2>&1; the
     NC=(--image-size 32 --depth 8 --lr 0.01 --codec 3lc "${DATA[@]}")
     MP=(mpirun -np 2 "$BIN/train_resnet_nccl_emu")
     BYTES_TOL=0.005 pair resnet8_3lc_nccl "${MP[@]}" --backend mpi --device cpu "${NC[@]}" -- "${MP[@]}" --backend nccl --device cuda "${NC[@]}"
+    # the device-resident step across processes: fp32's allreduce by NCCL on the device
+    # arenas, int8's allgather frames over NCCL and over MPI (host bytes), against MPI on
+    # the CPU; and fp32 over NCCL against its host step on the same GPU models (the same
+    # NCCL sums: checkpoints equal to the bit)
+    NCD=(--image-size 32 --depth 8 --lr 0.01 --optim momentum "${DATA[@]}")
+    DEVICE_STEP=1 pair resnet8_fp32_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec fp32 "${NCD[@]}" -- \
+        "${MP[@]}" --backend nccl --device cuda --codec fp32 "${NCD[@]}"
+    DEVICE_STEP=1 pair resnet8_int8_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \
+        "${NCD[@]}" -- "${MP[@]}" --backend nccl --device cuda --codec int8 --topology allgather "${NCD[@]}"
+    DEVICE_STEP=1 pair resnet8_int8_mpi_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \
+        "${NCD[@]}" -- "${MP[@]}" --backend mpi --device cuda --codec int8 --topology allgather "${NCD[@]}"
+    device_vs_host resnet8_nccl_dev_vs_host "${MP[@]}" --backend nccl --device cuda --codec fp32 "${NCD[@]}" --eval-every -1
     # one process, no launcher: a NCCL communicator of one rank, without MPI
     BYTES_TOL=0.005 pair resnet8_3lc_nccl1 "$BIN/train_resnet_nccl_emu" --backend local --workers 1 --device cpu "${NC[@]}" -- \
         "$BIN/train_resnet_nccl_emu" --backend nccl --workers 1 --device cuda "${NC[@]}"
