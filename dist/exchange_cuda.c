@@ -447,4 +447,11 @@ void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n) {
     (void)n;
 }
 
+void exchange_cuda_ema(float *ema, const float *params, float a, size_t n) {
+    (void)ema;
+    (void)params;
+    (void)a;
+    (void)n;
+}
+
 #endif

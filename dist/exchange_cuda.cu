@@ -1,7 +1,7 @@
 /* The kernels of the device-resident exchange (dist/exchange_cuda.h): the
  * elementwise sum and scaling of the average and the residual's difference,
  * each one IEEE rounding as the host's `a[i] += b[i]`, `a[i] *= s` and
- * `d[i] = a[i] - b[i]` (never contracted). */
+ * `d[i] = a[i] - b[i]` (never contracted), and the trainers' --ema average. */
 #include <stddef.h>
 
 #include "common/cuda_check.h"
@@ -10,6 +10,7 @@
 extern "C" void exchange_cuda_add(float *a, const float *b, size_t n);
 extern "C" void exchange_cuda_scale(float *a, float s, size_t n);
 extern "C" void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n);
+extern "C" void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
 
 #define TPB 256
 #define GRID_STRIDE(i, n) \
@@ -36,6 +37,11 @@ __global__ void k_ex_sub(float *d, const float *a, const float *b, size_t n) {
     GRID_STRIDE(i, n) d[i] = __fsub_rn(a[i], b[i]);
 }
 
+/* ema: [n], p: [n]; ema - a * (ema - p), as examples/trainer.c's ema_update */
+__global__ void k_ex_ema(float *ema, const float *p, float a, size_t n) {
+    GRID_STRIDE(i, n) ema[i] = __fsub_rn(ema[i], __fmul_rn(a, __fsub_rn(ema[i], p[i])));
+}
+
 extern "C" void exchange_cuda_add(float *a, const float *b, size_t n) {
     if (n == 0) return;
     k_ex_add<<<grid_for(n), TPB>>>(a, b, n);
@@ -51,5 +57,11 @@ extern "C" void exchange_cuda_scale(float *a, float s, size_t n) {
 extern "C" void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n) {
     if (n == 0) return;
     k_ex_sub<<<grid_for(n), TPB>>>(d, a, b, n);
+    cudaCheckLast();
+}
+
+extern "C" void exchange_cuda_ema(float *ema, const float *params, float a, size_t n) {
+    if (n == 0) return;
+    k_ex_ema<<<grid_for(n), TPB>>>(ema, params, a, n);
     cudaCheckLast();
 }

@@ -93,5 +93,8 @@ void exchange_cuda_upload(ExchangeCuda *x);
 void exchange_cuda_add(float *a, const float *b, size_t n);
 void exchange_cuda_scale(float *a, float s, size_t n);
 void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n);
+/* the trainers' --ema on the device: ema[i] -= a * (ema[i] - params[i]), the host's
+ * roundings (examples/trainer.c, ema_update).  ema, params: [n] device */
+void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
 
 #endif

@@ -33,6 +33,9 @@
 #include "nn/state_dict.h"
 #ifdef HAVE_CUDA
 #include "nn/cuda_ops.h"
+#include <cuda_runtime.h>
+
+#include "common/cuda_check.h"
 #include "nn/model_cuda.h"
 #include "optim/optim_cuda.h"
 #endif
@@ -559,6 +562,7 @@ typedef struct {
      * exchange and a GPU optimizer; NULL where the step goes through the host */
     ExchangeCuda *dx;
     Optim dopt;
+    float *d_ema;        /* --ema on the device (the master while w->dev; w->ema then stale) */
     int dev;             /* 1 while the device holds the master parameters and optimizer state */
     const char *dev_why; /* --device cuda: why the step goes through the host (NULL: it does not) */
 } Worker;
@@ -573,6 +577,7 @@ static void dev_to_host(Worker *w) {
     model_cuda_set_device_master(w->m, 0);
     optim_cuda_download(&w->opt, &w->dopt);
     exchange_cuda_download(w->dx);
+    if (w->d_ema) cudaCheck(cudaMemcpy(w->ema, w->d_ema, w->m->pt.total * sizeof(float), cudaMemcpyDeviceToHost));
     w->dev = 0;
 #else
     (void)w;
@@ -585,6 +590,9 @@ static void dev_from_host(Worker *w) {
     model_cuda_set_device_master(w->m, 1);
     optim_cuda_upload(&w->dopt, &w->opt);
     exchange_cuda_upload(w->dx);
+    if (w->ema && !w->d_ema && cuda_dev_alloc((void **)&w->d_ema, w->m->pt.total * sizeof(float), "the --ema average"))
+        gc_fatal("error: --ema on the GPU: no device memory\n");
+    if (w->d_ema) cudaCheck(cudaMemcpy(w->d_ema, w->ema, w->m->pt.total * sizeof(float), cudaMemcpyHostToDevice));
     w->dev = 1;
 #else
     (void)w;
@@ -877,9 +885,13 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
  * ExponentialMovingAverage with the global step as num_updates: the decay is
  * min(D, (1 + t) / (10 + t)) after step t); batch-norm statistics are running
  * averages already and are used as they are */
-static void ema_update(float *ema, const float *params, size_t n, double decay, long t) {
+static float ema_rate(double decay, long t) {
     double d = (1.0 + (double)t) / (10.0 + (double)t);
-    const float a = (float)(1.0 - (d < decay ? d : decay));
+    return (float)(1.0 - (d < decay ? d : decay));
+}
+
+static void ema_update(float *ema, const float *params, size_t n, double decay, long t) {
+    const float a = ema_rate(decay, t);
     for (size_t i = 0; i < n; i++) ema[i] -= a * (ema[i] - params[i]);
 }
 
@@ -1250,8 +1262,7 @@ static void worker_main(Shared *sh, Comm *comm) {
 #ifdef HAVE_CUDA
     if (!fail && o->cuda) { /* the same decision on every worker */
         const char *host = getenv("GCX_HOST_STEP");
-        w->dev_why = o->ema > 0                             ? "--ema"
-                     : o->log_layers[0]                     ? "--log-layers"
+        w->dev_why = o->log_layers[0]                       ? "--log-layers"
                      : host && host[0] && strcmp(host, "0") ? "GCX_HOST_STEP is set"
                                                             : exchange_cuda_unsupported(w->ex, &w->m->pt, comm);
         if (!w->dev_why) {
@@ -1431,7 +1442,12 @@ static void worker_main(Shared *sh, Comm *comm) {
         }
         w->step++;
         ModelCopies c1 = model_copies(w->m);
-        if (w->ema) ema_update(w->ema, w->m->params, w->m->pt.total, o->ema, w->step);
+#ifdef HAVE_CUDA
+        if (w->ema && w->dev)
+            exchange_cuda_ema(w->d_ema, model_cuda_device_params(w->m), ema_rate(o->ema, w->step), w->m->pt.total);
+        else
+#endif
+            if (w->ema) ema_update(w->ema, w->m->params, w->m->pt.total, o->ema, w->step);
         /* statistics of this step over all workers (not counted as traffic) */
         double v[S_N] = {[S_LOSS] = st.loss, [S_CORRECT] = (double)st.correct, [S_COUNT] = (double)st.count,
                          [S_COMPUTE] = t1 - t0, [S_CODEC] = xs.codec_s, [S_UP] = (double)xs.up_bytes,
@@ -1612,6 +1628,7 @@ done:
         exchange_cuda_free(w->dx);
         optim_free_cuda(&w->dopt);
     }
+    if (w->d_ema) cudaCheck(cudaFree(w->d_ema));
 #endif
     if (w->m) optim_free(&w->opt);
     model_free(w->m);

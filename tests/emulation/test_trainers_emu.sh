@@ -208,9 +208,9 @@ $(head -n 8 "$TMP/$name.diff")"
 }
 device_vs_host resnet8_dev_vs_host "${RN8[@]}" --steps 3 --eval-every -1 --device cuda
 # 6 steps: an evaluation after step 5 (the epoch's end) and checkpoints every 2 steps bring the
-# model to the host in the middle of the run and back
+# model to the host in the middle of the run and back; --ema's average kept on the device
 COPIES=0 device_vs_host lenet_dev_vs_host "$BIN/train_lenet_emu" --codec fp32 --optim adam --lr 0.001 "${IMG[@]}" --steps 6 --eval-every 1 \
-    --save-every 2 --device cuda
+    --save-every 2 --ema 0.9 --device cuda
 # --save/--resume on the device-resident step (the parameters and the optimizer state come
 # down for the checkpoint and go back up after the resume)
 resume_exact resnet8_resume_dev "${RN8[@]}" --eval-every -1 --device cuda
