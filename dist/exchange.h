@@ -150,6 +150,8 @@ const TensorPolicy *exchange_policy(const Exchange *ex);
  * keeps its residual on the device and copies it here for a checkpoint */
 int exchange_memory_kind(const Exchange *ex, int t);
 float *exchange_residual(Exchange *ex);
+/* DGC's momentum (vel, [pt->total]; NULL without DGC's memory), likewise */
+float *exchange_velocity(Exchange *ex);
 /* human summary: topology, memory, what is exchanged, and the per-tensor policy as a
  * table (table = 1) or one line (rank 0 prints it) */
 void exchange_print(const Exchange *ex, FILE *fp, int table);

@@ -31,10 +31,12 @@ struct ExchangeCuda {
     int N, rank, T;
     int *mem;           /* [T] memory kind (exchange_memory_kind) */
     float *h_resid;     /* the host exchange's residual arena (checkpoints), or NULL */
+    float *h_vel;       /* the host exchange's DGC momentum arena (checkpoints), or NULL */
     float *d_agg;       /* [total] device: the average gradient */
     /* allgather */
     float *d_work;      /* [total] device: x = g (+ residual) */
-    float *d_resid;     /* [total] device: the residual (NULL without memory) */
+    float *d_resid;     /* [total] device: the residual (DGC: v; NULL without memory) */
+    float *d_vel;       /* [total] device: DGC's momentum u (NULL without DGC's memory) */
     float *d_repr;      /* [total] device: what each frame represents */
     uint8_t *d_mask;    /* [total] device: the values a sparsifier sent */
     CodecCuda **enc, **dec; /* [T] each tensor's encoder and decoder */
@@ -82,7 +84,7 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
     if (cfg->topology != TOPO_ALLREDUCE && cfg->topology != TOPO_ALLGATHER)
         return cfg->topology == TOPO_PS ? "the parameter server topology" : "the ring topology";
     if (cfg->deltas || cfg->delay != 1) return "weight-delta exchange (--delay, sbc)";
-    if (cfg->memory == MEM_DGC) return "DGC's memory (momentum correction)";
+    if (cfg->memory == MEM_DGC && cfg->dgc_clip > 0) return "DGC's local gradient clipping";
     if (cfg->clip_norm > 0) return "--clip";
     /* allgather moves host frames over any Comm; allreduce needs the device arenas reachable */
     if (cfg->topology == TOPO_ALLREDUCE && strcmp(comm->ops->name, "local") && strcmp(comm->ops->name, "nccl"))
@@ -114,13 +116,15 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     x->mem = callocCheck((size_t)x->T + 1, sizeof *x->mem);
     for (int t = 0; t < x->T; t++) x->mem[t] = exchange_memory_kind(ex, t);
     x->h_resid = exchange_residual(ex);
+    x->h_vel = exchange_velocity(ex);
     size_t bytes = (pt->total ? pt->total : 1) * sizeof(float);
     int bad = cuda_dev_alloc((void **)&x->d_agg, bytes, "the average gradient");
     if (!bad && x->cfg.topology == TOPO_ALLGATHER) {
         bad = cuda_dev_alloc((void **)&x->d_work, bytes, "the exchange's input") ||
               cuda_dev_alloc((void **)&x->d_repr, bytes, "what the frames represent") ||
               cuda_dev_alloc((void **)&x->d_mask, bytes / sizeof(float), "the sparsifiers' masks") ||
-              (x->h_resid && cuda_dev_alloc((void **)&x->d_resid, bytes, "the residual"));
+              (x->h_resid && cuda_dev_alloc((void **)&x->d_resid, bytes, "the residual")) ||
+              (x->h_vel && cuda_dev_alloc((void **)&x->d_vel, bytes, "DGC's momentum"));
         x->enc = callocCheck((size_t)x->T + 1, sizeof *x->enc);
         x->dec = callocCheck((size_t)x->T + 1, sizeof *x->dec);
         for (int t = 0; t < x->T && !bad; t++)
@@ -139,7 +143,7 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
 
 void exchange_cuda_free(ExchangeCuda *x) {
     if (!x) return;
-    float *bufs[] = {x->d_agg, x->d_work, x->d_resid, x->d_repr};
+    float *bufs[] = {x->d_agg, x->d_work, x->d_resid, x->d_vel, x->d_repr};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cudaCheck(cudaFree(bufs[i]));
     if (x->d_mask) cudaCheck(cudaFree(x->d_mask));
@@ -160,13 +164,15 @@ void exchange_cuda_free(ExchangeCuda *x) {
 }
 
 void exchange_cuda_download(ExchangeCuda *x) {
-    if (x->d_resid)
-        cudaCheck(cudaMemcpy(x->h_resid, x->d_resid, x->pt->total * sizeof(float), cudaMemcpyDeviceToHost));
+    size_t b = x->pt->total * sizeof(float);
+    if (x->d_resid) cudaCheck(cudaMemcpy(x->h_resid, x->d_resid, b, cudaMemcpyDeviceToHost));
+    if (x->d_vel) cudaCheck(cudaMemcpy(x->h_vel, x->d_vel, b, cudaMemcpyDeviceToHost));
 }
 
 void exchange_cuda_upload(ExchangeCuda *x) {
-    if (x->d_resid)
-        cudaCheck(cudaMemcpy(x->d_resid, x->h_resid, x->pt->total * sizeof(float), cudaMemcpyHostToDevice));
+    size_t b = x->pt->total * sizeof(float);
+    if (x->d_resid) cudaCheck(cudaMemcpy(x->d_resid, x->h_resid, b, cudaMemcpyHostToDevice));
+    if (x->d_vel) cudaCheck(cudaMemcpy(x->d_vel, x->h_vel, b, cudaMemcpyHostToDevice));
 }
 
 /* an allreduce-max of v that is not counted as traffic (exchange.c's control_max) */
@@ -230,16 +236,23 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
 #define NO_ENTRY INT64_MAX
 enum { SLOT_PUSH = 0 }; /* exchange.c's encoder slot of a push, part of the seed */
 
-/* x = g (+ residual): exchange.c's memory_in, whole tensors */
-static void memory_in(ExchangeCuda *x, const float *d_grads) {
+/* x = g (+ residual), or DGC's corrected accumulation after dgc_prepare's weight
+ * decay (no local clipping here): exchange.c's dgc_prepare and memory_in, whole tensors */
+static void memory_in(ExchangeCuda *x, const float *d_params, const float *d_grads) {
     cudaCheck(cudaMemcpy(x->d_work, d_grads, x->pt->total * sizeof(float), cudaMemcpyDeviceToDevice));
-    for (int t = 0; t < x->T; t++)
-        if (x->mem[t] == MEM_RESIDUAL) exchange_cuda_add(x->d_work + t_off(x, t), x->d_resid + t_off(x, t), t_n(x, t));
+    for (int t = 0; t < x->T; t++) {
+        size_t off = t_off(x, t), n = t_n(x, t);
+        if (x->mem[t] == MEM_RESIDUAL) exchange_cuda_add(x->d_work + off, x->d_resid + off, n);
+        if (x->mem[t] != MEM_DGC) continue;
+        optim_add_weight_decay_cuda(x->d_work + off, d_params + off, x->cfg.weight_decay, n);
+        exchange_cuda_dgc_in(x->d_vel + off, x->d_resid + off, x->d_work + off, (float)x->cfg.dgc_momentum,
+                             x->cfg.dgc_nesterov, n);
+    }
 }
 
 /* this worker's bundle of every tensor's frame: exchange.c's encode_pass with
  * make_side's side inputs for a push, and memory_out */
-static void encode_all(ExchangeCuda *x, long step) {
+static void encode_all(ExchangeCuda *x, long step, double density) {
     ByteBuf *b = &x->out;
     bundle_begin(b, step);
     size_t cap = BUNDLE_HDR;
@@ -261,11 +274,13 @@ static void encode_all(ExchangeCuda *x, long step) {
         side.seed = rng_hash64(x->cfg.seed ^ 0x9E3779B97F4A7C15ULL, key);
         side.repr = x->d_repr + off;
         side.mask = x->d_mask + off;
+        side.density = density;
         x->flen[t] = codec_encode_cuda(x->enc[t], b->p + x->at[t] + ENTRY_HDR, codec_cuda_max_frame(x->enc[t], n),
                                        x->d_work + off, n, &side);
         if (x->flen[t] < 0) break;
-        /* memory_out: the residual keeps what the frame did not represent */
-        if (x->mem[t] == MEM_RESIDUAL) exchange_cuda_sub(x->d_resid + off, x->d_work + off, x->d_repr + off, n);
+        /* memory_out: the residual keeps what the frame did not represent; DGC masks its momentum */
+        if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + off, x->d_work + off, x->d_repr + off, n);
+        if (x->mem[t] == MEM_DGC) exchange_cuda_mask_zero(x->d_vel + off, x->d_mask + off, n);
     }
     x->st.codec_s += now_s() - t0;
     uint32_t count = 0;
@@ -330,9 +345,9 @@ static uint64_t decode_bundle(ExchangeCuda *x, const uint8_t *bytes, size_t len,
 }
 
 /* exchange.c's avg_allgather: encode, gather, average the N bundles */
-static int avg_allgather(ExchangeCuda *x, const float *d_grads, long step) {
-    memory_in(x, d_grads);
-    encode_all(x, step);
+static int avg_allgather(ExchangeCuda *x, const float *d_params, const float *d_grads, long step, double density) {
+    memory_in(x, d_params, d_grads);
+    encode_all(x, step, density);
     if (x->tamper) x->tamper(x->out.p, x->out.len, x->rank, step, x->tamper_arg);
     comm_allgatherv(x->comm, &x->in, x->lens, x->out.p, x->out.len);
     size_t at = 0;
@@ -349,26 +364,41 @@ static int avg_allgather(ExchangeCuda *x, const float *d_grads, long step) {
     return agree(x);
 }
 
-int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr, long step,
-                       ExchangeStats *st) {
+/* gradient mode's update (exchange.c's apply_gradient): runs of tensors with the same
+ * treatment, DGC's by plain SGD (the momentum lives in the memory), the others by opt */
+static void apply_gradient(ExchangeCuda *x, float *d_params, Optim *opt, double lr) {
+    optim_begin_step(opt);
+    int t = 0;
+    while (t < x->T) {
+        int dgc = x->mem[t] == MEM_DGC, u = t;
+        while (u + 1 < x->T && (x->mem[u + 1] == MEM_DGC) == dgc) u++;
+        size_t lo = t_off(x, t), hi = t_off(x, u) + t_n(x, u);
+        if (dgc) optim_sgd_plain_cuda(d_params + lo, x->d_agg + lo, lr, hi - lo);
+        else optim_update_cuda(opt, d_params, x->d_agg, lr, lo, hi - lo);
+        t = u + 1;
+    }
+}
+
+int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr, double epoch,
+                       long step, ExchangeStats *st) {
     memset(&x->st, 0, sizeof x->st);
     x->failed = 0;
     x->err[0] = 0;
     Comm *c = x->comm;
     uint64_t sent0 = c->sent, recv0 = c->received;
     int rc = 0;
-    /* a sparsifier's density, for the statistics (no DGC warm-up here) */
+    /* a sparsifier's density (DGC's warm-up), as exchange_step */
     const CodecSpec *g = &x->cfg.policy.global;
     int id = g->ops->id;
-    if (id == CODEC_DGC || id == CODEC_TOPK || id == CODEC_SBC)
-        x->st.density = codec_param(g, id == CODEC_DGC ? "density" : id == CODEC_TOPK ? "ratio" : "p");
-    if (x->cfg.topology == TOPO_ALLREDUCE) avg_allreduce(x, d_grads);
-    else rc = avg_allgather(x, d_grads, step);
-    if (!rc) {
-        /* apply_gradient: the optimizer on the average, one call over the arena */
-        optim_begin_step(opt);
-        optim_update_cuda(opt, d_params, x->d_agg, lr, 0, x->pt->total);
+    if (id == CODEC_DGC || id == CODEC_TOPK || id == CODEC_SBC) {
+        double target = codec_param(g, id == CODEC_DGC ? "density" : id == CODEC_TOPK ? "ratio" : "p");
+        x->st.density = x->cfg.memory == MEM_DGC ? dgc_warmup_density(target, x->cfg.dgc_warmup, epoch) : target;
     }
+    /* the side-input density only overrides the codec when DGC warms up */
+    double side_density = x->cfg.memory == MEM_DGC ? x->st.density : 0;
+    if (x->cfg.topology == TOPO_ALLREDUCE) avg_allreduce(x, d_grads);
+    else rc = avg_allgather(x, d_params, d_grads, step, side_density);
+    if (!rc) apply_gradient(x, d_params, opt, lr);
     x->st.exchanged = 1;
     x->st.wire_sent = c->sent - sent0;
     x->st.wire_received = c->received - recv0;
@@ -402,8 +432,9 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
 
 void exchange_cuda_free(ExchangeCuda *x) { (void)x; }
 
-int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr, long step,
-                       ExchangeStats *st) {
+int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr, double epoch,
+                       long step, ExchangeStats *st) {
+    (void)epoch;
     (void)x;
     (void)d_params;
     (void)d_grads;

@@ -11,6 +11,8 @@ extern "C" void exchange_cuda_add(float *a, const float *b, size_t n);
 extern "C" void exchange_cuda_scale(float *a, float s, size_t n);
 extern "C" void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n);
 extern "C" void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
+extern "C" void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n);
+extern "C" void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n);
 
 #define TPB 256
 #define GRID_STRIDE(i, n) \
@@ -35,6 +37,28 @@ __global__ void k_ex_scale(float *a, float s, size_t n) {
 /* d: [n], a: [n], b: [n] */
 __global__ void k_ex_sub(float *d, const float *a, const float *b, size_t n) {
     GRID_STRIDE(i, n) d[i] = __fsub_rn(a[i], b[i]);
+}
+
+/* u, v, x: [n]; x holds g on entry and v on return: DGC eq. 7 (u = m u + g,
+ * v = v + u) or appendix B (Nesterov: u = m (u + g), v = v + (u + g)), as
+ * dist/exchange.c's memory_in */
+__global__ void k_ex_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n) {
+    GRID_STRIDE(i, n) {
+        float g = x[i];
+        if (nesterov) {
+            u[i] = __fmul_rn(m, __fadd_rn(u[i], g));
+            v[i] = __fadd_rn(v[i], __fadd_rn(u[i], g));
+        } else {
+            u[i] = __fadd_rn(__fmul_rn(m, u[i]), g);
+            v[i] = __fadd_rn(v[i], u[i]);
+        }
+        x[i] = v[i];
+    }
+}
+
+/* u: [n], mask: [n]; u = 0 where the frame sent the value (momentum factor masking) */
+__global__ void k_ex_mask_zero(float *u, const unsigned char *mask, size_t n) {
+    GRID_STRIDE(i, n) if (mask[i]) u[i] = 0.0f;
 }
 
 /* ema: [n], p: [n]; ema - a * (ema - p), as examples/trainer.c's ema_update */
@@ -63,5 +87,17 @@ extern "C" void exchange_cuda_sub(float *d, const float *a, const float *b, size
 extern "C" void exchange_cuda_ema(float *ema, const float *params, float a, size_t n) {
     if (n == 0) return;
     k_ex_ema<<<grid_for(n), TPB>>>(ema, params, a, n);
+    cudaCheckLast();
+}
+
+extern "C" void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n) {
+    if (n == 0) return;
+    k_ex_dgc_in<<<grid_for(n), TPB>>>(u, v, x, m, nesterov, n);
+    cudaCheckLast();
+}
+
+extern "C" void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n) {
+    if (n == 0) return;
+    k_ex_mask_zero<<<grid_for(n), TPB>>>(u, mask, n);
     cudaCheckLast();
 }

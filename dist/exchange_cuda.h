@@ -1,17 +1,18 @@
 /* The device-resident exchange: one data-parallel step with the gradients, the
- * parameters, the optimizer state and the error-feedback residuals in device
- * memory (--device cuda). Only encoded frames cross to the host, where the
+ * parameters, the optimizer state and the error-feedback memories (residual,
+ * DGC's momentum and accumulation) in device memory (--device cuda). Only encoded frames cross to the host, where the
  * transport needs them.
  *
  * What it covers (exchange_cuda_unsupported says why a run falls outside):
  *   topology   allreduce (the fp32 baseline), or allgather with any codec
  *              that keeps no state between calls and shares no scalar
- *              (fp32, fp16, int8, 3lc, onebit, topk, dgc's selection, sbc's
- *              binarization: not gcomp, terngrad or stoch3)
- *   memory     none or residual (not DGC's momentum correction)
+ *              (fp32, fp16, int8, 3lc, onebit, topk, dgc, sbc's binarization:
+ *              not gcomp, terngrad or stoch3)
+ *   memory     none, residual, or DGC's momentum correction without its local
+ *              clipping (weight decay folded into the gradient, warm-up density)
  *   exchanged  gradients every step (no --delay, no weight deltas: no sbc
  *              by default, which sends deltas)
- *   clipping   none (--clip)
+ *   clipping   none (--clip; DGC's local clipping)
  *   backend    allreduce: local (the workers are threads of one process
  *              sharing one GPU) or nccl (one GPU per process); allgather: any
  *              (its frames are host bytes)
@@ -32,18 +33,20 @@
  *      peer still reads)
  * allgather, as exchange_step's allgather path (memory_in, encode_pass,
  * average_bundles) on the host:
- *   1. x = g (+ the residual) per tensor, on the device
+ *   1. x = g (+ the residual; DGC: + weight decay, then u = m u + g, v += u,
+ *      x = v) per tensor, on the device
  *   2. each tensor's frame by its GPU codec (compress/codec_cuda.h: the CPU
  *      codec's bytes for the same input and seed) into the host bundle, the
  *      entries and the bundle exactly as encode_pass lays them out; the
- *      residual keeps x - what the frame represents (on the device)
+ *      residual keeps x - what the frame represents (on the device; DGC:
+ *      u = 0 where the frame sent the value)
  *   3. the bundles go to every worker (Comm allgatherv of host bytes; MPI
  *      sends them from host memory, NCCL stages them through its device buffers)
  *   4. every bundle decoded in rank order into the average buffer on the
  *      device (the first overwrites, the others accumulate), then x 1/N; a bad
  *      bundle or frame gives exchange_step's message, and every worker stops
  * then the GPU optimizer (optim/optim_cuda.h) updates the device parameters
- * from the average. No tensor is copied between host and device. The byte
+ * from the average (DGC's tensors: plain SGD, as apply_gradient). No tensor is copied between host and device. The byte
  * accounting is the host path's.
  *
  * Checkpoints: the residual stays in the host exchange's arena for the
@@ -74,12 +77,12 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
 void exchange_cuda_free(ExchangeCuda *x);
 /* One training step after backward, collective over the workers: d_grads
  * (device arena) hold this worker's gradient and are only read; d_params
- * (device arena) are updated by opt, an Optim from optim_init_cuda. step as
- * exchange_step's (seeds, bundle headers). Statistics as exchange_step's.
+ * (device arena) are updated by opt, an Optim from optim_init_cuda. epoch
+ * and step as exchange_step's (DGC's warm-up; seeds, bundle headers). Statistics as exchange_step's.
  * Returns 0, or a negative GcError with a message in exchange_cuda_error()
  * (every worker returns the error). */
-int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr, long step,
-                       ExchangeStats *st);
+int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr, double epoch,
+                       long step, ExchangeStats *st);
 const char *exchange_cuda_error(const ExchangeCuda *x);
 /* Testing hook, as exchange_set_tamper: called on this worker's outgoing
  * allgather bundle (host memory) before it is sent (may corrupt it). */
@@ -96,5 +99,9 @@ void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n);
 /* the trainers' --ema on the device: ema[i] -= a * (ema[i] - params[i]), the host's
  * roundings (examples/trainer.c, ema_update).  ema, params: [n] device */
 void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
+/* DGC's memory_in on the device: x (in: g, out: v) and u, v updated as exchange.c's memory_in;
+ * momentum factor masking: u[i] = 0 where mask[i].  u, v, x: [n] floats, mask: [n] bytes, device */
+void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n);
+void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n);
 
 #endif

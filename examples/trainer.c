@@ -1431,7 +1431,7 @@ static void worker_main(Shared *sh, Comm *comm) {
 #ifdef HAVE_CUDA
         if (w->dev)
             rc = exchange_cuda_step(w->dx, model_cuda_device_params(w->m), model_cuda_device_grads(w->m), &w->dopt,
-                                    lr, w->step, &xs);
+                                    lr, epoch, w->step, &xs);
         else
 #endif
             rc = exchange_step(w->ex, w->m->params, w->m->grads, &w->opt, lr, epoch, w->step, &xs);

@@ -3,16 +3,18 @@
  * one GPU, a small synthetic parameter table, 3 steps:
  *   - every outgoing bundle (the frames and their entries) byte-identical to
  *     the host exchange's, per worker and step (fp16, int8, 3lc, onebit, topk
- *     over allgather, with no memory or a residual);
+ *     over allgather, with no memory or a residual; dgc with DGC's memory,
+ *     plain and Nesterov, its warm-up density and weight decay folded in);
  *   - after the steps: the parameters, the optimizer state and the residual
- *     (downloaded into the host exchange's checkpoint arena) bit-identical;
+ *     (downloaded into the host exchange's checkpoint arena; DGC: also its
+ *     momentum) bit-identical;
  *     fp32 over allreduce likewise (no bundles there);
  *   - the statistics a step reports (bytes up and down, compressed bytes, wire
  *     bytes, hops) equal;
  *   - a corrupted bundle from worker 1 at step 1: every worker stops, with the
  *     host exchange's message for the same corruption, word for word;
  *   - the configurations the device exchange does not cover are refused with
- *     a reason (ps, ring, DGC's memory, --delay, gcomp, terngrad).
+ *     a reason (ps, ring, DGC's local clipping, --delay, gcomp, terngrad).
  * Skips (one passed check) without CUDA or without a GPU; runs on the host
  * emulation (tests/emulation/nn/build.sh). */
 #include "tests/test.h"
@@ -68,7 +70,7 @@ static void make_grad(float *g, int r, long s) {
 typedef struct {
     const char *codec;
     int topology, device, tamper;
-    float *params[W], *resid[W], *state[W];
+    float *params[W], *resid[W], *state[W], *vel[W];
     uint8_t *bundle[W][STEPS];
     size_t blen[W][STEPS];
     ExchangeStats st[W];
@@ -77,6 +79,7 @@ typedef struct {
 } Run;
 
 static LocalGroup *group;
+static int nesterov; /* DGC's Nesterov variant for the next runs */
 
 /* keeps each outgoing bundle; corrupts worker 1's at step 1 when asked (as test_dist_exchange) */
 static void keep_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
@@ -103,6 +106,8 @@ static void worker(int rank, void *arg) {
     opt_config_default(&oc, OPT_SGD);
     oc.momentum = 0.9;
     oc.weight_decay = 1e-3;
+    cfg.weight_decay = oc.weight_decay; /* DGC folds it into the gradient (the trainers' setting) */
+    cfg.dgc_nesterov = nesterov;
     Exchange *ex = exchange_new(&cfg, comm, &pt, &oc, err, sizeof err);
     CHECK(ex != NULL, "%s: exchange_new: %s", r->codec, err);
     Optim opt;
@@ -128,7 +133,7 @@ static void worker(int rank, void *arg) {
         int rc;
         if (r->device) {
             cudaCheck(cudaMemcpy(dg, g, pt.total * sizeof(float), cudaMemcpyHostToDevice));
-            rc = exchange_cuda_step(dx, dp, dg, &dopt, 0.1, s, &r->st[rank]);
+            rc = exchange_cuda_step(dx, dp, dg, &dopt, 0.1, (double)s, s, &r->st[rank]);
             if (rc) snprintf(r->err[rank], sizeof r->err[rank], "%s", exchange_cuda_error(dx));
         } else {
             rc = exchange_step(ex, params, g, &opt, 0.1, (double)s, s, &r->st[rank]);
@@ -148,8 +153,9 @@ static void worker(int rank, void *arg) {
         OptimState os = optim_state(&opt, i);
         memcpy(r->state[rank], os.data, os.count * sizeof(float));
     }
-    float *res = exchange_residual(ex);
+    float *res = exchange_residual(ex), *vel = exchange_velocity(ex);
     if (res) memcpy(r->resid[rank], res, pt.total * sizeof(float));
+    if (vel) memcpy(r->vel[rank], vel, pt.total * sizeof(float));
     if (dx) {
         exchange_cuda_free(dx);
         optim_free_cuda(&dopt);
@@ -172,6 +178,7 @@ static void run_go(Run *r, const char *codec, int topology, int device, int tamp
         r->params[k] = param_arena_alloc(&pt);
         r->resid[k] = param_arena_alloc(&pt);
         r->state[k] = param_arena_alloc(&pt);
+        r->vel[k] = param_arena_alloc(&pt);
         for (int s = 0; s < STEPS; s++) r->bundle[k][s] = calloc(MAXB, 1);
     }
     group = comm_local_group_new(W);
@@ -184,6 +191,7 @@ static void run_free(Run *r) {
         param_arena_free(r->params[k]);
         param_arena_free(r->resid[k]);
         param_arena_free(r->state[k]);
+        param_arena_free(r->vel[k]);
         for (int s = 0; s < STEPS; s++) free(r->bundle[k][s]);
     }
 }
@@ -207,6 +215,7 @@ static void compare(const char *codec, int topology) {
               k);
         CHECK(same_bits(h.state[k], d.state[k], pt.total), "%s %s worker %d: momentum bit-identical", codec, name, k);
         CHECK(same_bits(h.resid[k], d.resid[k], pt.total), "%s %s worker %d: residual bit-identical", codec, name, k);
+        CHECK(same_bits(h.vel[k], d.vel[k], pt.total), "%s %s worker %d: DGC's momentum bit-identical", codec, name, k);
         const ExchangeStats *a = &h.st[k], *b = &d.st[k];
         CHECK(a->up_bytes == b->up_bytes && a->down_bytes == b->down_bytes && a->raw_up == b->raw_up &&
                   a->comp_raw == b->comp_raw && a->comp_bytes == b->comp_bytes && a->comp_down == b->comp_down &&
@@ -217,7 +226,7 @@ static void compare(const char *codec, int topology) {
               (unsigned long long)a->down_bytes, (unsigned long long)b->down_bytes, (unsigned long long)a->wire_max,
               (unsigned long long)b->wire_max);
     }
-    printf("  %-8s %-9s %s\n", codec, name, test_failed_ ? "(failures so far)" : "bit-identical");
+    printf("  %-8s %-9s%s %s\n", codec, name, nesterov ? " (Nesterov)" : "", test_failed_ ? "(failures so far)" : "bit-identical");
     run_free(&h);
     run_free(&d);
 }
@@ -271,11 +280,15 @@ int main(void) {
     compare("fp32", TOPO_ALLREDUCE);
     const char *codecs[] = {"fp16", "int8", "3lc", "onebit", "topk:ratio=0.05", "fp32"};
     for (size_t i = 0; i < sizeof codecs / sizeof codecs[0]; i++) compare(codecs[i], TOPO_ALLGATHER);
+    compare("dgc", TOPO_ALLGATHER); /* DGC's memory: momentum correction, masking, warm-up density */
+    nesterov = 1;
+    compare("dgc", TOPO_ALLGATHER);
+    nesterov = 0;
     corrupt("int8");
     corrupt("fp32");
     refused("3lc", TOPO_PS, 1, "parameter server");
     refused("gcomp", TOPO_RING, 1, "ring");
-    refused("dgc", TOPO_ALLGATHER, 1, "DGC");
+    refused("dgc:clip=1", TOPO_ALLGATHER, 1, "DGC's local gradient clipping");
     refused("fp16", TOPO_ALLGATHER, 2, "delta");
     refused("gcomp", TOPO_ALLGATHER, 1, "gcomp");
     refused("terngrad", TOPO_ALLGATHER, 1, "shared scalar");

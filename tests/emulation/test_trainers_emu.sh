@@ -229,6 +229,12 @@ RN8AG=("${RN8[@]}" --codec int8 --topology allgather)
 DEVICE_STEP=1 pair resnet8_int8_dev "${RN8AG[@]}" --device cpu -- "${RN8AG[@]}" --device cuda
 COPIES=0 device_vs_host lenet_topk_dev_vs_host "$BIN/train_lenet_emu" --codec topk --topology allgather --lr 0.01 \
     "${IMG[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
+# DGC's memory on the device (momentum correction and masking, warm-up density, weight decay
+# folded in; no local clipping): ResNet-8 against the CPU, LeNet against the host step
+RN8DGC=("$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --optim momentum --wd 5e-4 --codec dgc "${IMG[@]}")
+BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_dgc_dev "${RN8DGC[@]}" --device cpu -- "${RN8DGC[@]}" --device cuda
+COPIES=0 device_vs_host lenet_dgc_dev_vs_host "$BIN/train_lenet_emu" --codec dgc --optim momentum --wd 1e-3 --lr 0.01 \
+    "${IMG[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
 resume_exact resnet8_int8_resume_dev "${RN8AG[@]}" --eval-every -1 --device cuda
 grep -q '^device: the step stays on the GPU' "$TMP/resnet8_int8_resume_dev.rc"
 check $? "resnet8_int8_resume_dev: the resumed run's step did not stay on the GPU"
