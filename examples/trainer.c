@@ -1007,8 +1007,8 @@ static const char *const log_cols[LOG_NCOLS][2] = {
     {"gcomp_lv2", "%.1f"}, {"gcomp_lv3", "%.1f"}, {"gcomp_exp_bits", "%.1f"}, {"gcomp_level_bits", "%.1f"},
     {"gcomp_man_bits", "%.1f"}, {"gcomp_bytes", "%.1f"},
     /* per step, as up_bytes: what a GPU model copied host -> device and device -> host
-     * (parameters, state, gradients; the batch is not counted) and the host's wall time
-     * in those copies (nn/model_cuda.h); 0 with --device cpu */
+     * (parameters, state, gradients; not the batch, nor the LSTM's carried hidden state)
+     * and the host's wall time in those copies (nn/model_cuda.h); 0 with --device cpu */
     {"h2d_bytes", "%.0f"}, {"d2h_bytes", "%.0f"}, {"copy_s", "%.6g"}};
 
 /* after each write: a failed write (a full disk, a file that takes no writes) is
@@ -1622,14 +1622,14 @@ done:
     if (w->rank == 0) sh->layers = NULL;
     if (w->train) w->train->free(w->train);
     if (w->eval) w->eval->free(w->eval);
-    exchange_free(w->ex);
 #ifdef HAVE_CUDA
-    if (w->dx) {
+    if (w->dx) { /* before the host exchange, whose policy and arenas it points at */
         exchange_cuda_free(w->dx);
         optim_free_cuda(&w->dopt);
     }
     if (w->d_ema) cudaCheck(cudaFree(w->d_ema));
 #endif
+    exchange_free(w->ex);
     if (w->m) optim_free(&w->opt);
     model_free(w->m);
     if (task->cuda && task->thread_release) task->thread_release();
