@@ -26,5 +26,11 @@ int comm_nccl_available(void);
  * ends the whole job. Free with comm_free; finalize MPI with comm_mpi_finalize
  * (harmless without MPI). */
 Comm *comm_nccl_new(int *argc, char ***argv);
+/* The sum over all ranks of a DEVICE buffer, in place (ncclAllReduce on it, no
+ * staging; the device exchange of dist/exchange_cuda.h): collective, counted
+ * as comm_allreduce_f32. Synchronizes the device first (the caller's kernels
+ * on the legacy default stream) and its stream after. 0, or -1 when c is not
+ * an NCCL Comm (nothing done).  dbuf: [n] device */
+int comm_nccl_allreduce_dev(Comm *c, float *dbuf, size_t n);
 
 #endif

@@ -224,6 +224,9 @@ static void set_err(Exchange *ex, const char *fmt, ...) {
 const char *exchange_error(const Exchange *ex) { return ex->err; }
 const DistConfig *exchange_config(const Exchange *ex) { return &ex->cfg; }
 const TensorPolicy *exchange_policy(const Exchange *ex) { return ex->pol; }
+int exchange_memory_kind(const Exchange *ex, int t) { return ex->mem[t]; }
+float *exchange_residual(Exchange *ex) { return ex->resid; }
+float *exchange_velocity(Exchange *ex) { return ex->vel; }
 void exchange_track_layers(Exchange *ex, int on) {
     if (on && !ex->layers) ex->layers = callocCheck((size_t)ex->T, sizeof *ex->layers);
     if (!on) {

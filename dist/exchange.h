@@ -144,6 +144,14 @@ void exchange_free(Exchange *ex);
 /* the resolved configuration and per-tensor policy */
 const DistConfig *exchange_config(const Exchange *ex);
 const TensorPolicy *exchange_policy(const Exchange *ex);
+/* the memory kind of tensor t (MEM_NONE for a tensor sent uncompressed), and the
+ * error-feedback arena (resid, [pt->total]; NULL without memory) that the
+ * checkpoint sections save: the device-resident exchange (dist/exchange_cuda.h)
+ * keeps its residual on the device and copies it here for a checkpoint */
+int exchange_memory_kind(const Exchange *ex, int t);
+float *exchange_residual(Exchange *ex);
+/* DGC's momentum (vel, [pt->total]; NULL without DGC's memory), likewise */
+float *exchange_velocity(Exchange *ex);
 /* human summary: topology, memory, what is exchanged, and the per-tensor policy as a
  * table (table = 1) or one line (rank 0 prints it) */
 void exchange_print(const Exchange *ex, FILE *fp, int table);

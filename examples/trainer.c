@@ -29,9 +29,15 @@
 #define GCX_VERSION "unknown"
 #endif
 #include "dist/comm_nccl.h"
+#include "dist/exchange_cuda.h"
 #include "nn/state_dict.h"
 #ifdef HAVE_CUDA
 #include "nn/cuda_ops.h"
+#include <cuda_runtime.h>
+
+#include "common/cuda_check.h"
+#include "nn/model_cuda.h"
+#include "optim/optim_cuda.h"
 #endif
 
 /* ------------------------------------------------------------ options ---- */
@@ -431,7 +437,8 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "                       process is one worker (and N is ignored)\n"
             "  --backend B          auto (default), local (threads), mpi, or nccl (one GPU per MPI process)\n"
             "  --device cpu|cuda    where forward and backward run (default cpu); cuda models mirror the\n"
-            "                       parameters on the GPU (docs/GPU.md; written, not yet run on a GPU)\n"
+            "                       parameters on the GPU; fp32 and allgathers of stateless codecs keep the\n"
+            "                       whole step there (docs/GPU.md; written, not yet run on a GPU)\n"
             "  --cudnn heuristic|find\n"
             "                       with --device cuda: convolution algorithms by cuDNN's heuristic (default:\n"
             "                       the same choice in every process on the same GPU model and cuDNN, so\n"
@@ -554,7 +561,46 @@ typedef struct {
     /* eval scratch */
     float *backup_params, *backup_state;
     float *ema; /* --ema: the moving average of the parameters (NULL: off) */
+    /* --device cuda where the step can stay on the GPU (dist/exchange_cuda.h): the device
+     * exchange and a GPU optimizer; NULL where the step goes through the host */
+    ExchangeCuda *dx;
+    Optim dopt;
+    float *d_ema;        /* --ema on the device (the master while w->dev; w->ema then stale) */
+    int dev;             /* 1 while the device holds the master parameters and optimizer state */
+    const char *dev_why; /* --device cuda: why the step goes through the host (NULL: it does not) */
 } Worker;
+
+/* The device-resident step: while w->dev, the parameters, the optimizer state and
+ * the exchange's residual live on the GPU (the model in device-master mode, nn/model_cuda.h) and the host
+ * copies are stale; they are brought to the host for what reads them there (an
+ * evaluation, a checkpoint, the end of the run) and back after. */
+static void dev_to_host(Worker *w) {
+#ifdef HAVE_CUDA
+    if (!w->dev) return;
+    model_cuda_set_device_master(w->m, 0);
+    optim_cuda_download(&w->opt, &w->dopt);
+    exchange_cuda_download(w->dx);
+    if (w->d_ema) cudaCheck(cudaMemcpy(w->ema, w->d_ema, w->m->pt.total * sizeof(float), cudaMemcpyDeviceToHost));
+    w->dev = 0;
+#else
+    (void)w;
+#endif
+}
+
+static void dev_from_host(Worker *w) {
+#ifdef HAVE_CUDA
+    if (!w->dx || w->dev) return;
+    model_cuda_set_device_master(w->m, 1);
+    optim_cuda_upload(&w->dopt, &w->opt);
+    exchange_cuda_upload(w->dx);
+    if (w->ema && !w->d_ema && cuda_dev_alloc((void **)&w->d_ema, w->m->pt.total * sizeof(float), "the --ema average"))
+        gc_fatal("error: --ema on the GPU: no device memory\n");
+    if (w->d_ema) cudaCheck(cudaMemcpy(w->d_ema, w->ema, w->m->pt.total * sizeof(float), cudaMemcpyHostToDevice));
+    w->dev = 1;
+#else
+    (void)w;
+#endif
+}
 
 #define MAX_SECTIONS 32
 
@@ -1058,10 +1104,34 @@ static int load_checkpoint(Worker *w, const char *path, char *err, size_t errlen
  * ExponentialMovingAverage with the global step as num_updates: the decay is
  * min(D, (1 + t) / (10 + t)) after step t); batch-norm statistics are running
  * averages already and are used as they are */
-static void ema_update(float *ema, const float *params, size_t n, double decay, long t) {
+static float ema_rate(double decay, long t) {
     double d = (1.0 + (double)t) / (10.0 + (double)t);
-    const float a = (float)(1.0 - (d < decay ? d : decay));
+    return (float)(1.0 - (d < decay ? d : decay));
+}
+
+static void ema_update(float *ema, const float *params, size_t n, double decay, long t) {
+    const float a = ema_rate(decay, t);
     for (size_t i = 0; i < n; i++) ema[i] -= a * (ema[i] - params[i]);
+}
+
+/* A GPU model's copy counters (nn/model_cuda.h); zeros for a CPU model */
+typedef struct {
+    double h2d, d2h, s;
+} ModelCopies;
+
+static ModelCopies model_copies(const Model *m) {
+    ModelCopies c = {0, 0, 0};
+#ifdef HAVE_CUDA
+    const ModelCudaCopyStats *cs = model_cuda_copy_stats(m);
+    if (cs) {
+        c.h2d = (double)cs->up_bytes;
+        c.d2h = (double)cs->down_bytes;
+        c.s = cs->up_s + cs->down_s;
+    }
+#else
+    (void)m;
+#endif
+    return c;
 }
 
 /* ----------------------------------------------------------- evaluate ---- */
@@ -1136,10 +1206,11 @@ typedef struct {
     double epoch, loss, acc, ppl, lr, up, down, bits_up, bits_down, ratio, ratio_c, density, compute_s, codec_s, comm_s,
         step_s, total_s, rate, data_s, comp_up, comp_down, comp_raw, wire_max, hops;
     double gcomp[10]; /* GcompParts in the order of the gcomp_ columns */
+    double h2d, d2h, copy_s;
 } LogRow;
 
 /* the columns after kind and step, in order: name, printf format */
-#define LOG_NCOLS 34
+#define LOG_NCOLS 37
 static const char *const log_cols[LOG_NCOLS][2] = {
     {"epoch", "%.4f"},      {"loss", "%.6g"},      {"acc", "%.6g"},       {"ppl", "%.6g"},
     {"lr", "%.6g"},         {"up_bytes", "%.0f"},  {"down_bytes", "%.0f"}, {"bits_up", "%.6g"},
@@ -1153,7 +1224,11 @@ static const char *const log_cols[LOG_NCOLS][2] = {
     /* per step, as up_bytes: what this worker's gcomp frames hold (compress/gcomp.h); 0 without gcomp */
     {"gcomp_values", "%.1f"}, {"gcomp_zeros", "%.1f"}, {"gcomp_lv0", "%.1f"}, {"gcomp_lv1", "%.1f"},
     {"gcomp_lv2", "%.1f"}, {"gcomp_lv3", "%.1f"}, {"gcomp_exp_bits", "%.1f"}, {"gcomp_level_bits", "%.1f"},
-    {"gcomp_man_bits", "%.1f"}, {"gcomp_bytes", "%.1f"}};
+    {"gcomp_man_bits", "%.1f"}, {"gcomp_bytes", "%.1f"},
+    /* per step, as up_bytes: what a GPU model copied host -> device and device -> host
+     * (parameters, state, gradients; not the batch, nor the LSTM's carried hidden state)
+     * and the host's wall time in those copies (nn/model_cuda.h); 0 with --device cpu */
+    {"h2d_bytes", "%.0f"}, {"d2h_bytes", "%.0f"}, {"copy_s", "%.6g"}};
 
 /* after each write: a failed write (a full disk, a file that takes no writes) is
  * said once, the log is closed there and the run goes on (its checkpoints still
@@ -1290,7 +1365,8 @@ static void log_row(Shared *sh, const LogRow *r) {
                                  r->codec_s,  r->comm_s,    r->step_s,  r->total_s, r->rate,    r->data_s,
                                  r->comp_up,  r->comp_down, r->comp_raw, r->wire_max, r->hops,
                                  r->gcomp[0], r->gcomp[1], r->gcomp[2], r->gcomp[3], r->gcomp[4],
-                                 r->gcomp[5], r->gcomp[6], r->gcomp[7], r->gcomp[8], r->gcomp[9]};
+                                 r->gcomp[5], r->gcomp[6], r->gcomp[7], r->gcomp[8], r->gcomp[9],
+                                 r->h2d,      r->d2h,       r->copy_s};
     if (sh->log_json) fprintf(sh->log, "{\"kind\":\"%s\",\"step\":%ld", r->kind, r->step);
     else fprintf(sh->log, "%s,%ld", r->kind, r->step);
     for (int i = 0; i < LOG_NCOLS; i++) {
@@ -1402,6 +1478,21 @@ static void worker_main(Shared *sh, Comm *comm) {
     dc.clip_norm = task->clip_norm; /* the exchange clips where the method does (exchange.h) */
     err[0] = 0; /* why, where the model and the optimizer have not said it */
     if (!fail && !(w->ex = exchange_new(&dc, comm, &w->m->pt, &sh->oc, err, sizeof err))) fail = 1;
+#ifdef HAVE_CUDA
+    if (!fail && o->cuda) { /* the same decision on every worker */
+        const char *host = getenv("GCX_HOST_STEP");
+        w->dev_why = o->log_layers[0]                       ? "--log-layers"
+                     : host && host[0] && strcmp(host, "0") ? "GCX_HOST_STEP is set"
+                                                            : exchange_cuda_unsupported(w->ex, &w->m->pt, comm);
+        if (!w->dev_why) {
+            if (optim_init_cuda(&w->dopt, &sh->oc, w->m->pt.total)) fail = 1;
+            else if (!(w->dx = exchange_cuda_new(w->ex, comm, &w->m->pt, err, sizeof err))) {
+                optim_free_cuda(&w->dopt);
+                fail = 1;
+            }
+        }
+    }
+#endif
     if (!fail && !(w->train = task->data_new(task, SPLIT_TRAIN, w->rank, world, o->batch, o->seed, err, sizeof err)))
         fail = 1;
     int eval_split = task->has_valid ? SPLIT_VALID : SPLIT_TEST;
@@ -1490,17 +1581,22 @@ static void worker_main(Shared *sh, Comm *comm) {
             printf("exchange: %d workers, codec %s, topology %s, memory %s\n", world, spec,
                    topology_name(c->topology), memory_name(c->memory));
         }
+        if (o->cuda)
+            printf("device: %s%s\n", w->dx ? "the step stays on the GPU (parameters, gradients, optimizer state, residuals)"
+                                          : "the step goes through the host: ", w->dx ? "" : w->dev_why);
         fflush(stdout);
         log_run_record(w, optdesc, sched);
         log_header(sh);
     }
+    dev_from_host(w); /* after a --resume: the loaded parameters and optimizer state */
     /* ---- the loop ---- */
     long step0 = w->step; /* after a --resume, this process's first step */
     int stopped_here = 0; /* a signal stopped the loop */
     double t_start = now_s(), t_last = t_start, ema_step = 0, t_eval = 0; /* t_eval: seconds spent evaluating */
     /* statistics of each step, summed over workers and over the steps since the last print */
     enum { S_LOSS, S_CORRECT, S_COUNT, S_COMPUTE, S_CODEC, S_UP, S_DOWN, S_RAW, S_COMM, S_DENSITY, S_COMP_RAW,
-           S_COMP_BYTES, S_DATA, S_COMP_DOWN, S_WIRE_MAX, S_HOPS, S_STOP, S_GCOMP, S_N = S_GCOMP + 10 };
+           S_COMP_BYTES, S_DATA, S_COMP_DOWN, S_WIRE_MAX, S_HOPS, S_STOP, S_H2D, S_D2H, S_COPY, S_GCOMP,
+           S_N = S_GCOMP + 10 };
     double acc_sums[S_N] = {0};
     long acc_steps = 0;
     size_t nvalues = param_table_count(&w->m->pt);
@@ -1509,6 +1605,7 @@ static void worker_main(Shared *sh, Comm *comm) {
     while (w->step < stop) {
         comm->step = w->step; /* for a stall's message */
         Batch batch;
+        ModelCopies c0 = model_copies(w->m); /* this step's host<->device copies (GPU models) */
         double td = now_s();
         int n = w->train->next(w->train, &batch);
         if (n == 0) {
@@ -1550,14 +1647,27 @@ static void worker_main(Shared *sh, Comm *comm) {
             break;
         }
         ExchangeStats xs;
-        int rc = exchange_step(w->ex, w->m->params, w->m->grads, &w->opt, lr, epoch, w->step, &xs);
+        int rc;
+#ifdef HAVE_CUDA
+        if (w->dev)
+            rc = exchange_cuda_step(w->dx, model_cuda_device_params(w->m), model_cuda_device_grads(w->m), &w->dopt,
+                                    lr, epoch, w->step, &xs);
+        else
+#endif
+            rc = exchange_step(w->ex, w->m->params, w->m->grads, &w->opt, lr, epoch, w->step, &xs);
         if (rc) {
-            fprintf(stderr, "error: %s\n", exchange_error(w->ex));
+            fprintf(stderr, "error: %s\n", w->dev ? exchange_cuda_error(w->dx) : exchange_error(w->ex));
             sh->status = 1;
             break;
         }
         w->step++;
-        if (w->ema) ema_update(w->ema, w->m->params, w->m->pt.total, o->ema, w->step);
+        ModelCopies c1 = model_copies(w->m);
+#ifdef HAVE_CUDA
+        if (w->ema && w->dev)
+            exchange_cuda_ema(w->d_ema, model_cuda_device_params(w->m), ema_rate(o->ema, w->step), w->m->pt.total);
+        else
+#endif
+            if (w->ema) ema_update(w->ema, w->m->params, w->m->pt.total, o->ema, w->step);
         /* statistics of this step over all workers (not counted as traffic) */
         double v[S_N] = {[S_LOSS] = st.loss, [S_CORRECT] = (double)st.correct, [S_COUNT] = (double)st.count,
                          [S_COMPUTE] = t1 - t0, [S_CODEC] = xs.codec_s, [S_UP] = (double)xs.up_bytes,
@@ -1565,7 +1675,8 @@ static void worker_main(Shared *sh, Comm *comm) {
                          [S_DENSITY] = xs.density, [S_COMP_RAW] = (double)xs.comp_raw,
                          [S_COMP_BYTES] = (double)xs.comp_bytes, [S_DATA] = t0 - td,
                          [S_COMP_DOWN] = (double)xs.comp_down, [S_WIRE_MAX] = (double)xs.wire_max,
-                         [S_HOPS] = xs.hops, [S_STOP] = stop_signal != 0};
+                         [S_HOPS] = xs.hops, [S_STOP] = stop_signal != 0, [S_H2D] = c1.h2d - c0.h2d,
+                         [S_D2H] = c1.d2h - c0.d2h, [S_COPY] = c1.s - c0.s};
         const GcompParts *gp = &xs.gcomp;
         const uint64_t gparts[10] = {gp->values,   gp->zeros,      gp->level[0], gp->level[1], gp->level[2],
                                      gp->level[3], gp->exp_bits,   gp->level_bits, gp->man_bits, gp->bytes};
@@ -1615,7 +1726,8 @@ static void worker_main(Shared *sh, Comm *comm) {
                         acc_sums[S_DENSITY] / per, acc_sums[S_COMPUTE] / per, acc_sums[S_CODEC] / per,
                         acc_sums[S_COMM] / per, dt, t_now - t_start, rate, acc_sums[S_DATA] / per,
                         acc_sums[S_COMP_BYTES] / per, acc_sums[S_COMP_DOWN] / per, acc_sums[S_COMP_RAW] / per,
-                        acc_sums[S_WIRE_MAX] / per, acc_sums[S_HOPS] / per, {0}};
+                        acc_sums[S_WIRE_MAX] / per, acc_sums[S_HOPS] / per, {0}, acc_sums[S_H2D] / per,
+                        acc_sums[S_D2H] / per, acc_sums[S_COPY] / per};
             for (int i = 0; i < 10; i++) r.gcomp[i] = acc_sums[S_GCOMP + i] / per;
             layers_rows(w, acc_steps);
             log_row(sh, &r);
@@ -1628,10 +1740,12 @@ static void worker_main(Shared *sh, Comm *comm) {
         if (epoch_end && o->eval_every > 0 && (w->step / spe) % o->eval_every == 0 && w->step < stop) {
             EvalResult e;
             double te = now_s();
+            dev_to_host(w);
             if (replicas_differ(w, 0) || evaluate(w, w->eval, &e)) {
                 sh->status = 1;
                 break;
             }
+            dev_from_host(w);
             t_eval += now_s() - te;
             report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, now_s() - t_start);
             if (w->rank == 0)
@@ -1642,10 +1756,12 @@ static void worker_main(Shared *sh, Comm *comm) {
             t_last = now_s();
         }
         if (o->save[0] && o->save_every > 0 && w->step % o->save_every == 0 && w->step < stop) {
+            dev_to_host(w);
             if (save_checkpoint(w, o->save)) {
                 sh->status = 1;
                 break;
             }
+            dev_from_host(w);
         }
         /* a SIGINT/SIGTERM on any worker: all stop after this same step (it is in the
          * statistics every worker sums) */
@@ -1655,6 +1771,7 @@ static void worker_main(Shared *sh, Comm *comm) {
             break;
         }
     }
+    dev_to_host(w); /* what follows reads the host's parameters and optimizer state */
     if (stopped_here && sh->status == 0) {
         /* the state after the last whole step, for --resume; no evaluation */
         if (o->save[0] && !(o->save_every > 0 && w->step % o->save_every == 0)) {
@@ -1725,6 +1842,13 @@ done:
     if (w->rank == 0) sh->layers = NULL;
     if (w->train) w->train->free(w->train);
     if (w->eval) w->eval->free(w->eval);
+#ifdef HAVE_CUDA
+    if (w->dx) { /* before the host exchange, whose policy and arenas it points at */
+        exchange_cuda_free(w->dx);
+        optim_free_cuda(&w->dopt);
+    }
+    if (w->d_ema) cudaCheck(cudaFree(w->d_ema));
+#endif
     exchange_free(w->ex);
     if (w->m) optim_free(&w->opt);
     model_free(w->m);

@@ -61,6 +61,7 @@ extern "C" int cuda_mirror_init(CudaMirror *mr, const Model *m) {
 }
 
 extern "C" void cuda_mirror_upload(CudaMirror *mr, const Model *m, int with_state) {
+    if (mr->device_master && !(with_state && mr->nstate)) return; /* nothing to copy, no time to count */
     double t0 = wall();
     size_t b = 0;
     if (!mr->device_master) {

@@ -12,8 +12,11 @@ allocations), weighted by the steps each row covers:
   data     fetching the batch (logs without data_s count it in host)
   host     the rest of the step: the exchange's error-feedback memory and
            topology, the optimizer, the statistics
-One line per log, e.g.
-  resnet110_3lc_cuda: 30 steps, step 41.2 ms = compute 33.0 + codec 5.1 + data 1.0 + host 2.1 (host side 20%)
+and, for logs with the h2d_bytes, d2h_bytes and copy_s columns (a GPU model's
+copies between host and device memory: parameters, state, gradients; 0 on the
+CPU), what a step copied each way and the host's time in those copies (a part of
+compute and codec, not added again). One line per log, e.g.
+  resnet110_3lc_cuda: 30 steps, step 41.2 ms = compute 33.0 + codec 5.1 + data 1.0 + host 2.1 (host side 20%); copies 6.9 MB up + 6.9 MB down in 0.6 ms
 "host side" is the share of the step outside compute: on a GPU, the time the
 GPU waits for the host.
 Exit status 1 when a log has no progress row to use.
@@ -41,7 +44,8 @@ def breakdown(path, skip):
         if r.get("kind") == "train":
             rows.append(r)
     prev = rows[skip - 1]["step"] if 0 < skip <= len(rows) else 0
-    steps = tot = comp = codec = data = 0.0
+    steps = tot = comp = codec = data = h2d = d2h = copy = 0.0
+    copies = bool(rows) and all("h2d_bytes" in r for r in rows[skip:])
     for r in rows[skip:]:
         k = r["step"] - prev
         prev = r["step"]
@@ -52,12 +56,21 @@ def breakdown(path, skip):
         comp += k * r["compute_s"]
         codec += k * r["codec_s"]
         data += k * r.get("data_s", 0.0)
+        if copies:
+            h2d += k * r["h2d_bytes"]
+            d2h += k * r["d2h_bytes"]
+            copy += k * r["copy_s"]
     if steps == 0:
         return None
     tot, comp, codec, data = tot / steps, comp / steps, codec / steps, data / steps
     host = max(tot - comp - codec - data, 0.0)
     share = (tot - comp) / tot if tot > 0 else 0.0
-    return int(steps), tot, comp, codec, data, host, share
+    cp = (h2d / steps, d2h / steps, copy / steps) if copies else None
+    return int(steps), tot, comp, codec, data, host, share, cp
+
+
+def mb(b):
+    return f"{b / 1e6:.3g} MB" if b >= 1e5 else f"{b:.0f} B"
 
 
 def main(argv):
@@ -94,9 +107,10 @@ def main(argv):
             print(f"{name}: no progress rows after the first {skip}")
             status = 1
             continue
-        steps, tot, comp, codec, data, host, share = b
+        steps, tot, comp, codec, data, host, share, cp = b
+        tail = f"; copies {mb(cp[0])} up + {mb(cp[1])} down in {1e3 * cp[2]:.2f} ms" if cp else ""
         print(f"{name}: {steps} steps, step {1e3 * tot:.1f} ms = compute {1e3 * comp:.1f} + codec {1e3 * codec:.1f}"
-              f" + data {1e3 * data:.1f} + host {1e3 * host:.1f} (host side {100 * share:.0f}%)")
+              f" + data {1e3 * data:.1f} + host {1e3 * host:.1f} (host side {100 * share:.0f}%){tail}")
     return status
 
 

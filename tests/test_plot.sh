@@ -45,6 +45,9 @@ fi
 out=$(python3 scripts/step_breakdown.py "$TMP/a.csv" "$TMP/b.jsonl" 2>&1)
 check "$([ $? -eq 0 ] && [ "$(echo "$out" | grep -c 'steps, step .* ms = compute')" -eq 2 ]; echo $?)" \
     "step_breakdown.py reads CSV and JSON lines: $out"
+# the CPU copies nothing between host and device (the logs' h2d_bytes, d2h_bytes, copy_s)
+check "$([ "$(echo "$out" | grep -c '; copies 0 B up + 0 B down in 0.00 ms$')" -eq 2 ]; echo $?)" \
+    "step_breakdown.py gives the host<->device copies, none on the CPU: $out"
 # --log-layers: a header, then one row per tensor (LeNet: 8) at each progress line of the log
 rows=$(($(wc -l <"$TMP/layers.csv") - 1))
 prints=$(grep -c '^train,' "$TMP/a.csv")

@@ -22,7 +22,7 @@ static const char *const keys[] = {"kind", "step", "epoch", "loss", "acc", "ppl"
                                    "comp_down_bytes", "comp_raw_bytes", "wire_max_bytes", "hops",
                                    "gcomp_values", "gcomp_zeros", "gcomp_lv0", "gcomp_lv1", "gcomp_lv2",
                                    "gcomp_lv3", "gcomp_exp_bits", "gcomp_level_bits", "gcomp_man_bits",
-                                   "gcomp_bytes"};
+                                   "gcomp_bytes", "h2d_bytes", "d2h_bytes", "copy_s"};
 #define NKEYS (int)(sizeof keys / sizeof keys[0])
 
 static int run(const char *log, int eval_every) {
@@ -132,6 +132,8 @@ static void check_json(const char *path) {
             /* strtod reads inf/nan too: JSON must not hold them */
             CHECK(*end == 0 && isfinite(x) && strpbrk(v, "infaINFA") == NULL,
                   "JSON line %d: %s is a finite number (%s)", line, keys[i], v);
+            if (i >= NKEYS - 3) /* a CPU model copies nothing between host and device */
+                CHECK(x == 0, "JSON line %d: %s is 0 on the CPU (%s)", line, keys[i], v);
         }
         CHECK(found == NKEYS, "JSON line %d has all %d keys (%d)", line, NKEYS, found);
         char loss[64], ppl[64];

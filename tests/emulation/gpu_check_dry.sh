@@ -119,7 +119,8 @@ has "^train +resume resnet8 --cudnn heuristic: 4 steps straight and 2 \+ --resum
 has "^train +resume resnet8 --cudnn find: 4 steps straight and 2 \+ --resume 2: (identical|different) checkpoints$" \
     "resume, Find"
 for c in fp32 3lc dgc; do
-    has "^train +share share_resnet8_$c: [0-9]+ steps, step [0-9.]+ ms = compute" "step breakdown with $c"
+    has "^train +share share_resnet8_$c: [0-9]+ steps, step [0-9.]+ ms = compute.*; copies [0-9.]+ (MB|B) up \+ [0-9.]+ (MB|B) down in [0-9.]+ ms$" \
+        "step breakdown with $c, with the host<->device copies"
 done
 if [ $ptb = 1 ]; then has '^train +wordlstm cuda, 2 steps, exit 0: step ' "word LSTM"; fi
 vs=""

@@ -7,7 +7,11 @@
 # (under EMU_ASAN=1 builds: no ASan report, no leak), the same step lines, every printed
 # loss within 1e-3 relative of the CPU's (rounding drift stays far below that in 3 steps
 # at these learning rates), the same bytes up and down per step (from the runs' --log; within
-# BYTES_TOL relative where a pair sets it), the same evaluation size.
+# BYTES_TOL relative where a pair sets it), the same evaluation size, the host<->device
+# copies of the logs (none on the CPU), and where the GPU run's step ran (on the device for
+# fp32 over local workers, dist/exchange_cuda.h; through the host otherwise). The
+# device-resident step is also checked against the host step on the same GPU model (final
+# checkpoints equal to the bit) and across --save/--resume.
 #
 #   tests/emulation/test_trainers_emu.sh [DIR]   DIR: nn/build.sh's output (build/emu/nn)
 # Ends with "RESULT passed failed" (tests/run.sh); LOG_DIR=DIR keeps the runs' output.
@@ -52,6 +56,19 @@ bytes_apart() { # tol, cpu.csv, cuda.csv
         END { if (n == 0 || n != m) print "    " n " train rows in the CPU log, " m " in the GPU log" }' "$2" "$3" 2>&1
 }
 
+# the train rows of a --log CSV file whose host<->device copy columns (h2d_bytes, d2h_bytes,
+# copy_s) are not all zero (want 0) or not all above zero (want 1), and a line if it has none
+copies_off() { # want, log.csv
+    awk -F, -v want="$1" '
+        /^kind,/ { delete col; for (i = 1; i <= NF; i++) col[$i] = i; next }
+        $1 != "train" { next }
+        { n++; has = ("h2d_bytes" in col) && ("d2h_bytes" in col) && ("copy_s" in col)
+          h = has ? $(col["h2d_bytes"]) + 0 : -1; d = has ? $(col["d2h_bytes"]) + 0 : -1; s = has ? $(col["copy_s"]) + 0 : -1
+          if (!has || (want ? !(h > 0 && d > 0 && s > 0) : (h != 0 || d != 0 || s != 0)))
+              print "    step " $2 ": h2d " h " d2h " d " copy_s " s }
+        END { if (n == 0) print "    no train rows" }' "$2" 2>&1
+}
+
 # the bytes up of a --log CSV file's train rows, on one line
 up() { awk -F, '/^kind,/ { for (i = 1; i <= NF; i++) if ($i == "up_bytes") c = i } $1 == "train" { printf "%s ", $c }' "$1" 2>/dev/null; }
 
@@ -94,6 +111,22 @@ $bad"
 $bad"
     grep -q '^eval' "$TMP/$name.dg"
     check $? "$name: no evaluation line on the emulated GPU"
+    # the step's host<->device copies (--log h2d_bytes, d2h_bytes, copy_s): none on the CPU;
+    # on the GPU at least the model state or the gradients cross (COPIES=0 where the pair's
+    # GPU run keeps the whole step on the device and copies nothing)
+    bad=$(copies_off 0 "$TMP/$name.cpu.csv")
+    [ -z "$bad" ]
+    check $? "$name: the CPU run's log reports host<->device copies:
+$bad"
+    # DEVICE_STEP=1 pair ...: the GPU run must keep its step on the device (dist/exchange_cuda.h),
+    # else it must say that the step goes through the host
+    if [ "${DEVICE_STEP:-0}" = 1 ]; then grep -q '^device: the step stays on the GPU' "$TMP/$name.cuda"
+    else grep -q '^device: the step goes through the host: ' "$TMP/$name.cuda"; fi
+    check $? "$name: the GPU run's step is not where it should be (DEVICE_STEP=${DEVICE_STEP:-0}): $(grep '^device:' "$TMP/$name.cuda")"
+    bad=$(copies_off "${COPIES:-1}" "$TMP/$name.cuda.csv")
+    [ -z "$bad" ]
+    check $? "$name: the emulated GPU run's log does not report its host<->device copies as expected (${COPIES:-1}):
+$bad"
     echo "$name: $nc steps, losses CPU | GPU: $(awk '$1 == "step" {printf "%s ", $3}' "$TMP/$name.dc")| $(awk '$1 == "step" {printf "%s ", $3}' "$TMP/$name.dg")"\
         "; bytes up CPU | GPU: $(up "$TMP/$name.cpu.csv")| $(up "$TMP/$name.cuda.csv")"
     if [ -n "${LOG_DIR:-}" ]; then mkdir -p "$LOG_DIR" && cp "$TMP/$name".cpu* "$TMP/$name".cuda* "$LOG_DIR/"; fi
@@ -143,6 +176,75 @@ $(head -n 8 "$TMP/$name.diff")"
 resume_exact resnet8_resume_gpu "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec 3lc "${IMG[@]}" \
     --eval-every -1 --device cuda
 
+# The device-resident step (dist/exchange_cuda.h; fp32 over allreduce, local workers sharing
+# the GPU): LeNet (no model state) copies nothing between host and device; ResNet-8 copies its
+# batch-norm statistics only. Against the CPU as above, and against the same GPU model with the
+# step through the host (GCX_HOST_STEP=1: host arenas, the CPU optimizer, the local backend's
+# allreduce): the same sums in the same order and the optimizer's bit-exact kernels, so the
+# final checkpoints (parameters, optimizer state) must be equal to the bit.
+COPIES=0 DEVICE_STEP=1 pair lenet_fp32_dev "$BIN/train_lenet_emu" --codec fp32 "${IMG[@]}" --device cpu -- \
+    "$BIN/train_lenet_emu" --codec fp32 "${IMG[@]}" --device cuda
+RN8=("$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --optim momentum --wd 5e-4 "${IMG[@]}")
+DEVICE_STEP=1 pair resnet8_fp32_dev "${RN8[@]}" --device cpu -- "${RN8[@]}" --device cuda
+device_vs_host() { # name, command...
+    local name=$1; shift
+    "$@" --save "$TMP/$name.dev" --log "$TMP/$name.dev.csv" >"$TMP/$name.rdev" 2>&1 &&
+        grep -q '^device: the step stays on the GPU' "$TMP/$name.rdev"
+    check $? "$name: the device-resident run failed or went through the host: $(tail -n 3 "$TMP/$name.rdev")"
+    if [ -n "${COPIES:-}" ]; then # every step, also after an evaluation or a checkpoint, on the device
+        local bad
+        bad=$(copies_off "$COPIES" "$TMP/$name.dev.csv")
+        [ -z "$bad" ]
+        check $? "$name: the device-resident run's log does not report its host<->device copies as expected ($COPIES):
+$bad"
+    fi
+    GCX_HOST_STEP=1 "$@" --save "$TMP/$name.host" >"$TMP/$name.rhost" 2>&1 &&
+        grep -q '^device: the step goes through the host: GCX_HOST_STEP' "$TMP/$name.rhost"
+    check $? "$name: the run with GCX_HOST_STEP=1 failed or stayed on the device: $(tail -n 3 "$TMP/$name.rhost")"
+    python3 "$REPO/scripts/ckpt_diff.py" "$TMP/$name.host" "$TMP/$name.dev" >"$TMP/$name.diff" 2>&1
+    check $? "$name: the device-resident step's checkpoint differs from the host step's on the same GPU model:
+$(head -n 8 "$TMP/$name.diff")"
+    echo "$name: device-resident step against the host step: $(head -n 1 "$TMP/$name.diff")"
+}
+device_vs_host resnet8_dev_vs_host "${RN8[@]}" --steps 3 --eval-every -1 --device cuda
+# 6 steps: an evaluation after step 5 (the epoch's end) and checkpoints every 2 steps bring the
+# model to the host in the middle of the run and back; --ema's average kept on the device
+COPIES=0 device_vs_host lenet_dev_vs_host "$BIN/train_lenet_emu" --codec fp32 --optim adam --lr 0.001 "${IMG[@]}" --steps 6 --eval-every 1 \
+    --save-every 2 --ema 0.9 --device cuda
+# --save/--resume on the device-resident step (the parameters and the optimizer state come
+# down for the checkpoint and go back up after the resume)
+resume_exact resnet8_resume_dev "${RN8[@]}" --eval-every -1 --device cuda
+grep -q '^device: the step stays on the GPU' "$TMP/resnet8_resume_dev.rc"
+check $? "resnet8_resume_dev: the resumed run's step did not stay on the GPU"
+# The device-resident allgather: the GPU codecs encode from device memory (the CPU codecs'
+# frames), the residual stays on the device, the bundles are decoded into device memory.
+# fp16 (its default topology, no memory) and int8 (residual) against the CPU with the same
+# bytes per step; top-k with its residual against the host step on the same GPU model
+# (checkpoints, residuals included, equal to the bit, with an evaluation and checkpoints
+# mid-run and no copy in any step); int8 across --save/--resume (the residual in the
+# checkpoint).
+COPIES=0 DEVICE_STEP=1 pair lenet_fp16_dev "$BIN/train_lenet_emu" --codec fp16 "${IMG[@]}" --device cpu -- \
+    "$BIN/train_lenet_emu" --codec fp16 "${IMG[@]}" --device cuda
+RN8AG=("${RN8[@]}" --codec int8 --topology allgather)
+DEVICE_STEP=1 pair resnet8_int8_dev "${RN8AG[@]}" --device cpu -- "${RN8AG[@]}" --device cuda
+COPIES=0 device_vs_host lenet_topk_dev_vs_host "$BIN/train_lenet_emu" --codec topk --topology allgather --lr 0.01 \
+    "${IMG[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
+# DGC's memory on the device (momentum correction and masking, warm-up density, weight decay
+# folded in; no local clipping): ResNet-8 against the CPU, LeNet against the host step
+RN8DGC=("$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --optim momentum --wd 5e-4 --codec dgc "${IMG[@]}")
+BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_dgc_dev "${RN8DGC[@]}" --device cpu -- "${RN8DGC[@]}" --device cuda
+COPIES=0 device_vs_host lenet_dgc_dev_vs_host "$BIN/train_lenet_emu" --codec dgc --optim momentum --wd 1e-3 --lr 0.01 \
+    "${IMG[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
+resume_exact resnet8_int8_resume_dev "${RN8AG[@]}" --eval-every -1 --device cuda
+grep -q '^device: the step stays on the GPU' "$TMP/resnet8_int8_resume_dev.rc"
+check $? "resnet8_int8_resume_dev: the resumed run's step did not stay on the GPU"
+
+# the character LSTM with --clip 0 (its default clipping keeps the step on the host) and fp16
+LMD=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
+     --print-every 1 --codec fp16 --clip 0 --quiet)
+COPIES=0 DEVICE_STEP=1 pair charlstm_fp16_dev "$BIN/train_lstm_emu" "${LMD[@]}" --device cpu -- \
+    "$BIN/train_lstm_emu" "${LMD[@]}" --device cuda
+
 LM=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
     --print-every 1 --codec dgc --quiet)
 BYTES_TOL=0.005 pair charlstm_dgc "$BIN/train_lstm_emu" "${LM[@]}" --device cpu -- "$BIN/train_lstm_emu" "${LM[@]}" --device cuda
@@ -152,6 +254,18 @@ if [ -x "$BIN/train_resnet_nccl_emu" ] && command -v mpirun >/dev/null 2>&1; the
     NC=(--image-size 32 --depth 8 --lr 0.01 --codec 3lc "${DATA[@]}")
     MP=(mpirun -np 2 "$BIN/train_resnet_nccl_emu")
     BYTES_TOL=0.005 pair resnet8_3lc_nccl "${MP[@]}" --backend mpi --device cpu "${NC[@]}" -- "${MP[@]}" --backend nccl --device cuda "${NC[@]}"
+    # the device-resident step across processes: fp32's allreduce by NCCL on the device
+    # arenas, int8's allgather frames over NCCL and over MPI (host bytes), against MPI on
+    # the CPU; and fp32 over NCCL against its host step on the same GPU models (the same
+    # NCCL sums: checkpoints equal to the bit)
+    NCD=(--image-size 32 --depth 8 --lr 0.01 --optim momentum "${DATA[@]}")
+    DEVICE_STEP=1 pair resnet8_fp32_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec fp32 "${NCD[@]}" -- \
+        "${MP[@]}" --backend nccl --device cuda --codec fp32 "${NCD[@]}"
+    DEVICE_STEP=1 pair resnet8_int8_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \
+        "${NCD[@]}" -- "${MP[@]}" --backend nccl --device cuda --codec int8 --topology allgather "${NCD[@]}"
+    DEVICE_STEP=1 pair resnet8_int8_mpi_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \
+        "${NCD[@]}" -- "${MP[@]}" --backend mpi --device cuda --codec int8 --topology allgather "${NCD[@]}"
+    device_vs_host resnet8_nccl_dev_vs_host "${MP[@]}" --backend nccl --device cuda --codec fp32 "${NCD[@]}" --eval-every -1
     # one process, no launcher: a NCCL communicator of one rank, without MPI
     BYTES_TOL=0.005 pair resnet8_3lc_nccl1 "$BIN/train_resnet_nccl_emu" --backend local --workers 1 --device cpu "${NC[@]}" -- \
         "$BIN/train_resnet_nccl_emu" --backend nccl --workers 1 --device cuda "${NC[@]}"

@@ -16,10 +16,25 @@ ncclResult_t ncclCommInitRank(ncclComm_t *c, int n, ncclUniqueId id, int rank) {
     return ncclSuccess;
 }
 ncclResult_t ncclCommDestroy(ncclComm_t c) { if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm); free(c); return ncclSuccess; }
+/* A buffer of the trainers' emulated device (nn/emu_device.c: tracked, inaccessible outside an
+ * operation; comm_nccl_allreduce_dev passes one) is opened around the MPI call. Weak: the
+ * programs without tracked device memory (test_comm_nccl_emu) have none. */
+int emu_is_dev(const void *p) __attribute__((weak));
+void emu_dev_open_ptrs(const void *const *p, int k) __attribute__((weak));
+void emu_dev_close(void) __attribute__((weak));
+static int dev_open(const void *a, const void *b) {
+    if (!emu_is_dev || !(emu_is_dev(a) || emu_is_dev(b))) return 0;
+    const void *q[2] = {a, b};
+    emu_dev_open_ptrs(q, 2);
+    return 1;
+}
 ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t st) {
     (void)st; if (group) abort();
-    if (c->size == 1) { if (s != r) memmove(r, s, n * es(t)); return ncclSuccess; }
-    MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, (int)n, mt(t), op == ncclSum ? MPI_SUM : MPI_MAX, c->comm); return ncclSuccess;
+    int opened = dev_open(s, r);
+    if (c->size == 1) { if (s != r) memmove(r, s, n * es(t)); }
+    else MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, (int)n, mt(t), op == ncclSum ? MPI_SUM : MPI_MAX, c->comm);
+    if (opened) emu_dev_close();
+    return ncclSuccess;
 }
 ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st) {
     (void)st; if (group) abort();

@@ -10,11 +10,13 @@
 #   OUT/test_nn_cuda_ops_emu   tests/cuda/test_nn_cuda_ops.c (every image op)
 #   OUT/test_resnet_cuda_emu   tests/cuda/test_resnet_cuda.c
 #   OUT/test_nn_cuda_lenet_emu tests/cuda/test_nn_cuda_lenet.c
-#   OUT/train_resnet_emu, OUT/train_lenet_emu, OUT/train_lstm_emu
+#   OUT/train_resnet_emu, OUT/train_lenet_emu, OUT/train_lstm_emu (with the GPU codecs and
+#                              dist/exchange_cuda for the device-resident step)
 #                              the trainers, whose --device cuda runs on the emulation
 #                              (several local workers share the emulated device)
 #   OUT/train_resnet_nccl_emu  with MPI: train_resnet whose --backend nccl runs on ../nccl's
 #                              NCCL over MPI (its buffers in host memory), under mpirun
+#   OUT/test_exchange_cuda_emu tests/cuda/test_exchange_cuda.c (the device-resident exchange)
 #   OUT/resnet_gpu_emu         bench/resnet_gpu.c (runs; its timings mean nothing here)
 # All link a NO_CUDA build of the library made in OUT.
 set -e
@@ -37,6 +39,13 @@ for f in lstm_cuda linear softmax_ce cuda_ctx model_cuda activation layout pool 
   cu nn/$f.cu
 done
 cu optim/optim_cuda.cu
+cu dist/exchange_cuda.cu
+# the GPU codecs, for the trainers' device-resident exchange (as ../build.sh builds them: CUB's
+# stand-ins from ..)
+for f in codec_cuda sparse_cuda gcomp_cuda; do
+  python3 "$HERE/transform.py" "$REPO/compress/$f.cu" "$O/$f.cpp"
+  $CXX -std=c++17 -O1 -g -w -include "$HERE/cuda_runtime.h" -I"$HERE" -I"$EMU" -I"$REPO" -c "$O/$f.cpp" -o "$O/$f.o"
+done
 $CXX -std=c++17 -O1 -g -w -I"$EMU" -c "$EMU/emu_sched.cpp" -o "$O/emu_sched.o"
 CF="-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fno-math-errno $DEFS -fopenmp -DHAVE_OPENMP -I$HERE -I$REPO"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
@@ -45,7 +54,7 @@ $CCS $CF -O2 -march=native -c "$HERE/emu_cudnn.c" -o "$O/emu_cudnn.o"
 $CCS $CF -c "$HERE/emu_device.c" -o "$O/emu_device.o"
 $CCS $CF -DEMU_NO_PROTECT -c "$HERE/emu_device.c" -o "$O/emu_device_open.o"
 $CCS $CF -c "$HERE/perturb_shim.c" -o "$O/perturb_shim.o"
-for f in nn/lstm_lm_cuda nn/resnet_cuda nn/lenet_cuda tests/cuda/test_lstm_lm_cuda tests/cuda/test_nn_cuda_ops \
+for f in nn/lstm_lm_cuda nn/resnet_cuda nn/lenet_cuda dist/exchange_cuda tests/cuda/test_lstm_lm_cuda tests/cuda/test_nn_cuda_ops \
          tests/cuda/test_resnet_cuda tests/cuda/test_nn_cuda_lenet; do
   $CCS $CF -c "$REPO/$f.c" -o "$O/$(basename $f)_c.o"
 done
@@ -59,17 +68,20 @@ $CXX -fopenmp $O/test_nn_cuda_ops_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/t
 $CXX -fopenmp $O/test_resnet_cuda_c.o $O/resnet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_resnet_cuda_emu"
 $CXX -fopenmp $O/test_nn_cuda_lenet_c.o $O/lenet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_nn_cuda_lenet_emu"
 MODELS="$O/resnet_cuda_c.o $O/lenet_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o"
-# the trainers' loop as a CUDA build compiles it (its device check and cuDNN setting),
-# linked ahead of the library's NO_CUDA copy
+# the trainers' loop as a CUDA build compiles it (its device check and cuDNN setting, the
+# device-resident step of dist/exchange_cuda.h), linked ahead of the library's NO_CUDA copy
 $CCS $CF -c "$REPO/examples/trainer.c" -o "$O/trainer_cuda.o"
+MODELS="$MODELS $O/exchange_cuda.o $O/exchange_cuda_c.o $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o"
 for t in train_resnet train_lenet train_lstm; do
   $CCS $CF -c "$REPO/examples/$t.c" -o "$O/${t}_main.o"
   $CXX -fopenmp "$O/${t}_main.o" "$O/trainer_cuda.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/${t}_emu"
 done
+$CCS $CF -c "$REPO/tests/cuda/test_exchange_cuda.c" -o "$O/test_exchange_cuda_c.o"
+$CXX -fopenmp "$O/test_exchange_cuda_c.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_exchange_cuda_emu"
 $CCS $CF -c "$REPO/bench/resnet_gpu.c" -o "$O/resnet_gpu_main.o"
 $CXX -fopenmp "$O/resnet_gpu_main.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/resnet_gpu_emu"
 built="test_lstm_lm_emu test_lstm_lm_calib test_nn_cuda_ops_emu test_resnet_cuda_emu test_nn_cuda_lenet_emu"
-built="$built train_resnet_emu train_lenet_emu train_lstm_emu resnet_gpu_emu"
+built="$built train_resnet_emu train_lenet_emu train_lstm_emu resnet_gpu_emu test_exchange_cuda_emu"
 if [ -n "$NCCL_CF" ]; then
   $CCS $NCCL_CF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
   $CCS $NCCL_CF -c "$EMU/nccl/fake_nccl.c" -o "$O/fake_nccl.o"

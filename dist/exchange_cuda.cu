@@ -1,0 +1,103 @@
+/* The kernels of the device-resident exchange (dist/exchange_cuda.h): the
+ * elementwise sum and scaling of the average and the residual's difference,
+ * each one IEEE rounding as the host's `a[i] += b[i]`, `a[i] *= s` and
+ * `d[i] = a[i] - b[i]` (never contracted), and the trainers' --ema average. */
+#include <stddef.h>
+
+#include "common/cuda_check.h"
+
+/* declared in dist/exchange_cuda.h (a C header of the distributed layer, kept out of C++) */
+extern "C" void exchange_cuda_add(float *a, const float *b, size_t n);
+extern "C" void exchange_cuda_scale(float *a, float s, size_t n);
+extern "C" void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n);
+extern "C" void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
+extern "C" void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n);
+extern "C" void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n);
+
+#define TPB 256
+#define GRID_STRIDE(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
+
+static unsigned grid_for(size_t n) {
+    size_t b = (n + TPB - 1) / TPB;
+    if (b > 65536) b = 65536;
+    return b ? (unsigned)b : 1u;
+}
+
+/* a: [n], b: [n] */
+__global__ void k_ex_add(float *a, const float *b, size_t n) {
+    GRID_STRIDE(i, n) a[i] = __fadd_rn(a[i], b[i]);
+}
+
+/* a: [n] */
+__global__ void k_ex_scale(float *a, float s, size_t n) {
+    GRID_STRIDE(i, n) a[i] = __fmul_rn(a[i], s);
+}
+
+/* d: [n], a: [n], b: [n] */
+__global__ void k_ex_sub(float *d, const float *a, const float *b, size_t n) {
+    GRID_STRIDE(i, n) d[i] = __fsub_rn(a[i], b[i]);
+}
+
+/* u, v, x: [n]; x holds g on entry and v on return: DGC eq. 7 (u = m u + g,
+ * v = v + u) or appendix B (Nesterov: u = m (u + g), v = v + (u + g)), as
+ * dist/exchange.c's memory_in */
+__global__ void k_ex_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n) {
+    GRID_STRIDE(i, n) {
+        float g = x[i];
+        if (nesterov) {
+            u[i] = __fmul_rn(m, __fadd_rn(u[i], g));
+            v[i] = __fadd_rn(v[i], __fadd_rn(u[i], g));
+        } else {
+            u[i] = __fadd_rn(__fmul_rn(m, u[i]), g);
+            v[i] = __fadd_rn(v[i], u[i]);
+        }
+        x[i] = v[i];
+    }
+}
+
+/* u: [n], mask: [n]; u = 0 where the frame sent the value (momentum factor masking) */
+__global__ void k_ex_mask_zero(float *u, const unsigned char *mask, size_t n) {
+    GRID_STRIDE(i, n) if (mask[i]) u[i] = 0.0f;
+}
+
+/* ema: [n], p: [n]; ema - a * (ema - p), as examples/trainer.c's ema_update */
+__global__ void k_ex_ema(float *ema, const float *p, float a, size_t n) {
+    GRID_STRIDE(i, n) ema[i] = __fsub_rn(ema[i], __fmul_rn(a, __fsub_rn(ema[i], p[i])));
+}
+
+extern "C" void exchange_cuda_add(float *a, const float *b, size_t n) {
+    if (n == 0) return;
+    k_ex_add<<<grid_for(n), TPB>>>(a, b, n);
+    cudaCheckLast();
+}
+
+extern "C" void exchange_cuda_scale(float *a, float s, size_t n) {
+    if (n == 0) return;
+    k_ex_scale<<<grid_for(n), TPB>>>(a, s, n);
+    cudaCheckLast();
+}
+
+extern "C" void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n) {
+    if (n == 0) return;
+    k_ex_sub<<<grid_for(n), TPB>>>(d, a, b, n);
+    cudaCheckLast();
+}
+
+extern "C" void exchange_cuda_ema(float *ema, const float *params, float a, size_t n) {
+    if (n == 0) return;
+    k_ex_ema<<<grid_for(n), TPB>>>(ema, params, a, n);
+    cudaCheckLast();
+}
+
+extern "C" void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n) {
+    if (n == 0) return;
+    k_ex_dgc_in<<<grid_for(n), TPB>>>(u, v, x, m, nesterov, n);
+    cudaCheckLast();
+}
+
+extern "C" void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n) {
+    if (n == 0) return;
+    k_ex_mask_zero<<<grid_for(n), TPB>>>(u, mask, n);
+    cudaCheckLast();
+}

@@ -1,0 +1,107 @@
+/* The device-resident exchange: one data-parallel step with the gradients, the
+ * parameters, the optimizer state and the error-feedback memories (residual,
+ * DGC's momentum and accumulation) in device memory (--device cuda). Only encoded frames cross to the host, where the
+ * transport needs them.
+ *
+ * What it covers (exchange_cuda_unsupported says why a run falls outside):
+ *   topology   allreduce (the fp32 baseline), or allgather with any codec
+ *              that keeps no state between calls and shares no scalar
+ *              (fp32, fp16, int8, 3lc, onebit, topk, dgc, sbc's binarization:
+ *              not gcomp, terngrad or stoch3)
+ *   memory     none, residual, or DGC's momentum correction without its local
+ *              clipping (weight decay folded into the gradient, warm-up density)
+ *   exchanged  gradients every step (no --delay, no weight deltas: no sbc
+ *              by default, which sends deltas)
+ *   clipping   none (--clip; DGC's local clipping)
+ *   backend    allreduce: local (the workers are threads of one process
+ *              sharing one GPU) or nccl (one GPU per process); allgather: any
+ *              (its frames are host bytes)
+ * Everything else goes through the host exchange (dist/exchange.h) on the
+ * model's host arenas, as before.
+ *
+ * allreduce over nccl: ncclAllReduce on a device copy of the gradient
+ * (comm_nccl_allreduce_dev: NCCL's order, as the host path's staged
+ * allreduce), then x 1/N.
+ * allreduce over local workers, as exchange_step's allreduce path on the host:
+ *   1. every worker publishes the device address of its gradient arena (an
+ *      allgather of one pointer; the local backend's workers share one
+ *      address space and one device)
+ *   2. each worker sums the N gradient arenas into its own average buffer in
+ *      rank order, g0 + g1 + ... + g(N-1), then multiplies by 1/N: the local
+ *      backend's allreduce and the exchange's scaling, rounding for rounding
+ *   3. a barrier (no worker's next backward overwrites a gradient arena a
+ *      peer still reads)
+ * allgather, as exchange_step's allgather path (memory_in, encode_pass,
+ * average_bundles) on the host:
+ *   1. x = g (+ the residual; DGC: + weight decay, then u = m u + g, v += u,
+ *      x = v) per tensor, on the device
+ *   2. each tensor's frame by its GPU codec (compress/codec_cuda.h: the CPU
+ *      codec's bytes for the same input and seed) into the host bundle, the
+ *      entries and the bundle exactly as encode_pass lays them out; the
+ *      residual keeps x - what the frame represents (on the device; DGC:
+ *      u = 0 where the frame sent the value)
+ *   3. the bundles go to every worker (Comm allgatherv of host bytes; MPI
+ *      sends them from host memory, NCCL stages them through its device buffers)
+ *   4. every bundle decoded in rank order into the average buffer on the
+ *      device (the first overwrites, the others accumulate), then x 1/N; a bad
+ *      bundle or frame gives exchange_step's message, and every worker stops
+ * then the GPU optimizer (optim/optim_cuda.h) updates the device parameters
+ * from the average (DGC's tensors: plain SGD, as apply_gradient). No tensor is copied between host and device. The byte
+ * accounting is the host path's.
+ *
+ * Checkpoints: the residual stays in the host exchange's arena for the
+ * checkpoint sections (exchange_ckpt_sections); exchange_cuda_download copies
+ * it there, exchange_cuda_upload back (after a --resume).
+ *
+ * Built with CUDA (HAVE_CUDA); without it exchange_cuda_unsupported says so
+ * and exchange_cuda_new returns NULL.
+ */
+#ifndef GC_EXCHANGE_CUDA_H
+#define GC_EXCHANGE_CUDA_H
+
+#include <stddef.h>
+
+#include "dist/comm.h"
+#include "dist/exchange.h"
+#include "optim/optim.h"
+
+typedef struct ExchangeCuda ExchangeCuda;
+
+/* NULL when a run whose host exchange is ex (resolved configuration and
+ * policy) over this Comm can keep its step on the device; otherwise why not,
+ * in a few words */
+const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, const Comm *comm);
+/* for one worker, next to its host exchange ex (which keeps the configuration,
+ * the policy and the checkpoint arenas). NULL with a message in err */
+ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, char *err, size_t errlen);
+void exchange_cuda_free(ExchangeCuda *x);
+/* One training step after backward, collective over the workers: d_grads
+ * (device arena) hold this worker's gradient and are only read; d_params
+ * (device arena) are updated by opt, an Optim from optim_init_cuda. epoch
+ * and step as exchange_step's (DGC's warm-up; seeds, bundle headers). Statistics as exchange_step's.
+ * Returns 0, or a negative GcError with a message in exchange_cuda_error()
+ * (every worker returns the error). */
+int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr, double epoch,
+                       long step, ExchangeStats *st);
+const char *exchange_cuda_error(const ExchangeCuda *x);
+/* Testing hook, as exchange_set_tamper: called on this worker's outgoing
+ * allgather bundle (host memory) before it is sent (may corrupt it). */
+void exchange_cuda_set_tamper(ExchangeCuda *x, ExchangeTamper fn, void *arg);
+/* the residual, device -> the host exchange's arena (before a checkpoint) and back */
+void exchange_cuda_download(ExchangeCuda *x);
+void exchange_cuda_upload(ExchangeCuda *x);
+
+/* the kernels (dist/exchange_cuda.cu), device arenas of n floats, each one
+ * rounding as on the host: a[i] = a[i] + b[i]; a[i] = a[i] * s; d[i] = a[i] - b[i] */
+void exchange_cuda_add(float *a, const float *b, size_t n);
+void exchange_cuda_scale(float *a, float s, size_t n);
+void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n);
+/* the trainers' --ema on the device: ema[i] -= a * (ema[i] - params[i]), the host's
+ * roundings (examples/trainer.c, ema_update).  ema, params: [n] device */
+void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
+/* DGC's memory_in on the device: x (in: g, out: v) and u, v updated as exchange.c's memory_in;
+ * momentum factor masking: u[i] = 0 where mask[i].  u, v, x: [n] floats, mask: [n] bytes, device */
+void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n);
+void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n);
+
+#endif

@@ -1,0 +1,298 @@
+/* The device-resident exchange (dist/exchange_cuda.h) against the host
+ * exchange (dist/exchange.h) on the local backend, 3 worker threads sharing
+ * one GPU, a small synthetic parameter table, 3 steps:
+ *   - every outgoing bundle (the frames and their entries) byte-identical to
+ *     the host exchange's, per worker and step (fp16, int8, 3lc, onebit, topk
+ *     over allgather, with no memory or a residual; dgc with DGC's memory,
+ *     plain and Nesterov, its warm-up density and weight decay folded in);
+ *   - after the steps: the parameters, the optimizer state and the residual
+ *     (downloaded into the host exchange's checkpoint arena; DGC: also its
+ *     momentum) bit-identical;
+ *     fp32 over allreduce likewise (no bundles there);
+ *   - the statistics a step reports (bytes up and down, compressed bytes, wire
+ *     bytes, hops) equal;
+ *   - a corrupted bundle from worker 1 at step 1: every worker stops, with the
+ *     host exchange's message for the same corruption, word for word;
+ *   - the configurations the device exchange does not cover are refused with
+ *     a reason (ps, ring, DGC's local clipping, --delay, gcomp, terngrad).
+ * Skips (one passed check) without CUDA or without a GPU; runs on the host
+ * emulation (tests/emulation/nn/build.sh). */
+#include "tests/test.h"
+
+#ifndef HAVE_CUDA
+int main(void) {
+    printf("built without CUDA: device exchange parity skipped\n");
+    CHECK(1, "skipped");
+    TEST_END();
+}
+#else
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cuda_check.h"
+#include "common/rng.h"
+#include "dist/exchange.h"
+#include "dist/exchange_cuda.h"
+#include "optim/optim.h"
+#include "optim/optim_cuda.h"
+
+#define W 3
+#define STEPS 3
+#define MAXB 65536 /* bytes of a bundle kept per worker and step */
+
+static ParamTable pt;
+static void build_table(void) {
+    param_table_init(&pt);
+    int s1[4] = {30, 10, 3, 3}, s2[1] = {16}, s3[4] = {20, 25, 2, 5}, s4[2] = {10, 200}, s5[1] = {10};
+    param_table_add(&pt, "conv1.weight", PK_CONV_WEIGHT, 4, s1); /* 2700 */
+    param_table_add(&pt, "bn1.weight", PK_BN_WEIGHT, 1, s2);
+    param_table_add(&pt, "bn1.bias", PK_BN_BIAS, 1, s2);
+    param_table_add(&pt, "layer1.0.conv1.weight", PK_CONV_WEIGHT, 4, s3); /* 5000 */
+    param_table_add(&pt, "fc.weight", PK_FC_WEIGHT, 2, s4);               /* 2000 */
+    param_table_add(&pt, "fc.bias", PK_BIAS, 1, s5);
+}
+
+/* gradient of worker r at step s: heavy-ish tailed values */
+static void make_grad(float *g, int r, long s) {
+    Rng rng;
+    rng_init(&rng, 1234 + (uint64_t)s, (uint64_t)r);
+    for (int t = 0; t < pt.n; t++)
+        for (size_t i = 0; i < pt.t[t].numel; i++) {
+            float z = rng_normal(&rng);
+            g[pt.t[t].offset + i] = 0.01f * z * (1.0f + z * z);
+        }
+}
+
+/* what one run (host or device) leaves per worker */
+typedef struct {
+    const char *codec;
+    int topology, device, tamper;
+    float *params[W], *resid[W], *state[W], *vel[W];
+    uint8_t *bundle[W][STEPS];
+    size_t blen[W][STEPS];
+    ExchangeStats st[W];
+    int rc[W], nstate;
+    char err[W][512];
+} Run;
+
+static LocalGroup *group;
+static int nesterov; /* DGC's Nesterov variant for the next runs */
+
+/* keeps each outgoing bundle; corrupts worker 1's at step 1 when asked (as test_dist_exchange) */
+static void keep_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
+    Run *r = arg;
+    if (r->tamper && rank == 1 && step == 1 && len > 200) b[len / 2 + 7] ^= 0x5A;
+    if (step < STEPS && len <= MAXB) {
+        memcpy(r->bundle[rank][step], b, len);
+        r->blen[rank][step] = len;
+    }
+}
+
+static void worker(int rank, void *arg) {
+    Run *r = arg;
+    Comm *comm = comm_local_new(group, rank);
+    DistConfig cfg;
+    dist_config_default(&cfg);
+    char err[512];
+    CHECK(dist_parse_codec(&cfg, r->codec, err, sizeof err) == 0, "%s: codec: %s", r->codec, err);
+    cfg.topology = r->topology;
+    cfg.seed = 7;
+    cfg.bandwidth = 1e8;
+    cfg.latency = 5e-4;
+    OptConfig oc;
+    opt_config_default(&oc, OPT_SGD);
+    oc.momentum = 0.9;
+    oc.weight_decay = 1e-3;
+    cfg.weight_decay = oc.weight_decay; /* DGC folds it into the gradient (the trainers' setting) */
+    cfg.dgc_nesterov = nesterov;
+    Exchange *ex = exchange_new(&cfg, comm, &pt, &oc, err, sizeof err);
+    CHECK(ex != NULL, "%s: exchange_new: %s", r->codec, err);
+    Optim opt;
+    optim_init(&opt, &oc, pt.total);
+    float *params = r->params[rank], *g = param_arena_alloc(&pt);
+    for (size_t i = 0; i < pt.total; i++) params[i] = 0.01f * (float)((i * 7919) % 201) - 1.0f;
+    ExchangeCuda *dx = NULL;
+    Optim dopt;
+    float *dp = NULL, *dg = NULL;
+    if (r->device) {
+        dx = exchange_cuda_new(ex, comm, &pt, err, sizeof err);
+        CHECK(dx != NULL, "%s: exchange_cuda_new: %s", r->codec, err);
+        CHECK(optim_init_cuda(&dopt, &oc, pt.total) == 0, "optim_init_cuda");
+        cudaCheck(cudaMalloc((void **)&dp, pt.total * sizeof(float)));
+        cudaCheck(cudaMalloc((void **)&dg, pt.total * sizeof(float)));
+        cudaCheck(cudaMemcpy(dp, params, pt.total * sizeof(float), cudaMemcpyHostToDevice));
+        exchange_cuda_set_tamper(dx, keep_fn, r);
+    } else {
+        exchange_set_tamper(ex, keep_fn, r);
+    }
+    for (long s = 0; s < STEPS && (!r->device || dx); s++) {
+        make_grad(g, rank, s);
+        int rc;
+        if (r->device) {
+            cudaCheck(cudaMemcpy(dg, g, pt.total * sizeof(float), cudaMemcpyHostToDevice));
+            rc = exchange_cuda_step(dx, dp, dg, &dopt, 0.1, (double)s, s, &r->st[rank]);
+            if (rc) snprintf(r->err[rank], sizeof r->err[rank], "%s", exchange_cuda_error(dx));
+        } else {
+            rc = exchange_step(ex, params, g, &opt, 0.1, (double)s, s, &r->st[rank]);
+            if (rc) snprintf(r->err[rank], sizeof r->err[rank], "%s", exchange_error(ex));
+        }
+        r->rc[rank] = rc;
+        if (rc) break;
+    }
+    if (dx) {
+        cudaCheck(cudaMemcpy(params, dp, pt.total * sizeof(float), cudaMemcpyDeviceToHost));
+        optim_cuda_download(&opt, &dopt);
+        exchange_cuda_download(dx);
+    }
+    /* the optimizer's state and the residual, as the checkpoint sees them */
+    r->nstate = optim_state_count(&opt);
+    for (int i = 0; i < r->nstate && i < 1; i++) {
+        OptimState os = optim_state(&opt, i);
+        memcpy(r->state[rank], os.data, os.count * sizeof(float));
+    }
+    float *res = exchange_residual(ex), *vel = exchange_velocity(ex);
+    if (res) memcpy(r->resid[rank], res, pt.total * sizeof(float));
+    if (vel) memcpy(r->vel[rank], vel, pt.total * sizeof(float));
+    if (dx) {
+        exchange_cuda_free(dx);
+        optim_free_cuda(&dopt);
+        cudaCheck(cudaFree(dp));
+        cudaCheck(cudaFree(dg));
+    }
+    param_arena_free(g);
+    optim_free(&opt);
+    exchange_free(ex);
+    comm_free(comm);
+}
+
+static void run_go(Run *r, const char *codec, int topology, int device, int tamper) {
+    memset(r, 0, sizeof *r);
+    r->codec = codec;
+    r->topology = topology;
+    r->device = device;
+    r->tamper = tamper;
+    for (int k = 0; k < W; k++) {
+        r->params[k] = param_arena_alloc(&pt);
+        r->resid[k] = param_arena_alloc(&pt);
+        r->state[k] = param_arena_alloc(&pt);
+        r->vel[k] = param_arena_alloc(&pt);
+        for (int s = 0; s < STEPS; s++) r->bundle[k][s] = calloc(MAXB, 1);
+    }
+    group = comm_local_group_new(W);
+    comm_local_run(W, worker, r);
+    comm_local_group_free(group);
+}
+
+static void run_free(Run *r) {
+    for (int k = 0; k < W; k++) {
+        param_arena_free(r->params[k]);
+        param_arena_free(r->resid[k]);
+        param_arena_free(r->state[k]);
+        param_arena_free(r->vel[k]);
+        for (int s = 0; s < STEPS; s++) free(r->bundle[k][s]);
+    }
+}
+
+static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
+
+static void compare(const char *codec, int topology) {
+    Run h, d;
+    run_go(&h, codec, topology, 0, 0);
+    run_go(&d, codec, topology, 1, 0);
+    const char *name = topology_name(topology);
+    for (int k = 0; k < W; k++) {
+        CHECK(h.rc[k] == 0 && d.rc[k] == 0, "%s %s worker %d: both runs succeed (%s | %s)", codec, name, k, h.err[k],
+              d.err[k]);
+        for (int s = 0; s < STEPS && topology == TOPO_ALLGATHER; s++)
+            CHECK(h.blen[k][s] > 0 && h.blen[k][s] == d.blen[k][s] &&
+                      memcmp(h.bundle[k][s], d.bundle[k][s], h.blen[k][s]) == 0,
+                  "%s %s worker %d step %d: the bundle is byte-identical (%zu | %zu bytes)", codec, name, k, s,
+                  h.blen[k][s], d.blen[k][s]);
+        CHECK(same_bits(h.params[k], d.params[k], pt.total), "%s %s worker %d: parameters bit-identical", codec, name,
+              k);
+        CHECK(same_bits(h.state[k], d.state[k], pt.total), "%s %s worker %d: momentum bit-identical", codec, name, k);
+        CHECK(same_bits(h.resid[k], d.resid[k], pt.total), "%s %s worker %d: residual bit-identical", codec, name, k);
+        CHECK(same_bits(h.vel[k], d.vel[k], pt.total), "%s %s worker %d: DGC's momentum bit-identical", codec, name, k);
+        const ExchangeStats *a = &h.st[k], *b = &d.st[k];
+        CHECK(a->up_bytes == b->up_bytes && a->down_bytes == b->down_bytes && a->raw_up == b->raw_up &&
+                  a->comp_raw == b->comp_raw && a->comp_bytes == b->comp_bytes && a->comp_down == b->comp_down &&
+                  a->wire_sent == b->wire_sent && a->wire_received == b->wire_received && a->wire_max == b->wire_max &&
+                  a->hops == b->hops && a->exchanged == b->exchanged && a->density == b->density,
+              "%s %s worker %d: the step's statistics equal (up %llu | %llu, down %llu | %llu, wire max %llu | %llu)",
+              codec, name, k, (unsigned long long)a->up_bytes, (unsigned long long)b->up_bytes,
+              (unsigned long long)a->down_bytes, (unsigned long long)b->down_bytes, (unsigned long long)a->wire_max,
+              (unsigned long long)b->wire_max);
+    }
+    printf("  %-8s %-9s%s %s\n", codec, name, nesterov ? " (Nesterov)" : "", test_failed_ ? "(failures so far)" : "bit-identical");
+    run_free(&h);
+    run_free(&d);
+}
+
+static void corrupt(const char *codec) {
+    Run h, d;
+    run_go(&h, codec, TOPO_ALLGATHER, 0, 1);
+    run_go(&d, codec, TOPO_ALLGATHER, 1, 1);
+    for (int k = 0; k < W; k++) {
+        CHECK(h.rc[k] != 0 && d.rc[k] == h.rc[k], "%s worker %d: stops on the corrupt bundle (%d | %d)", codec, k,
+              h.rc[k], d.rc[k]);
+        CHECK(h.err[k][0] && !strcmp(h.err[k], d.err[k]), "%s worker %d: the host's message ('%s' | '%s')", codec, k,
+              h.err[k], d.err[k]);
+    }
+    printf("  corrupt %s: '%s'\n", codec, d.err[0]);
+    run_free(&h);
+    run_free(&d);
+}
+
+/* exchange_cuda_unsupported's reason for a configuration it does not cover */
+static void refused(const char *codec, int topology, int delay, const char *want) {
+    LocalGroup *g = comm_local_group_new(1);
+    Comm *comm = comm_local_new(g, 0);
+    DistConfig cfg;
+    dist_config_default(&cfg);
+    char err[512];
+    dist_parse_codec(&cfg, codec, err, sizeof err);
+    cfg.topology = topology;
+    cfg.delay = delay;
+    OptConfig oc;
+    opt_config_default(&oc, OPT_SGD);
+    Exchange *ex = exchange_new(&cfg, comm, &pt, &oc, err, sizeof err);
+    const char *why = ex ? exchange_cuda_unsupported(ex, &pt, comm) : "exchange_new failed";
+    CHECK(why && strstr(why, want), "%s over %s, delay %d: refused for '%s' (%s)", codec, topology_name(topology),
+          delay, want, why ? why : "accepted");
+    ExchangeCuda *dx = ex ? exchange_cuda_new(ex, comm, &pt, err, sizeof err) : NULL;
+    CHECK(dx == NULL && strstr(err, want), "exchange_cuda_new refuses it too (%s)", err);
+    exchange_free(ex);
+    comm_free(comm);
+    comm_local_group_free(g);
+}
+
+int main(void) {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("no CUDA device: device exchange parity skipped\n");
+        CHECK(1, "skipped");
+        TEST_END();
+    }
+    build_table();
+    compare("fp32", TOPO_ALLREDUCE);
+    const char *codecs[] = {"fp16", "int8", "3lc", "onebit", "topk:ratio=0.05", "fp32"};
+    for (size_t i = 0; i < sizeof codecs / sizeof codecs[0]; i++) compare(codecs[i], TOPO_ALLGATHER);
+    compare("dgc", TOPO_ALLGATHER); /* DGC's memory: momentum correction, masking, warm-up density */
+    nesterov = 1;
+    compare("dgc", TOPO_ALLGATHER);
+    nesterov = 0;
+    corrupt("int8");
+    corrupt("fp32");
+    refused("3lc", TOPO_PS, 1, "parameter server");
+    refused("gcomp", TOPO_RING, 1, "ring");
+    refused("dgc:clip=1", TOPO_ALLGATHER, 1, "DGC's local gradient clipping");
+    refused("fp16", TOPO_ALLGATHER, 2, "delta");
+    refused("gcomp", TOPO_ALLGATHER, 1, "gcomp");
+    refused("terngrad", TOPO_ALLGATHER, 1, "shared scalar");
+    param_table_free(&pt);
+    TEST_END();
+}
+#endif
