@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "dist/comm.h"
 
 int comm_mpi_launched(void) {
@@ -39,12 +40,6 @@ int comm_mpi_available(void) { return 1; }
  * job. If rank 0 is the one missing, the others say so and abort. */
 #define TAG_STALL 7001
 
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void nap(long usec) {
     struct timespec ts = {0, usec * 1000L};
     nanosleep(&ts, NULL);
@@ -57,8 +52,8 @@ static void stall_report(Comm *c, const char *op) {
     if (c->rank != 0) {
         MPI_Request r;
         MPI_Isend(me, 2, MPI_LONG_LONG, 0, TAG_STALL, MPI_COMM_WORLD, &r);
-        double until = mono_s() + 5.0; /* rank 0 aborts the job meanwhile, unless it is the one missing */
-        while (mono_s() < until) nap(10000);
+        double until = mono_seconds() + 5.0; /* rank 0 aborts the job meanwhile, unless it is the one missing */
+        while (mono_seconds() < until) nap(10000);
         fprintf(stderr, "error: worker %d: step %ld: %s did not complete within %g s (--timeout), and worker 0 did not "
                 "answer: worker 0 is stalled, stuck or gone; stopping the job\n", c->rank, c->step, op, c->timeout);
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -66,8 +61,8 @@ static void stall_report(Comm *c, const char *op) {
     int N = c->size;
     int *ok = callocCheck((size_t)N, sizeof *ok);
     ok[0] = 1;
-    double until = mono_s() + 2.0;
-    while (mono_s() < until) {
+    double until = mono_seconds() + 2.0;
+    while (mono_seconds() < until) {
         int flag = 0;
         MPI_Status st;
         MPI_Iprobe(MPI_ANY_SOURCE, TAG_STALL, MPI_COMM_WORLD, &flag, &st);
@@ -97,13 +92,13 @@ static void wait_reqs(Comm *c, MPI_Request *req, int n, const char *op) {
         mpiCheck(MPI_Waitall(n, req, MPI_STATUSES_IGNORE));
         return;
     }
-    double t0 = mono_s(), deadline = t0 + c->timeout;
+    double t0 = mono_seconds(), deadline = t0 + c->timeout;
     long naptime = 0;
     for (;;) {
         int done = 0;
         mpiCheck(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
         if (done) return;
-        double now = mono_s();
+        double now = mono_seconds();
         if (now > deadline) stall_report(c, op);
         /* poll busily at first, yielding the core to a rank that shares it (a collective
          * usually completes within a step), after a second back off to 1 ms naps */

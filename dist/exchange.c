@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "common/rng.h"
 #include "dist/bundle.h"
 #include "optim/clip.h"
@@ -201,12 +202,6 @@ struct Exchange {
     int failed;
     char err[512];
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static float *arena(const Exchange *ex) { return param_arena_alloc(ex->pt); }
 static size_t t_off(const Exchange *ex, int t) { return ex->pt->t[t].offset; }
@@ -660,12 +655,12 @@ static void enc_tensor(Exchange *ex, int t, void *arg) {
     make_side(ex, &side, t, p->kind, p->slot, lo, hi, v + lo, p->params, p->opt, p->lr, p->density, p->step);
     Codec *c = ENC(t, p->slot); /* created before the pass */
     uint8_t *e = p->out->p + ex->at[t];
-    double t0 = ex->layers ? now_s() : 0;
+    double t0 = ex->layers ? mono_seconds() : 0;
     ex->flen[t] = codec_encode(c, e + ENTRY_HDR, codec_max_frame(c, hi - lo), v + lo, hi - lo, &side);
     if (ex->flen[t] < 0) return;
     if (ex->layers && p->kind != SIDE_PULL) { /* each tensor's own slot: no other thread writes it */
         LayerStats *ls = &ex->layers[t];
-        ls->seconds += now_s() - t0;
+        ls->seconds += mono_seconds() - t0;
         ls->frames += 1;
         ls->bytes += (double)(ENTRY_HDR + ex->flen[t]);
         ls->values += (double)(hi - lo);
@@ -715,9 +710,9 @@ static int encode_pass(Exchange *ex, const EncPass *p) {
         cap += ENTRY_HDR + codec_max_frame(ENC(t, p->slot), hi - lo);
     }
     bytebuf_reserve(b, cap);
-    double t0 = now_s();
+    double t0 = mono_seconds();
     tensor_loop(ex, enc_tensor, (void *)p);
-    ex->st.codec_s += now_s() - t0;
+    ex->st.codec_s += mono_seconds() - t0;
     uint32_t count = 0;
     for (int t = 0; t < ex->T; t++) {
         if (ex->flen[t] == NO_ENTRY) continue;
@@ -801,9 +796,9 @@ static void decode_pass(Exchange *ex, const DecPass *p, const uint8_t *bytes, si
         if (ex->pol[t].compressed) ex->dec_comp += ENTRY_HDR + (uint64_t)flen;
         DEC(t, p->slot);
     }
-    double t0 = now_s();
+    double t0 = mono_seconds();
     tensor_loop(ex, dec_tensor, (void *)p);
-    ex->st.codec_s += now_s() - t0;
+    ex->st.codec_s += mono_seconds() - t0;
     for (int t = 0; t < ex->T; t++)
         if (ex->flen[t] < 0) {
             report_frame_error(ex, (int)ex->flen[t], t, p->chunk, pull ? 0 : src, pull ? "pulled" : "bad");

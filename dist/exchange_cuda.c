@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "common/cuda_check.h"
 #include "common/errors.h"
 #include "common/rng.h"
@@ -52,12 +53,6 @@ struct ExchangeCuda {
     int failed;
     char err[512];
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static size_t t_off(const ExchangeCuda *x, int t) { return x->pt->t[t].offset; }
 static size_t t_n(const ExchangeCuda *x, int t) { return x->pt->t[t].numel; }
@@ -263,7 +258,7 @@ static void encode_all(ExchangeCuda *x, long step, double density) {
         cap += ENTRY_HDR + codec_cuda_max_frame(x->enc[t], t_n(x, t));
     }
     bytebuf_reserve(b, cap);
-    double t0 = now_s();
+    double t0 = mono_seconds();
     for (int t = 0; t < x->T; t++) {
         if (x->flen[t] == NO_ENTRY) continue;
         size_t off = t_off(x, t), n = t_n(x, t);
@@ -282,7 +277,7 @@ static void encode_all(ExchangeCuda *x, long step, double density) {
         if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + off, x->d_work + off, x->d_repr + off, n);
         if (x->mem[t] == MEM_DGC) exchange_cuda_mask_zero(x->d_vel + off, x->d_mask + off, n);
     }
-    x->st.codec_s += now_s() - t0;
+    x->st.codec_s += mono_seconds() - t0;
     uint32_t count = 0;
     for (int t = 0; t < x->T; t++) {
         if (x->flen[t] == NO_ENTRY) continue;
@@ -319,7 +314,7 @@ static uint64_t decode_bundle(ExchangeCuda *x, const uint8_t *bytes, size_t len,
         return 0;
     }
     uint64_t comp = 0;
-    double t0 = now_s();
+    double t0 = mono_seconds();
     for (int t = 0; t < x->T; t++) {
         size_t n = t_n(x, t), flen = 0;
         if (n == 0) continue;
@@ -332,13 +327,13 @@ static uint64_t decode_bundle(ExchangeCuda *x, const uint8_t *bytes, size_t len,
                      : codec_decode_cuda(x->dec[t], out, n, fp, flen);
         }
         if (rc) {
-            x->st.codec_s += now_s() - t0;
+            x->st.codec_s += mono_seconds() - t0;
             set_err(x, "worker %d: bad frame for tensor %s from worker %d: %s", x->rank, x->pt->t[t].name, src,
                     gc_strerror(rc));
             return comp;
         }
     }
-    x->st.codec_s += now_s() - t0;
+    x->st.codec_s += mono_seconds() - t0;
     rc = bundle_close(&br);
     if (rc) set_err(x, "worker %d: bundle from worker %d: %s", x->rank, src, gc_strerror(rc));
     return comp;

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/safetensors.h"
 #include "compress/codec.h"
@@ -78,12 +79,6 @@ static void die_usage(const char *fmt, const char *arg) {
     usage_short(stderr);
     fprintf(stderr, "'gcx --help' also lists the codecs and their parameters.\n");
     exit(2);
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---- files ---- */
@@ -473,15 +468,15 @@ static void stats_cmd(const Opts *o, const char *in) {
             memset(&side, 0, sizeof side);
             side.threads = o->threads;
             side.seed = o->seed + k;
-            double t0 = now();
+            double t0 = mono_seconds();
             int64_t len = codec_encode(enc, frame, cap, x + at, m, &side);
-            double t1 = now();
+            double t1 = mono_seconds();
             if (len < 0) {
                 rc = (int)len;
                 break;
             }
             rc = codec_decode(dec, y + at, m, frame, (size_t)len);
-            tdec += now() - t1;
+            tdec += mono_seconds() - t1;
             tenc += t1 - t0;
             bytes += (uint64_t)len;
         }

@@ -18,6 +18,7 @@
 #include "common/blas.h"
 #include "common/check.h"
 #include "common/ckpt.h"
+#include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/units.h"
 #if defined(__has_include)
@@ -473,12 +474,6 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
 }
 
 /* ------------------------------------------------------------ helpers ---- */
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* shared by the workers of one process */
 typedef struct {
     TrainOpts *o;
@@ -1592,7 +1587,7 @@ static void worker_main(Shared *sh, Comm *comm) {
     /* ---- the loop ---- */
     long step0 = w->step; /* after a --resume, this process's first step */
     int stopped_here = 0; /* a signal stopped the loop */
-    double t_start = now_s(), t_last = t_start, ema_step = 0, t_eval = 0; /* t_eval: seconds spent evaluating */
+    double t_start = mono_seconds(), t_last = t_start, ema_step = 0, t_eval = 0; /* t_eval: seconds spent evaluating */
     /* statistics of each step, summed over workers and over the steps since the last print */
     enum { S_LOSS, S_CORRECT, S_COUNT, S_COMPUTE, S_CODEC, S_UP, S_DOWN, S_RAW, S_COMM, S_DENSITY, S_COMP_RAW,
            S_COMP_BYTES, S_DATA, S_COMP_DOWN, S_WIRE_MAX, S_HOPS, S_STOP, S_H2D, S_D2H, S_COPY, S_GCOMP,
@@ -1606,7 +1601,7 @@ static void worker_main(Shared *sh, Comm *comm) {
         comm->step = w->step; /* for a stall's message */
         Batch batch;
         ModelCopies c0 = model_copies(w->m); /* this step's host<->device copies (GPU models) */
-        double td = now_s();
+        double td = mono_seconds();
         int n = w->train->next(w->train, &batch);
         if (n == 0) {
             if (w->m->ops->reset_state) w->m->ops->reset_state(w->m);
@@ -1616,14 +1611,14 @@ static void worker_main(Shared *sh, Comm *comm) {
             fprintf(stderr, "error: worker %d: training data: %s\n", w->rank, w->train->err);
             fail = 1;
         }
-        double t0 = now_s();
+        double t0 = mono_seconds();
         BatchStats st = {0};
         float loss = 0;
         if (!fail) {
             loss = model_forward(w->m, &batch, 1, &st);
             if (isfinite(loss)) model_backward(w->m);
         }
-        double t1 = now_s();
+        double t1 = mono_seconds();
         int nan = !isfinite(loss);
         double lr = lr_sched_lr(&w->sched, w->step);
         double epoch = (double)w->step / (double)spe;
@@ -1688,7 +1683,7 @@ static void worker_main(Shared *sh, Comm *comm) {
         comm->received = r0;
         for (int i = 0; i < S_N; i++) acc_sums[i] += v[i];
         acc_steps++;
-        double t_now = now_s();
+        double t_now = mono_seconds();
         int epoch_end = w->step % spe == 0;
         /* the first step of this process is shown too: the first seconds are not silent */
         int print = w->step % o->print_every == 0 || w->step == stop || epoch_end || w->step == step0 + 1;
@@ -1739,21 +1734,21 @@ static void worker_main(Shared *sh, Comm *comm) {
         }
         if (epoch_end && o->eval_every > 0 && (w->step / spe) % o->eval_every == 0 && w->step < stop) {
             EvalResult e;
-            double te = now_s();
+            double te = mono_seconds();
             dev_to_host(w);
             if (replicas_differ(w, 0) || evaluate(w, w->eval, &e)) {
                 sh->status = 1;
                 break;
             }
             dev_from_host(w);
-            t_eval += now_s() - te;
-            report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, now_s() - t_start);
+            t_eval += mono_seconds() - te;
+            report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, mono_seconds() - t_start);
             if (w->rank == 0)
                 printf("epoch %ld: %.1f s training (%.1f s per epoch so far), %.1f s evaluating in total\n",
-                       w->step / spe, now_s() - t_start - t_eval, (now_s() - t_start - t_eval) * spe / (double)w->step,
+                       w->step / spe, mono_seconds() - t_start - t_eval, (mono_seconds() - t_start - t_eval) * spe / (double)w->step,
                        t_eval);
             lr_sched_observe(&w->sched, e.loss); /* the same loss on every worker */
-            t_last = now_s();
+            t_last = mono_seconds();
         }
         if (o->save[0] && o->save_every > 0 && w->step % o->save_every == 0 && w->step < stop) {
             dev_to_host(w);
@@ -1790,17 +1785,17 @@ static void worker_main(Shared *sh, Comm *comm) {
     if (sh->status == 0 && replicas_differ(w, 0)) sh->status = 1;
     if (sh->status == 0) {
         EvalResult e;
-        double t_train = now_s() - t_start - t_eval, te = now_s();
+        double t_train = mono_seconds() - t_start - t_eval, te = mono_seconds();
         if (o->eval_every >= 0) { /* -1: never */
             if (evaluate(w, w->eval, &e) == 0) {
-                report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, now_s() - t_start);
+                report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, mono_seconds() - t_start);
                 if (task->has_valid) {
                     char why[sizeof err + 32];
                     DataIter *test = task->data_new(task, SPLIT_TEST, w->rank, world, o->batch, o->seed, err, sizeof err);
                     snprintf(why, sizeof why, "no test evaluation: %s", test ? "" : err);
                     /* a corpus may have no test split: a note, on every worker alike */
                     if (!agree_failed(w, !test, "note", why, 1)) {
-                        if (evaluate(w, test, &e) == 0) report_eval(w, "test", &e, (double)w->step / spe, now_s() - t_start);
+                        if (evaluate(w, test, &e) == 0) report_eval(w, "test", &e, (double)w->step / spe, mono_seconds() - t_start);
                         else sh->status = 1;
                     }
                     if (test) test->free(test);
@@ -1809,7 +1804,7 @@ static void worker_main(Shared *sh, Comm *comm) {
                 sh->status = 1;
             }
         }
-        t_eval += now_s() - te;
+        t_eval += mono_seconds() - te;
         if (w->rank == 0) {
             long ran = w->step - step0 > 0 ? w->step - step0 : 1;
             if (step0 > 0)

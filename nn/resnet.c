@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "common/rng.h"
 #include "nn/batchnorm.h"
 #include "nn/conv2d.h"
@@ -85,17 +86,12 @@ enum { PR_CONV_F, PR_CONV_B, PR_BN_F, PR_BN_B, PR_OTHER_F, PR_OTHER_B, PR_N };
 static const char *const prof_names[PR_N] = {"conv forward",     "conv backward",  "bn(+add+relu) forward",
                                              "bn(+relu) backward", "other forward", "other backward"};
 
-static double wall(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 /* time the statement into bucket k when profiling */
 #define TIMED(r, k, stmt)                                  \
     do {                                                   \
-        double t0_ = (r)->profiling ? wall() : 0.0;        \
+        double t0_ = (r)->profiling ? mono_seconds() : 0.0;        \
         stmt;                                              \
-        if ((r)->profiling) (r)->prof[k] += wall() - t0_;  \
+        if ((r)->profiling) (r)->prof[k] += mono_seconds() - t0_;  \
     } while (0)
 
 /* ------------------------------------------------------------ building ---- */
@@ -425,7 +421,7 @@ static void convbn_forward(ResNet *r, Model *m, ConvBN *u, const float *x /*C,ld
     convbn_shape(&s, u, N);
     ensure_work(r, &s);
     TIMED(r, PR_CONV_F, conv2d_forward(u->c, r->work, x, m->params + m->pt.t[u->w].offset, NULL, &s));
-    double t0 = r->profiling ? wall() : 0.0;
+    double t0 = r->profiling ? mono_seconds() : 0.0;
     const float *g = m->params + m->pt.t[u->g].offset, *b = m->params + m->pt.t[u->b].offset;
     int M = N * u->OH * u->OW;
     if (train)
@@ -434,7 +430,7 @@ static void convbn_forward(ResNet *r, Model *m, ConvBN *u, const float *x /*C,ld
     else
         batchnorm_forward_eval(u->y, u->c, g, b, m->state + u->rm, m->state + u->rv, res, u->relu, u->OC, M,
                                u->ldo);
-    if (r->profiling) r->prof[PR_BN_F] += wall() - t0;
+    if (r->profiling) r->prof[PR_BN_F] += mono_seconds() - t0;
 }
 
 /* option A: out[c, n, oh, ow] = x[c - lo, n, oh*stride, ow*stride] for lo <= c < lo + Cin, else 0 */
@@ -514,7 +510,7 @@ static float resnet_forward(Model *m, const Batch *bt, int train, BatchStats *st
         block_forward(r, m, &r->blocks[i], cur, N, train);
         cur = r->blocks[i].cb[r->blocks[i].ncb - 1].y;
     }
-    double t0 = r->profiling ? wall() : 0.0;
+    double t0 = r->profiling ? mono_seconds() : 0.0;
     avgpool_global_forward(r->pooled, cur, N, r->feat, r->FH * r->FW, r->ldf);
     linear_forward(r->logits, r->pooled, m->params + m->pt.t[r->fc_w].offset, m->params + m->pt.t[r->fc_b].offset, N,
                    r->feat, r->num_classes);
@@ -525,7 +521,7 @@ static float resnet_forward(Model *m, const Batch *bt, int train, BatchStats *st
         memcpy(r->labels, bt->y, (size_t)N * sizeof(int));
         loss = softmax_ce_forward(r->probs, &correct, r->logits, r->labels, N, r->num_classes);
     }
-    if (r->profiling) r->prof[PR_OTHER_F] += wall() - t0;
+    if (r->profiling) r->prof[PR_OTHER_F] += mono_seconds() - t0;
     if (st) {
         st->loss = loss;
         st->correct = correct;
@@ -599,14 +595,14 @@ static void resnet_backward(Model *m) {
         gc_fatal("error: ResNet backward needs a preceding training forward with labels\n");
     }
     int N = r->lastN;
-    double t0 = r->profiling ? wall() : 0.0;
+    double t0 = r->profiling ? mono_seconds() : 0.0;
     memset(m->grads, 0, m->pt.total * sizeof(float));
     softmax_ce_backward(r->dlogits, r->probs, r->labels, 1.0f / N, N, r->num_classes);
     linear_backward(r->dpooled, m->grads + m->pt.t[r->fc_w].offset, m->grads + m->pt.t[r->fc_b].offset, r->dlogits,
                     r->pooled, m->params + m->pt.t[r->fc_w].offset, N, r->feat, r->num_classes);
     float *P = r->gbuf[0], *Q = r->gbuf[1], *R = r->gbuf[2], *S = r->gbuf[3];
     avgpool_global_backward(P, r->dpooled, N, r->feat, r->FH * r->FW, r->ldf);
-    if (r->profiling) r->prof[PR_OTHER_B] += wall() - t0;
+    if (r->profiling) r->prof[PR_OTHER_B] += mono_seconds() - t0;
     for (int i = r->nblocks - 1; i >= 0; i--) {
         block_backward(r, m, &r->blocks[i], Q, P, R, S, N);
         float *t = P;
