@@ -3,14 +3,8 @@
 #define GC_BENCH_H
 
 #include <stdlib.h>
-#include <time.h>
 
-/* wall-clock seconds (monotonic) */
-static inline double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "common/clock.h" /* mono_seconds(): the benchmarks' clock */
 
 /* *out = s as a decimal integer in [lo, hi]; 0 when s is not one */
 static inline int parse_int(const char *s, int lo, int hi, int *out) {

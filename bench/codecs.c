@@ -111,43 +111,43 @@ static double time_encode(Codec *c, uint8_t *frame, size_t cap, const float *x, 
     memset(&side, 0, sizeof side);
     side.threads = threads;
     side.repr = repr;
-    double best = 1e30, start = now();
+    double best = 1e30, start = mono_seconds();
     int reps = 0;
     do {
         side.seed = (uint64_t)reps;
-        double t0 = now();
+        double t0 = mono_seconds();
         *len = codec_encode(c, frame, cap, x, n, &side);
-        double t = now() - t0;
+        double t = mono_seconds() - t0;
         if (*len < 0) return -1;
         if (reps > 0 && t < best) best = t; /* the first run warms up */
         reps++;
-    } while (reps < 3 || now() - start < min_time);
+    } while (reps < 3 || mono_seconds() - start < min_time);
     return best;
 }
 
 static double time_decode(Codec *c, float *out, size_t n, const uint8_t *frame, size_t len, double min_time) {
-    double best = 1e30, start = now();
+    double best = 1e30, start = mono_seconds();
     int reps = 0;
     do {
-        double t0 = now();
+        double t0 = mono_seconds();
         if (codec_decode(c, out, n, frame, len) != 0) return -1;
-        double t = now() - t0;
+        double t = mono_seconds() - t0;
         if (reps > 0 && t < best) best = t;
         reps++;
-    } while (reps < 3 || now() - start < min_time);
+    } while (reps < 3 || mono_seconds() - start < min_time);
     return best;
 }
 
 static double time_memcpy(float *dst, const float *src, size_t n, double min_time) {
-    double best = 1e30, start = now();
+    double best = 1e30, start = mono_seconds();
     int reps = 0;
     do {
-        double t0 = now();
+        double t0 = mono_seconds();
         memcpy(dst, src, 4 * n);
-        double t = now() - t0;
+        double t = mono_seconds() - t0;
         if (reps > 0 && t < best) best = t;
         reps++;
-    } while (reps < 3 || now() - start < min_time);
+    } while (reps < 3 || mono_seconds() - start < min_time);
     return best;
 }
 

@@ -86,18 +86,18 @@ static double best_time(RunFn fn, void *ctx, double min_time, int *fail) {
         *fail = 1;
         return 0;
     }
-    double best = 1e30, t0 = now();
+    double best = 1e30, t0 = mono_seconds();
     int runs = 0;
     do {
-        double a = now();
+        double a = mono_seconds();
         if (fn(ctx)) {
             *fail = 1;
             return 0;
         }
-        double t = now() - a;
+        double t = mono_seconds() - a;
         best = t < best ? t : best;
         runs++;
-    } while (now() - t0 < min_time || runs < 3);
+    } while (mono_seconds() - t0 < min_time || runs < 3);
     return best;
 }
 

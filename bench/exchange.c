@@ -92,9 +92,9 @@ static void worker(int rank, void *arg) {
         make_grad(g, j->pt->total, rank, s);
         ExchangeStats st;
         comm_barrier(comm); /* every worker starts the step together */
-        double t0 = now();
+        double t0 = mono_seconds();
         int rc = exchange_step(ex, params, g, &opt, 0.1, 1.0, s, &st);
-        double t1 = now();
+        double t1 = mono_seconds();
         if (rc) {
             if (rank == 0) {
                 snprintf(j->err, sizeof j->err, "%s", exchange_error(ex));

@@ -105,7 +105,7 @@ int main(int argc, char **argv) {
     float loss = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup && profile) resnet_profile(m, 1);
-        double t0 = now(), c0 = cpu_now();
+        double t0 = mono_seconds(), c0 = cpu_now();
         loss = model_forward(m, &b, 1, NULL);
         model_backward(m);
         /* SGD with momentum and weight decay, as torch.optim.SGD */
@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
             mom[i] = mu * mom[i] + d;
             p[i] -= lr * mom[i];
         }
-        double dt = now() - t0;
+        double dt = mono_seconds() - t0;
         if (s >= warmup) t[s - warmup] = dt, tc[s - warmup] = cpu_now() - c0;
     }
     double *sorted = mallocCheck((size_t)steps * sizeof(double));

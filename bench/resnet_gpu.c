@@ -139,10 +139,10 @@ int main(int argc, char **argv) {
     float loss = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup) model_cuda_copy_stats_reset(m);
-        double t0 = now();
+        double t0 = mono_seconds();
         loss = model_forward(m, &b, 1, NULL);
         model_backward(m);
-        double t1 = now();
+        double t1 = mono_seconds();
         optim_begin_step(&opt);
         if (devopt) {
             if (optim_update_cuda(&opt, params, grads, lr, 0, m->pt.total)) return 1;
@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
         } else if (optim_update(&opt, params, grads, lr, 0, m->pt.total)) {
             return 1;
         }
-        double t2 = now();
+        double t2 = mono_seconds();
         if (s >= warmup) {
             t[s - warmup] = t2 - t0;
             fb_s += t1 - t0;
