@@ -164,6 +164,25 @@ def compare(what, got, want, tol=1e-4):
     return d
 
 
+def through_gcx(name, base, sd, tmp):
+    """writes PyTorch's state_dict sd, has the trainer (command base) load it with --init-from
+    and --export it again with --steps 0, and checks that every tensor comes back bit for bit
+    (num_batches_tracked: only its presence; gcx keeps its own count). The file's path, or None
+    when the trainer failed."""
+    p = os.path.join(tmp, name + ".torch.safetensors")
+    st_write(p, sd)
+    b = os.path.join(tmp, name + ".back.safetensors")
+    rc, out = run(base + ["--steps", "0", "--init-from", p, "--export", b])
+    check(rc == 0, "%s: --init-from PyTorch's file, --steps 0, --export (exit %d) %s" % (name, rc, "" if rc == 0 else out[-400:]))
+    if rc != 0:
+        return None
+    back = st_read(b)
+    same = sorted(back) == sorted(sd) and all(
+        k.endswith("num_batches_tracked") or np.array_equal(back[k].view(np.uint32), sd[k].view(np.uint32)) for k in sd)
+    check(same, "%s: every tensor of PyTorch's file comes back bit for bit (%d tensors)" % (name, len(sd)))
+    return p
+
+
 def image_case(name, trainer, extra, make_model, tmp, folder):
     base = ["./" + trainer, "--dataset", "folder:" + folder, "--batch", "8", "--workers", "2", "--eval-every", "-1",
             "--quiet", "--lr", "0.01"] + extra
@@ -218,17 +237,9 @@ def image_case(name, trainer, extra, make_model, tmp, folder):
                 v.add_(torch.randn_like(v) * 0.2)
     sd = state_dict_f32(model)
     model.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})  # the float32 values exactly
-    p = os.path.join(tmp, name + ".torch.safetensors")
-    st_write(p, sd)
-    b = os.path.join(tmp, name + ".back.safetensors")
-    rc, out = run(base + ["--steps", "0", "--init-from", p, "--export", b])
-    check(rc == 0, "%s: --init-from PyTorch's file, --steps 0, --export (exit %d) %s" % (name, rc, "" if rc == 0 else out[-400:]))
-    if rc != 0:
+    p = through_gcx(name, base, sd, tmp)
+    if p is None:
         return
-    back = st_read(b)
-    same = sorted(back) == sorted(sd) and all(
-        k.endswith("num_batches_tracked") or np.array_equal(back[k].view(np.uint32), sd[k].view(np.uint32)) for k in sd)
-    check(same, "%s: every tensor of PyTorch's file comes back bit for bit (%d tensors)" % (name, len(sd)))
     model.eval()
     with torch.no_grad():
         want = model(x.double()).numpy()
@@ -278,16 +289,9 @@ def lstm_case(name, extra, tie, tmp, text):
     torch.manual_seed(14)
     model = LstmLM(V, E, H, L, tie)
     sd = state_dict_f32(model)
-    p = os.path.join(tmp, name + ".torch.safetensors")
-    st_write(p, sd)
-    b = os.path.join(tmp, name + ".back.safetensors")
-    rc, out = run(base + ["--steps", "0", "--init-from", p, "--export", b])
-    check(rc == 0, "%s: --init-from PyTorch's file, --steps 0, --export (exit %d) %s" % (name, rc, "" if rc == 0 else out[-400:]))
-    if rc != 0:
+    p = through_gcx(name, base, sd, tmp)
+    if p is None:
         return
-    back = st_read(b)
-    same = sorted(back) == sorted(sd) and all(np.array_equal(back[k].view(np.uint32), sd[k].view(np.uint32)) for k in sd)
-    check(same, "%s: every tensor of PyTorch's file comes back bit for bit (%d tensors)" % (name, len(sd)))
     model.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
     model.eval()
     with torch.no_grad():
