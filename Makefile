@@ -325,7 +325,7 @@ bench: all $(BENCH_BINS)
 	@echo "benchmarks built in $(BUILD)/bench; see bench/README.md for how to run them"
 
 deps:
-	scripts/deps.sh --plots
+	scripts/deps.sh --plots --torch
 
 # the multi-host lab alone: ranks in network namespaces on shaped links (root; part of make test)
 test-net: all
