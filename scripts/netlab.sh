@@ -20,7 +20,8 @@
 #
 # Real hosts: the same mpirun options apply with a hostfile of real machines (one line per
 # host, "node1 slots=4"), passwordless ssh instead of this launch agent, and the interface
-# or subnet that carries the traffic in btl_tcp_if_include / oob_tcp_if_include; as root
+# or subnet that carries the traffic in btl_tcp_if_include / oob_tcp_if_include (and
+# rtc_hwloc_vmhole none if a daemon dies at launch, below); as root
 # (containers) Open MPI also wants OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.
 set -euo pipefail
 
@@ -108,9 +109,14 @@ lab_mpirun() {
     trap down EXIT INT TERM
     awk '{print $1 " slots=1"}' "$STATE/hosts" >"$STATE/hostfile"
     set +e
+    # rtc_hwloc_vmhole none: Open MPI 4.1's daemons (orted) otherwise write the hardware
+    # topology into a hole of their address space that mpirun picked in its own; in about
+    # one launch in four here that address is taken and the daemon dies of SIGSEGV in
+    # hwloc_shmem_topology_write after its launch agent returned, and mpirun waits for it
+    # forever. Without the shared copy each daemon reads the topology itself.
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     mpirun --hostfile "$STATE/hostfile" -np "$n" --map-by node \
-        --mca plm_rsh_agent "$HERE/netlab.sh rsh" --mca plm_rsh_no_tree_spawn 1 \
+        --mca plm_rsh_agent "$HERE/netlab.sh rsh" --mca plm_rsh_no_tree_spawn 1 --mca rtc_hwloc_vmhole none \
         --mca oob_tcp_if_include "$NET.0/24" --mca btl self,tcp --mca btl_tcp_if_include "$NET.0/24" \
         -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x DATA_DIR "$@"
     local rc=$?

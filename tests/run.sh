@@ -3,15 +3,26 @@
 # ends with "N passed, N failed". A binary that exits without a RESULT line, or
 # with a non-zero status but no reported failure, counts as one failure.
 # LOG_DIR=DIR keeps each binary's whole output in DIR/<name>.log.
+# TEST_TIMEOUT=SECONDS (default 1200, 0 for none): a binary still running then is
+# stopped (TERM, KILL 10 s later) and counts as a failure, so a hang costs one test,
+# not the whole run.
 set -u
+limit=${TEST_TIMEOUT:-1200}
 passed=0
 failed=0
 for t in "$@"; do
     name=${t#build/}
     out=$(mktemp)
     start=$EPOCHREALTIME
-    "$t" >"$out" 2>&1
+    if [ "$limit" != 0 ]; then
+        timeout --kill-after=10 "$limit" "$t" >"$out" 2>&1
+    else
+        "$t" >"$out" 2>&1
+    fi
     rc=$?
+    if [ "$limit" != 0 ] && { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; }; then
+        echo "run.sh: stopped after ${limit} s (TEST_TIMEOUT)" >>"$out"
+    fi
     secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')
     line=$(grep -E '^RESULT [0-9]+ [0-9]+$' "$out" | tail -n 1)
     if [ -n "$line" ]; then

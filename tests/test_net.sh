@@ -32,9 +32,9 @@ for sp in train val; do
         for i in 1 2; do { printf 'P5\n8 8\n255\n'; head -c 64 /dev/urandom; } >"$TMP/imf/$sp/$c/$i.pgm"; done
     done
 done
-# run CODEC STEPS HOSTS: the link bytes tx of host 0, and the sum of the log's up_bytes per step x steps
+# run CODEC STEPS HOSTS (a run that has not ended after 300 s fails, exit 124): the link bytes tx of host 0, and the sum of the log's up_bytes per step x steps
 run() {
-    scripts/netlab.sh mpirun "$3" 20mbit ./train_lenet --dataset "folder:$TMP/imf" --batch 1 --steps "$2" --quiet \
+    timeout --kill-after=10 300 scripts/netlab.sh mpirun "$3" 20mbit ./train_lenet --dataset "folder:$TMP/imf" --batch 1 --steps "$2" --quiet \
         --eval-every -1 --print-every 1 --codec "$1" --timeout 60 --log "$TMP/$1.$2.csv" >"$TMP/out" 2>"$TMP/err"
     local rc=$?
     check $rc "$1, $2 steps across the lab: exit $rc: $(grep -v '^netlab' "$TMP/err" | tail -c 300)"
