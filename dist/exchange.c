@@ -200,6 +200,7 @@ struct Exchange {
     ExchangeTamper tamper;
     void *tamper_arg;
     int failed;
+    int quiet_from; /* this step: the first peer whose bundle had no entries where frames were due, or -1 */
     char err[512];
 };
 
@@ -541,9 +542,20 @@ static double control_max(Exchange *ex, double v) {
     return v;
 }
 
+/* The end of every exchange: all workers learn whether any failed, and all stop
+ * if one did. A worker that failed sends empty bundles for the rest of the step
+ * (encode_pass), which its receivers skip (decode_pass) rather than blame it
+ * for a frame it never sent. An empty bundle from a worker that reports no
+ * error is itself the fault, and its receivers name it. */
 static int agree(Exchange *ex) {
-    double flag = control_max(ex, ex->failed ? 1.0 : 0.0);
-    if (flag > 0 && !ex->failed) set_err(ex, "worker %d: stopped because another worker reported a bad frame", ex->rank);
+    double flag = control_max(ex, ex->failed ? 2.0 : ex->quiet_from >= 0 ? 1.0 : 0.0);
+    if (flag > 0 && !ex->failed) {
+        if (flag < 2 && ex->quiet_from >= 0)
+            set_err(ex, "worker %d: the bundle from worker %d has no frames, and no worker reported an error",
+                    ex->rank, ex->quiet_from);
+        else
+            set_err(ex, "worker %d: stopped because another worker reported a bad frame", ex->rank);
+    }
     return flag > 0 ? -GC_ERR_CORRUPT : 0;
 }
 
@@ -778,6 +790,18 @@ static void decode_pass(Exchange *ex, const DecPass *p, const uint8_t *bytes, si
         else set_err(ex, "worker %d: message from worker %d is not a valid frame bundle: %s", ex->rank, src, gc_strerror(rc));
         return;
     }
+    /* no entries where frames were due: the sender failed this step and says so
+     * itself (encode_pass); skipped here, agree() stops every worker */
+    int due = 0;
+    for (int t = 0; t < ex->T && !due; t++) {
+        size_t lo, hi;
+        pass_range(ex, t, p->chunk, &lo, &hi);
+        due = hi > lo;
+    }
+    if (due && br.left == 0 && len == BUNDLE_HDR) {
+        if (ex->quiet_from < 0) ex->quiet_from = pull ? 0 : src;
+        return;
+    }
     /* index the entries (and create the decoders) in order; a bad entry ends it */
     int bad = -1;
     for (int t = 0; t < ex->T; t++) {
@@ -903,6 +927,8 @@ static int avg_ring(Exchange *ex, const float *x, const float *params, const Opt
             if (phase == 0) {
                 EncPass p = {SIDE_RING, send_c, send_c, 0, acc, params, opt, lr, 0, step, &ex->out};
                 encode_pass(ex, &p);
+            } else if (s > 0 && ex->failed) {
+                bundle_begin(&ex->out, step); /* not a frame it could not read: an empty bundle, as encode_pass */
             } else if (s > 0) {
                 /* forward what arrived last hop unchanged */
                 bytebuf_reserve(&ex->out, ex->in.len);
@@ -923,8 +949,10 @@ static int avg_ring(Exchange *ex, const float *x, const float *params, const Opt
             comm_sendrecv(ex->comm, &ex->in, left, ex->out.p, ex->out.len, right);
             ex->st.down_bytes += ex->in.len;
             if (ex->failed) continue; /* keep the ring moving; agree() reports */
+            /* the allgather phase's frames come from chunk recv_c's owner, forwarded unchanged */
+            int origin = phase == 0 ? left : (recv_c + N - 1) % N;
             DecPass dp = {acc, recv_c, phase == 0 ? recv_c : N + recv_c, phase == 0};
-            decode_pass(ex, &dp, ex->in.p, ex->in.len, left, step, 0);
+            decode_pass(ex, &dp, ex->in.p, ex->in.len, origin, step, 0);
             ex->st.comp_down += ex->dec_comp;
         }
     }
@@ -1072,6 +1100,7 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
                   ExchangeStats *st) {
     memset(&ex->st, 0, sizeof ex->st);
     ex->failed = 0;
+    ex->quiet_from = -1;
     ex->err[0] = 0;
     size_t total = ex->pt->total;
     uint64_t sent0 = ex->comm->sent, recv0 = ex->comm->received;

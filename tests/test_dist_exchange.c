@@ -754,16 +754,20 @@ static void test_corrupt_peer(void) {
             r.tamper_step = 1;
             r.tamper_hostile = cases[c].hostile;
             run_go(&r);
-            int all_failed = 1, named = 0;
+            int all_failed = 1, named = 0, wrongly = -1;
             for (int w = 0; w < W; w++) {
                 all_failed &= r.rc[w] != 0;
                 if (strstr(r.err[w], "from worker 2") && strstr(r.err[w], "tensor") && strstr(r.err[w], cases[c].says))
                     named = 1;
+                const char *from = strstr(r.err[w], "from worker ");
+                if (from && atoi(from + 12) != 2) wrongly = w;
             }
             const char *what = cases[c].hostile ? "hostile" : "corrupt";
             CHECK(all_failed, "%s %s: every worker stops on a %s frame", cases[c].codec, topology_name(topos[k]), what);
             CHECK(named, "%s %s: the error names the tensor and the peer (e.g. '%s')", cases[c].codec,
                   topology_name(topos[k]), r.err[0]);
+            CHECK(wrongly < 0, "%s %s: no worker blames a peer that sent a good frame (worker %d: '%s')",
+                  cases[c].codec, topology_name(topos[k]), wrongly, wrongly < 0 ? "" : r.err[wrongly]);
             run_free(&r);
         }
 }
