@@ -583,16 +583,34 @@ def steps_to(group, name, target):
     return next((e["step"] for e in r.evals if e["acc"] >= target), None)
 
 
+def lab_time_to(model, codec, full, bw):
+    """seconds to LAB_TARGET[model] on the lab: the measured step time x the steps the
+    full-length run needed. Where the lab also measured the method's later frame sizes
+    (codec + "_post": DGC after its warm-up, whose frames shrink about 50-fold), each of
+    the full run's print intervals takes the step time interpolated linearly in its
+    busiest link's bytes between the two measurements."""
+    m, st = lab_measure(model, codec, bw), steps_to(*full, LAB_TARGET[model])
+    if not m or not st:
+        return None
+    post = lab_measure(model, codec + "_post", bw)
+    if not post or post[3] == m[3]:
+        return m[0] * st
+    slope = (m[0] - post[0]) / (m[3] - post[3])
+    t = 0.0
+    for row in run(*full).train:
+        first = row["step"] - row["w"]
+        if first >= st:
+            break
+        t += min(row["w"], st - first) * (post[0] + slope * (row["wire_max_bytes"] - post[3]))
+    return t
+
+
 def table_netlab():
     lines = ["| model | method | " + " | ".join(f"{b}: s/step measured (model) | busiest link bytes/step measured "
                                               f"(accounted) | time to target, speed-up over fp32" for _, b in LAB_BW)
              + " | paper's speed-up |", "|---|---|" + "---|" * (3 * len(LAB_BW) + 1)]
     for model, rows in LAB_ROWS.items():
-        base = {}
-        for bw, _ in LAB_BW:
-            m = lab_measure(model, "fp32", bw)
-            st = steps_to(*rows[0][2], LAB_TARGET[model])
-            base[bw] = m[0] * st if m and st else None
+        base = {bw: lab_time_to(model, "fp32", rows[0][2], bw) for bw, _ in LAB_BW}
         for codec, label, full, paper in rows:
             cells = []
             for bw, _ in LAB_BW:
@@ -600,10 +618,14 @@ def table_netlab():
                 if not m:
                     cells += ["not run yet", "", ""]
                     continue
-                st = steps_to(*full, LAB_TARGET[model])
-                t = m[0] * st if st else None
+                t = lab_time_to(model, codec, full, bw)
                 sp = f", {base[bw] / t:.1f}x" if t and base[bw] and codec != "fp32" else ""
-                cells += [f"{m[0]:.3f} ({m[1]:.3f})", f"{fmt_g(m[2])} ({fmt_g(m[3])})",
+                s_cell, b_cell = f"{m[0]:.3f} ({m[1]:.3f})", f"{fmt_g(m[2])} ({fmt_g(m[3])})"
+                post = lab_measure(model, codec + "_post", bw)
+                if post:  # warm-up -> after
+                    s_cell += f" -> {post[0]:.3f} ({post[1]:.3f})"
+                    b_cell += f" -> {fmt_g(post[2])} ({fmt_g(post[3])})"
+                cells += [s_cell, b_cell,
                           (fmt_time(t) if t else ("full run not done" if not run(*full).ok() else "not reached")) + sp]
             lines.append(f"| {model} | {label} | " + " | ".join(cells) + f" | {paper or '-'} |")
     return "\n".join(lines)
@@ -703,11 +725,10 @@ def figures():
     for model, lab in LAB_ROWS.items():
         bars = []  # (label, [minutes per bandwidth or None])
         for codec, label, full, _ in lab:
-            st = steps_to(*full, LAB_TARGET[model])
             ts = []
             for bw, _ in LAB_BW:
-                m = lab_measure(model, codec, bw)
-                ts.append(m[0] * st / 60 if m and st else None)
+                t = lab_time_to(model, codec, full, bw)
+                ts.append(t / 60 if t else None)
             if any(ts):
                 bars.append((label, ts))
         if len(bars) < 2:
