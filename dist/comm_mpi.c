@@ -59,7 +59,7 @@ static void stall_report(Comm *c, const char *op) {
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     int N = c->size;
-    int *ok = callocCheck((size_t)N, sizeof *ok);
+    int *ok = callocCheck((size_t)N, sizeof *ok); /* 0: no answer, 1: in this collective, 2: in another */
     ok[0] = 1;
     double until = mono_seconds() + 2.0;
     while (mono_seconds() < until) {
@@ -72,16 +72,27 @@ static void stall_report(Comm *c, const char *op) {
         }
         long long them[2];
         MPI_Recv(them, 2, MPI_LONG_LONG, st.MPI_SOURCE, TAG_STALL, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        if (st.MPI_SOURCE > 0 && st.MPI_SOURCE < N) ok[st.MPI_SOURCE] = them[1] == me[1];
+        if (st.MPI_SOURCE > 0 && st.MPI_SOURCE < N) ok[st.MPI_SOURCE] = them[1] == me[1] ? 1 : 2;
     }
-    char who[512] = "";
-    size_t at = 0;
-    int missing = 0;
-    for (int r = 0; r < N && at < sizeof who - 16; r++)
-        if (!ok[r]) at += (size_t)snprintf(who + at, sizeof who - at, "%s%d", missing++ ? ", " : "", r);
-    fprintf(stderr, "error: step %ld: %s did not complete within %g s (--timeout): worker%s %s did not arrive "
-            "(stalled, stuck or gone); stopping the job\n", c->step, op, c->timeout, missing > 1 ? "s" : "",
-            missing ? who : "(none answered late: the network?)");
+    /* a rank that answered from another collective is alive but waits on the missing
+     * ones (a tree collective's leaf whose data comes through a stopped rank): named
+     * apart, so that the stalled rank is the one the message blames */
+    char who[2][512] = {"", ""};
+    int count[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        size_t at = 0;
+        for (int r = 0; r < N && at < sizeof who[k] - 16; r++)
+            if (ok[r] == 2 * k) at += (size_t)snprintf(who[k] + at, sizeof who[k] - at, "%s%d", count[k]++ ? ", " : "", r);
+    }
+    char missing[640] = "every worker answered (the network?)", also[640] = "";
+    if (count[0])
+        snprintf(missing, sizeof missing, "worker%s %s did not arrive (stalled, stuck or gone)", count[0] > 1 ? "s" : "",
+                 who[0]);
+    if (count[1])
+        snprintf(also, sizeof also, "; worker%s %s answered from another collective (waiting on %s)",
+                 count[1] > 1 ? "s" : "", who[1], count[0] ? "them" : "each other");
+    fprintf(stderr, "error: step %ld: %s did not complete within %g s (--timeout): %s%s; stopping the job\n", c->step,
+            op, c->timeout, missing, also);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 

@@ -50,7 +50,7 @@ for stopped in 2 0; do
     rc=$?
     secs=$(($(date +%s) - t0))
     if [ "$stopped" -eq 2 ]; then
-        want="worker 2 did not arrive"
+        want="worker 2 did not arrive"  # alone: a rank waiting on it is named apart, as answering
     else
         want="and worker 0 did not answer: worker 0 is stalled"
     fi
