@@ -91,8 +91,9 @@ def main(argv):
     status = 0
     for path in args:
         name = os.path.basename(path)
-        if name.endswith(".jsonl"):
-            name = name[: -len(".jsonl")]
+        for ext in (".jsonl", ".csv"):
+            if name.endswith(ext):
+                name = name[: -len(ext)]
         try:
             b = breakdown(path, skip)
         except OSError as e:
