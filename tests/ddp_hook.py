@@ -16,7 +16,8 @@ codec. Checked:
  - exchange: for the first REF_STEPS steps the average DDP got back is the mean of both
    ranks' frames (so the hook did exchange, in rank order, with those seeds), bucket
    rebuild after the first step included;
- - the default memories are docs/DIST.md's table; bad specs, memories and dtypes raise.
+ - the default memories are docs/DIST.md's table; bad specs, memories and dtypes raise;
+ - the README's example runs as printed and its loss falls.
 Ends with "RESULT passed failed" (tests/run.sh).
 """
 import datetime
@@ -256,6 +257,22 @@ def check_run(run, rs, tmp):
         check(cb == fb, "%s: ./gcx stats counts %d bytes for step 0's bucket, the hook sent %d" % (run, cb, fb))
 
 
+def readme_example(tmp):
+    """README's "Compressing PyTorch DDP gradients" example, run as printed"""
+    text = open("README.md").read().split("### Compressing PyTorch DDP gradients")[1]
+    path = os.path.join(tmp, "readme_ddp.py")
+    with open(path, "w") as f:
+        f.write(text.split("```python\n")[1].split("```")[0])
+    env = dict(os.environ, PYTHONPATH=os.path.abspath("python"))
+    p = subprocess.run([sys.executable, path], capture_output=True, text=True, env=env, timeout=300)
+    losses = [float(m) for m in re.findall(r"^\d+ ([0-9.]+) \{", p.stdout, re.M)]
+    check(p.returncode == 0 and len(losses) == 4 and losses[-1] < 0.5 * losses[0] and
+          re.search(r"^sent \d+ bytes in 200 steps, \d+x less than fp32$", p.stdout, re.M),
+          "the README's DDP example runs and learns: exit %d, losses %s\n%s" % (p.returncode, losses,
+                                                                               (p.stdout + p.stderr)[-2000:]))
+    print("README example: losses %s; %s" % (losses, p.stdout.strip().splitlines()[-1] if p.stdout else ""))
+
+
 def main():
     # the checks that need no processes
     table = open(os.path.join("docs", "DIST.md")).read()
@@ -317,6 +334,7 @@ def main():
               "%s converges: loss %.4f -> %.4f, plain DDP %.4f (want < %g x initial, < %g x DDP's)"
               % (run, a["loss0"], a["loss1"], base["loss1"], LOSS_DROP, LOSS_FACTOR))
         check_run(run, (a, b), tmp)
+    readme_example(tmp)
 
 
 if __name__ == "__main__":

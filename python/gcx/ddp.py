@@ -2,7 +2,7 @@
 gradient bucket with a gcx codec, with error feedback, and exchanges the frames.
 
     import torch, torch.distributed as dist, gcx.ddp
-    dist.init_process_group("gloo")             # or "nccl": frames travel on the bucket's device
+    dist.init_process_group("gloo")
     model = torch.nn.parallel.DistributedDataParallel(net)
     state = gcx.ddp.GcxHookState("sbc:p=0.01")  # any spec of gcx.codecs()
     model.register_comm_hook(state, gcx.ddp.hook)
@@ -10,12 +10,15 @@ gradient bucket with a gcx codec, with error feedback, and exchanges the frames.
     for x, y in loader:
         opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
         print(state.last_step["sent"], state.total["ratio"])
+    del model                                   # before destroy_process_group (see Limits)
+    dist.destroy_process_group()
 
 Per bucket and step, on every rank (the allgather topology of dist/exchange.c, docs/DIST.md):
 
- 1. memory in: x = g (memory "none"), x = g + r ("residual"), or DGC's momentum
-    correction ("dgc", DGC section 3.2, eq. 7): u = m u + g, v = v + u, x = v
-    (Nesterov, DGC appendix B: u = m (u + g), v = v + u + g);
+ 1. memory in: x = g (memory "none"), x = g + r ("residual"), or the momentum
+    correction of Deep Gradient Compression ("dgc"; Lin et al., ICLR 2018: DGC section
+    3.2, eq. 7): u = m u + g, v = v + u, x = v (Nesterov, DGC appendix B, eq. 10:
+    u = m (u + g), v = v + u + g);
  2. the codec encodes x into one frame (seed from step, bucket and rank);
  3. memory out: r = x - repr, where repr is what the frame represents; under "dgc" also
     u = 0 where the frame sent a value (momentum factor masking, DGC section 3.3);
@@ -56,14 +59,19 @@ over all steps, dicts with
     sent      the bytes of this rank's frames, headers included (what `gcx stats` counts
               for the same tensors)
     received  the bytes of the other ranks' frames
-    padded    what this rank put into the collectives: its frames padded to the largest
-              of the step's buckets, plus 8 bytes per bucket for the size
+    padded    what this rank put into the collectives: each bucket's frame padded to the
+              largest of the ranks' frames of that bucket, plus 8 bytes for its size
     ratio     fp32 / sent
 and state.steps, the steps completed (a step ends with DDP's last bucket).
 
 Limits: the codecs run on the host, so a GPU bucket is copied to the host, encoded,
-decoded and the average copied back (the frames cross the collective on the bucket's
-device, so NCCL works); float32 buckets only (a bucket of another dtype raises TypeError).
+decoded and the average copied back; the sizes and frames cross the collectives on the
+bucket's device, so that an NCCL group can carry them (this path has not run on a GPU
+yet). Float32 buckets only (a bucket of another dtype raises TypeError). Delete the
+DistributedDataParallel model before dist.destroy_process_group(): in torch 1.13 a model
+destroyed after it can hang the process, its gloo group's destructor waiting for a worker
+thread that waits for the GIL (seen in about one run in three with this hook; none with the
+model deleted first).
 """
 
 import numpy as np
