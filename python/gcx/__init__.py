@@ -26,6 +26,9 @@ out=t) fills a float32 numpy array or CPU torch tensor in place, and Codec.encod
 repr in the input's kind. Failures raise gcx.GcxError (a ValueError) with the library's
 message; bad input never crashes the interpreter.
 
+gcx.ddp (import gcx.ddp; needs torch) is a PyTorch DistributedDataParallel communication
+hook that compresses every gradient bucket with a codec: see its docstring.
+
 The library is found at $GCX_LIB (a file, or a folder holding libgcx.so), then at the
 repository's build/lib/libgcx.so beside this package (python/../build/lib), then on the
 system's library path (libgcx.so.1 from `make install`).
