@@ -187,13 +187,13 @@ def worker(rank, store_path, out_dir):
 
 def run_workers(out_dir):
     ctx = mp.spawn(worker, args=(os.path.join(out_dir, "store"), out_dir), nprocs=WORLD, join=False)
-    deadline = time.time() + 600
+    deadline = time.time() + 240
     try:
         while not ctx.join(timeout=5):
             if time.time() > deadline:
                 for p in ctx.processes:
                     p.kill()
-                return "the workers still ran after 600 s (stopped)"
+                return "the workers still ran after 240 s (stopped)"
     except Exception as e:  # noqa: BLE001  (a worker's exception, with its traceback)
         return str(e)
     return None
