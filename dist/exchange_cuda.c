@@ -4,6 +4,7 @@
  * exchange_step's weight-delta steps) on device arenas, with the GPU codecs. */
 #include "dist/exchange_cuda.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "dist/bundle.h"
 #include "dist/comm_nccl.h"
 #include "nn/model_cuda.h"
+#include "optim/clip.h"
 #include "optim/optim_cuda.h"
 
 struct ExchangeCuda {
@@ -52,6 +54,11 @@ struct ExchangeCuda {
     ByteBuf out, in;    /* this worker's bundle; everyone's */
     size_t *at;         /* [T] staged entry offsets in out */
     int64_t *flen;      /* [T] frame lengths, or negative GcError */
+    /* clipping: the ranges whose sums of squares make the norm (--clip: optim/clip.c's
+     * blocks of the arena; DGC's local clipping: the tensors), device */
+    size_t nrange;
+    size_t *d_lo, *d_hi;
+    double *d_part;     /* [nrange + 1] their sums, and the total */
     /* allreduce */
     ByteBuf ptrs;       /* the published gradient addresses, rank order */
     size_t *lens;       /* [N] */
@@ -86,8 +93,6 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
     const DistConfig *cfg = exchange_config(ex);
     if (cfg->topology != TOPO_ALLREDUCE && cfg->topology != TOPO_ALLGATHER)
         return cfg->topology == TOPO_PS ? "the parameter server topology" : "the ring topology";
-    if (cfg->memory == MEM_DGC && cfg->dgc_clip > 0) return "DGC's local gradient clipping";
-    if (cfg->clip_norm > 0) return "--clip";
     /* allgather moves host frames over any Comm; allreduce needs the device arenas reachable */
     if (cfg->topology == TOPO_ALLREDUCE && strcmp(comm->ops->name, "local") && strcmp(comm->ops->name, "nccl"))
         return "fp32's allreduce over this backend (local or nccl only)";
@@ -143,6 +148,27 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
             x->share_any |= x->share[t];
         }
     }
+    /* the clipping this run does (exchange.c's apply_gradient, dgc_prepare, the delta steps) */
+    int dgc_clip = x->cfg.memory == MEM_DGC && x->cfg.dgc_clip > 0;
+    if (!bad && (dgc_clip || (x->cfg.clip_norm > 0 && x->cfg.memory != MEM_DGC))) {
+        size_t blk = 0;
+        x->nrange = dgc_clip ? (size_t)x->T : clip_blocks(pt->total, &blk);
+        size_t *lo = callocCheck(x->nrange + 1, sizeof *lo), *hi = callocCheck(x->nrange + 1, sizeof *hi);
+        for (size_t k = 0; k < x->nrange; k++) {
+            lo[k] = dgc_clip ? t_off(x, (int)k) : k * blk;
+            hi[k] = dgc_clip ? lo[k] + t_n(x, (int)k) : (lo[k] + blk < pt->total ? lo[k] + blk : pt->total);
+        }
+        size_t rb = (x->nrange + 1) * sizeof(size_t);
+        bad = cuda_dev_alloc((void **)&x->d_lo, rb, "the clipping's ranges") ||
+              cuda_dev_alloc((void **)&x->d_hi, rb, "the clipping's ranges") ||
+              cuda_dev_alloc((void **)&x->d_part, (x->nrange + 1) * sizeof(double), "the clipping's sums");
+        if (!bad) {
+            cudaCheck(cudaMemcpy(x->d_lo, lo, rb, cudaMemcpyHostToDevice));
+            cudaCheck(cudaMemcpy(x->d_hi, hi, rb, cudaMemcpyHostToDevice));
+        }
+        free(lo);
+        free(hi);
+    }
     if (bad) {
         snprintf(err, errlen, "cannot set up the device exchange (device memory or GPU codecs)");
         exchange_cuda_free(x);
@@ -158,6 +184,9 @@ void exchange_cuda_free(ExchangeCuda *x) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cudaCheck(cudaFree(bufs[i]));
     if (x->d_mask) cudaCheck(cudaFree(x->d_mask));
+    if (x->d_lo) cudaCheck(cudaFree(x->d_lo));
+    if (x->d_hi) cudaCheck(cudaFree(x->d_hi));
+    if (x->d_part) cudaCheck(cudaFree(x->d_part));
     for (int t = 0; t < x->T && x->enc; t++) {
         codec_cuda_free(x->enc[t]);
         codec_cuda_free(x->dec[t]);
@@ -252,8 +281,8 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
 #define NO_ENTRY INT64_MAX
 enum { SLOT_PUSH = 0 }; /* exchange.c's encoder slot of a push, part of the seed */
 
-/* d_work: g or the weight delta on entry; x = that (+ residual), or DGC's corrected
- * accumulation after dgc_prepare's weight decay (no local clipping here):
+/* d_work: g (DGC: clipped by dgc_clip) or the weight delta on entry; x = that
+ * (+ residual), or DGC's corrected accumulation after dgc_prepare's weight decay:
  * exchange.c's dgc_prepare and memory_in, whole tensors */
 static void memory_in(ExchangeCuda *x, const float *d_params) {
     for (int t = 0; t < x->T; t++) {
@@ -393,9 +422,29 @@ static int avg_allgather(ExchangeCuda *x, long step, double density) {
     return agree(x);
 }
 
-/* gradient mode's update (exchange.c's apply_gradient): runs of tensors with the same
- * treatment, DGC's by plain SGD (the momentum lives in the memory), the others by opt */
+/* --clip on the device arena d (the averaged gradient, or a local step's): optim/clip.c's
+ * clip_grad_norm by the L2 norm, its blocks summed in its order */
+static void clip_norm(ExchangeCuda *x, float *d) {
+    float total = (float)sqrt(exchange_cuda_sumsq(d, x->d_lo, x->d_hi, x->nrange, x->d_part));
+    if (!isfinite(total)) return;
+    float coef = clip_coef(total, x->cfg.clip_norm);
+    if (coef < 1.0f) exchange_cuda_scale(d, coef, x->pt->total);
+}
+
+/* DGC's local gradient clipping (DGC section 3.2, appendix C) on this worker's gradient
+ * d (device): exchange.c's dgc_prepare, the tensors' sums of squares added in tensor
+ * order, the threshold clip * N^-1/2 */
+static void dgc_clip(ExchangeCuda *x, float *d) {
+    double sq = exchange_cuda_sumsq(d, x->d_lo, x->d_hi, x->nrange, x->d_part);
+    double thr = x->cfg.dgc_clip / sqrt((double)x->N), norm = sqrt(sq);
+    if (norm > thr) exchange_cuda_scale(d, (float)(thr / (norm + 1e-6)), x->pt->total);
+}
+
+/* gradient mode's update (exchange.c's apply_gradient): --clip of the average, then
+ * runs of tensors with the same treatment, DGC's by plain SGD (the momentum lives in
+ * the memory), the others by opt */
 static void apply_gradient(ExchangeCuda *x, float *d_params, Optim *opt, double lr) {
+    if (x->cfg.clip_norm > 0 && x->cfg.memory != MEM_DGC) clip_norm(x, x->d_agg);
     optim_begin_step(opt);
     int t = 0;
     while (t < x->T) {
@@ -440,6 +489,7 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
             avg_allreduce(x, d_grads);
         } else {
             cudaCheck(cudaMemcpy(x->d_work, d_grads, bytes, cudaMemcpyDeviceToDevice));
+            if (x->cfg.memory == MEM_DGC && x->cfg.dgc_clip > 0) dgc_clip(x, x->d_work);
             memory_in(x, d_params);
             rc = avg_allgather(x, step, side_density);
         }
@@ -450,8 +500,14 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
          * optimizer step, and after every delay-th step the delta since the last
          * exchange, averaged over workers, applied to the anchor, which becomes the model */
         if (!exchange_started(x->ex)) cudaCheck(cudaMemcpy(x->d_anchor, d_params, bytes, cudaMemcpyDeviceToDevice));
+        const float *g = d_grads;
+        if (x->cfg.clip_norm > 0) { /* each local step's gradient, clipped in d_work (free until the delta) */
+            cudaCheck(cudaMemcpy(x->d_work, d_grads, bytes, cudaMemcpyDeviceToDevice));
+            clip_norm(x, x->d_work);
+            g = x->d_work;
+        }
         optim_begin_step(opt);
-        optim_update_cuda(opt, d_params, d_grads, lr, 0, x->pt->total);
+        optim_update_cuda(opt, d_params, g, lr, 0, x->pt->total);
         if ((step + 1) % x->cfg.delay == 0) {
             exchange_cuda_sub(x->d_work, d_params, x->d_anchor, x->pt->total);
             if (x->cfg.topology == TOPO_ALLREDUCE) {

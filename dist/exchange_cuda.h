@@ -9,11 +9,12 @@
  *              that keeps no state between calls (fp32, fp16, int8, 3lc,
  *              onebit, topk, dgc, sbc, terngrad and stoch3 with or without
  *              the shared scalar: not gcomp)
- *   memory     none, residual, or DGC's momentum correction without its local
- *              clipping (weight decay folded into the gradient, warm-up density)
+ *   memory     none, residual, or DGC's momentum correction (its local
+ *              clipping, weight decay folded into the gradient, warm-up density)
  *   exchanged  gradients every step, or weight deltas (--delay N, and sbc:
  *              SBC Algorithm 1; fp32 with --delay: federated averaging)
- *   clipping   none (--clip; DGC's local clipping)
+ *   clipping   --clip (of the average; with weight deltas of each local
+ *              step's gradient) and DGC's local clipping, the norm on the device
  *   backend    allreduce: local (the workers are threads of one process
  *              sharing one GPU) or nccl (one GPU per process); allgather: any
  *              (its frames are host bytes)
@@ -34,8 +35,8 @@
  *      peer still reads)
  * allgather, as exchange_step's allgather path (memory_in, encode_all,
  * encode_pass, average_bundles) on the host:
- *   1. x = g (+ the residual; DGC: + weight decay, then u = m u + g, v += u,
- *      x = v) per tensor, on the device
+ *   1. x = g (+ the residual; DGC: g clipped locally, + weight decay, then
+ *      u = m u + g, v += u, x = v) per tensor, on the device
  *   1b. with the shared scalar (TernGrad section 3.1): every tensor's local
  *      scalar of x (codec_local_scalar_cuda, on the device), the max over
  *      workers by the Comm's allreduce of the T floats (counted as traffic, as
@@ -51,10 +52,15 @@
  *      device (the first overwrites, the others accumulate), then x 1/N; a bad
  *      bundle or frame gives exchange_step's message, and every worker stops
  * then the GPU optimizer (optim/optim_cuda.h) updates the device parameters
- * from the average (DGC's tensors: plain SGD, as apply_gradient).
+ * from the average (--clip'ed first; DGC's tensors: plain SGD, as apply_gradient).
+ * Clipping: the sums of squares of the norm in the host's order on the device
+ * (exchange_cuda_sumsq: optim/clip.c's blocks for --clip, DGC's per tensor, one
+ * GPU thread each, each summed one value after the other), one double to the
+ * host, which decides the factor with the host's expressions; the scaling on
+ * the device.
  * weight deltas, as exchange_step's delta path:
  *   every step  the anchor = the parameters before the first step; the GPU
- *               optimizer steps on this worker's own gradient
+ *               optimizer steps on this worker's own gradient (--clip'ed)
  *   after every delay-th step ((step + 1) % delay == 0, the same on every
  *               worker) x = parameters - anchor on the device, averaged as
  *               above (allgather: with the residual, frames of x; allreduce:
@@ -120,5 +126,10 @@ void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
  * momentum factor masking: u[i] = 0 where mask[i].  u, v, x: [n] floats, mask: [n] bytes, device */
 void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n);
 void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n);
+/* the sum over k < m of the sums of a[i]^2 over i in [lo[k], hi[k]), as the host sums
+ * them: each range's in double, one value after the other, then the ranges' in order
+ * (optim/clip.c's blocks of grad_norm; dist/exchange.c's tensors of DGC's clipping).
+ * a: device arena; lo, hi: [m] device; part: [m + 1] device scratch. Returns the sum */
+double exchange_cuda_sumsq(const float *a, const size_t *lo, const size_t *hi, size_t m, double *part);
 
 #endif

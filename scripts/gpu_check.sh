@@ -13,9 +13,9 @@
 #   train  the trainers on the GPU against the same runs on the CPU: CharLSTM
 #          (200 steps), ResNet-20 on a generated image folder (40 steps, and 2
 #          workers with TernGrad over allgather, with SBC --delay 10 and with
-#          federated averaging, fp32 --delay 10: these and the one-worker fp32 run
-#          must keep the step on the GPU, dist/exchange_cuda.h; and 3lc over NCCL
-#          as one process); whether --resume
+#          federated averaging, fp32 --delay 10: these, CharLSTM (its --clip)
+#          and the one-worker fp32 run must keep the step on the GPU,
+#          dist/exchange_cuda.h; and 3lc over NCCL as one process); whether --resume
 #          continues bit for bit (20 steps against 10 + 10, each --cudnn
 #          ranking); where a GPU step's time goes (ResNet-110,
 #          batch 128, fp32, 3lc and dgc: scripts/step_breakdown.py); WordLSTM
@@ -290,7 +290,9 @@ resume_check() { # name, args...
 
 phase_train() {
     local every=$((TRAIN_STEPS / 10 > 0 ? TRAIN_STEPS / 10 : 1))
-    run_pair charlstm ./train_lstm --model char "${CHAR_ARGS[@]}" --workers 1 --steps "$TRAIN_STEPS" --print-every "$every" --quiet
+    # (its --clip 5 on the device: the step stays there)
+    DEVICE_STEP=1 run_pair charlstm ./train_lstm --model char "${CHAR_ARGS[@]}" --workers 1 --steps "$TRAIN_STEPS" \
+        --print-every "$every" --quiet
     local folder=$FOLDER
     [ -d "$folder/train" ] || make_folder "$folder"
     DEVICE_STEP=1 run_pair "$RN_NAME" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 --lr 0.01 \

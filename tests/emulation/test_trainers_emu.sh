@@ -238,7 +238,7 @@ DEVICE_STEP=1 pair resnet8_int8_dev "${RN8AG[@]}" --device cpu -- "${RN8AG[@]}" 
 COPIES=0 device_vs_host lenet_topk_dev_vs_host "$BIN/train_lenet_emu" --codec topk --topology allgather --lr 0.01 \
     "${IMG[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
 # DGC's memory on the device (momentum correction and masking, warm-up density, weight decay
-# folded in; no local clipping): ResNet-8 against the CPU, LeNet against the host step
+# folded in): ResNet-8 against the CPU, LeNet against the host step
 RN8DGC=("$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --optim momentum --wd 5e-4 --codec dgc "${IMG[@]}")
 BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_dgc_dev "${RN8DGC[@]}" --device cpu -- "${RN8DGC[@]}" --device cuda
 COPIES=0 device_vs_host lenet_dgc_dev_vs_host "$BIN/train_lenet_emu" --codec dgc --optim momentum --wd 1e-3 --lr 0.01 \
@@ -257,15 +257,17 @@ resume_exact lenet_sbc_resume_dev "$BIN/train_lenet_emu" --codec sbc --delay 2 "
 grep -q '^device: the step stays on the GPU' "$TMP/lenet_sbc_resume_dev.rc"
 check $? "lenet_sbc_resume_dev: the resumed run's step did not stay on the GPU"
 
-# the character LSTM with --clip 0 (its default clipping keeps the step on the host) and fp16
+# the character LSTM with fp16 and --clip 0.1 (of the average, on the device; below its norm,
+# so the losses differ from --clip 0's), and with dgc, whose local gradient clipping at
+# train_lstm's default --clip 5 (5 x 2^-1/2: below the gradients' norm too) is on the device
 LMD=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
-     --print-every 1 --codec fp16 --clip 0 --quiet)
+     --print-every 1 --codec fp16 --clip 0.1 --quiet)
 COPIES=0 DEVICE_STEP=1 pair charlstm_fp16_dev "$BIN/train_lstm_emu" "${LMD[@]}" --device cpu -- \
     "$BIN/train_lstm_emu" "${LMD[@]}" --device cuda
 
 LM=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
     --print-every 1 --codec dgc --quiet)
-BYTES_TOL=0.005 pair charlstm_dgc "$BIN/train_lstm_emu" "${LM[@]}" --device cpu -- "$BIN/train_lstm_emu" "${LM[@]}" --device cuda
+BYTES_TOL=0.005 COPIES=0 DEVICE_STEP=1 pair charlstm_dgc "$BIN/train_lstm_emu" "${LM[@]}" --device cpu -- "$BIN/train_lstm_emu" "${LM[@]}" --device cuda
 
 if [ -x "$BIN/train_resnet_nccl_emu" ] && command -v mpirun >/dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
