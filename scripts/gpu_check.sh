@@ -244,8 +244,9 @@ run_pair() { # name, args...: the same run on the CPU and the GPU; losses side b
     fi
 }
 
-# where a GPU step's time goes (scripts/step_breakdown.py): the trainers encode and
-# update on the host, so this measures what a device-side exchange could save
+# where a GPU step's time goes (scripts/step_breakdown.py): fp32 and dgc keep the step on
+# the device (dist/exchange_cuda.h), 3lc (its parameter server) encodes and updates on the
+# host: what the device-resident step saves, and what is left
 step_share() { # name, args...: one run on the GPU
     local name=$1; shift
     late train "share $name" && return
