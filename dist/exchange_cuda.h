@@ -1,8 +1,9 @@
 /* The device-resident exchange: one data-parallel step with the gradients, the
  * parameters, the optimizer state, the error-feedback memories (residual, DGC's
  * momentum and accumulation) and the weight-delta anchor in device memory
- * (--device cuda). Only encoded frames (and TernGrad's shared scalars, T floats)
- * cross to the host, where the transport needs them.
+ * (--device cuda). Only encoded frames cross to the host, where the transport
+ * needs them, and a few scalars (TernGrad's shared scalars, T floats; a clipping
+ * norm's sum of squares, one double).
  *
  * What it covers (exchange_cuda_unsupported says why a run falls outside):
  *   topology   allreduce (the fp32 baseline), or allgather with any codec
@@ -25,9 +26,9 @@
  * (comm_nccl_allreduce_dev: NCCL's order, as the host path's staged
  * allreduce), then x 1/N.
  * allreduce over local workers, as exchange_step's allreduce path on the host:
- *   1. every worker publishes the device address of its gradient arena (an
- *      allgather of one pointer; the local backend's workers share one
- *      address space and one device)
+ *   1. every worker publishes the device address of its gradient arena (with
+ *      weight deltas: of its delta; an allgather of one pointer; the local
+ *      backend's workers share one address space and one device)
  *   2. each worker sums the N gradient arenas into its own average buffer in
  *      rank order, g0 + g1 + ... + g(N-1), then multiplies by 1/N: the local
  *      backend's allreduce and the exchange's scaling, rounding for rounding
