@@ -223,6 +223,9 @@ const TensorPolicy *exchange_policy(const Exchange *ex) { return ex->pol; }
 int exchange_memory_kind(const Exchange *ex, int t) { return ex->mem[t]; }
 float *exchange_residual(Exchange *ex) { return ex->resid; }
 float *exchange_velocity(Exchange *ex) { return ex->vel; }
+float *exchange_anchor(Exchange *ex) { return ex->anchor; }
+int exchange_started(const Exchange *ex) { return ex->started; }
+void exchange_set_started(Exchange *ex) { ex->started = 1; }
 void exchange_track_layers(Exchange *ex, int on) {
     if (on && !ex->layers) ex->layers = callocCheck((size_t)ex->T, sizeof *ex->layers);
     if (!on) {
@@ -289,6 +292,8 @@ static int shares_scalar(const Exchange *ex, int t) {
     if (!ops->local_scalar || ex->cfg.scalar_sharing == 0) return 0;
     return ex->cfg.scalar_sharing > 0 || ops->id == CODEC_TERNGRAD;
 }
+
+int exchange_shares_scalar(const Exchange *ex, int t) { return shares_scalar(ex, t); }
 
 Exchange *exchange_new(const DistConfig *cfg, Comm *comm, const ParamTable *pt, const OptConfig *opt, char *err,
                        size_t errlen) {

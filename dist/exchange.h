@@ -152,6 +152,18 @@ int exchange_memory_kind(const Exchange *ex, int t);
 float *exchange_residual(Exchange *ex);
 /* DGC's momentum (vel, [pt->total]; NULL without DGC's memory), likewise */
 float *exchange_velocity(Exchange *ex);
+/* with weight deltas, the model at the last exchange (anchor, [pt->total]; NULL
+ * when gradients are exchanged), likewise ("ex.anchor") */
+float *exchange_anchor(Exchange *ex);
+/* 1 once a step has run (or a checkpoint after step > 0 was loaded): the anchor
+ * holds the model at the last exchange. The device-resident exchange, which steps
+ * in place of exchange_step, marks it started after its first step */
+int exchange_started(const Exchange *ex);
+void exchange_set_started(Exchange *ex);
+/* 1 when tensor t's frames use the scalar shared over workers (TernGrad section
+ * 3.1: the allreduce-max of every worker's scalar; terngrad by default, stoch3
+ * with share=1) */
+int exchange_shares_scalar(const Exchange *ex, int t);
 /* human summary: topology, memory, what is exchanged, and the per-tensor policy as a
  * table (table = 1) or one line (rank 0 prints it) */
 void exchange_print(const Exchange *ex, FILE *fp, int table);

@@ -1,8 +1,10 @@
 /* The device-resident exchange (see dist/exchange_cuda.h): the allreduce and
- * allgather steps of dist/exchange.c (memory_in, encode_pass, average_bundles,
- * avg_allreduce, apply_gradient) on device arenas, with the GPU codecs. */
+ * allgather steps of dist/exchange.c (memory_in, encode_all with its shared
+ * scalars, encode_pass, average_bundles, avg_allreduce, apply_gradient, and
+ * exchange_step's weight-delta steps) on device arenas, with the GPU codecs. */
 #include "dist/exchange_cuda.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,10 +24,12 @@
 #include "dist/bundle.h"
 #include "dist/comm_nccl.h"
 #include "nn/model_cuda.h"
+#include "optim/clip.h"
 #include "optim/optim_cuda.h"
 
 struct ExchangeCuda {
     DistConfig cfg;
+    Exchange *ex;       /* the host exchange: whether the first step has run (exchange_started) */
     Comm *comm;
     const ParamTable *pt;
     const TensorPolicy *pol;
@@ -33,17 +37,28 @@ struct ExchangeCuda {
     int *mem;           /* [T] memory kind (exchange_memory_kind) */
     float *h_resid;     /* the host exchange's residual arena (checkpoints), or NULL */
     float *h_vel;       /* the host exchange's DGC momentum arena (checkpoints), or NULL */
-    float *d_agg;       /* [total] device: the average gradient */
+    float *h_anchor;    /* the host exchange's anchor arena (checkpoints), or NULL */
+    float *d_agg;       /* [total] device: the average gradient (weight deltas: the average delta) */
+    float *d_anchor;    /* [total] device: weight deltas: the model at the last exchange (else NULL) */
+    float *d_work;      /* [total] device: x = g or the weight delta (+ residual); NULL for allreduce
+                         * of gradients */
     /* allgather */
-    float *d_work;      /* [total] device: x = g (+ residual) */
     float *d_resid;     /* [total] device: the residual (DGC: v; NULL without memory) */
     float *d_vel;       /* [total] device: DGC's momentum u (NULL without DGC's memory) */
     float *d_repr;      /* [total] device: what each frame represents */
     uint8_t *d_mask;    /* [total] device: the values a sparsifier sent */
+    float *scalars;     /* [T] host: TernGrad's shared scalars (exchange.c's) */
+    int *share;         /* [T] tensor t's frames use the shared scalar (exchange_shares_scalar) */
+    int share_any;      /* some tensor's do: the scalars are shared before encoding */
     CodecCuda **enc, **dec; /* [T] each tensor's encoder and decoder */
     ByteBuf out, in;    /* this worker's bundle; everyone's */
     size_t *at;         /* [T] staged entry offsets in out */
     int64_t *flen;      /* [T] frame lengths, or negative GcError */
+    /* clipping: the ranges whose sums of squares make the norm (--clip: optim/clip.c's
+     * blocks of the arena; DGC's local clipping: the tensors), device */
+    size_t nrange;
+    size_t *d_lo, *d_hi;
+    double *d_part;     /* [nrange + 1] their sums, and the total */
     /* allreduce */
     ByteBuf ptrs;       /* the published gradient addresses, rank order */
     size_t *lens;       /* [N] */
@@ -78,9 +93,6 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
     const DistConfig *cfg = exchange_config(ex);
     if (cfg->topology != TOPO_ALLREDUCE && cfg->topology != TOPO_ALLGATHER)
         return cfg->topology == TOPO_PS ? "the parameter server topology" : "the ring topology";
-    if (cfg->deltas || cfg->delay != 1) return "weight-delta exchange (--delay, sbc)";
-    if (cfg->memory == MEM_DGC && cfg->dgc_clip > 0) return "DGC's local gradient clipping";
-    if (cfg->clip_norm > 0) return "--clip";
     /* allgather moves host frames over any Comm; allreduce needs the device arenas reachable */
     if (cfg->topology == TOPO_ALLREDUCE && strcmp(comm->ops->name, "local") && strcmp(comm->ops->name, "nccl"))
         return "fp32's allreduce over this backend (local or nccl only)";
@@ -88,7 +100,6 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
     for (int t = 0; t < pt->n; t++) {
         const CodecOps *ops = pol[t].spec.ops;
         if (ops->state_save) return "a codec that keeps state between steps (gcomp)";
-        if (ops->local_scalar) return "a codec with a shared scalar (terngrad, stoch3)";
     }
     return NULL;
 }
@@ -101,6 +112,7 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     }
     ExchangeCuda *x = callocCheck(1, sizeof *x);
     x->cfg = *exchange_config(ex);
+    x->ex = ex;
     x->comm = comm;
     x->pt = pt;
     x->pol = exchange_policy(ex);
@@ -112,11 +124,14 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     for (int t = 0; t < x->T; t++) x->mem[t] = exchange_memory_kind(ex, t);
     x->h_resid = exchange_residual(ex);
     x->h_vel = exchange_velocity(ex);
+    x->h_anchor = exchange_anchor(ex);
     size_t bytes = (pt->total ? pt->total : 1) * sizeof(float);
-    int bad = cuda_dev_alloc((void **)&x->d_agg, bytes, "the average gradient");
+    int bad = cuda_dev_alloc((void **)&x->d_agg, bytes, "the average gradient") ||
+              (x->h_anchor && cuda_dev_alloc((void **)&x->d_anchor, bytes, "the model at the last exchange")) ||
+              ((x->h_anchor || x->cfg.topology == TOPO_ALLGATHER) &&
+               cuda_dev_alloc((void **)&x->d_work, bytes, "the exchange's input"));
     if (!bad && x->cfg.topology == TOPO_ALLGATHER) {
-        bad = cuda_dev_alloc((void **)&x->d_work, bytes, "the exchange's input") ||
-              cuda_dev_alloc((void **)&x->d_repr, bytes, "what the frames represent") ||
+        bad = cuda_dev_alloc((void **)&x->d_repr, bytes, "what the frames represent") ||
               cuda_dev_alloc((void **)&x->d_mask, bytes / sizeof(float), "the sparsifiers' masks") ||
               (x->h_resid && cuda_dev_alloc((void **)&x->d_resid, bytes, "the residual")) ||
               (x->h_vel && cuda_dev_alloc((void **)&x->d_vel, bytes, "DGC's momentum"));
@@ -126,6 +141,33 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
             bad = !(x->enc[t] = codec_cuda_new(&x->pol[t].spec)) || !(x->dec[t] = codec_cuda_new(&x->pol[t].spec));
         x->at = callocCheck((size_t)x->T + 1, sizeof *x->at);
         x->flen = callocCheck((size_t)x->T + 1, sizeof *x->flen);
+        x->scalars = callocCheck((size_t)x->T + 1, sizeof *x->scalars);
+        x->share = callocCheck((size_t)x->T + 1, sizeof *x->share);
+        for (int t = 0; t < x->T; t++) {
+            x->share[t] = exchange_shares_scalar(ex, t);
+            x->share_any |= x->share[t];
+        }
+    }
+    /* the clipping this run does (exchange.c's apply_gradient, dgc_prepare, the delta steps) */
+    int dgc_clip = x->cfg.memory == MEM_DGC && x->cfg.dgc_clip > 0;
+    if (!bad && (dgc_clip || (x->cfg.clip_norm > 0 && x->cfg.memory != MEM_DGC))) {
+        size_t blk = 0;
+        x->nrange = dgc_clip ? (size_t)x->T : clip_blocks(pt->total, &blk);
+        size_t *lo = callocCheck(x->nrange + 1, sizeof *lo), *hi = callocCheck(x->nrange + 1, sizeof *hi);
+        for (size_t k = 0; k < x->nrange; k++) {
+            lo[k] = dgc_clip ? t_off(x, (int)k) : k * blk;
+            hi[k] = dgc_clip ? lo[k] + t_n(x, (int)k) : (lo[k] + blk < pt->total ? lo[k] + blk : pt->total);
+        }
+        size_t rb = (x->nrange + 1) * sizeof(size_t);
+        bad = cuda_dev_alloc((void **)&x->d_lo, rb, "the clipping's ranges") ||
+              cuda_dev_alloc((void **)&x->d_hi, rb, "the clipping's ranges") ||
+              cuda_dev_alloc((void **)&x->d_part, (x->nrange + 1) * sizeof(double), "the clipping's sums");
+        if (!bad) {
+            cudaCheck(cudaMemcpy(x->d_lo, lo, rb, cudaMemcpyHostToDevice));
+            cudaCheck(cudaMemcpy(x->d_hi, hi, rb, cudaMemcpyHostToDevice));
+        }
+        free(lo);
+        free(hi);
     }
     if (bad) {
         snprintf(err, errlen, "cannot set up the device exchange (device memory or GPU codecs)");
@@ -138,10 +180,13 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
 
 void exchange_cuda_free(ExchangeCuda *x) {
     if (!x) return;
-    float *bufs[] = {x->d_agg, x->d_work, x->d_resid, x->d_vel, x->d_repr};
+    float *bufs[] = {x->d_agg, x->d_anchor, x->d_work, x->d_resid, x->d_vel, x->d_repr};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cudaCheck(cudaFree(bufs[i]));
     if (x->d_mask) cudaCheck(cudaFree(x->d_mask));
+    if (x->d_lo) cudaCheck(cudaFree(x->d_lo));
+    if (x->d_hi) cudaCheck(cudaFree(x->d_hi));
+    if (x->d_part) cudaCheck(cudaFree(x->d_part));
     for (int t = 0; t < x->T && x->enc; t++) {
         codec_cuda_free(x->enc[t]);
         codec_cuda_free(x->dec[t]);
@@ -150,6 +195,8 @@ void exchange_cuda_free(ExchangeCuda *x) {
     free(x->dec);
     free(x->at);
     free(x->flen);
+    free(x->scalars);
+    free(x->share);
     free(x->mem);
     bytebuf_free(&x->out);
     bytebuf_free(&x->in);
@@ -162,12 +209,14 @@ void exchange_cuda_download(ExchangeCuda *x) {
     size_t b = x->pt->total * sizeof(float);
     if (x->d_resid) cudaCheck(cudaMemcpy(x->h_resid, x->d_resid, b, cudaMemcpyDeviceToHost));
     if (x->d_vel) cudaCheck(cudaMemcpy(x->h_vel, x->d_vel, b, cudaMemcpyDeviceToHost));
+    if (x->d_anchor) cudaCheck(cudaMemcpy(x->h_anchor, x->d_anchor, b, cudaMemcpyDeviceToHost));
 }
 
 void exchange_cuda_upload(ExchangeCuda *x) {
     size_t b = x->pt->total * sizeof(float);
     if (x->d_resid) cudaCheck(cudaMemcpy(x->d_resid, x->h_resid, b, cudaMemcpyHostToDevice));
     if (x->d_vel) cudaCheck(cudaMemcpy(x->d_vel, x->h_vel, b, cudaMemcpyHostToDevice));
+    if (x->d_anchor) cudaCheck(cudaMemcpy(x->d_anchor, x->h_anchor, b, cudaMemcpyHostToDevice));
 }
 
 /* an allreduce-max of v that is not counted as traffic (exchange.c's control_max) */
@@ -186,9 +235,10 @@ static int agree(ExchangeCuda *x) {
     return flag > 0 ? -GC_ERR_CORRUPT : 0;
 }
 
-/* ---- allreduce: d_agg = (g0 + g1 + ... + g(N-1)) * (1/N). Local workers: every
- * worker's gradient arena read in place on the shared device, summed in rank order;
- * nccl: ncclAllReduce on a device copy (NCCL's order, as the host path's staging) ---- */
+/* ---- allreduce: d_agg = (g0 + g1 + ... + g(N-1)) * (1/N) of every worker's d_grads
+ * (the gradient, or the weight delta). Local workers: every worker's arena read in
+ * place on the shared device, summed in rank order; nccl: ncclAllReduce on a device
+ * copy (NCCL's order, as the host path's staging) ---- */
 static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
     size_t n = x->pt->total, bytes = n * sizeof(float);
     Comm *c = x->comm;
@@ -231,10 +281,10 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
 #define NO_ENTRY INT64_MAX
 enum { SLOT_PUSH = 0 }; /* exchange.c's encoder slot of a push, part of the seed */
 
-/* x = g (+ residual), or DGC's corrected accumulation after dgc_prepare's weight
- * decay (no local clipping here): exchange.c's dgc_prepare and memory_in, whole tensors */
-static void memory_in(ExchangeCuda *x, const float *d_params, const float *d_grads) {
-    cudaCheck(cudaMemcpy(x->d_work, d_grads, x->pt->total * sizeof(float), cudaMemcpyDeviceToDevice));
+/* d_work: g (DGC: clipped by dgc_clip) or the weight delta on entry; x = that
+ * (+ residual), or DGC's corrected accumulation after dgc_prepare's weight decay:
+ * exchange.c's dgc_prepare and memory_in, whole tensors */
+static void memory_in(ExchangeCuda *x, const float *d_params) {
     for (int t = 0; t < x->T; t++) {
         size_t off = t_off(x, t), n = t_n(x, t);
         if (x->mem[t] == MEM_RESIDUAL) exchange_cuda_add(x->d_work + off, x->d_resid + off, n);
@@ -243,6 +293,17 @@ static void memory_in(ExchangeCuda *x, const float *d_params, const float *d_gra
         exchange_cuda_dgc_in(x->d_vel + off, x->d_resid + off, x->d_work + off, (float)x->cfg.dgc_momentum,
                              x->cfg.dgc_nesterov, n);
     }
+}
+
+/* TernGrad's scalar sharing (TernGrad section 3.1), as exchange.c's encode_all:
+ * every tensor's scalar of x on the device, the max over workers by the Comm (T
+ * floats, counted as traffic as on the host) */
+static void share_scalars(ExchangeCuda *x) {
+    if (!x->share_any) return;
+    for (int t = 0; t < x->T; t++)
+        if (x->pol[t].spec.ops->local_scalar)
+            x->scalars[t] = codec_local_scalar_cuda(x->enc[t], x->d_work + t_off(x, t), t_n(x, t));
+    comm_allreduce_f32(x->comm, x->scalars, (size_t)x->T, COMM_MAX);
 }
 
 /* this worker's bundle of every tensor's frame: exchange.c's encode_pass with
@@ -270,6 +331,7 @@ static void encode_all(ExchangeCuda *x, long step, double density) {
         side.repr = x->d_repr + off;
         side.mask = x->d_mask + off;
         side.density = density;
+        if (x->share[t]) side.scalar = &x->scalars[t];
         x->flen[t] = codec_encode_cuda(x->enc[t], b->p + x->at[t] + ENTRY_HDR, codec_cuda_max_frame(x->enc[t], n),
                                        x->d_work + off, n, &side);
         if (x->flen[t] < 0) break;
@@ -339,9 +401,10 @@ static uint64_t decode_bundle(ExchangeCuda *x, const uint8_t *bytes, size_t len,
     return comp;
 }
 
-/* exchange.c's avg_allgather: encode, gather, average the N bundles */
-static int avg_allgather(ExchangeCuda *x, const float *d_params, const float *d_grads, long step, double density) {
-    memory_in(x, d_params, d_grads);
+/* exchange.c's avg_allgather of x in d_work (memory applied): share the scalars,
+ * encode, gather, average the N bundles */
+static int avg_allgather(ExchangeCuda *x, long step, double density) {
+    share_scalars(x);
     encode_all(x, step, density);
     if (x->tamper) x->tamper(x->out.p, x->out.len, x->rank, step, x->tamper_arg);
     comm_allgatherv(x->comm, &x->in, x->lens, x->out.p, x->out.len);
@@ -359,9 +422,29 @@ static int avg_allgather(ExchangeCuda *x, const float *d_params, const float *d_
     return agree(x);
 }
 
-/* gradient mode's update (exchange.c's apply_gradient): runs of tensors with the same
- * treatment, DGC's by plain SGD (the momentum lives in the memory), the others by opt */
+/* --clip on the device arena d (the averaged gradient, or a local step's): optim/clip.c's
+ * clip_grad_norm by the L2 norm, its blocks summed in its order */
+static void clip_norm(ExchangeCuda *x, float *d) {
+    float total = (float)sqrt(exchange_cuda_sumsq(d, x->d_lo, x->d_hi, x->nrange, x->d_part));
+    if (!isfinite(total)) return;
+    float coef = clip_coef(total, x->cfg.clip_norm);
+    if (coef < 1.0f) exchange_cuda_scale(d, coef, x->pt->total);
+}
+
+/* DGC's local gradient clipping (DGC section 3.2, appendix C) on this worker's gradient
+ * d (device): exchange.c's dgc_prepare, the tensors' sums of squares added in tensor
+ * order, the threshold clip * N^-1/2 */
+static void dgc_clip(ExchangeCuda *x, float *d) {
+    double sq = exchange_cuda_sumsq(d, x->d_lo, x->d_hi, x->nrange, x->d_part);
+    double thr = x->cfg.dgc_clip / sqrt((double)x->N), norm = sqrt(sq);
+    if (norm > thr) exchange_cuda_scale(d, (float)(thr / (norm + 1e-6)), x->pt->total);
+}
+
+/* gradient mode's update (exchange.c's apply_gradient): --clip of the average, then
+ * runs of tensors with the same treatment, DGC's by plain SGD (the momentum lives in
+ * the memory), the others by opt */
 static void apply_gradient(ExchangeCuda *x, float *d_params, Optim *opt, double lr) {
+    if (x->cfg.clip_norm > 0 && x->cfg.memory != MEM_DGC) clip_norm(x, x->d_agg);
     optim_begin_step(opt);
     int t = 0;
     while (t < x->T) {
@@ -372,6 +455,15 @@ static void apply_gradient(ExchangeCuda *x, float *d_params, Optim *opt, double 
         else optim_update_cuda(opt, d_params, x->d_agg, lr, lo, hi - lo);
         t = u + 1;
     }
+}
+
+/* SBC section II's momentum masking after an exchange of weight deltas (exchange.c's
+ * sbc_mask_momentum): the local optimizer's momentum zeroed where this worker's SBC
+ * frames sent a value (d_mask, written by the encoding) */
+static void sbc_mask_momentum(ExchangeCuda *x, Optim *opt) {
+    for (int t = 0; t < x->T; t++)
+        if (x->pol[t].spec.ops->id == CODEC_SBC)
+            optim_mask_momentum_cuda(opt, x->d_mask + t_off(x, t), t_off(x, t), t_n(x, t));
 }
 
 int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr, double epoch,
@@ -391,13 +483,51 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
     }
     /* the side-input density only overrides the codec when DGC warms up */
     double side_density = x->cfg.memory == MEM_DGC ? x->st.density : 0;
-    if (x->cfg.topology == TOPO_ALLREDUCE) avg_allreduce(x, d_grads);
-    else rc = avg_allgather(x, d_params, d_grads, step, side_density);
-    if (!rc) apply_gradient(x, d_params, opt, lr);
-    x->st.exchanged = 1;
+    size_t bytes = x->pt->total * sizeof(float);
+    if (!x->d_anchor) {
+        if (x->cfg.topology == TOPO_ALLREDUCE) {
+            avg_allreduce(x, d_grads);
+        } else {
+            cudaCheck(cudaMemcpy(x->d_work, d_grads, bytes, cudaMemcpyDeviceToDevice));
+            if (x->cfg.memory == MEM_DGC && x->cfg.dgc_clip > 0) dgc_clip(x, x->d_work);
+            memory_in(x, d_params);
+            rc = avg_allgather(x, step, side_density);
+        }
+        if (!rc) apply_gradient(x, d_params, opt, lr);
+        x->st.exchanged = 1;
+    } else {
+        /* exchange_step's weight deltas (SBC Algorithm 1, federated averaging): a local
+         * optimizer step, and after every delay-th step the delta since the last
+         * exchange, averaged over workers, applied to the anchor, which becomes the model */
+        if (!exchange_started(x->ex)) cudaCheck(cudaMemcpy(x->d_anchor, d_params, bytes, cudaMemcpyDeviceToDevice));
+        const float *g = d_grads;
+        if (x->cfg.clip_norm > 0) { /* each local step's gradient, clipped in d_work (free until the delta) */
+            cudaCheck(cudaMemcpy(x->d_work, d_grads, bytes, cudaMemcpyDeviceToDevice));
+            clip_norm(x, x->d_work);
+            g = x->d_work;
+        }
+        optim_begin_step(opt);
+        optim_update_cuda(opt, d_params, g, lr, 0, x->pt->total);
+        if ((step + 1) % x->cfg.delay == 0) {
+            exchange_cuda_sub(x->d_work, d_params, x->d_anchor, x->pt->total);
+            if (x->cfg.topology == TOPO_ALLREDUCE) {
+                avg_allreduce(x, x->d_work);
+            } else {
+                memory_in(x, d_params);
+                rc = avg_allgather(x, step, side_density);
+            }
+            if (!rc) {
+                exchange_cuda_add(x->d_anchor, x->d_agg, x->pt->total);
+                cudaCheck(cudaMemcpy(d_params, x->d_anchor, bytes, cudaMemcpyDeviceToDevice));
+                sbc_mask_momentum(x, opt);
+            }
+            x->st.exchanged = 1;
+        }
+    }
+    exchange_set_started(x->ex);
     x->st.wire_sent = c->sent - sent0;
     x->st.wire_received = c->received - recv0;
-    if (x->N > 1 && !rc) {
+    if (x->st.exchanged && x->N > 1 && !rc) {
         double mine = (double)(x->st.wire_sent > x->st.wire_received ? x->st.wire_sent : x->st.wire_received);
         double worst = control_max(c, mine);
         x->st.wire_max = (uint64_t)worst;

@@ -1,7 +1,8 @@
 /* The kernels of the device-resident exchange (dist/exchange_cuda.h): the
  * elementwise sum and scaling of the average and the residual's difference,
  * each one IEEE rounding as the host's `a[i] += b[i]`, `a[i] *= s` and
- * `d[i] = a[i] - b[i]` (never contracted), and the trainers' --ema average. */
+ * `d[i] = a[i] - b[i]` (never contracted), the trainers' --ema average, and the
+ * sums of squares of the clipping norms in the host's order. */
 #include <stddef.h>
 
 #include "common/cuda_check.h"
@@ -13,6 +14,7 @@ extern "C" void exchange_cuda_sub(float *d, const float *a, const float *b, size
 extern "C" void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
 extern "C" void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n);
 extern "C" void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n);
+extern "C" double exchange_cuda_sumsq(const float *a, const size_t *lo, const size_t *hi, size_t m, double *part);
 
 #define TPB 256
 #define GRID_STRIDE(i, n) \
@@ -61,6 +63,24 @@ __global__ void k_ex_mask_zero(float *u, const unsigned char *mask, size_t n) {
     GRID_STRIDE(i, n) if (mask[i]) u[i] = 0.0f;
 }
 
+/* part: [m], a: the arena, lo, hi: [m]; part[k] = a[lo[k]]^2 + ... + a[hi[k] - 1]^2 in
+ * double, one value after the other from 0 (the host's `acc += (double)g[i] * g[i]`),
+ * one thread per range */
+__global__ void k_ex_sumsq_ranges(double *part, const float *a, const size_t *lo, const size_t *hi, size_t m) {
+    GRID_STRIDE(k, m) {
+        double acc = 0;
+        for (size_t i = lo[k]; i < hi[k]; i++) acc = __dadd_rn(acc, __dmul_rn((double)a[i], (double)a[i]));
+        part[k] = acc;
+    }
+}
+
+/* part: [m + 1]; part[m] = part[0] + ... + part[m - 1], in order from 0 (one thread) */
+__global__ void k_ex_sum_ordered(double *part, size_t m) {
+    double acc = 0;
+    for (size_t k = 0; k < m; k++) acc = __dadd_rn(acc, part[k]);
+    part[m] = acc;
+}
+
 /* ema: [n], p: [n]; ema - a * (ema - p), as examples/trainer.c's ema_update */
 __global__ void k_ex_ema(float *ema, const float *p, float a, size_t n) {
     GRID_STRIDE(i, n) ema[i] = __fsub_rn(ema[i], __fmul_rn(a, __fsub_rn(ema[i], p[i])));
@@ -100,4 +120,13 @@ extern "C" void exchange_cuda_mask_zero(float *u, const unsigned char *mask, siz
     if (n == 0) return;
     k_ex_mask_zero<<<grid_for(n), TPB>>>(u, mask, n);
     cudaCheckLast();
+}
+
+extern "C" double exchange_cuda_sumsq(const float *a, const size_t *lo, const size_t *hi, size_t m, double *part) {
+    if (m) k_ex_sumsq_ranges<<<grid_for(m), TPB>>>(part, a, lo, hi, m);
+    k_ex_sum_ordered<<<1, 1>>>(part, m);
+    cudaCheckLast();
+    double sum = 0;
+    cudaCheck(cudaMemcpy(&sum, part + m, sizeof sum, cudaMemcpyDeviceToHost));
+    return sum;
 }

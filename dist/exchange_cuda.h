@@ -1,18 +1,21 @@
 /* The device-resident exchange: one data-parallel step with the gradients, the
- * parameters, the optimizer state and the error-feedback memories (residual,
- * DGC's momentum and accumulation) in device memory (--device cuda). Only encoded frames cross to the host, where the
- * transport needs them.
+ * parameters, the optimizer state, the error-feedback memories (residual, DGC's
+ * momentum and accumulation) and the weight-delta anchor in device memory
+ * (--device cuda). Only encoded frames cross to the host, where the transport
+ * needs them, and a few scalars (TernGrad's shared scalars, T floats; a clipping
+ * norm's sum of squares, one double).
  *
  * What it covers (exchange_cuda_unsupported says why a run falls outside):
  *   topology   allreduce (the fp32 baseline), or allgather with any codec
- *              that keeps no state between calls and shares no scalar
- *              (fp32, fp16, int8, 3lc, onebit, topk, dgc, sbc's binarization:
- *              not gcomp, terngrad or stoch3)
- *   memory     none, residual, or DGC's momentum correction without its local
- *              clipping (weight decay folded into the gradient, warm-up density)
- *   exchanged  gradients every step (no --delay, no weight deltas: no sbc
- *              by default, which sends deltas)
- *   clipping   none (--clip; DGC's local clipping)
+ *              that keeps no state between calls (fp32, fp16, int8, 3lc,
+ *              onebit, topk, dgc, sbc, terngrad and stoch3 with or without
+ *              the shared scalar: not gcomp)
+ *   memory     none, residual, or DGC's momentum correction (its local
+ *              clipping, weight decay folded into the gradient, warm-up density)
+ *   exchanged  gradients every step, or weight deltas (--delay N, and sbc:
+ *              SBC Algorithm 1; fp32 with --delay: federated averaging)
+ *   clipping   --clip (of the average; with weight deltas of each local
+ *              step's gradient) and DGC's local clipping, the norm on the device
  *   backend    allreduce: local (the workers are threads of one process
  *              sharing one GPU) or nccl (one GPU per process); allgather: any
  *              (its frames are host bytes)
@@ -23,18 +26,22 @@
  * (comm_nccl_allreduce_dev: NCCL's order, as the host path's staged
  * allreduce), then x 1/N.
  * allreduce over local workers, as exchange_step's allreduce path on the host:
- *   1. every worker publishes the device address of its gradient arena (an
- *      allgather of one pointer; the local backend's workers share one
- *      address space and one device)
+ *   1. every worker publishes the device address of its gradient arena (with
+ *      weight deltas: of its delta; an allgather of one pointer; the local
+ *      backend's workers share one address space and one device)
  *   2. each worker sums the N gradient arenas into its own average buffer in
  *      rank order, g0 + g1 + ... + g(N-1), then multiplies by 1/N: the local
  *      backend's allreduce and the exchange's scaling, rounding for rounding
  *   3. a barrier (no worker's next backward overwrites a gradient arena a
  *      peer still reads)
- * allgather, as exchange_step's allgather path (memory_in, encode_pass,
- * average_bundles) on the host:
- *   1. x = g (+ the residual; DGC: + weight decay, then u = m u + g, v += u,
- *      x = v) per tensor, on the device
+ * allgather, as exchange_step's allgather path (memory_in, encode_all,
+ * encode_pass, average_bundles) on the host:
+ *   1. x = g (+ the residual; DGC: g clipped locally, + weight decay, then
+ *      u = m u + g, v += u, x = v) per tensor, on the device
+ *   1b. with the shared scalar (TernGrad section 3.1): every tensor's local
+ *      scalar of x (codec_local_scalar_cuda, on the device), the max over
+ *      workers by the Comm's allreduce of the T floats (counted as traffic, as
+ *      on the host), passed to the GPU codec as its scalar
  *   2. each tensor's frame by its GPU codec (compress/codec_cuda.h: the CPU
  *      codec's bytes for the same input and seed) into the host bundle, the
  *      entries and the bundle exactly as encode_pass lays them out; the
@@ -46,12 +53,29 @@
  *      device (the first overwrites, the others accumulate), then x 1/N; a bad
  *      bundle or frame gives exchange_step's message, and every worker stops
  * then the GPU optimizer (optim/optim_cuda.h) updates the device parameters
- * from the average (DGC's tensors: plain SGD, as apply_gradient). No tensor is copied between host and device. The byte
- * accounting is the host path's.
+ * from the average (--clip'ed first; DGC's tensors: plain SGD, as apply_gradient).
+ * Clipping: the sums of squares of the norm in the host's order on the device
+ * (exchange_cuda_sumsq: optim/clip.c's blocks for --clip, DGC's per tensor, one
+ * GPU thread each, each summed one value after the other), one double to the
+ * host, which decides the factor with the host's expressions; the scaling on
+ * the device.
+ * weight deltas, as exchange_step's delta path:
+ *   every step  the anchor = the parameters before the first step; the GPU
+ *               optimizer steps on this worker's own gradient (--clip'ed)
+ *   after every delay-th step ((step + 1) % delay == 0, the same on every
+ *               worker) x = parameters - anchor on the device, averaged as
+ *               above (allgather: with the residual, frames of x; allreduce:
+ *               x itself); anchor += the average, parameters = anchor; SBC's
+ *               tensors' optimizer momentum zeroed where this worker's frame
+ *               sent a value (SBC section II's momentum masking)
+ * No tensor is copied between host and device. The byte accounting is the host
+ * path's.
  *
- * Checkpoints: the residual stays in the host exchange's arena for the
- * checkpoint sections (exchange_ckpt_sections); exchange_cuda_download copies
- * it there, exchange_cuda_upload back (after a --resume).
+ * Checkpoints: the residual, DGC's momentum and the anchor stay in the host
+ * exchange's arenas for the checkpoint sections (exchange_ckpt_sections);
+ * exchange_cuda_download copies them there, exchange_cuda_upload back (after a
+ * --resume). Whether the anchor has been set is the host exchange's
+ * (exchange_started): the first step marks it.
  *
  * Built with CUDA (HAVE_CUDA); without it exchange_cuda_unsupported says so
  * and exchange_cuda_new returns NULL.
@@ -103,5 +127,10 @@ void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
  * momentum factor masking: u[i] = 0 where mask[i].  u, v, x: [n] floats, mask: [n] bytes, device */
 void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n);
 void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n);
+/* the sum over k < m of the sums of a[i]^2 over i in [lo[k], hi[k]), as the host sums
+ * them: each range's in double, one value after the other, then the ranges' in order
+ * (optim/clip.c's blocks of grad_norm; dist/exchange.c's tensors of DGC's clipping).
+ * a: device arena; lo, hi: [m] device; part: [m + 1] device scratch. Returns the sum */
+double exchange_cuda_sumsq(const float *a, const size_t *lo, const size_t *hi, size_t m, double *part);
 
 #endif

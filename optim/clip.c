@@ -25,14 +25,22 @@ static double block_norm(const float *g, size_t n, double p) {
     return acc;
 }
 
+size_t clip_blocks(size_t n, size_t *blk) {
+    if (n == 0) {
+        *blk = 0;
+        return 0;
+    }
+    size_t nblk = (n + CLIP_BLOCK - 1) / CLIP_BLOCK;
+    if (nblk > CLIP_MAX_BLOCKS) nblk = CLIP_MAX_BLOCKS;
+    *blk = (n + nblk - 1) / nblk;
+    return (n + *blk - 1) / *blk;
+}
+
 double grad_norm(const float *grads, size_t n, double norm_type) {
     if (!(norm_type > 0)) return NAN;
     if (n == 0) return 0.0;
     /* blocks depend on n only, so partial sums are the same for any thread count */
-    size_t nblk = (n + CLIP_BLOCK - 1) / CLIP_BLOCK;
-    if (nblk > CLIP_MAX_BLOCKS) nblk = CLIP_MAX_BLOCKS;
-    size_t blk = (n + nblk - 1) / nblk;
-    nblk = (n + blk - 1) / blk;
+    size_t blk, nblk = clip_blocks(n, &blk);
     double part[CLIP_MAX_BLOCKS];
 #ifdef HAVE_OPENMP
 #pragma omp parallel for schedule(static) if (n >= CLIP_PAR_MIN)
@@ -53,12 +61,14 @@ double grad_norm(const float *grads, size_t n, double norm_type) {
     return pow(acc, 1.0 / norm_type);
 }
 
+/* torch: clip_coef = max_norm / (total_norm + 1e-6) on a float tensor, where
+ * scalar / tensor is Tensor.__rtruediv__ = tensor.reciprocal() * scalar */
+float clip_coef(float total, double max_norm) { return (1.0f / (total + 1e-6f)) * (float)max_norm; }
+
 double clip_grad_norm(float *grads, size_t n, double max_norm, double norm_type) {
     float total = (float)grad_norm(grads, n, norm_type);
     if (!isfinite(total)) return total;
-    /* torch: clip_coef = max_norm / (total_norm + 1e-6) on a float tensor, where
-     * scalar / tensor is Tensor.__rtruediv__ = tensor.reciprocal() * scalar */
-    float coef = (1.0f / (total + 1e-6f)) * (float)max_norm;
+    float coef = clip_coef(total, max_norm);
     if (coef < 1.0f) {
 #ifdef HAVE_OPENMP
 #pragma omp parallel for simd schedule(static) if (n >= CLIP_PAR_MIN)

@@ -19,6 +19,12 @@
 double clip_grad_norm(float *grads, size_t n, double max_norm, double norm_type);
 /* the p-norm alone (no clipping) */
 double grad_norm(const float *grads, size_t n, double norm_type);
+/* grad_norm's fixed blocks for n values: their count, each of *blk values (the
+ * last one fewer); a device version sums the same blocks (dist/exchange_cuda.h) */
+size_t clip_blocks(size_t n, size_t *blk);
+/* clip_grad_norm's factor for a total norm (float, finite): the gradients are
+ * multiplied by it when it is below 1 */
+float clip_coef(float total, double max_norm);
 /* clamp every gradient to [-clip_value, clip_value] (NaN stays NaN, as torch.clamp)
  *   grads: [n] in place */
 void clip_grad_value(float *grads, size_t n, double clip_value);

@@ -320,6 +320,20 @@ void optim_add_weight_decay_cuda(float *grads, const float *params, double wd, s
     cudaCheckLast();
 }
 
+__global__ void k_mask_zero(float *m, const uint8_t *mask, size_t n) {
+    GRID_STRIDE(i, n) if (mask[i]) m[i] = 0.0f;
+}
+
+int optim_mask_momentum_cuda(Optim *o, const uint8_t *mask, size_t off, size_t n) {
+    float *m = state_by_name(o, "momentum_buffer");
+    if (!m) m = state_by_name(o, "exp_avg");
+    if (!m) return 0;
+    if (n == 0) return 1;
+    k_mask_zero<<<grid_for(n), TPB>>>(m + off, mask, n);
+    cudaCheckLast();
+    return 1;
+}
+
 /* -------------------------------------------------------------- GCOMP ---- */
 
 /* scalars of both GCOMP rules, computed on the host as optim.c does */

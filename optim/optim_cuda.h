@@ -52,6 +52,10 @@ int optim_gcomp_delta_cuda(float *delta, const Optim *o, const float *params_at,
 void optim_sgd_plain_cuda(float *params, const float *update, double lr, size_t n);
 /* grads += wd * params, as optim_add_weight_decay.  grads, params: [n] device */
 void optim_add_weight_decay_cuda(float *grads, const float *params, double wd, size_t n);
+/* optim_mask_momentum on the device: the momentum (momentum_buffer, or Adam's
+ * exp_avg) of value off + i zeroed where mask[i] != 0.  mask: [n] device bytes.
+ * 1, or 0 where the optimizer has no momentum */
+int optim_mask_momentum_cuda(Optim *o, const uint8_t *mask, size_t off, size_t n);
 /* copy the step counter and every state arena between a host Optim (optim_init)
  * and a device one (optim_init_cuda) of the same kind, state layout and size.
  * 0, or -GC_ERR_PARAM when they do not match */

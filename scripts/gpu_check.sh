@@ -12,7 +12,10 @@
 #   test   the CUDA parity tests (tests/cuda/*: what `make test-cuda` runs)
 #   train  the trainers on the GPU against the same runs on the CPU: CharLSTM
 #          (200 steps), ResNet-20 on a generated image folder (40 steps, and 2
-#          workers with TernGrad, and over NCCL as one process); whether --resume
+#          workers with TernGrad over allgather, with SBC --delay 10 and with
+#          federated averaging, fp32 --delay 10: these, CharLSTM (its --clip)
+#          and the one-worker fp32 run must keep the step on the GPU,
+#          dist/exchange_cuda.h; and 3lc over NCCL as one process); whether --resume
 #          continues bit for bit (20 steps against 10 + 10, each --cudnn
 #          ranking); where a GPU step's time goes (ResNet-110,
 #          batch 128, fp32, 3lc and dgc: scripts/step_breakdown.py); WordLSTM
@@ -95,6 +98,7 @@ if [ "$QUICK" = 1 ]; then
     CHAR_ARGS=(--text "$LOGS/quick_text.txt")
     RN=(--depth 8 --batch 8 --steps 4 --print-every 2) # the CPU/GPU ResNet pairs
     RESUME_STEPS=4
+    DELAY=2 # an exchange every 2 of the 4 steps
     RN_NAME=resnet8
     SHARE_NAME=resnet8
     SHARE=(--depth 8 --batch 8 --steps 4 --print-every 2)
@@ -108,6 +112,7 @@ else
     CHAR_ARGS=()
     RN=(--batch 32 --steps 40 --print-every 10)
     RESUME_STEPS=20
+    DELAY=10 # SBC (2)'s communication delay (SBC IV-B): 4 exchanges in 40 steps
     RN_NAME=resnet20
     SHARE_NAME=resnet110
     SHARE=(--depth 110 --batch 128 --steps 30 --print-every 5)
@@ -201,7 +206,8 @@ last_eval() { grep -E '^eval' "$1" | tail -n 1 | tr -s ' ' | cut -c1-100; }
 make_folder() { python3 scripts/make_image_folder.py "$1" "${FOLDER_SIZES[@]}"; }
 
 run_pair() { # name, args...: the same run on the CPU and the GPU; losses side by side
-    # (CUDA_ARGS="..." run_pair ...: words added to the GPU run only)
+    # (CUDA_ARGS="..." run_pair ...: words added to the GPU run only; DEVICE_STEP=1 run_pair
+    # ...: the GPU run must keep its step on the device, dist/exchange_cuda.h)
     local name=$1; shift
     late train "$name" && return
     local rc_c rc_g
@@ -229,10 +235,18 @@ run_pair() { # name, args...: the same run on the CPU and the GPU; losses side b
         else note train "  $(printf '%-4s' $dev) failed: $(tail -n 1 "$LOGS/train_${name}_$dev.log" | cut -c1-160)"; fi
     done
     [ "$rc_g" = 0 ] && note train "  $(python3 scripts/step_breakdown.py "$LOGS/train_${name}_cuda.jsonl")"
+    if [ "$rc_g" = 0 ] && [ "${DEVICE_STEP:-0}" = 1 ]; then
+        if grep -q '^device: the step stays on the GPU' "$LOGS/train_${name}_cuda.log"; then
+            note train "  device-resident step: yes"
+        else
+            note train "  device-resident step: NO, expected ($(grep -m1 '^device:' "$LOGS/train_${name}_cuda.log" | cut -c1-120))"
+        fi
+    fi
 }
 
-# where a GPU step's time goes (scripts/step_breakdown.py): the trainers encode and
-# update on the host, so this measures what a device-side exchange could save
+# where a GPU step's time goes (scripts/step_breakdown.py): fp32 and dgc keep the step on
+# the device (dist/exchange_cuda.h), 3lc (its parameter server) encodes and updates on the
+# host: what the device-resident step saves, and what is left
 step_share() { # name, args...: one run on the GPU
     local name=$1; shift
     late train "share $name" && return
@@ -277,13 +291,21 @@ resume_check() { # name, args...
 
 phase_train() {
     local every=$((TRAIN_STEPS / 10 > 0 ? TRAIN_STEPS / 10 : 1))
-    run_pair charlstm ./train_lstm --model char "${CHAR_ARGS[@]}" --workers 1 --steps "$TRAIN_STEPS" --print-every "$every" --quiet
+    # (its --clip 5 on the device: the step stays there)
+    DEVICE_STEP=1 run_pair charlstm ./train_lstm --model char "${CHAR_ARGS[@]}" --workers 1 --steps "$TRAIN_STEPS" \
+        --print-every "$every" --quiet
     local folder=$FOLDER
     [ -d "$folder/train" ] || make_folder "$folder"
-    run_pair "$RN_NAME" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 --lr 0.01 \
+    DEVICE_STEP=1 run_pair "$RN_NAME" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 --lr 0.01 \
         "${RN[@]}" --eval-every 0 --quiet
-    run_pair "${RN_NAME}_terngrad_2w" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 --lr 0.01 \
-        "${RN[@]}" --eval-every 0 --codec terngrad --quiet
+    # the device-resident step's allgather with TernGrad's shared scalars, and its weight
+    # deltas: SBC's default configuration and federated averaging (fp32's allreduce)
+    DEVICE_STEP=1 run_pair "${RN_NAME}_terngrad_2w" ./train_resnet --dataset "folder:$folder" --image-size 32 \
+        --workers 2 --lr 0.01 "${RN[@]}" --eval-every 0 --codec terngrad --topology allgather --quiet
+    DEVICE_STEP=1 run_pair "${RN_NAME}_sbc_2w" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 \
+        --lr 0.01 "${RN[@]}" --eval-every 0 --codec sbc --delay "$DELAY" --quiet
+    DEVICE_STEP=1 run_pair "${RN_NAME}_fedavg_2w" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 \
+        --lr 0.01 "${RN[@]}" --eval-every 0 --codec fp32 --delay "$DELAY" --quiet
     # the NCCL backend as one process (a communicator of one rank, no MPI) against the local one
     CUDA_ARGS="--backend nccl" run_pair "${RN_NAME}_3lc_nccl1" ./train_resnet --dataset "folder:$folder" --image-size 32 \
         --workers 1 --backend local --lr 0.01 "${RN[@]}" --eval-every 0 --codec 3lc --quiet

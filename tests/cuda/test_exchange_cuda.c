@@ -1,20 +1,26 @@
 /* The device-resident exchange (dist/exchange_cuda.h) against the host
  * exchange (dist/exchange.h) on the local backend, 3 worker threads sharing
- * one GPU, a small synthetic parameter table, 3 steps:
+ * one GPU, a small synthetic parameter table, 3 steps (5 with --delay 2):
  *   - every outgoing bundle (the frames and their entries) byte-identical to
- *     the host exchange's, per worker and step (fp16, int8, 3lc, onebit, topk
- *     over allgather, with no memory or a residual; dgc with DGC's memory,
- *     plain and Nesterov, its warm-up density and weight decay folded in);
+ *     the host exchange's, per worker and exchange (fp16, int8, 3lc, onebit,
+ *     topk over allgather, with no memory or a residual; dgc with DGC's memory,
+ *     plain and Nesterov, its warm-up density and weight decay folded in;
+ *     terngrad and stoch3 with the scalar shared over workers and without;
+ *     weight deltas with --delay 2: sbc with its residual and momentum
+ *     masking, fp32 and int8 over allgather; --clip of the average, of each
+ *     local step's gradient with --delay 2, and DGC's local clipping, each
+ *     with a threshold below the gradients' norm);
  *   - after the steps: the parameters, the optimizer state and the residual
  *     (downloaded into the host exchange's checkpoint arena; DGC: also its
- *     momentum) bit-identical;
- *     fp32 over allreduce likewise (no bundles there);
- *   - the statistics a step reports (bytes up and down, compressed bytes, wire
- *     bytes, hops) equal;
+ *     momentum; weight deltas: also the anchor) bit-identical;
+ *     fp32 over allreduce likewise (no bundles there), every step (also with
+ *     --clip) and with --delay 2 (federated averaging);
+ *   - the statistics of the last step (bytes up and down, compressed bytes,
+ *     wire bytes, hops; with --delay 2 a step without an exchange) equal;
  *   - a corrupted bundle from worker 1 at step 1: every worker stops, with the
  *     host exchange's message for the same corruption, word for word;
  *   - the configurations the device exchange does not cover are refused with
- *     a reason (ps, ring, DGC's local clipping, --delay, gcomp, terngrad).
+ *     a reason (ps, ring, gcomp).
  * Skips (one passed check) without CUDA or without a GPU; runs on the host
  * emulation (tests/emulation/nn/build.sh). */
 #include "tests/test.h"
@@ -40,7 +46,7 @@ int main(void) {
 #include "optim/optim_cuda.h"
 
 #define W 3
-#define STEPS 3
+#define STEPS 5        /* at most */
 #define MAXB 65536 /* bytes of a bundle kept per worker and step */
 
 static ParamTable pt;
@@ -70,16 +76,19 @@ static void make_grad(float *g, int r, long s) {
 typedef struct {
     const char *codec;
     int topology, device, tamper;
-    float *params[W], *resid[W], *state[W], *vel[W];
+    float *params[W], *resid[W], *state[W], *vel[W], *anchor[W];
     uint8_t *bundle[W][STEPS];
     size_t blen[W][STEPS];
     ExchangeStats st[W];
-    int rc[W], nstate;
+    int rc[W], nstate, started[W];
     char err[W][512];
 } Run;
 
 static LocalGroup *group;
 static int nesterov; /* DGC's Nesterov variant for the next runs */
+static int delay = 1; /* --delay of the next runs */
+static int steps = 3; /* their steps (<= STEPS) */
+static double clip;   /* --clip of the next runs (0: off) */
 
 /* keeps each outgoing bundle; corrupts worker 1's at step 1 when asked (as test_dist_exchange) */
 static void keep_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
@@ -99,6 +108,8 @@ static void worker(int rank, void *arg) {
     char err[512];
     CHECK(dist_parse_codec(&cfg, r->codec, err, sizeof err) == 0, "%s: codec: %s", r->codec, err);
     cfg.topology = r->topology;
+    cfg.delay = delay;
+    cfg.clip_norm = clip;
     cfg.seed = 7;
     cfg.bandwidth = 1e8;
     cfg.latency = 5e-4;
@@ -113,7 +124,9 @@ static void worker(int rank, void *arg) {
     Optim opt;
     optim_init(&opt, &oc, pt.total);
     float *params = r->params[rank], *g = param_arena_alloc(&pt);
-    for (size_t i = 0; i < pt.total; i++) params[i] = 0.01f * (float)((i * 7919) % 201) - 1.0f;
+    for (int t = 0; t < pt.n; t++) /* the padding between tensors stays zero (nn/params.h) */
+        for (size_t i = pt.t[t].offset; i < pt.t[t].offset + pt.t[t].numel; i++)
+            params[i] = 0.01f * (float)((i * 7919) % 201) - 1.0f;
     ExchangeCuda *dx = NULL;
     Optim dopt;
     float *dp = NULL, *dg = NULL;
@@ -128,7 +141,7 @@ static void worker(int rank, void *arg) {
     } else {
         exchange_set_tamper(ex, keep_fn, r);
     }
-    for (long s = 0; s < STEPS && (!r->device || dx); s++) {
+    for (long s = 0; s < steps && (!r->device || dx); s++) {
         make_grad(g, rank, s);
         int rc;
         if (r->device) {
@@ -153,9 +166,11 @@ static void worker(int rank, void *arg) {
         OptimState os = optim_state(&opt, i);
         memcpy(r->state[rank], os.data, os.count * sizeof(float));
     }
-    float *res = exchange_residual(ex), *vel = exchange_velocity(ex);
+    float *res = exchange_residual(ex), *vel = exchange_velocity(ex), *anchor = exchange_anchor(ex);
     if (res) memcpy(r->resid[rank], res, pt.total * sizeof(float));
     if (vel) memcpy(r->vel[rank], vel, pt.total * sizeof(float));
+    if (anchor) memcpy(r->anchor[rank], anchor, pt.total * sizeof(float));
+    r->started[rank] = exchange_started(ex);
     if (dx) {
         exchange_cuda_free(dx);
         optim_free_cuda(&dopt);
@@ -179,6 +194,7 @@ static void run_go(Run *r, const char *codec, int topology, int device, int tamp
         r->resid[k] = param_arena_alloc(&pt);
         r->state[k] = param_arena_alloc(&pt);
         r->vel[k] = param_arena_alloc(&pt);
+        r->anchor[k] = param_arena_alloc(&pt);
         for (int s = 0; s < STEPS; s++) r->bundle[k][s] = calloc(MAXB, 1);
     }
     group = comm_local_group_new(W);
@@ -192,6 +208,7 @@ static void run_free(Run *r) {
         param_arena_free(r->resid[k]);
         param_arena_free(r->state[k]);
         param_arena_free(r->vel[k]);
+        param_arena_free(r->anchor[k]);
         for (int s = 0; s < STEPS; s++) free(r->bundle[k][s]);
     }
 }
@@ -206,16 +223,20 @@ static void compare(const char *codec, int topology) {
     for (int k = 0; k < W; k++) {
         CHECK(h.rc[k] == 0 && d.rc[k] == 0, "%s %s worker %d: both runs succeed (%s | %s)", codec, name, k, h.err[k],
               d.err[k]);
-        for (int s = 0; s < STEPS && topology == TOPO_ALLGATHER; s++)
-            CHECK(h.blen[k][s] > 0 && h.blen[k][s] == d.blen[k][s] &&
+        for (int s = 0; s < steps && topology == TOPO_ALLGATHER; s++) {
+            int exchanged = (s + 1) % delay == 0; /* no bundle between exchanges */
+            CHECK((h.blen[k][s] > 0) == exchanged && h.blen[k][s] == d.blen[k][s] &&
                       memcmp(h.bundle[k][s], d.bundle[k][s], h.blen[k][s]) == 0,
-                  "%s %s worker %d step %d: the bundle is byte-identical (%zu | %zu bytes)", codec, name, k, s,
-                  h.blen[k][s], d.blen[k][s]);
+                  "%s %s delay %d worker %d step %d: the bundle is byte-identical (%zu | %zu bytes)", codec, name,
+                  delay, k, s, h.blen[k][s], d.blen[k][s]);
+        }
         CHECK(same_bits(h.params[k], d.params[k], pt.total), "%s %s worker %d: parameters bit-identical", codec, name,
               k);
         CHECK(same_bits(h.state[k], d.state[k], pt.total), "%s %s worker %d: momentum bit-identical", codec, name, k);
         CHECK(same_bits(h.resid[k], d.resid[k], pt.total), "%s %s worker %d: residual bit-identical", codec, name, k);
         CHECK(same_bits(h.vel[k], d.vel[k], pt.total), "%s %s worker %d: DGC's momentum bit-identical", codec, name, k);
+        CHECK(same_bits(h.anchor[k], d.anchor[k], pt.total) && h.started[k] && d.started[k],
+              "%s %s worker %d: the anchor bit-identical, the exchange started", codec, name, k);
         const ExchangeStats *a = &h.st[k], *b = &d.st[k];
         CHECK(a->up_bytes == b->up_bytes && a->down_bytes == b->down_bytes && a->raw_up == b->raw_up &&
                   a->comp_raw == b->comp_raw && a->comp_bytes == b->comp_bytes && a->comp_down == b->comp_down &&
@@ -226,7 +247,8 @@ static void compare(const char *codec, int topology) {
               (unsigned long long)a->down_bytes, (unsigned long long)b->down_bytes, (unsigned long long)a->wire_max,
               (unsigned long long)b->wire_max);
     }
-    printf("  %-8s %-9s%s %s\n", codec, name, nesterov ? " (Nesterov)" : "", test_failed_ ? "(failures so far)" : "bit-identical");
+    printf("  %-8s %-9s%s%s%s %s\n", codec, name, nesterov ? " (Nesterov)" : "", delay > 1 ? " --delay 2" : "",
+           clip > 0 ? " --clip 1" : "", test_failed_ ? "(failures so far)" : "bit-identical");
     run_free(&h);
     run_free(&d);
 }
@@ -284,14 +306,32 @@ int main(void) {
     nesterov = 1;
     compare("dgc", TOPO_ALLGATHER);
     nesterov = 0;
+    /* TernGrad's scalar sharing (terngrad by default, stoch3 with share=1), and without */
+    const char *scalar[] = {"terngrad", "stoch3:share=1", "stoch3", "terngrad:share=0"};
+    for (size_t i = 0; i < sizeof scalar / sizeof scalar[0]; i++) compare(scalar[i], TOPO_ALLGATHER);
+    /* weight deltas: SBC Algorithm 1 (its residual, momentum masking), federated averaging */
+    delay = 2;
+    steps = 5; /* exchanges after steps 1 and 3, then a local step */
+    compare("sbc", TOPO_ALLGATHER);
+    compare("fp32", TOPO_ALLGATHER);
+    compare("int8", TOPO_ALLGATHER);
+    compare("fp32", TOPO_ALLREDUCE);
+    /* each local step's gradient clipped (a worker's gradient's norm is about 4.6) */
+    clip = 1;
+    compare("sbc", TOPO_ALLGATHER);
+    delay = 1;
+    steps = 3;
+    /* the average clipped (its norm is about 2.7), and DGC's local clipping at 1 x 3^-1/2 */
+    compare("int8", TOPO_ALLGATHER);
+    compare("fp32", TOPO_ALLREDUCE);
+    clip = 0;
+    compare("dgc:clip=1", TOPO_ALLGATHER);
     corrupt("int8");
     corrupt("fp32");
     refused("3lc", TOPO_PS, 1, "parameter server");
     refused("gcomp", TOPO_RING, 1, "ring");
-    refused("dgc:clip=1", TOPO_ALLGATHER, 1, "DGC's local gradient clipping");
-    refused("fp16", TOPO_ALLGATHER, 2, "delta");
     refused("gcomp", TOPO_ALLGATHER, 1, "gcomp");
-    refused("terngrad", TOPO_ALLGATHER, 1, "shared scalar");
+    refused("3lc", TOPO_PS, 2, "parameter server");
     param_table_free(&pt);
     TEST_END();
 }

@@ -109,11 +109,16 @@ has() { # pattern, message
 has '^env +GPU: gcx host emulation; binaries with unresolved libraries or missing: 0$' "env"
 has '^env +CPU: .+, [0-9]+ cores, (avx2|avx512f|avx2 avx512f|neither avx2 nor avx512f)$' "env, the CPU"
 has '^test +[0-9]+ passed, 0 failed \(per binary: tests/cuda/test_optim_cuda [0-9]+/ok; tests/cuda/test_nn_cuda_lenet [0-9]+/ok; \)' "test"
-pairs="charlstm resnet8 resnet8_terngrad_2w"
+pairs="charlstm resnet8 resnet8_terngrad_2w resnet8_sbc_2w resnet8_fedavg_2w"
 [ $nccl = 1 ] && pairs="$pairs resnet8_3lc_nccl1"
 for pair in $pairs; do
     has "^train +$pair: exit cpu 0, cuda 0; largest relative loss difference over the printed steps: [0-9.e+-]+$" "train $pair"
 done
+# the pairs whose GPU step must stay on the device: charlstm (--clip), fp32, terngrad
+# (allgather), sbc, fedavg
+n=$(grep -cE '^train +device-resident step: yes$' "$SUM")
+[ "$n" -eq 5 ]
+check $? "train: $n pairs say that their GPU step stayed on the device, expected 5"
 has "^train +resume resnet8 --cudnn heuristic: 4 steps straight and 2 \+ --resume 2: identical checkpoints$" \
     "resume, heuristic ranking"
 has "^train +resume resnet8 --cudnn find: 4 steps straight and 2 \+ --resume 2: (identical|different) checkpoints$" \
@@ -153,11 +158,11 @@ cp "$REPO/train_resnet" "$REPO/train_lstm" "$S/"
 check $? "gpu_check.sh with GPU runs that fail exited $?"
 n=$(grep -cE '^train +(cuda failed: |share [a-z0-9_]+: exit 1: |resume resnet8 --cudnn [a-z]+: exit 1: |wordlstm cuda, 2 steps, exit 1: )[a-z]+.*$' \
     "$TMP/nogpu/summary.txt")
-want=$((9 + ptb)) # 4 pairs, 2 resume checks, 3 breakdowns, and the word LSTM
+want=$((11 + ptb)) # 6 pairs, 2 resume checks, 3 breakdowns, and the word LSTM
 [ "$n" -eq "$want" ]
 check $? "failing GPU runs: $n summary lines give the error, expected $want"
-[ "$(grep -cE '^train +cpu +eval ' "$TMP/nogpu/summary.txt")" -eq 4 ]
-check $? "failing GPU runs: the 4 CPU runs of the pairs still evaluate"
+[ "$(grep -cE '^train +cpu +eval ' "$TMP/nogpu/summary.txt")" -eq 6 ]
+check $? "failing GPU runs: the 6 CPU runs of the pairs still evaluate"
 [ "$failed" -eq 0 ] || sed 's/^/    | /' "$TMP/nogpu/summary.txt"
 
 # --deadline 1: every step is skipped, the summary says so, nothing fails
@@ -165,7 +170,7 @@ check $? "failing GPU runs: the 4 CPU runs of the pairs still evaluate"
     >"$TMP/late.txt" 2>&1
 check $? "gpu_check.sh --deadline 1 exited $?"
 n=$(grep -c 'skipped (--deadline reached)' "$TMP/late/summary.txt")
-want=$((14 + ptb)) # the tests, 4 pairs, 2 resume checks, 3 breakdowns, 4 benchmarks, and the word LSTM
+want=$((16 + ptb)) # the tests, 6 pairs, 2 resume checks, 3 breakdowns, 4 benchmarks, and the word LSTM
 [ "$n" -eq "$want" ]
 check $? "--deadline 1: $n steps said they were skipped, expected $want"
 "$R/scripts/gpu_check.sh" --deadline x >/dev/null 2>&1

@@ -9,9 +9,10 @@
 # at these learning rates), the same bytes up and down per step (from the runs' --log; within
 # BYTES_TOL relative where a pair sets it), the same evaluation size, the host<->device
 # copies of the logs (none on the CPU), and where the GPU run's step ran (on the device for
-# fp32 over local workers, dist/exchange_cuda.h; through the host otherwise). The
+# the configurations dist/exchange_cuda.h covers; through the host otherwise). The
 # device-resident step is also checked against the host step on the same GPU model (final
-# checkpoints equal to the bit) and across --save/--resume.
+# checkpoints equal to the bit, the same losses and bytes per step; SBC with --delay 10
+# among them) and across --save/--resume.
 #
 #   tests/emulation/test_trainers_emu.sh [DIR]   DIR: nn/build.sh's output (build/emu/nn)
 # Ends with "RESULT passed failed" (tests/run.sh); LOG_DIR=DIR keeps the runs' output.
@@ -136,7 +137,8 @@ DATA=(--dataset "folder:$TMP/folder" --batch 8 --steps 3 --print-every 1 --quiet
 IMG=("${DATA[@]}" --workers 2)
 pair resnet8_terngrad "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" --device cpu -- \
     "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" --device cuda
-BYTES_TOL=0.005 pair lenet_sbc "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cpu -- \
+# (SBC exchanges weight deltas, every step without --delay: on the device, dist/exchange_cuda.h)
+BYTES_TOL=0.005 COPIES=0 DEVICE_STEP=1 pair lenet_sbc "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cpu -- \
     "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cuda
 # --resume on the emulated GPU continues bit for bit: 4 steps straight, and 2 steps, --save,
 # --resume, 2 more, end in the same checkpoint bytes. The default --cudnn heuristic makes the
@@ -186,21 +188,27 @@ COPIES=0 DEVICE_STEP=1 pair lenet_fp32_dev "$BIN/train_lenet_emu" --codec fp32 "
     "$BIN/train_lenet_emu" --codec fp32 "${IMG[@]}" --device cuda
 RN8=("$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --optim momentum --wd 5e-4 "${IMG[@]}")
 DEVICE_STEP=1 pair resnet8_fp32_dev "${RN8[@]}" --device cpu -- "${RN8[@]}" --device cuda
-device_vs_host() { # name, command...
-    local name=$1; shift
+device_vs_host() { # name, command...: checkpoints equal to the bit, the same losses and bytes per step
+    local name=$1 bad; shift
     "$@" --save "$TMP/$name.dev" --log "$TMP/$name.dev.csv" >"$TMP/$name.rdev" 2>&1 &&
         grep -q '^device: the step stays on the GPU' "$TMP/$name.rdev"
     check $? "$name: the device-resident run failed or went through the host: $(tail -n 3 "$TMP/$name.rdev")"
     if [ -n "${COPIES:-}" ]; then # every step, also after an evaluation or a checkpoint, on the device
-        local bad
         bad=$(copies_off "$COPIES" "$TMP/$name.dev.csv")
         [ -z "$bad" ]
         check $? "$name: the device-resident run's log does not report its host<->device copies as expected ($COPIES):
 $bad"
     fi
-    GCX_HOST_STEP=1 "$@" --save "$TMP/$name.host" >"$TMP/$name.rhost" 2>&1 &&
+    GCX_HOST_STEP=1 "$@" --save "$TMP/$name.host" --log "$TMP/$name.host.csv" >"$TMP/$name.rhost" 2>&1 &&
         grep -q '^device: the step goes through the host: GCX_HOST_STEP' "$TMP/$name.rhost"
     check $? "$name: the run with GCX_HOST_STEP=1 failed or stayed on the device: $(tail -n 3 "$TMP/$name.rhost")"
+    cmp -s <(digest "$TMP/$name.rhost") <(digest "$TMP/$name.rdev") && grep -q '^step' "$TMP/$name.rdev"
+    check $? "$name: the device-resident step's losses differ from the host step's:
+$(diff <(digest "$TMP/$name.rhost") <(digest "$TMP/$name.rdev") | head -n 8)"
+    bad=$(bytes_apart 0 "$TMP/$name.host.csv" "$TMP/$name.dev.csv")
+    [ -z "$bad" ]
+    check $? "$name: the bytes per step differ from the host step's (host | device):
+$bad"
     python3 "$REPO/scripts/ckpt_diff.py" "$TMP/$name.host" "$TMP/$name.dev" >"$TMP/$name.diff" 2>&1
     check $? "$name: the device-resident step's checkpoint differs from the host step's on the same GPU model:
 $(head -n 8 "$TMP/$name.diff")"
@@ -230,7 +238,7 @@ DEVICE_STEP=1 pair resnet8_int8_dev "${RN8AG[@]}" --device cpu -- "${RN8AG[@]}" 
 COPIES=0 device_vs_host lenet_topk_dev_vs_host "$BIN/train_lenet_emu" --codec topk --topology allgather --lr 0.01 \
     "${IMG[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
 # DGC's memory on the device (momentum correction and masking, warm-up density, weight decay
-# folded in; no local clipping): ResNet-8 against the CPU, LeNet against the host step
+# folded in): ResNet-8 against the CPU, LeNet against the host step
 RN8DGC=("$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --optim momentum --wd 5e-4 --codec dgc "${IMG[@]}")
 BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_dgc_dev "${RN8DGC[@]}" --device cpu -- "${RN8DGC[@]}" --device cuda
 COPIES=0 device_vs_host lenet_dgc_dev_vs_host "$BIN/train_lenet_emu" --codec dgc --optim momentum --wd 1e-3 --lr 0.01 \
@@ -238,16 +246,28 @@ COPIES=0 device_vs_host lenet_dgc_dev_vs_host "$BIN/train_lenet_emu" --codec dgc
 resume_exact resnet8_int8_resume_dev "${RN8AG[@]}" --eval-every -1 --device cuda
 grep -q '^device: the step stays on the GPU' "$TMP/resnet8_int8_resume_dev.rc"
 check $? "resnet8_int8_resume_dev: the resumed run's step did not stay on the GPU"
+# Weight deltas on the device: SBC's default configuration (--codec sbc --delay 10, SBC (2):
+# the anchor, the delta, its residual and the momentum masking on the device) against the
+# host step, 12 steps, one exchange, evaluations and checkpoints mid-window (the anchor comes
+# down for the replicas' check); and across --save/--resume with --delay 2 (the anchor in
+# the checkpoint: exchanges after steps 2 and 4, the resumed half's against the saved anchor)
+COPIES=0 device_vs_host lenet_sbc_dev_vs_host "$BIN/train_lenet_emu" --codec sbc --delay 10 "${IMG[@]}" --steps 12 \
+    --eval-every 1 --save-every 4 --device cuda
+resume_exact lenet_sbc_resume_dev "$BIN/train_lenet_emu" --codec sbc --delay 2 "${IMG[@]}" --eval-every -1 --device cuda
+grep -q '^device: the step stays on the GPU' "$TMP/lenet_sbc_resume_dev.rc"
+check $? "lenet_sbc_resume_dev: the resumed run's step did not stay on the GPU"
 
-# the character LSTM with --clip 0 (its default clipping keeps the step on the host) and fp16
+# the character LSTM with fp16 and --clip 0.1 (of the average, on the device; below its norm,
+# so the losses differ from --clip 0's), and with dgc, whose local gradient clipping at
+# train_lstm's default --clip 5 (5 x 2^-1/2: below the gradients' norm too) is on the device
 LMD=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
-     --print-every 1 --codec fp16 --clip 0 --quiet)
+     --print-every 1 --codec fp16 --clip 0.1 --quiet)
 COPIES=0 DEVICE_STEP=1 pair charlstm_fp16_dev "$BIN/train_lstm_emu" "${LMD[@]}" --device cpu -- \
     "$BIN/train_lstm_emu" "${LMD[@]}" --device cuda
 
 LM=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
     --print-every 1 --codec dgc --quiet)
-BYTES_TOL=0.005 pair charlstm_dgc "$BIN/train_lstm_emu" "${LM[@]}" --device cpu -- "$BIN/train_lstm_emu" "${LM[@]}" --device cuda
+BYTES_TOL=0.005 COPIES=0 DEVICE_STEP=1 pair charlstm_dgc "$BIN/train_lstm_emu" "${LM[@]}" --device cpu -- "$BIN/train_lstm_emu" "${LM[@]}" --device cuda
 
 if [ -x "$BIN/train_resnet_nccl_emu" ] && command -v mpirun >/dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
