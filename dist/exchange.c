@@ -192,7 +192,9 @@ struct Exchange {
     size_t *at;          /* [T] a pass's staged entry offsets */
     int64_t *flen;       /* [T] a pass's frame lengths (or negative GcError, or NO_ENTRY) */
     const uint8_t **fp;  /* [T] a decode pass's frames */
-    double *sq;          /* [T] DGC: per-tensor sums of squares */
+    double *sq;          /* DGC's clipping: sums of squares per block of each tensor (optim/clip.h's
+                          * clip_blocks), tensor t's from sq_at[t]; [sq_at[T]] */
+    size_t *sq_at;       /* [T + 1] */
     int started; /* set by the first exchange_step, or by a checkpoint load after step > 0 */
     ExchangeStats st;
     uint64_t dec_comp; /* bytes of the compressed tensors' entries in the bundle decode_pass read last */
@@ -351,7 +353,12 @@ Exchange *exchange_new(const DistConfig *cfg, Comm *comm, const ParamTable *pt, 
     ex->at = callocCheck((size_t)ex->T, sizeof *ex->at);
     ex->flen = callocCheck((size_t)ex->T, sizeof *ex->flen);
     ex->fp = callocCheck((size_t)ex->T, sizeof *ex->fp);
-    ex->sq = callocCheck((size_t)ex->T, sizeof *ex->sq);
+    ex->sq_at = callocCheck((size_t)ex->T + 1, sizeof *ex->sq_at);
+    for (int t = 0; t < ex->T; t++) {
+        size_t blk;
+        ex->sq_at[t + 1] = ex->sq_at[t] + clip_blocks(t_n(ex, t), &blk);
+    }
+    ex->sq = callocCheck(ex->sq_at[ex->T] + 1, sizeof *ex->sq);
     /* largest first (insertion sort: stable, T is a few hundred) */
     for (int t = 0; t < ex->T; t++) {
         int k = t;
@@ -390,6 +397,7 @@ void exchange_free(Exchange *ex) {
     free(ex->flen);
     free(ex->fp);
     free(ex->sq);
+    free(ex->sq_at);
     bytebuf_free(&ex->out);
     bytebuf_free(&ex->in);
     bytebuf_free(&ex->ckpt);
@@ -992,12 +1000,16 @@ static void apply_gradient(Exchange *ex, float *params, float *agg, Optim *opt, 
  * clip covers the tensors sent uncompressed too (biases, small tensors): the
  * trainer leaves clipping to this function under DGC's memory, and an unclipped
  * bias of a recurrent network diverges. */
+/* tensor t's sums of squares, a block at a time (the blocks depend on the size only,
+ * so a device sums the same values in the same order, one thread a block) */
 static void dgc_sq_tensor(Exchange *ex, int t, void *grads) {
     const float *g = (const float *)grads + t_off(ex, t);
-    size_t n = t_n(ex, t);
-    double sq = 0;
-    for (size_t i = 0; i < n; i++) sq += (double)g[i] * g[i];
-    ex->sq[t] = sq;
+    size_t n = t_n(ex, t), blk, nblk = clip_blocks(n, &blk);
+    for (size_t b = 0; b < nblk; b++) {
+        double sq = 0;
+        for (size_t i = b * blk; i < n && i < (b + 1) * blk; i++) sq += (double)g[i] * g[i];
+        ex->sq[ex->sq_at[t] + b] = sq;
+    }
 }
 
 typedef struct {
@@ -1014,8 +1026,8 @@ static void dgc_decay_tensor(Exchange *ex, int t, void *arg) {
 static void dgc_prepare(Exchange *ex, float *grads, const float *params) {
     if (ex->cfg.dgc_clip > 0) {
         tensor_loop(ex, dgc_sq_tensor, grads);
-        double sq = 0; /* per-tensor sums added in tensor order: the same on any thread count */
-        for (int t = 0; t < ex->T; t++) sq += ex->sq[t];
+        double sq = 0; /* the blocks' sums added in tensor and block order: the same on any thread count */
+        for (size_t k = 0; k < ex->sq_at[ex->T]; k++) sq += ex->sq[k];
         double thr = ex->cfg.dgc_clip / sqrt((double)ex->N), norm = sqrt(sq);
         if (norm > thr) scale_arena(grads, ex->pt->total, (float)(thr / (norm + 1e-6))); /* as torch.nn.utils.clip_grad_norm_ */
     }

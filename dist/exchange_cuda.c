@@ -55,7 +55,7 @@ struct ExchangeCuda {
     size_t *at;         /* [T] staged entry offsets in out */
     int64_t *flen;      /* [T] frame lengths, or negative GcError */
     /* clipping: the ranges whose sums of squares make the norm (--clip: optim/clip.c's
-     * blocks of the arena; DGC's local clipping: the tensors), device */
+     * blocks of the arena; DGC's local clipping: each tensor's blocks), device */
     size_t nrange;
     size_t *d_lo, *d_hi;
     double *d_part;     /* [nrange + 1] their sums, and the total */
@@ -152,11 +152,19 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     int dgc_clip = x->cfg.memory == MEM_DGC && x->cfg.dgc_clip > 0;
     if (!bad && (dgc_clip || (x->cfg.clip_norm > 0 && x->cfg.memory != MEM_DGC))) {
         size_t blk = 0;
-        x->nrange = dgc_clip ? (size_t)x->T : clip_blocks(pt->total, &blk);
+        x->nrange = 0;
+        if (dgc_clip)
+            for (int t = 0; t < x->T; t++) x->nrange += clip_blocks(t_n(x, t), &blk);
+        else
+            x->nrange = clip_blocks(pt->total, &blk);
         size_t *lo = callocCheck(x->nrange + 1, sizeof *lo), *hi = callocCheck(x->nrange + 1, sizeof *hi);
-        for (size_t k = 0; k < x->nrange; k++) {
-            lo[k] = dgc_clip ? t_off(x, (int)k) : k * blk;
-            hi[k] = dgc_clip ? lo[k] + t_n(x, (int)k) : (lo[k] + blk < pt->total ? lo[k] + blk : pt->total);
+        size_t k = 0;
+        for (int t = 0; t < (dgc_clip ? x->T : 1); t++) {
+            size_t off = dgc_clip ? t_off(x, t) : 0, n = dgc_clip ? t_n(x, t) : pt->total;
+            for (size_t b = 0, nb = clip_blocks(n, &blk); b < nb; b++, k++) {
+                lo[k] = off + b * blk;
+                hi[k] = off + (b * blk + blk < n ? b * blk + blk : n);
+            }
         }
         size_t rb = (x->nrange + 1) * sizeof(size_t);
         bad = cuda_dev_alloc((void **)&x->d_lo, rb, "the clipping's ranges") ||
@@ -432,8 +440,8 @@ static void clip_norm(ExchangeCuda *x, float *d) {
 }
 
 /* DGC's local gradient clipping (DGC section 3.2, appendix C) on this worker's gradient
- * d (device): exchange.c's dgc_prepare, the tensors' sums of squares added in tensor
- * order, the threshold clip * N^-1/2 */
+ * d (device): exchange.c's dgc_prepare, the sums of squares of every tensor's blocks
+ * added in tensor and block order, the threshold clip * N^-1/2 */
 static void dgc_clip(ExchangeCuda *x, float *d) {
     double sq = exchange_cuda_sumsq(d, x->d_lo, x->d_hi, x->nrange, x->d_part);
     double thr = x->cfg.dgc_clip / sqrt((double)x->N), norm = sqrt(sq);
