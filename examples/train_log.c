@@ -2,6 +2,7 @@
  * the evaluation lines. */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,26 +18,34 @@
 #include "examples/trainer_internal.h"
 
 /* ---------------------------------------------------------------- log ---- */
-/* the columns after kind and step, in order: name, printf format */
-#define LOG_NCOLS 37
-static const char *const log_cols[LOG_NCOLS][2] = {
-    {"epoch", "%.4f"},      {"loss", "%.6g"},      {"acc", "%.6g"},       {"ppl", "%.6g"},
-    {"lr", "%.6g"},         {"up_bytes", "%.0f"},  {"down_bytes", "%.0f"}, {"bits_up", "%.6g"},
-    {"bits_down", "%.6g"},  {"ratio", "%.6g"},     {"ratio_compressed", "%.6g"}, {"density", "%.6g"},
-    {"compute_s", "%.6g"},  {"codec_s", "%.6g"},   {"comm_model_s", "%.6g"}, {"step_s", "%.6g"},
-    {"total_s", "%.6g"},    {"samples_per_s", "%.6g"}, {"data_s", "%.6g"},
+/* the columns after kind and step, in order: name, printf format, the LogRow field */
+#define COL(name, fmt, field) {name, fmt, offsetof(LogRow, field)}
+static const struct {
+    const char *name, *fmt;
+    size_t off;
+} log_cols[] = {
+    COL("epoch", "%.4f", epoch), COL("loss", "%.6g", loss), COL("acc", "%.6g", acc), COL("ppl", "%.6g", ppl),
+    COL("lr", "%.6g", lr), COL("up_bytes", "%.0f", up), COL("down_bytes", "%.0f", down),
+    COL("bits_up", "%.6g", bits_up), COL("bits_down", "%.6g", bits_down), COL("ratio", "%.6g", ratio),
+    COL("ratio_compressed", "%.6g", ratio_c), COL("density", "%.6g", density), COL("compute_s", "%.6g", compute_s),
+    COL("codec_s", "%.6g", codec_s), COL("comm_model_s", "%.6g", comm_s), COL("step_s", "%.6g", step_s),
+    COL("total_s", "%.6g", total_s), COL("samples_per_s", "%.6g", rate), COL("data_s", "%.6g", data_s),
     /* per step, as up_bytes: the compressed tensors' frames up and down and their fp32 size
      * up (so bits per value over them alone), and the network model's inputs */
-    {"comp_up_bytes", "%.1f"}, {"comp_down_bytes", "%.1f"}, {"comp_raw_bytes", "%.1f"},
-    {"wire_max_bytes", "%.1f"}, {"hops", "%.4g"},
+    COL("comp_up_bytes", "%.1f", comp_up), COL("comp_down_bytes", "%.1f", comp_down),
+    COL("comp_raw_bytes", "%.1f", comp_raw), COL("wire_max_bytes", "%.1f", wire_max), COL("hops", "%.4g", hops),
     /* per step, as up_bytes: what this worker's gcomp frames hold (compress/gcomp.h); 0 without gcomp */
-    {"gcomp_values", "%.1f"}, {"gcomp_zeros", "%.1f"}, {"gcomp_lv0", "%.1f"}, {"gcomp_lv1", "%.1f"},
-    {"gcomp_lv2", "%.1f"}, {"gcomp_lv3", "%.1f"}, {"gcomp_exp_bits", "%.1f"}, {"gcomp_level_bits", "%.1f"},
-    {"gcomp_man_bits", "%.1f"}, {"gcomp_bytes", "%.1f"},
+    COL("gcomp_values", "%.1f", gcomp_values), COL("gcomp_zeros", "%.1f", gcomp_zeros),
+    COL("gcomp_lv0", "%.1f", gcomp_lv0), COL("gcomp_lv1", "%.1f", gcomp_lv1), COL("gcomp_lv2", "%.1f", gcomp_lv2),
+    COL("gcomp_lv3", "%.1f", gcomp_lv3), COL("gcomp_exp_bits", "%.1f", gcomp_exp_bits),
+    COL("gcomp_level_bits", "%.1f", gcomp_level_bits), COL("gcomp_man_bits", "%.1f", gcomp_man_bits),
+    COL("gcomp_bytes", "%.1f", gcomp_bytes),
     /* per step, as up_bytes: what a GPU model copied host -> device and device -> host
      * (parameters, state, gradients; not the batch, nor the LSTM's carried hidden state)
      * and the host's wall time in those copies (nn/model_cuda.h); 0 with --device cpu */
-    {"h2d_bytes", "%.0f"}, {"d2h_bytes", "%.0f"}, {"copy_s", "%.6g"}};
+    COL("h2d_bytes", "%.0f", h2d), COL("d2h_bytes", "%.0f", d2h), COL("copy_s", "%.6g", copy_s)};
+#undef COL
+#define LOG_NCOLS (int)(sizeof log_cols / sizeof log_cols[0])
 
 /* after each write: a failed write (a full disk, a file that takes no writes) is
  * said once, the log is closed there and the run goes on (its checkpoints still
@@ -158,7 +167,7 @@ void log_header(Shared *sh) {
     if (!sh->log || sh->log_json) return;
     if (!sh->log_fresh) return; /* a resumed run appends to its log, which has the header already */
     fprintf(sh->log, "kind,step");
-    for (int i = 0; i < LOG_NCOLS; i++) fprintf(sh->log, ",%s", log_cols[i][0]);
+    for (int i = 0; i < LOG_NCOLS; i++) fprintf(sh->log, ",%s", log_cols[i].name);
     fprintf(sh->log, "\n");
     log_check(sh);
 }
@@ -167,26 +176,20 @@ void log_header(Shared *sh) {
  * JSON has no such numbers, so they are written as null there. */
 void log_row(Shared *sh, const LogRow *r) {
     if (!sh->log) return;
-    const double v[LOG_NCOLS] = {r->epoch,    r->loss,      r->acc,     r->ppl,     r->lr,      r->up,     r->down,
-                                 r->bits_up,  r->bits_down, r->ratio,   r->ratio_c, r->density, r->compute_s,
-                                 r->codec_s,  r->comm_s,    r->step_s,  r->total_s, r->rate,    r->data_s,
-                                 r->comp_up,  r->comp_down, r->comp_raw, r->wire_max, r->hops,
-                                 r->gcomp[0], r->gcomp[1], r->gcomp[2], r->gcomp[3], r->gcomp[4],
-                                 r->gcomp[5], r->gcomp[6], r->gcomp[7], r->gcomp[8], r->gcomp[9],
-                                 r->h2d,      r->d2h,       r->copy_s};
     if (sh->log_json) fprintf(sh->log, "{\"kind\":\"%s\",\"step\":%ld", r->kind, r->step);
     else fprintf(sh->log, "%s,%ld", r->kind, r->step);
     for (int i = 0; i < LOG_NCOLS; i++) {
+        double v = *(const double *)((const char *)r + log_cols[i].off);
         if (sh->log_json) {
-            fprintf(sh->log, ",\"%s\":", log_cols[i][0]);
-            if (!isfinite(v[i])) {
+            fprintf(sh->log, ",\"%s\":", log_cols[i].name);
+            if (!isfinite(v)) {
                 fprintf(sh->log, "null");
                 continue;
             }
         } else {
             fputc(',', sh->log);
         }
-        fprintf(sh->log, log_cols[i][1], v[i]);
+        fprintf(sh->log, log_cols[i].fmt, v);
     }
     fprintf(sh->log, sh->log_json ? "}\n" : "\n");
     log_check(sh);

@@ -204,6 +204,278 @@ static void install_stop_handlers(void) {
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* --------------------------------------------------------------- step ---- */
+/* What one step of one worker measured. After each step the workers sum it
+ * (step_stats_allreduce, not counted as traffic), and the loop sums it over
+ * the steps between two progress lines; the means go to the progress line and
+ * --log. Doubles only: the sums run over it as an array. */
+typedef struct {
+    double loss;                 /* the batch's mean loss */
+    double correct, count;       /* predictions right, and samples (or tokens) in all */
+    double data_s, compute_s;    /* seconds fetching the batch; in forward and backward */
+    /* the exchange (ExchangeStats, dist/exchange.h) */
+    double codec_s, comm_model_s;
+    double up_bytes, down_bytes, raw_up;     /* raw_up: the fp32 size of what went up */
+    double comp_raw, comp_bytes, comp_down;  /* the compressed tensors alone */
+    double wire_max, hops, density;
+    /* what the gcomp frames spent their bytes on (GcompParts, compress/gcomp.h) */
+    double gcomp_values, gcomp_zeros, gcomp_level[4], gcomp_exp_bits, gcomp_level_bits, gcomp_man_bits,
+        gcomp_bytes;
+    double h2d, d2h, copy_s;     /* a GPU model's copies (ModelCopies) */
+    double stop;                 /* a SIGINT or SIGTERM arrived (the sum: on any worker) */
+} StepStats;
+
+#define STEP_STATS_N (sizeof(StepStats) / sizeof(double))
+_Static_assert(sizeof(StepStats) == STEP_STATS_N * sizeof(double), "StepStats holds doubles only");
+
+/* the sum over all workers, in place (statistics: not counted as traffic) */
+static void step_stats_allreduce(Comm *comm, StepStats *s) {
+    comm_allreduce_uncounted(comm, (double *)s, STEP_STATS_N, COMM_SUM);
+}
+
+static void step_stats_add(StepStats *acc, const StepStats *s) {
+    double *a = (double *)acc;
+    const double *b = (const double *)s;
+    for (size_t i = 0; i < STEP_STATS_N; i++) a[i] += b[i];
+}
+
+/* this worker's next batch, past the end of an epoch (where an LSTM's carried
+ * state restarts); 0, or -1 (said) */
+static int next_batch(Worker *w, Batch *batch) {
+    int n = w->train->next(w->train, batch);
+    if (n == 0) {
+        if (w->m->ops->reset_state) w->m->ops->reset_state(w->m);
+        n = w->train->next(w->train, batch);
+    }
+    if (n < 0) fprintf(stderr, "error: worker %d: training data: %s\n", w->rank, w->train->err);
+    return n < 0 ? -1 : 0;
+}
+
+/* Collective, before the exchange, so that no worker waits alone in it: whether
+ * any worker failed (its data) or its loss is not finite; sets the exit status
+ * then */
+static int step_failed(Worker *w, int failed, float loss, double lr) {
+    double flags[2] = {failed, !isfinite(loss)};
+    comm_allreduce_uncounted(w->comm, flags, 2, COMM_MAX);
+    if (flags[1] > 0 && flags[0] == 0 && w->rank == 0) {
+        const TrainOpts *o = w->sh->o;
+        fprintf(stderr, "error: the loss became %s at step %ld (epoch %.2f, lr %g); the run stops here%s%s%s%s. "
+                "Try a lower --lr or a warm-up (--schedule ...,warmup=N)\n", isnan(loss) ? "NaN" : "infinite",
+                w->step, (double)w->step / (double)w->train->steps_per_epoch, lr, o->save[0] ? "; --save " : "",
+                o->save[0] ? o->save : "", o->save[0] ? " keeps " : "", o->save[0] ? describe_saved(w) : "");
+    }
+    if (flags[0] > 0 || flags[1] > 0) w->sh->status = 1;
+    return flags[0] > 0 || flags[1] > 0;
+}
+
+/* The exchange (dist/exchange.h): averages the gradients (or, with --delay,
+ * the weight deltas) over the workers and applies the optimizer; on the GPU
+ * while the step stays there (dist/exchange_cuda.h). 0, or -1 (said). */
+static int exchange(Worker *w, double lr, ExchangeStats *xs) {
+    double epoch = (double)w->step / (double)w->train->steps_per_epoch; /* DGC's warm-up */
+    int rc;
+#ifdef HAVE_CUDA
+    if (w->dev)
+        rc = exchange_cuda_step(w->dx, model_cuda_device_params(w->m), model_cuda_device_grads(w->m), &w->dopt, lr,
+                                epoch, w->step, xs);
+    else
+#endif
+        rc = exchange_step(w->ex, w->m->params, w->m->grads, &w->opt, lr, epoch, w->step, xs);
+    if (rc) {
+        fprintf(stderr, "error: %s\n", w->dev ? exchange_cuda_error(w->dx) : exchange_error(w->ex));
+        w->sh->status = 1;
+    }
+    return rc ? -1 : 0;
+}
+
+/* --ema: the moving average after step w->step */
+static void ema_after_step(Worker *w) {
+    if (!w->ema) return;
+#ifdef HAVE_CUDA
+    if (w->dev) {
+        exchange_cuda_ema(w->d_ema, model_cuda_device_params(w->m), ema_rate(w->sh->o->ema, w->step), w->m->pt.total);
+        return;
+    }
+#endif
+    ema_update(w->ema, w->m->params, w->m->pt.total, w->sh->o->ema, w->step);
+}
+
+/* One training step of this worker: forward and backward on its batch, then,
+ * once every worker knows that none failed, the exchange and the optimizer.
+ * s: what it measured. 0, or -1 with the exit status set, on every worker alike. */
+static int train_step(Worker *w, StepStats *s) {
+    w->comm->step = w->step; /* for a stall's message */
+    ModelCopies c0 = model_copies(w->m);
+    double td = mono_seconds();
+    Batch batch;
+    int failed = next_batch(w, &batch);
+    double t0 = mono_seconds();
+    BatchStats bs = {0};
+    float loss = failed ? 0 : model_forward(w->m, &batch, 1, &bs); /* the loss, keeping activations */
+    if (!failed && isfinite(loss)) model_backward(w->m);         /* gradients into m->grads */
+    double t1 = mono_seconds();
+    double lr = lr_sched_lr(&w->sched, w->step);
+    if (step_failed(w, failed, loss, lr)) return -1;             /* all stop together */
+    ExchangeStats xs;
+    if (exchange(w, lr, &xs)) return -1;                         /* the average, then the optimizer */
+    w->step++;
+    ModelCopies c1 = model_copies(w->m);
+    ema_after_step(w);
+
+    const GcompParts *gp = &xs.gcomp;
+    *s = (StepStats){
+        .loss = bs.loss, .correct = (double)bs.correct, .count = (double)bs.count,
+        .data_s = t0 - td, .compute_s = t1 - t0,
+        .codec_s = xs.codec_s, .comm_model_s = xs.comm_model_s,
+        .up_bytes = (double)xs.up_bytes, .down_bytes = (double)xs.down_bytes, .raw_up = (double)xs.raw_up,
+        .comp_raw = (double)xs.comp_raw, .comp_bytes = (double)xs.comp_bytes, .comp_down = (double)xs.comp_down,
+        .wire_max = (double)xs.wire_max, .hops = xs.hops, .density = xs.density,
+        .gcomp_values = (double)gp->values, .gcomp_zeros = (double)gp->zeros,
+        .gcomp_level = {(double)gp->level[0], (double)gp->level[1], (double)gp->level[2], (double)gp->level[3]},
+        .gcomp_exp_bits = (double)gp->exp_bits, .gcomp_level_bits = (double)gp->level_bits,
+        .gcomp_man_bits = (double)gp->man_bits, .gcomp_bytes = (double)gp->bytes,
+        .h2d = c1.h2d - c0.h2d, .d2h = c1.d2h - c0.d2h, .copy_s = c1.s - c0.s,
+        .stop = stop_signal != 0,
+    };
+    return 0;
+}
+
+/* --------------------------------------------------------------- loop ---- */
+/* the clocks of the run, and the statistics since the last progress line */
+typedef struct {
+    long step0;       /* after a --resume, this process's first step */
+    long total, stop; /* the schedule's steps; the last step of this run */
+    double t_start, t_last, t_eval; /* t_eval: seconds spent evaluating */
+    double ema_step;  /* seconds per step, smoothed (the ETA) */
+    StepStats sum;    /* over the workers and the steps since the last progress line */
+    long steps;
+} Progress;
+
+/* rank 0: the progress line and the --log row, with the means per worker and step
+ * since the last line (t_now: the time after this step) */
+static void progress_line(Worker *w, Progress *p, double t_now) {
+    Task *task = w->sh->task;
+    long spe = w->train->steps_per_epoch;
+    const StepStats *S = &p->sum;
+    double dt = (t_now - p->t_last) / (double)p->steps;
+    p->ema_step = p->ema_step > 0 ? 0.7 * p->ema_step + 0.3 * dt : dt;
+    double per = (double)w->comm->size * p->steps; /* means per worker and step */
+    double lr = lr_sched_lr(&w->sched, w->step - 1); /* the last step's */
+    double mean_loss = S->loss / per;
+    double acc = S->count > 0 ? S->correct / S->count : 0;
+    double up = S->up_bytes / per, down = S->down_bytes / per;
+    double ratio = up > 0 ? S->raw_up / per / up : 0;
+    double rate = S->count / (double)p->steps / dt; /* images or tokens per second */
+    char eta[32], ub[32], db[32];
+    fmt_eta(eta, sizeof eta, p->ema_step * (double)(p->stop - w->step));
+    format_bytes(ub, sizeof ub, up);
+    format_bytes(db, sizeof db, down);
+    if (up == 0 && down == 0) {
+        snprintf(ub, sizeof ub, "-");
+        snprintf(db, sizeof db, "-");
+    }
+    /* a sparsifier's density (DGC's warm-up: 25% ... 0.1%), so its ratio reads right */
+    char dens[40] = "";
+    if (S->density / per > 0) snprintf(dens, sizeof dens, " at %.3g%% density", 100 * (S->density / per));
+    printf("step %6ld/%ld ep %6.2f | loss %.4f %s %6.2f%s | lr %.4g | up %s down %s /step x%.1f%s | "
+           "%.0f ms/step %.0f %s/s | eta %s\n",
+           w->step, p->total, (double)w->step / spe, mean_loss, task->lm ? "ppl" : "acc",
+           task->lm ? exp(mean_loss) : 100 * acc, task->lm ? "" : "%", lr, ub, db, ratio, dens, 1e3 * dt, rate,
+           task->lm ? "tok" : "img", eta);
+    fflush(stdout);
+    double nvalues = (double)param_table_count(&w->m->pt);
+    LogRow r = {
+        .kind = "train", .step = w->step, .epoch = (double)w->step / spe, .loss = mean_loss, .acc = acc,
+        .ppl = exp(mean_loss), .lr = lr, .up = up, .down = down, .bits_up = 8 * up / nvalues,
+        .bits_down = 8 * down / nvalues, .ratio = ratio,
+        .ratio_c = S->comp_bytes > 0 ? S->comp_raw / S->comp_bytes : 0, .density = S->density / per,
+        .compute_s = S->compute_s / per, .codec_s = S->codec_s / per, .comm_s = S->comm_model_s / per,
+        .step_s = dt, .total_s = t_now - p->t_start, .rate = rate, .data_s = S->data_s / per,
+        .comp_up = S->comp_bytes / per, .comp_down = S->comp_down / per, .comp_raw = S->comp_raw / per,
+        .wire_max = S->wire_max / per, .hops = S->hops / per,
+        .gcomp_values = S->gcomp_values / per, .gcomp_zeros = S->gcomp_zeros / per,
+        .gcomp_lv0 = S->gcomp_level[0] / per, .gcomp_lv1 = S->gcomp_level[1] / per,
+        .gcomp_lv2 = S->gcomp_level[2] / per, .gcomp_lv3 = S->gcomp_level[3] / per,
+        .gcomp_exp_bits = S->gcomp_exp_bits / per, .gcomp_level_bits = S->gcomp_level_bits / per,
+        .gcomp_man_bits = S->gcomp_man_bits / per, .gcomp_bytes = S->gcomp_bytes / per,
+        .h2d = S->h2d / per, .d2h = S->d2h / per, .copy_s = S->copy_s / per,
+    };
+    layers_rows(w, p->steps);
+    log_row(w->sh, &r);
+}
+
+/* at the end of an epoch: the replica check and an evaluation (with the model
+ * on the host); 0, or -1 with the exit status set */
+static int evaluate_epoch(Worker *w, Progress *p) {
+    Task *task = w->sh->task;
+    long spe = w->train->steps_per_epoch;
+    EvalResult e;
+    double te = mono_seconds();
+    dev_to_host(w);
+    if (replicas_differ(w, 0) || evaluate(w, w->eval, &e)) {
+        w->sh->status = 1;
+        return -1;
+    }
+    dev_from_host(w);
+    p->t_eval += mono_seconds() - te;
+    report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, mono_seconds() - p->t_start);
+    if (w->rank == 0)
+        printf("epoch %ld: %.1f s training (%.1f s per epoch so far), %.1f s evaluating in total\n", w->step / spe,
+               mono_seconds() - p->t_start - p->t_eval,
+               (mono_seconds() - p->t_start - p->t_eval) * spe / (double)w->step, p->t_eval);
+    lr_sched_observe(&w->sched, e.loss); /* the same loss on every worker */
+    p->t_last = mono_seconds();
+    return 0;
+}
+
+/* --save-every: a checkpoint (with the model on the host); 0, or -1 with the exit status set */
+static int save_now(Worker *w) {
+    dev_to_host(w);
+    if (save_checkpoint(w, w->sh->o->save)) {
+        w->sh->status = 1;
+        return -1;
+    }
+    dev_from_host(w);
+    return 0;
+}
+
+/* The loop: steps until p->stop, with progress lines, evaluations at the ends
+ * of epochs and checkpoints. Returns 1 when a signal stopped it (every worker
+ * after the same step), else 0 (the exit status says whether it failed). */
+static int train_loop(Worker *w, Progress *p) {
+    const TrainOpts *o = w->sh->o;
+    long spe = w->train->steps_per_epoch;
+    while (w->step < p->stop) {
+        StepStats s;
+        if (train_step(w, &s)) return 0;
+        step_stats_allreduce(w->comm, &s);
+        step_stats_add(&p->sum, &s);
+        p->steps++;
+        double t_now = mono_seconds();
+        int epoch_end = w->step % spe == 0;
+        /* the first step of this process is shown too: the first seconds are not silent */
+        int print = w->step % o->print_every == 0 || w->step == p->stop || epoch_end || w->step == p->step0 + 1;
+        if (print) {
+            if (w->rank == 0) progress_line(w, p, t_now);
+            p->t_last = t_now;
+            memset(&p->sum, 0, sizeof p->sum);
+            p->steps = 0;
+        }
+        if (epoch_end && o->eval_every > 0 && (w->step / spe) % o->eval_every == 0 && w->step < p->stop &&
+            evaluate_epoch(w, p))
+            return 0;
+        if (o->save[0] && o->save_every > 0 && w->step % o->save_every == 0 && w->step < p->stop && save_now(w))
+            return 0;
+        /* a SIGINT/SIGTERM on any worker: all stop after this same step (it is in the
+         * statistics every worker sums) */
+        if (s.stop > 0 && w->step < p->stop) {
+            if (w->rank == 0 || !w->sh->group) w->sh->stopped = (int)w->step; /* once per process */
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------- worker ---- */
 static void worker_main(Shared *sh, Comm *comm) {
     TrainOpts *o = sh->o;
@@ -346,187 +618,11 @@ static void worker_main(Shared *sh, Comm *comm) {
     }
     dev_from_host(w); /* after a --resume: the loaded parameters and optimizer state */
     /* ---- the loop ---- */
-    long step0 = w->step; /* after a --resume, this process's first step */
-    int stopped_here = 0; /* a signal stopped the loop */
-    double t_start = mono_seconds(), t_last = t_start, ema_step = 0, t_eval = 0; /* t_eval: seconds spent evaluating */
-    /* statistics of each step, summed over workers and over the steps since the last print */
-    enum { S_LOSS, S_CORRECT, S_COUNT, S_COMPUTE, S_CODEC, S_UP, S_DOWN, S_RAW, S_COMM, S_DENSITY, S_COMP_RAW,
-           S_COMP_BYTES, S_DATA, S_COMP_DOWN, S_WIRE_MAX, S_HOPS, S_STOP, S_H2D, S_D2H, S_COPY, S_GCOMP,
-           S_N = S_GCOMP + 10 };
-    double acc_sums[S_N] = {0};
-    long acc_steps = 0;
-    size_t nvalues = param_table_count(&w->m->pt);
-    long stop = o->stop_at > 0 && o->stop_at < total ? o->stop_at : total;
-    if (o->no_steps) stop = w->step; /* --steps 0: the model as it starts (initialized, --init-from, --resume) */
-    while (w->step < stop) {
-        comm->step = w->step; /* for a stall's message */
-        Batch batch;
-        ModelCopies c0 = model_copies(w->m); /* this step's host<->device copies (GPU models) */
-        double td = mono_seconds();
-        int n = w->train->next(w->train, &batch);
-        if (n == 0) {
-            if (w->m->ops->reset_state) w->m->ops->reset_state(w->m);
-            n = w->train->next(w->train, &batch);
-        }
-        if (n < 0) {
-            fprintf(stderr, "error: worker %d: training data: %s\n", w->rank, w->train->err);
-            fail = 1;
-        }
-        double t0 = mono_seconds();
-        BatchStats st = {0};
-        float loss = 0;
-        if (!fail) {
-            loss = model_forward(w->m, &batch, 1, &st);
-            if (isfinite(loss)) model_backward(w->m);
-        }
-        double t1 = mono_seconds();
-        int nan = !isfinite(loss);
-        double lr = lr_sched_lr(&w->sched, w->step);
-        double epoch = (double)w->step / (double)spe;
-        /* agree on failures before the exchange so no rank waits alone */
-        double flags[2] = {fail, nan};
-        uint64_t s0 = comm->sent, r0 = comm->received;
-        comm_allreduce_f64(comm, flags, 2, COMM_MAX);
-        comm->sent = s0;
-        comm->received = r0;
-        if (flags[0] > 0) {
-            sh->status = 1;
-            break;
-        }
-        if (flags[1] > 0) {
-            if (w->rank == 0)
-                fprintf(stderr, "error: the loss became %s at step %ld (epoch %.2f, lr %g); the run stops here%s%s%s%s. "
-                        "Try a lower --lr or a warm-up (--schedule ...,warmup=N)\n", isnan(loss) ? "NaN" : "infinite",
-                        w->step, epoch, lr, o->save[0] ? "; --save " : "", o->save[0] ? o->save : "",
-                        o->save[0] ? " keeps " : "", o->save[0] ? describe_saved(w) : "");
-            sh->status = 1;
-            break;
-        }
-        ExchangeStats xs;
-        int rc;
-#ifdef HAVE_CUDA
-        if (w->dev)
-            rc = exchange_cuda_step(w->dx, model_cuda_device_params(w->m), model_cuda_device_grads(w->m), &w->dopt,
-                                    lr, epoch, w->step, &xs);
-        else
-#endif
-            rc = exchange_step(w->ex, w->m->params, w->m->grads, &w->opt, lr, epoch, w->step, &xs);
-        if (rc) {
-            fprintf(stderr, "error: %s\n", w->dev ? exchange_cuda_error(w->dx) : exchange_error(w->ex));
-            sh->status = 1;
-            break;
-        }
-        w->step++;
-        ModelCopies c1 = model_copies(w->m);
-#ifdef HAVE_CUDA
-        if (w->ema && w->dev)
-            exchange_cuda_ema(w->d_ema, model_cuda_device_params(w->m), ema_rate(o->ema, w->step), w->m->pt.total);
-        else
-#endif
-            if (w->ema) ema_update(w->ema, w->m->params, w->m->pt.total, o->ema, w->step);
-        /* statistics of this step over all workers (not counted as traffic) */
-        double v[S_N] = {[S_LOSS] = st.loss, [S_CORRECT] = (double)st.correct, [S_COUNT] = (double)st.count,
-                         [S_COMPUTE] = t1 - t0, [S_CODEC] = xs.codec_s, [S_UP] = (double)xs.up_bytes,
-                         [S_DOWN] = (double)xs.down_bytes, [S_RAW] = (double)xs.raw_up, [S_COMM] = xs.comm_model_s,
-                         [S_DENSITY] = xs.density, [S_COMP_RAW] = (double)xs.comp_raw,
-                         [S_COMP_BYTES] = (double)xs.comp_bytes, [S_DATA] = t0 - td,
-                         [S_COMP_DOWN] = (double)xs.comp_down, [S_WIRE_MAX] = (double)xs.wire_max,
-                         [S_HOPS] = xs.hops, [S_STOP] = stop_signal != 0, [S_H2D] = c1.h2d - c0.h2d,
-                         [S_D2H] = c1.d2h - c0.d2h, [S_COPY] = c1.s - c0.s};
-        const GcompParts *gp = &xs.gcomp;
-        const uint64_t gparts[10] = {gp->values,   gp->zeros,      gp->level[0], gp->level[1], gp->level[2],
-                                     gp->level[3], gp->exp_bits,   gp->level_bits, gp->man_bits, gp->bytes};
-        for (int i = 0; i < 10; i++) v[S_GCOMP + i] = (double)gparts[i];
-        s0 = comm->sent;
-        r0 = comm->received;
-        comm_allreduce_f64(comm, v, S_N, COMM_SUM);
-        comm->sent = s0;
-        comm->received = r0;
-        for (int i = 0; i < S_N; i++) acc_sums[i] += v[i];
-        acc_steps++;
-        double t_now = mono_seconds();
-        int epoch_end = w->step % spe == 0;
-        /* the first step of this process is shown too: the first seconds are not silent */
-        int print = w->step % o->print_every == 0 || w->step == stop || epoch_end || w->step == step0 + 1;
-        if (w->rank == 0 && print) {
-            double dt = (t_now - t_last) / (double)acc_steps;
-            ema_step = ema_step > 0 ? 0.7 * ema_step + 0.3 * dt : dt;
-            double per = (double)world * acc_steps; /* means per worker and step */
-            double mean_loss = acc_sums[S_LOSS] / per;
-            double acc = acc_sums[S_COUNT] > 0 ? acc_sums[S_CORRECT] / acc_sums[S_COUNT] : 0;
-            double up = acc_sums[S_UP] / per, down = acc_sums[S_DOWN] / per;
-            double raw = acc_sums[S_RAW] / per;
-            double ratio = up > 0 ? raw / up : 0;
-            double rate = acc_sums[S_COUNT] / (double)acc_steps / dt; /* images or tokens per second */
-            char eta[32], ub[32], db[32];
-            fmt_eta(eta, sizeof eta, ema_step * (double)(stop - w->step));
-            format_bytes(ub, sizeof ub, up);
-            format_bytes(db, sizeof db, down);
-            if (up == 0 && down == 0) {
-                snprintf(ub, sizeof ub, "-");
-                snprintf(db, sizeof db, "-");
-            }
-            /* a sparsifier's density (DGC's warm-up: 25% ... 0.1%), so its ratio reads right */
-            char dens[40] = "";
-            double dsum = acc_sums[S_DENSITY] / per;
-            if (dsum > 0) snprintf(dens, sizeof dens, " at %.3g%% density", 100 * dsum);
-            printf("step %6ld/%ld ep %6.2f | loss %.4f %s %6.2f%s | lr %.4g | up %s down %s /step x%.1f%s | "
-                   "%.0f ms/step %.0f %s/s | eta %s\n",
-                   w->step, total, (double)w->step / spe, mean_loss, task->lm ? "ppl" : "acc",
-                   task->lm ? exp(mean_loss) : 100 * acc, task->lm ? "" : "%", lr, ub, db, ratio, dens, 1e3 * dt,
-                   rate, task->lm ? "tok" : "img", eta);
-            fflush(stdout);
-            LogRow r = {"train", w->step, (double)w->step / spe, mean_loss, acc, exp(mean_loss), lr, up, down,
-                        8 * up / (double)nvalues, 8 * down / (double)nvalues, ratio,
-                        acc_sums[S_COMP_BYTES] > 0 ? acc_sums[S_COMP_RAW] / acc_sums[S_COMP_BYTES] : 0,
-                        acc_sums[S_DENSITY] / per, acc_sums[S_COMPUTE] / per, acc_sums[S_CODEC] / per,
-                        acc_sums[S_COMM] / per, dt, t_now - t_start, rate, acc_sums[S_DATA] / per,
-                        acc_sums[S_COMP_BYTES] / per, acc_sums[S_COMP_DOWN] / per, acc_sums[S_COMP_RAW] / per,
-                        acc_sums[S_WIRE_MAX] / per, acc_sums[S_HOPS] / per, {0}, acc_sums[S_H2D] / per,
-                        acc_sums[S_D2H] / per, acc_sums[S_COPY] / per};
-            for (int i = 0; i < 10; i++) r.gcomp[i] = acc_sums[S_GCOMP + i] / per;
-            layers_rows(w, acc_steps);
-            log_row(sh, &r);
-        }
-        if (print) {
-            t_last = t_now;
-            memset(acc_sums, 0, sizeof acc_sums);
-            acc_steps = 0;
-        }
-        if (epoch_end && o->eval_every > 0 && (w->step / spe) % o->eval_every == 0 && w->step < stop) {
-            EvalResult e;
-            double te = mono_seconds();
-            dev_to_host(w);
-            if (replicas_differ(w, 0) || evaluate(w, w->eval, &e)) {
-                sh->status = 1;
-                break;
-            }
-            dev_from_host(w);
-            t_eval += mono_seconds() - te;
-            report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, mono_seconds() - t_start);
-            if (w->rank == 0)
-                printf("epoch %ld: %.1f s training (%.1f s per epoch so far), %.1f s evaluating in total\n",
-                       w->step / spe, mono_seconds() - t_start - t_eval, (mono_seconds() - t_start - t_eval) * spe / (double)w->step,
-                       t_eval);
-            lr_sched_observe(&w->sched, e.loss); /* the same loss on every worker */
-            t_last = mono_seconds();
-        }
-        if (o->save[0] && o->save_every > 0 && w->step % o->save_every == 0 && w->step < stop) {
-            dev_to_host(w);
-            if (save_checkpoint(w, o->save)) {
-                sh->status = 1;
-                break;
-            }
-            dev_from_host(w);
-        }
-        /* a SIGINT/SIGTERM on any worker: all stop after this same step (it is in the
-         * statistics every worker sums) */
-        if (v[S_STOP] > 0 && w->step < stop) {
-            if (w->rank == 0 || !sh->group) sh->stopped = (int)w->step; /* once per process */
-            stopped_here = 1;
-            break;
-        }
-    }
+    Progress p = {.step0 = w->step, .total = total};
+    p.stop = o->stop_at > 0 && o->stop_at < total ? o->stop_at : total;
+    if (o->no_steps) p.stop = w->step; /* --steps 0: the model as it starts (initialized, --init-from, --resume) */
+    p.t_start = p.t_last = mono_seconds();
+    int stopped_here = train_loop(w, &p); /* a signal stopped the loop */
     dev_to_host(w); /* what follows reads the host's parameters and optimizer state */
     if (stopped_here && sh->status == 0) {
         /* the state after the last whole step, for --resume; no evaluation */
@@ -546,17 +642,17 @@ static void worker_main(Shared *sh, Comm *comm) {
     if (sh->status == 0 && replicas_differ(w, 0)) sh->status = 1;
     if (sh->status == 0) {
         EvalResult e;
-        double t_train = mono_seconds() - t_start - t_eval, te = mono_seconds();
+        double t_train = mono_seconds() - p.t_start - p.t_eval, te = mono_seconds();
         if (o->eval_every >= 0) { /* -1: never */
             if (evaluate(w, w->eval, &e) == 0) {
-                report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, mono_seconds() - t_start);
+                report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, mono_seconds() - p.t_start);
                 if (task->has_valid) {
                     char why[sizeof err + 32];
                     DataIter *test = task->data_new(task, SPLIT_TEST, w->rank, world, o->batch, o->seed, err, sizeof err);
                     snprintf(why, sizeof why, "no test evaluation: %s", test ? "" : err);
                     /* a corpus may have no test split: a note, on every worker alike */
                     if (!agree_failed(w, !test, "note", why, 1)) {
-                        if (evaluate(w, test, &e) == 0) report_eval(w, "test", &e, (double)w->step / spe, mono_seconds() - t_start);
+                        if (evaluate(w, test, &e) == 0) report_eval(w, "test", &e, (double)w->step / spe, mono_seconds() - p.t_start);
                         else sh->status = 1;
                     }
                     if (test) test->free(test);
@@ -565,16 +661,16 @@ static void worker_main(Shared *sh, Comm *comm) {
                 sh->status = 1;
             }
         }
-        t_eval += mono_seconds() - te;
+        p.t_eval += mono_seconds() - te;
         if (w->rank == 0) {
-            long ran = w->step - step0 > 0 ? w->step - step0 : 1;
-            if (step0 > 0)
+            long ran = w->step - p.step0 > 0 ? w->step - p.step0 : 1;
+            if (p.step0 > 0)
                 printf("done: step %ld; %ld steps since the resume in %.1f s of training (%.3f s/step, %.1f s per epoch) "
-                       "+ %.1f s evaluating\n", w->step, w->step - step0, t_train, t_train / (double)ran,
-                       t_train * spe / (double)ran, t_eval);
+                       "+ %.1f s evaluating\n", w->step, w->step - p.step0, t_train, t_train / (double)ran,
+                       t_train * spe / (double)ran, p.t_eval);
             else
                 printf("done: %ld steps in %.1f s of training (%.3f s/step, %.1f s per epoch) + %.1f s evaluating\n",
-                       w->step, t_train, t_train / (double)ran, t_train * spe / (double)ran, t_eval);
+                       w->step, t_train, t_train / (double)ran, t_train * spe / (double)ran, p.t_eval);
         }
         if (o->save[0]) {
             if (save_checkpoint(w, o->save)) sh->status = 1;

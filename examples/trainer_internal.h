@@ -32,7 +32,6 @@ typedef struct {
     int status;           /* exit status (any worker sets it, after the workers agreed) */
     LocalGroup *group;
     int threads_per_worker;
-    int world;
 } Shared;
 
 /* what one worker (a thread of this process, or the process under mpirun) owns */
@@ -53,7 +52,6 @@ typedef struct {
     int resumed_untold;    /* the resumed checkpoint's description does not record the topology and memory */
     int saved_workers;     /* the resumed checkpoint's worker count (another than this run's: reshard_checkpoint) */
     char reshard_note[2560]; /* what a resume on another worker count did, for rank 0 to say */
-    int64_t pos_epoch;
     /* eval scratch */
     float *backup_params, *backup_state;
     float *ema; /* --ema: the moving average of the parameters (NULL: off) */
@@ -71,13 +69,14 @@ typedef struct {
     long count;
 } EvalResult;
 
-/* one row of --log */
+/* one row of --log: its columns, in order, are train_log.c's table (log_cols) */
 typedef struct {
-    const char *kind;
+    const char *kind; /* "train", "valid", "test" */
     long step;
     double epoch, loss, acc, ppl, lr, up, down, bits_up, bits_down, ratio, ratio_c, density, compute_s, codec_s, comm_s,
         step_s, total_s, rate, data_s, comp_up, comp_down, comp_raw, wire_max, hops;
-    double gcomp[10]; /* GcompParts in the order of the gcomp_ columns */
+    double gcomp_values, gcomp_zeros, gcomp_lv0, gcomp_lv1, gcomp_lv2, gcomp_lv3, gcomp_exp_bits, gcomp_level_bits,
+        gcomp_man_bits, gcomp_bytes;
     double h2d, d2h, copy_s;
 } LogRow;
 
