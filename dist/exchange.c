@@ -535,10 +535,7 @@ static void make_side(Exchange *ex, CodecSide *side, int t, int kind, int slot, 
 /* ----------------------------------------------------- agreement ---- */
 /* Control traffic (error agreement, the network model) is not counted. */
 static double control_max(Exchange *ex, double v) {
-    uint64_t s = ex->comm->sent, r = ex->comm->received;
-    comm_allreduce_f64(ex->comm, &v, 1, COMM_MAX);
-    ex->comm->sent = s;
-    ex->comm->received = r;
+    comm_allreduce_uncounted(ex->comm, &v, 1, COMM_MAX);
     return v;
 }
 

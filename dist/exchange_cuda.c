@@ -172,10 +172,7 @@ void exchange_cuda_upload(ExchangeCuda *x) {
 
 /* an allreduce-max of v that is not counted as traffic (exchange.c's control_max) */
 static double control_max(Comm *c, double v) {
-    uint64_t s = c->sent, r = c->received;
-    comm_allreduce_f64(c, &v, 1, COMM_MAX);
-    c->sent = s;
-    c->received = r;
+    comm_allreduce_uncounted(c, &v, 1, COMM_MAX);
     return v;
 }
 
@@ -206,10 +203,9 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
     }
     /* this worker's backward has finished before a peer reads its gradients */
     cudaCheck(cudaDeviceSynchronize());
-    uint64_t s0 = c->sent, r0 = c->received;
+    CommMark mark = comm_uncounted_begin(c); /* addresses, not the exchange's traffic */
     comm_allgatherv(c, &x->ptrs, x->lens, (const uint8_t *)&d_grads, sizeof d_grads);
-    c->sent = s0;
-    c->received = r0;
+    comm_uncounted_end(c, mark);
     const float *g[x->N];
     for (int k = 0; k < x->N; k++) {
         if (x->lens[k] != sizeof d_grads) gc_fatal("error: device exchange: worker %d published no address\n", k);

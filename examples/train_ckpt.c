@@ -140,12 +140,9 @@ int replicas_differ(Worker *w, int at_resume) {
     CkptSection s[2 + OPT_MAX_STATE];
     int n = exchange_replicas(w->ex, w->m->params, &w->opt, s, 2 + OPT_MAX_STATE);
     if (n == 0) return 0;
-    uint64_t s0 = w->comm->sent, r0 = w->comm->received;
     double *crc = callocCheck((size_t)n * (size_t)world, sizeof *crc);
     for (int i = 0; i < n; i++) crc[(size_t)i * world + w->rank] = (double)crc32c(0, s[i].data, s[i].len);
-    comm_allreduce_f64(w->comm, crc, (size_t)n * (size_t)world, COMM_SUM);
-    w->comm->sent = s0;
-    w->comm->received = r0;
+    comm_allreduce_uncounted(w->comm, crc, (size_t)n * (size_t)world, COMM_SUM);
     int differ = 0;
     for (int k = 0; k < n && !differ; k++) {
         const double *c = crc + (size_t)k * world;
@@ -211,10 +208,9 @@ int save_checkpoint(Worker *w, const char *path) {
     ByteBuf mine = {0}, all = {0};
     sections_pack(&mine, s, n);
     size_t *lens = callocCheck((size_t)w->comm->size, sizeof *lens);
-    uint64_t s0 = w->comm->sent, r0 = w->comm->received;
+    CommMark mark = comm_uncounted_begin(w->comm); /* a checkpoint is not the exchange's traffic */
     comm_gatherv(w->comm, &all, lens, mine.p, mine.len, 0);
-    w->comm->sent = s0;
-    w->comm->received = r0;
+    comm_uncounted_end(w->comm, mark);
     int rc = 0;
     if (w->rank == 0) {
         int cap = MAX_SECTIONS * w->comm->size + 8;

@@ -69,10 +69,7 @@ static void dev_from_host(Worker *w) {
 int agree_failed(Worker *w, int failed, const char *prefix, const char *err, int name_self) {
     int world = w->comm->size;
     double f = failed ? world - w->rank : 0;
-    uint64_t s0 = w->comm->sent, r0 = w->comm->received;
-    comm_allreduce_f64(w->comm, &f, 1, COMM_MAX);
-    w->comm->sent = s0;
-    w->comm->received = r0;
+    comm_allreduce_uncounted(w->comm, &f, 1, COMM_MAX);
     if (failed && f == world - w->rank && err[0]) {
         if (name_self && w->rank) fprintf(stderr, "%s: worker %d: %s\n", prefix, w->rank, err);
         else fprintf(stderr, "%s: %s\n", prefix, err);
@@ -121,7 +118,7 @@ static ModelCopies model_copies(const Model *m) {
 static int evaluate(Worker *w, DataIter *it, EvalResult *res) {
     Model *m = w->m;
     size_t np = m->pt.total, ns = m->nstate;
-    uint64_t s0 = w->comm->sent, r0 = w->comm->received;
+    CommMark mark = comm_uncounted_begin(w->comm); /* evaluation is not the exchange's traffic */
     memcpy(w->backup_params, m->params, np * sizeof(float));
     if (ns) memcpy(w->backup_state, m->state, ns * sizeof(float));
     ByteBuf b = {0};
@@ -164,8 +161,7 @@ static int evaluate(Worker *w, DataIter *it, EvalResult *res) {
     at = keep;
     for (int i = 0; i < nextra; i++, at += extra[i - 1].len) memcpy((void *)extra[i].data, at, extra[i].len);
     free(keep);
-    w->comm->sent = s0;
-    w->comm->received = r0;
+    comm_uncounted_end(w->comm, mark);
     if (sums[3] > 0) return -1;
     res->count = (long)sums[2];
     res->loss = sums[2] > 0 ? sums[0] / sums[2] : NAN;
