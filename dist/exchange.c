@@ -197,8 +197,6 @@ struct Exchange {
     ExchangeStats st;
     uint64_t dec_comp; /* bytes of the compressed tensors' entries in the bundle decode_pass read last */
     LayerStats *layers; /* [T] with exchange_track_layers, else NULL */
-    ExchangeTamper tamper;
-    void *tamper_arg;
     int failed;
     int quiet_from; /* this step: the first peer whose bundle had no entries where frames were due, or -1 */
     char err[512];
@@ -233,11 +231,6 @@ void exchange_track_layers(Exchange *ex, int on) {
 const LayerStats *exchange_layer_stats(const Exchange *ex) { return ex->layers; }
 void exchange_layer_stats_reset(Exchange *ex) {
     if (ex->layers) memset(ex->layers, 0, (size_t)ex->T * sizeof *ex->layers);
-}
-
-void exchange_set_tamper(Exchange *ex, ExchangeTamper fn, void *arg) {
-    ex->tamper = fn;
-    ex->tamper_arg = arg;
 }
 
 /* The configuration as the exchange runs it (the codec's paper topology and
@@ -832,10 +825,6 @@ static void decode_pass(Exchange *ex, const DecPass *p, const uint8_t *bytes, si
     }
 }
 
-static void tamper(Exchange *ex, long step) {
-    if (ex->tamper) ex->tamper(ex->out.p, ex->out.len, ex->rank, step, ex->tamper_arg);
-}
-
 /* TernGrad's scalar of tensor t of x (arg): a tensor_loop pass */
 static void scalar_tensor(Exchange *ex, int t, void *x) {
     if (ex->pol[t].spec.ops->local_scalar)
@@ -887,7 +876,6 @@ static void average_bundles(Exchange *ex, long step, int down) {
 static int avg_allgather(Exchange *ex, float *x, const float *params, const Optim *opt, double lr, double density,
                          long step) {
     encode_all(ex, x, params, opt, lr, density, step);
-    tamper(ex, step);
     comm_allgatherv(ex->comm, &ex->in, ex->lens, ex->out.p, ex->out.len);
     average_bundles(ex, step, 1);
     return agree(ex);
@@ -941,7 +929,6 @@ static int avg_ring(Exchange *ex, const float *x, const float *params, const Opt
                     }
                 }
             }
-            if (s == 0 || phase == 0) tamper(ex, step);
             ex->st.up_bytes += ex->out.len;
             comm_sendrecv(ex->comm, &ex->in, left, ex->out.p, ex->out.len, right);
             ex->st.down_bytes += ex->in.len;
@@ -1025,7 +1012,6 @@ static void dgc_prepare(Exchange *ex, float *grads, const float *params) {
  * every worker runs the optimizer on it (parameter localization). */
 static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double lr, double density, long step) {
     encode_all(ex, x, params, opt, lr, density, step);
-    tamper(ex, step);
     comm_gatherv(ex->comm, &ex->in, ex->lens, ex->out.p, ex->out.len, 0);
     int server = ex->rank == 0;
     size_t total = ex->pt->total;
@@ -1036,8 +1022,7 @@ static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double
         if (server) {
             EncPass p = {SIDE_PULL, -1, SLOT_PULL, 0, ex->agg, params, opt, lr, 0, step, &ex->out};
             encode_pass(ex, &p);
-            tamper(ex, step);
-        }
+                }
         rc = agree(ex);
         if (rc) return rc;
         comm_bcast(ex->comm, &ex->out, 0);
@@ -1059,8 +1044,7 @@ static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double
         sub_arena(d, ex->global, before, total);
         EncPass p = {SIDE_PULL, -1, SLOT_PULL, 0, d, ex->global, opt, lr, 0, step, &ex->out};
         encode_pass(ex, &p);
-        tamper(ex, step);
-    }
+        }
     rc = agree(ex);
     if (rc) return rc;
     comm_bcast(ex->comm, &ex->out, 0);

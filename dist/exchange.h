@@ -228,8 +228,4 @@ void exchange_track_layers(Exchange *ex, int on);
 const LayerStats *exchange_layer_stats(const Exchange *ex);
 void exchange_layer_stats_reset(Exchange *ex);
 
-/* Testing hook: called on every outgoing bundle before it is sent (may corrupt it). */
-typedef void (*ExchangeTamper)(uint8_t *bundle, size_t len, int rank, long step, void *arg);
-void exchange_set_tamper(Exchange *ex, ExchangeTamper fn, void *arg);
-
 #endif

@@ -48,8 +48,6 @@ struct ExchangeCuda {
     ByteBuf ptrs;       /* the published gradient addresses, rank order */
     size_t *lens;       /* [N] */
     ExchangeStats st;
-    ExchangeTamper tamper;
-    void *tamper_arg;
     int failed;
     char err[512];
 };
@@ -68,11 +66,6 @@ static void set_err(ExchangeCuda *x, const char *fmt, ...) {
 }
 
 const char *exchange_cuda_error(const ExchangeCuda *x) { return x->err; }
-
-void exchange_cuda_set_tamper(ExchangeCuda *x, ExchangeTamper fn, void *arg) {
-    x->tamper = fn;
-    x->tamper_arg = arg;
-}
 
 const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, const Comm *comm) {
     const DistConfig *cfg = exchange_config(ex);
@@ -339,7 +332,6 @@ static uint64_t decode_bundle(ExchangeCuda *x, const uint8_t *bytes, size_t len,
 static int avg_allgather(ExchangeCuda *x, const float *d_params, const float *d_grads, long step, double density) {
     memory_in(x, d_params, d_grads);
     encode_all(x, step, density);
-    if (x->tamper) x->tamper(x->out.p, x->out.len, x->rank, step, x->tamper_arg);
     comm_allgatherv(x->comm, &x->in, x->lens, x->out.p, x->out.len);
     size_t at = 0;
     for (int src = 0; src < x->N; src++) {
@@ -439,12 +431,6 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
 const char *exchange_cuda_error(const ExchangeCuda *x) {
     (void)x;
     return "this build has no CUDA";
-}
-
-void exchange_cuda_set_tamper(ExchangeCuda *x, ExchangeTamper fn, void *arg) {
-    (void)x;
-    (void)fn;
-    (void)arg;
 }
 
 void exchange_cuda_download(ExchangeCuda *x) { (void)x; }
