@@ -473,17 +473,16 @@ static int train_loop(Worker *w, Progress *p) {
 }
 
 /* ------------------------------------------------------------- worker ---- */
-static void worker_main(Shared *sh, Comm *comm) {
+/* What one worker owns, made alike on every worker: the model, the optimizer, the
+ * exchange (with --device cuda, its device twin where the step can stay there),
+ * the data, rank 0's logs; then every worker starts from rank 0's parameters
+ * (--init-from's), or from --resume. *total: the schedule's steps. 0, or -1 with
+ * the exit status set (every worker alike). */
+static int worker_setup(Worker *w, long *total) {
+    Shared *sh = w->sh;
     TrainOpts *o = sh->o;
     Task *task = sh->task;
-    Worker W = {0}, *w = &W;
-    w->replicas_checked = -1;
-    w->saved_step = -1;
-    w->sh = sh;
-    w->comm = comm;
-    comm->timeout = o->timeout;
-    w->rank = comm->rank;
-    w->sched = sh->sched;
+    Comm *comm = w->comm;
     int world = comm->size;
     char err[2048]; /* a resume's two run descriptions fit */
     int fail = 0;
@@ -543,7 +542,7 @@ static void worker_main(Shared *sh, Comm *comm) {
     int init_failed = !fail && o->init_from[0] && model_import_safetensors(w->m, o->init_from, err, sizeof err);
     if (agree_failed(w, fail, "error", err, 1) || agree_failed(w, init_failed, "error: --init-from", err, 1)) {
         sh->status = 1;
-        goto done;
+        return -1;
     }
     /* every worker starts from rank 0's model */
     {
@@ -566,12 +565,12 @@ static void worker_main(Shared *sh, Comm *comm) {
     if (spe <= 0) {
         if (w->rank == 0) fprintf(stderr, "error: the training set gives no full batch of %d per worker\n", o->batch);
         sh->status = 1;
-        goto done;
+        return -1;
     }
-    long total = o->steps > 0 ? o->steps : o->epochs * spe;
-    if (agree_failed(w, lr_sched_set_total(&w->sched, total, err, sizeof err) != 0, "error: --schedule", err, 0)) {
+    *total = o->steps > 0 ? o->steps : o->epochs * spe;
+    if (agree_failed(w, lr_sched_set_total(&w->sched, *total, err, sizeof err) != 0, "error: --schedule", err, 0)) {
         sh->status = 1;
-        goto done;
+        return -1;
     }
     if (o->resume[0]) {
         /* damage to one worker's sections shows on that worker only (its
@@ -579,48 +578,60 @@ static void worker_main(Shared *sh, Comm *comm) {
         int failed = load_checkpoint(w, o->resume, err, sizeof err) != 0;
         if (agree_failed(w, failed, "error: --resume", err, 0) || replicas_differ(w, 1)) {
             sh->status = 1;
-            goto done;
+            return -1;
         }
     }
     comm_barrier(comm);
-    if (w->rank == 0) {
-        char pc[32], optdesc[200], sched[300];
-        param_count_str(pc, sizeof pc, param_table_count(&w->m->pt));
-        opt_config_describe(&sh->oc, optdesc, sizeof optdesc);
-        lr_sched_describe(&w->sched, sched, sizeof sched);
-        printf("model: %s, %s parameters (%zu) in %d tensors\n", task->name, pc, param_table_count(&w->m->pt),
-               w->m->pt.n);
-        printf("data: %ld steps per epoch, batch %d per worker x %d workers = %d global\n", spe, o->batch, world,
-               o->batch * world);
-        printf("optimizer: %s, lr %g, schedule %s, %ld steps%s\n", optdesc, o->lr, sched, total,
-               w->step ? " (resumed)" : "");
-        if (w->step) printf("resumed from %s at step %ld\n", o->resume, w->step);
-        if (o->resume[0] && w->saved_workers != world) printf("%s\n", w->reshard_note);
-        if (o->resume[0] && !strcmp(o->resume, o->save)) w->saved_step = w->step;
-        if (!o->quiet) exchange_print(w->ex, stdout, o->show_policy);
-        else {
-            const DistConfig *c = exchange_config(w->ex);
-            char spec[200];
-            codec_spec_str(spec, sizeof spec, &c->policy.global);
-            printf("exchange: %d workers, codec %s, topology %s, memory %s\n", world, spec,
-                   topology_name(c->topology), memory_name(c->memory));
-        }
-        if (o->cuda)
-            printf("device: %s%s\n", w->dx ? "the step stays on the GPU (parameters, gradients, optimizer state, residuals)"
-                                          : "the step goes through the host: ", w->dx ? "" : w->dev_why);
-        fflush(stdout);
-        log_run_record(w, optdesc, sched);
-        log_header(sh);
+    return 0;
+}
+
+/* rank 0: what runs (model, data, optimizer, exchange, device), and the log's first records */
+static void print_run(Worker *w, long total) {
+    Shared *sh = w->sh;
+    const TrainOpts *o = sh->o;
+    const Task *task = sh->task;
+    int world = w->comm->size;
+    long spe = w->train->steps_per_epoch;
+    char pc[32], optdesc[200], sched[300];
+    param_count_str(pc, sizeof pc, param_table_count(&w->m->pt));
+    opt_config_describe(&sh->oc, optdesc, sizeof optdesc);
+    lr_sched_describe(&w->sched, sched, sizeof sched);
+    printf("model: %s, %s parameters (%zu) in %d tensors\n", task->name, pc, param_table_count(&w->m->pt),
+           w->m->pt.n);
+    printf("data: %ld steps per epoch, batch %d per worker x %d workers = %d global\n", spe, o->batch, world,
+           o->batch * world);
+    printf("optimizer: %s, lr %g, schedule %s, %ld steps%s\n", optdesc, o->lr, sched, total,
+           w->step ? " (resumed)" : "");
+    if (w->step) printf("resumed from %s at step %ld\n", o->resume, w->step);
+    if (o->resume[0] && w->saved_workers != world) printf("%s\n", w->reshard_note);
+    if (o->resume[0] && !strcmp(o->resume, o->save)) w->saved_step = w->step;
+    if (!o->quiet) exchange_print(w->ex, stdout, o->show_policy);
+    else {
+        const DistConfig *c = exchange_config(w->ex);
+        char spec[200];
+        codec_spec_str(spec, sizeof spec, &c->policy.global);
+        printf("exchange: %d workers, codec %s, topology %s, memory %s\n", world, spec,
+               topology_name(c->topology), memory_name(c->memory));
     }
-    dev_from_host(w); /* after a --resume: the loaded parameters and optimizer state */
-    /* ---- the loop ---- */
-    Progress p = {.step0 = w->step, .total = total};
-    p.stop = o->stop_at > 0 && o->stop_at < total ? o->stop_at : total;
-    if (o->no_steps) p.stop = w->step; /* --steps 0: the model as it starts (initialized, --init-from, --resume) */
-    p.t_start = p.t_last = mono_seconds();
-    int stopped_here = train_loop(w, &p); /* a signal stopped the loop */
-    dev_to_host(w); /* what follows reads the host's parameters and optimizer state */
-    if (stopped_here && sh->status == 0) {
+    if (o->cuda)
+        printf("device: %s%s\n", w->dx ? "the step stays on the GPU (parameters, gradients, optimizer state, residuals)"
+                                      : "the step goes through the host: ", w->dx ? "" : w->dev_why);
+    fflush(stdout);
+    log_run_record(w, optdesc, sched);
+    log_header(sh);
+}
+
+/* After the loop, with the model on the host. Stopped by a signal: the checkpoint
+ * to resume from, no evaluation. Else the replica check, the final evaluation,
+ * --save and --export. */
+static void finish_run(Worker *w, Progress *p, int stopped) {
+    Shared *sh = w->sh;
+    const TrainOpts *o = sh->o;
+    Task *task = sh->task;
+    int world = w->comm->size;
+    long spe = w->train->steps_per_epoch, total = p->total;
+    char err[2048];
+    if (stopped && sh->status == 0) {
         /* the state after the last whole step, for --resume; no evaluation */
         if (o->save[0] && !(o->save_every > 0 && w->step % o->save_every == 0)) {
             if (save_checkpoint(w, o->save)) sh->status = 1;
@@ -633,22 +644,22 @@ static void worker_main(Shared *sh, Comm *comm) {
             else
                 fprintf(stderr, "stopped by a signal after step %ld of %ld; nothing saved (no --save)\n", w->step, total);
         }
-        goto done;
+        return;
     }
     if (sh->status == 0 && replicas_differ(w, 0)) sh->status = 1;
     if (sh->status == 0) {
         EvalResult e;
-        double t_train = mono_seconds() - p.t_start - p.t_eval, te = mono_seconds();
+        double t_train = mono_seconds() - p->t_start - p->t_eval, te = mono_seconds();
         if (o->eval_every >= 0) { /* -1: never */
             if (evaluate(w, w->eval, &e) == 0) {
-                report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, mono_seconds() - p.t_start);
+                report_eval(w, task->has_valid ? "valid" : "test", &e, (double)w->step / spe, mono_seconds() - p->t_start);
                 if (task->has_valid) {
                     char why[sizeof err + 32];
                     DataIter *test = task->data_new(task, SPLIT_TEST, w->rank, world, o->batch, o->seed, err, sizeof err);
                     snprintf(why, sizeof why, "no test evaluation: %s", test ? "" : err);
                     /* a corpus may have no test split: a note, on every worker alike */
                     if (!agree_failed(w, !test, "note", why, 1)) {
-                        if (evaluate(w, test, &e) == 0) report_eval(w, "test", &e, (double)w->step / spe, mono_seconds() - p.t_start);
+                        if (evaluate(w, test, &e) == 0) report_eval(w, "test", &e, (double)w->step / spe, mono_seconds() - p->t_start);
                         else sh->status = 1;
                     }
                     if (test) test->free(test);
@@ -657,16 +668,16 @@ static void worker_main(Shared *sh, Comm *comm) {
                 sh->status = 1;
             }
         }
-        p.t_eval += mono_seconds() - te;
+        p->t_eval += mono_seconds() - te;
         if (w->rank == 0) {
-            long ran = w->step - p.step0 > 0 ? w->step - p.step0 : 1;
-            if (p.step0 > 0)
+            long ran = w->step - p->step0 > 0 ? w->step - p->step0 : 1;
+            if (p->step0 > 0)
                 printf("done: step %ld; %ld steps since the resume in %.1f s of training (%.3f s/step, %.1f s per epoch) "
-                       "+ %.1f s evaluating\n", w->step, w->step - p.step0, t_train, t_train / (double)ran,
-                       t_train * spe / (double)ran, p.t_eval);
+                       "+ %.1f s evaluating\n", w->step, w->step - p->step0, t_train, t_train / (double)ran,
+                       t_train * spe / (double)ran, p->t_eval);
             else
                 printf("done: %ld steps in %.1f s of training (%.3f s/step, %.1f s per epoch) + %.1f s evaluating\n",
-                       w->step, t_train, t_train / (double)ran, t_train * spe / (double)ran, p.t_eval);
+                       w->step, t_train, t_train / (double)ran, t_train * spe / (double)ran, p->t_eval);
         }
         if (o->save[0]) {
             if (save_checkpoint(w, o->save)) sh->status = 1;
@@ -682,7 +693,12 @@ static void worker_main(Shared *sh, Comm *comm) {
             }
         }
     }
-done:
+}
+
+static void worker_free(Worker *w) {
+    Shared *sh = w->sh;
+    const TrainOpts *o = sh->o;
+    Task *task = sh->task;
     if (w->rank == 0 && sh->layers && fclose(sh->layers) != 0) {
         fprintf(stderr, "error: writing --log-layers %s failed at the end\n", o->log_layers);
         sh->log_failed = 1;
@@ -704,6 +720,29 @@ done:
     param_arena_free(w->backup_params);
     if (w->ema) param_arena_free(w->ema);
     free(w->backup_state);
+}
+
+/* One worker (a thread of this process, or the process under mpirun): setup, the
+ * loop, the end of the run. */
+static void worker_main(Shared *sh, Comm *comm) {
+    Worker W = {.sh = sh, .comm = comm, .rank = comm->rank, .sched = sh->sched, .replicas_checked = -1,
+                .saved_step = -1};
+    Worker *w = &W;
+    comm->timeout = sh->o->timeout;
+    Progress p = {0};
+    if (worker_setup(w, &p.total) == 0) {
+        const TrainOpts *o = sh->o;
+        if (w->rank == 0) print_run(w, p.total);
+        dev_from_host(w); /* after a --resume: the loaded parameters and optimizer state */
+        p.step0 = w->step;
+        p.stop = o->stop_at > 0 && o->stop_at < p.total ? o->stop_at : p.total;
+        if (o->no_steps) p.stop = w->step; /* --steps 0: the model as it starts (initialized, --init-from, --resume) */
+        p.t_start = p.t_last = mono_seconds();
+        int stopped = train_loop(w, &p); /* 1: a signal stopped it */
+        dev_to_host(w); /* what follows reads the host's parameters and optimizer state */
+        finish_run(w, &p, stopped);
+    }
+    worker_free(w);
 }
 
 static void local_entry(int rank, void *arg) {
