@@ -177,8 +177,8 @@ $(BUILD)/gcx_version.h: FORCE
 	  [ "$$(cat $@ 2>/dev/null)" = "$$v" ] || echo "$$v" >$@
 FORCE:
 .PHONY: FORCE
-$(BUILD)/examples/trainer.o: $(BUILD)/gcx_version.h
-$(BUILD)/examples/trainer.o: CFLAGS += -I$(BUILD)
+$(BUILD)/examples/train_log.o: $(BUILD)/gcx_version.h
+$(BUILD)/examples/train_log.o: CFLAGS += -I$(BUILD)
 $(BUILD)/lib/gcx.o: $(BUILD)/gcx_version.h
 $(BUILD)/lib/gcx.o: CFLAGS += -I$(BUILD)
 

@@ -79,6 +79,27 @@ static inline void comm_free(Comm *c) {
     if (c) c->ops->free(c);
 }
 
+/* Traffic that is not the exchange's (agreement on failures, the step's statistics,
+ * evaluation, checkpoints, the network model's input) leaves sent and received as
+ * they were: an allreduce of doubles in one call, any other collective between
+ * comm_uncounted_begin and comm_uncounted_end. */
+typedef struct {
+    uint64_t sent, received;
+} CommMark;
+static inline CommMark comm_uncounted_begin(const Comm *c) {
+    CommMark m = {c->sent, c->received};
+    return m;
+}
+static inline void comm_uncounted_end(Comm *c, CommMark m) {
+    c->sent = m.sent;
+    c->received = m.received;
+}
+static inline void comm_allreduce_uncounted(Comm *c, double *buf, size_t n, CommOp op) {
+    CommMark m = comm_uncounted_begin(c);
+    comm_allreduce_f64(c, buf, n, op);
+    comm_uncounted_end(c, m);
+}
+
 /* ---- local backend: N threads of this process ----
  * comm_local_group_new creates the shared state for size workers; each worker
  * thread then calls comm_local_new(group, rank) for its own Comm. */

@@ -1,5 +1,5 @@
 /* The exchange (see exchange.h and docs/DIST.md). */
-#include "dist/exchange.h"
+#include "dist/exchange_internal.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -16,196 +16,8 @@
 #include <omp.h>
 #endif
 
-/* ------------------------------------------------------------ names ---- */
-static const char *const topo_names[TOPO_COUNT] = {"allreduce", "allgather", "ps", "ring"};
-static const char *const mem_names[MEM_COUNT] = {"none", "residual", "dgc"};
-
-const char *topology_name(int t) { return t >= 0 && t < TOPO_COUNT ? topo_names[t] : "auto"; }
-const char *memory_name(int m) { return m >= 0 && m < MEM_COUNT ? mem_names[m] : "auto"; }
-int topology_parse(const char *s) {
-    for (int i = 0; i < TOPO_COUNT; i++)
-        if (!strcmp(s, topo_names[i])) return i;
-    return -1;
-}
-int memory_parse(const char *s) {
-    for (int i = 0; i < MEM_COUNT; i++)
-        if (!strcmp(s, mem_names[i])) return i;
-    return -1;
-}
-
-/* The paper defaults per codec: topology and error-feedback memory.
- *   3lc: ps + residual both ways (3LC sections 2-3, "error accumulation")
- *   int8, stoch3, onebit, topk: 3LC's baselines (section 4.2), on 3LC's
- *     parameter server, pushes and pulls compressed: ps; stoch3 unbiased
- *     without memory, the others + residual
- *   gcomp: ring, near-lossless, no memory (GCOMP section 6.2)
- *   terngrad: ps, unbiased, no memory (TernGrad section 3, Figure 1: the server
- *     averages the ternary gradients, every worker pulls that average in 2N+1
- *     levels, ternsum, and applies it to its own copy of the model: parameter
- *     localization; see ps_exchange)
- *   dgc: allgather + DGC's memory (momentum correction, masking)
- *   sbc: allgather + residual (SBC Algorithm 1)
- *   fp16: allgather, no memory; fp32: allreduce */
-static int default_topology(int codec) {
-    switch (codec) {
-    case CODEC_FP32: return TOPO_ALLREDUCE;
-    case CODEC_3LC:
-    case CODEC_INT8:
-    case CODEC_STOCH3:
-    case CODEC_ONEBIT:
-    case CODEC_TOPK:
-    case CODEC_TERNGRAD: return TOPO_PS;
-    case CODEC_GCOMP: return TOPO_RING;
-    default: return TOPO_ALLGATHER;
-    }
-}
-static int default_memory(int codec) {
-    switch (codec) {
-    case CODEC_INT8:
-    case CODEC_3LC:
-    case CODEC_ONEBIT:
-    case CODEC_TOPK:
-    case CODEC_SBC: return MEM_RESIDUAL;
-    case CODEC_DGC: return MEM_DGC;
-    default: return MEM_NONE;
-    }
-}
-
-/* SBC's p with communication delay: SBC (2) and (3) use 1% (SBC IV-B) */
-#define SBC_P_DELAYED 0.01
-
-void dist_config_default(DistConfig *c) {
-    memset(c, 0, sizeof *c);
-    codec_spec_default(&c->policy.global, codec_find("fp32"));
-    c->policy.min_compress = -1;
-    c->policy.keep_last_fp32 = -1;
-    c->topology = TOPO_AUTO;
-    c->memory = MEM_AUTO;
-    c->delay = 1;
-    c->deltas = -1;
-    c->dgc_momentum = 0.9;
-    c->dgc_warmup = 4;
-    c->scalar_sharing = -1; /* TernGrad's (section 3.1); not 3LC's stoch3 baseline (3LC section 3) */
-}
-
-int dist_parse_codec(DistConfig *c, const char *text, char *err, size_t errlen) {
-    char buf[512], rest[512];
-    if (strlen(text) >= sizeof buf) {
-        snprintf(err, errlen, "--codec value too long");
-        return -1;
-    }
-    strcpy(buf, text);
-    char *colon = strchr(buf, ':');
-    char *params = colon ? colon + 1 : NULL;
-    if (colon) *colon = 0;
-    int graddrop = !strcmp(buf, "graddrop");
-    snprintf(rest, sizeof rest, "%s", graddrop ? "dgc" : buf);
-    size_t at = strlen(rest);
-    int first = 1;
-    int memory = graddrop ? MEM_RESIDUAL : MEM_AUTO;
-    double warmup = graddrop ? 0 : c->dgc_warmup, clip = c->dgc_clip;
-    int share = c->scalar_sharing, p_given = 0;
-    char *save = NULL;
-    for (char *kv = params ? strtok_r(params, ",", &save) : NULL; kv; kv = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(kv, '=');
-        const char *val = eq ? eq + 1 : "";
-        size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
-        char *end = NULL;
-        if (klen == 6 && !strncmp(kv, "warmup", 6)) {
-            warmup = strtod(val, &end);
-            if (end == val || *end || !(warmup >= 0)) goto bad; /* NaN too */
-        } else if (klen == 4 && !strncmp(kv, "clip", 4)) {
-            clip = strtod(val, &end);
-            if (end == val || *end || !(clip >= 0)) goto bad;
-        } else if (klen == 5 && !strncmp(kv, "share", 5)) {
-            if (strcmp(val, "0") && strcmp(val, "1")) goto bad;
-            share = val[0] == '1';
-        } else if (klen == 6 && !strncmp(kv, "memory", 6)) {
-            memory = memory_parse(val);
-            if (memory < 0) goto bad;
-        } else {
-            p_given |= klen == 1 && kv[0] == 'p';
-            at += (size_t)snprintf(rest + at, sizeof rest - at, "%c%s", first ? ':' : ',', kv);
-            first = 0;
-        }
-        continue;
-    bad:
-        snprintf(err, errlen, "--codec %s: bad value in '%s'", text, kv);
-        return -1;
-    }
-    char cerr[300];
-    if (codec_parse(&c->policy.global, rest, cerr, sizeof cerr) != 0) {
-        snprintf(err, errlen, "--codec %s: %s", text, cerr);
-        return -1;
-    }
-    c->memory = memory;
-    c->dgc_warmup = warmup;
-    c->dgc_clip = clip;
-    c->scalar_sharing = share;
-    c->sbc_p_given = p_given;
-    return 0;
-}
-
-double dgc_warmup_density(double target, double warmup, double epoch) {
-    /* DGC section 3.3 (warm-up training) and 4.1: "we rise the sparsity in the
-     * warm-up period as follows: 75%, 93.75%, 98.4375%, 99.6%, 99.9%
-     * (exponentially increase till 99.9%)": four equal stages over the warm-up
-     * period, then the target (one epoch each for CIFAR's 4 epochs, a quarter
-     * epoch each for the language model's 1 epoch, section 4.1):
-     * density 0.25^(1 + k) in stage k = floor(4 epoch / W). */
-    if (warmup <= 0 || epoch >= warmup) return target;
-    double k = floor(epoch * 4.0 / warmup);
-    double d = pow(0.25, 1.0 + k);
-    return d > target ? d : target;
-}
-
-/* ------------------------------------------------------------ state ---- */
-enum { SLOT_PUSH = 0, SLOT_PULL = 1 }; /* allgather/ps encoder slots */
-enum { SIDE_PUSH, SIDE_PULL, SIDE_RING };  /* what a frame carries, for side inputs */
-
-struct Exchange {
-    DistConfig cfg;
-    Comm *comm;
-    const ParamTable *pt;
-    OptConfig opt;
-    int N, rank, T;
-    int deltas;
-    int grad_pull;       /* ps: workers pull the averaged gradient (TernGrad), not a model delta (3LC) */
-    CodecSpec *pull_spec; /* [T] grad_pull: each tensor's pull codec (ternsum for TernGrad's, else fp32) */
-    TensorPolicy *pol;
-    int *mem;            /* [T] memory kind of each tensor */
-    float *resid, *vel;  /* error feedback (DGC: resid is v, vel is u) */
-    float *anchor;       /* deltas: parameters at the last exchange */
-    float *work, *agg, *tmp;
-    float *repr;
-    uint8_t *mask, *levels;
-    float *global;       /* ps server with model-delta pulls: the global model */
-    float *pull_resid;   /* ps server with model-delta pulls: error accumulation of the pulled deltas */
-    float *scalars;      /* [T] shared TernGrad scalars */
-    int nslots;          /* codec slots per tensor */
-    Codec **enc, **dec;  /* [T * nslots] lazily created */
-    ByteBuf out, in;
-    ByteBuf ckpt;        /* the "codecs" checkpoint section */
-    size_t *lens;
-    /* tensor-parallel passes (see tensor_loop) */
-    int *order;          /* [T] tensors by size, largest first */
-    size_t *at;          /* [T] a pass's staged entry offsets */
-    int64_t *flen;       /* [T] a pass's frame lengths (or negative GcError, or NO_ENTRY) */
-    const uint8_t **fp;  /* [T] a decode pass's frames */
-    double *sq;          /* DGC's clipping: sums of squares per block of each tensor (optim/clip.h's
-                          * clip_blocks), tensor t's from sq_at[t]; [sq_at[T]] */
-    size_t *sq_at;       /* [T + 1] */
-    int started; /* set by the first exchange_step, or by a checkpoint load after step > 0 */
-    ExchangeStats st;
-    uint64_t dec_comp; /* bytes of the compressed tensors' entries in the bundle decode_pass read last */
-    LayerStats *layers; /* [T] with exchange_track_layers, else NULL */
-    ExchangeTamper tamper;
-    void *tamper_arg;
-    int failed;
-    int quiet_from; /* this step: the first peer whose bundle had no entries where frames were due, or -1 */
-    char err[512];
-};
-
+/* ------------------------------------------------------------ state ----
+ * struct Exchange: dist/exchange_internal.h */
 static float *arena(const Exchange *ex) { return param_arena_alloc(ex->pt); }
 static size_t t_off(const Exchange *ex, int t) { return ex->pt->t[t].offset; }
 static size_t t_n(const Exchange *ex, int t) { return ex->pt->t[t].numel; }
@@ -238,52 +50,6 @@ void exchange_track_layers(Exchange *ex, int on) {
 const LayerStats *exchange_layer_stats(const Exchange *ex) { return ex->layers; }
 void exchange_layer_stats_reset(Exchange *ex) {
     if (ex->layers) memset(ex->layers, 0, (size_t)ex->T * sizeof *ex->layers);
-}
-
-void exchange_set_tamper(Exchange *ex, ExchangeTamper fn, void *arg) {
-    ex->tamper = fn;
-    ex->tamper_arg = arg;
-}
-
-/* The configuration as the exchange runs it (the codec's paper topology and
- * memory, and whether weight deltas are exchanged, where cfg says auto), and
- * the combinations it cannot run: the trainers check before any data is read. */
-int dist_config_resolve(DistConfig *c, int opt_kind, char *err, size_t errlen) {
-    int codec = c->policy.global.ops->id;
-    if (c->topology == TOPO_AUTO) c->topology = default_topology(codec);
-    if (c->memory == MEM_AUTO) c->memory = default_memory(codec);
-    if (c->deltas < 0) c->deltas = codec == CODEC_SBC || c->delay > 1;
-    /* SBC IV-B: SBC (1) sends 0.1% without delay, SBC (2) and (3) 1% every 10 or
-     * 100 steps, so `--codec sbc --delay 10` is SBC (2) unless p= says otherwise */
-    if (codec == CODEC_SBC && !c->sbc_p_given && c->delay > 1) codec_param_set(&c->policy.global, "p", SBC_P_DELAYED);
-    if (c->delay < 1) {
-        snprintf(err, errlen, "--delay must be >= 1");
-        return -1;
-    }
-    if (c->memory == MEM_DGC && (c->deltas || c->topology == TOPO_RING)) {
-        snprintf(err, errlen,
-                 "DGC's memory (momentum correction) exchanges gradients every step over allgather or ps; "
-                 "it cannot be combined with %s", c->deltas ? "--delay/weight-delta exchange" : "the ring topology");
-        return -1;
-    }
-    if (c->memory == MEM_DGC && opt_kind != OPT_SGD) {
-        snprintf(err, errlen, "DGC's momentum correction replaces SGD momentum; use --optim sgd (or momentum)");
-        return -1;
-    }
-    if (c->topology == TOPO_ALLREDUCE) {
-        /* the uncompressed baseline: nothing is encoded */
-        for (int r = 0; r < c->policy.nrules; r++)
-            if (c->policy.rules[r].spec.ops->id != CODEC_FP32) {
-                snprintf(err, errlen, "the allreduce topology sends fp32 only; --layer-codec needs allgather, ps or ring");
-                return -1;
-            }
-        if (codec != CODEC_FP32) {
-            snprintf(err, errlen, "the allreduce topology sends fp32 only; codec %s needs allgather, ps or ring",
-                     c->policy.global.ops->name);
-            return -1;
-        }
-    }
-    return 0;
 }
 
 /* TernGrad's scalar sharing (TernGrad section 3.1) for tensor t: by default
@@ -404,14 +170,14 @@ void exchange_free(Exchange *ex) {
     free(ex);
 }
 
-static Codec *slot_codec(Exchange *ex, Codec **tab, int t, int slot) {
+Codec *exchange_slot_codec(Exchange *ex, Codec **tab, int t, int slot) {
     Codec **c = &tab[(size_t)t * (size_t)ex->nslots + (size_t)slot];
     int pull = ex->grad_pull && slot == (tab == ex->enc ? SLOT_PULL : SLOT_PULL + 2 * ex->N);
     if (!*c) *c = codec_new(pull ? &ex->pull_spec[t] : &ex->pol[t].spec);
     return *c;
 }
-#define ENC(t, s) slot_codec(ex, ex->enc, (t), (s))
-#define DEC(t, s) slot_codec(ex, ex->dec, (t), (s))
+#define ENC(t, s) exchange_slot_codec(ex, ex->enc, (t), (s))
+#define DEC(t, s) exchange_slot_codec(ex, ex->dec, (t), (s))
 
 void exchange_print(const Exchange *ex, FILE *fp, int table) {
     fprintf(fp, "exchange: %d workers over %s, topology %s, memory %s, exchanging %s", ex->N, ex->comm->ops->name,
@@ -548,10 +314,7 @@ static void make_side(Exchange *ex, CodecSide *side, int t, int kind, int slot, 
 /* ----------------------------------------------------- agreement ---- */
 /* Control traffic (error agreement, the network model) is not counted. */
 static double control_max(Exchange *ex, double v) {
-    uint64_t s = ex->comm->sent, r = ex->comm->received;
-    comm_allreduce_f64(ex->comm, &v, 1, COMM_MAX);
-    ex->comm->sent = s;
-    ex->comm->received = r;
+    comm_allreduce_uncounted(ex->comm, &v, 1, COMM_MAX);
     return v;
 }
 
@@ -848,10 +611,6 @@ static void decode_pass(Exchange *ex, const DecPass *p, const uint8_t *bytes, si
     }
 }
 
-static void tamper(Exchange *ex, long step) {
-    if (ex->tamper) ex->tamper(ex->out.p, ex->out.len, ex->rank, step, ex->tamper_arg);
-}
-
 /* TernGrad's scalar of tensor t of x (arg): a tensor_loop pass */
 static void scalar_tensor(Exchange *ex, int t, void *x) {
     if (ex->pol[t].spec.ops->local_scalar)
@@ -903,7 +662,6 @@ static void average_bundles(Exchange *ex, long step, int down) {
 static int avg_allgather(Exchange *ex, float *x, const float *params, const Optim *opt, double lr, double density,
                          long step) {
     encode_all(ex, x, params, opt, lr, density, step);
-    tamper(ex, step);
     comm_allgatherv(ex->comm, &ex->in, ex->lens, ex->out.p, ex->out.len);
     average_bundles(ex, step, 1);
     return agree(ex);
@@ -957,7 +715,6 @@ static int avg_ring(Exchange *ex, const float *x, const float *params, const Opt
                     }
                 }
             }
-            if (s == 0 || phase == 0) tamper(ex, step);
             ex->st.up_bytes += ex->out.len;
             comm_sendrecv(ex->comm, &ex->in, left, ex->out.p, ex->out.len, right);
             ex->st.down_bytes += ex->in.len;
@@ -1045,7 +802,6 @@ static void dgc_prepare(Exchange *ex, float *grads, const float *params) {
  * every worker runs the optimizer on it (parameter localization). */
 static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double lr, double density, long step) {
     encode_all(ex, x, params, opt, lr, density, step);
-    tamper(ex, step);
     comm_gatherv(ex->comm, &ex->in, ex->lens, ex->out.p, ex->out.len, 0);
     int server = ex->rank == 0;
     size_t total = ex->pt->total;
@@ -1056,8 +812,7 @@ static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double
         if (server) {
             EncPass p = {SIDE_PULL, -1, SLOT_PULL, 0, ex->agg, params, opt, lr, 0, step, &ex->out};
             encode_pass(ex, &p);
-            tamper(ex, step);
-        }
+                }
         rc = agree(ex);
         if (rc) return rc;
         comm_bcast(ex->comm, &ex->out, 0);
@@ -1079,8 +834,7 @@ static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double
         sub_arena(d, ex->global, before, total);
         EncPass p = {SIDE_PULL, -1, SLOT_PULL, 0, d, ex->global, opt, lr, 0, step, &ex->out};
         encode_pass(ex, &p);
-        tamper(ex, step);
-    }
+        }
     rc = agree(ex);
     if (rc) return rc;
     comm_bcast(ex->comm, &ex->out, 0);
@@ -1187,154 +941,3 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
     if (st) *st = ex->st;
     return rc;
 }
-
-int exchange_replicas(const Exchange *ex, float *params, Optim *opt, CkptSection *out, int cap) {
-    if (ex->cfg.topology == TOPO_ALLREDUCE || cap < 1) return 0;
-    int anchor = ex->deltas && ex->started, k = 0;
-    snprintf(out[k].name, CKPT_NAME_MAX, "%s", anchor ? "ex.anchor" : "params");
-    out[k].data = anchor ? ex->anchor : params;
-    out[k++].len = ex->pt->total * sizeof(float);
-    if (ex->deltas || (ex->cfg.topology == TOPO_PS && !ex->grad_pull)) return k;
-    CkptSection s[2 + OPT_MAX_STATE];
-    int m = optim_ckpt_sections(opt, s, 2 + OPT_MAX_STATE, "opt.");
-    for (int i = 0; i < m && k < cap; i++)
-        if (strcmp(s[i].name, "opt.config")) out[k++] = s[i]; /* hyper-parameters may change on resume */
-    return k;
-}
-
-/* ---------------------------------------------------- checkpoints ---- */
-/* The "codecs" section: the state of every codec instance that keeps some
- * (GCOMP's Huffman tables, docs/FORMAT.md section 13), so a resumed run codes
- * exactly as an uninterrupted one. u32 record count, then per record:
- * u32 tensor, u32 slot, u32 direction (0 encoder, 1 decoder), u32 length, blob. */
-#define CK_REC_HDR 16
-
-static void codecs_blob(Exchange *ex) {
-    size_t cap = 4;
-    for (int dir = 0; dir < 2; dir++)
-        for (size_t i = 0; i < (size_t)ex->T * (size_t)ex->nslots; i++) {
-            Codec *c = (dir ? ex->dec : ex->enc)[i];
-            if (c && codec_state_max(c)) cap += CK_REC_HDR + codec_state_max(c);
-        }
-    bytebuf_reserve(&ex->ckpt, cap);
-    uint8_t *p = ex->ckpt.p;
-    size_t at = 4;
-    uint32_t count = 0;
-    for (int dir = 0; dir < 2; dir++)
-        for (size_t i = 0; i < (size_t)ex->T * (size_t)ex->nslots; i++) {
-            Codec *c = (dir ? ex->dec : ex->enc)[i];
-            if (!c || !codec_state_max(c)) continue;
-            int64_t len = codec_state_save(c, p + at + CK_REC_HDR, codec_state_max(c));
-            if (len < 0) { /* a codec's state_max is its own bound: a bug, not an input error */
-                fprintf(stderr, "fatal: codec state of tensor %zu exceeds its bound\n", i / (size_t)ex->nslots);
-                abort();
-            }
-            put_u32(p + at, (uint32_t)(i / (size_t)ex->nslots));
-            put_u32(p + at + 4, (uint32_t)(i % (size_t)ex->nslots));
-            put_u32(p + at + 8, (uint32_t)dir);
-            put_u32(p + at + 12, (uint32_t)len);
-            at += CK_REC_HDR + (size_t)len;
-            count++;
-        }
-    put_u32(p, count);
-    ex->ckpt.len = count ? at : 0;
-}
-
-int exchange_ckpt_sections(Exchange *ex, CkptSection *out, int cap, const char *prefix) {
-    codecs_blob(ex);
-    struct {
-        const char *name;
-        void *p;
-        size_t bytes;
-    } s[] = {
-        {"resid", ex->resid, ex->resid ? ex->pt->total * 4 : 0},
-        {"vel", ex->vel, ex->vel ? ex->pt->total * 4 : 0},
-        {"anchor", ex->anchor, ex->anchor ? ex->pt->total * 4 : 0},
-        {"global", ex->global, ex->global ? ex->pt->total * 4 : 0},
-        {"pullres", ex->pull_resid, ex->pull_resid ? ex->pt->total * 4 : 0},
-        {"codecs", ex->ckpt.len ? ex->ckpt.p : NULL, ex->ckpt.len},
-    };
-    int n = 0;
-    for (size_t i = 0; i < sizeof s / sizeof s[0] && n < cap; i++) {
-        if (!s[i].p) continue;
-        snprintf(out[n].name, CKPT_NAME_MAX, "%s%s", prefix, s[i].name);
-        out[n].data = s[i].p;
-        out[n].len = s[i].bytes;
-        n++;
-    }
-    return n;
-}
-
-static int codecs_load(Exchange *ex, const uint8_t *p, size_t len, char *err, size_t errlen) {
-    if (len < 4) goto bad;
-    uint32_t count = get_u32(p);
-    size_t at = 4;
-    for (uint32_t r = 0; r < count; r++) {
-        if (len - at < CK_REC_HDR) goto bad;
-        uint32_t t = get_u32(p + at), slot = get_u32(p + at + 4), dir = get_u32(p + at + 8),
-                 l = get_u32(p + at + 12);
-        at += CK_REC_HDR;
-        if (t >= (uint32_t)ex->T || slot >= (uint32_t)ex->nslots || dir > 1 || l > len - at) goto bad;
-        Codec *c = slot_codec(ex, dir ? ex->dec : ex->enc, (int)t, (int)slot);
-        int rc = codec_state_load(c, p + at, l);
-        if (rc) {
-            snprintf(err, errlen, "checkpoint: codec state of tensor %s (%s) does not fit this run's codec: %s",
-                     ex->pt->t[t].name, dir ? "decoder" : "encoder", gc_strerror(rc));
-            return -1;
-        }
-        at += l;
-    }
-    if (at == len) return 0;
-bad:
-    snprintf(err, errlen, "checkpoint: the exchange's codecs section is malformed");
-    return -1;
-}
-
-int exchange_ckpt_load(Exchange *ex, const Ckpt *ck, const char *prefix, long step, int saved_workers, char *err,
-                       size_t errlen) {
-    CkptSection s[10];
-    int n = exchange_ckpt_sections(ex, s, 10, "");
-    for (int i = 0; i < n; i++) {
-        char name[CKPT_NAME_MAX + 16];
-        snprintf(name, sizeof name, "%.15s%.31s", prefix, s[i].name);
-        if (!strcmp(s[i].name, "codecs")) continue;
-        if (ckpt_load(ck, name, (void *)s[i].data, s[i].len, err, errlen)) return -1;
-    }
-    /* the first exchange_step copies the parameters into the anchor and the
-     * server's model; after a step they come from the checkpoint */
-    ex->started = step > 0;
-    /* absent when no codec kept state at the save: before the first exchange,
-     * or when no tensor's codec keeps state */
-    if (saved_workers != ex->N) return 0; /* the codecs start afresh (exchange_ckpt_take) */
-    char name[CKPT_NAME_MAX + 16];
-    snprintf(name, sizeof name, "%.15scodecs", prefix);
-    size_t len = 0;
-    const uint8_t *p = ckpt_find(ck, name, &len);
-    if (p) return codecs_load(ex, p, len, err, errlen);
-    long exchanges = ex->deltas ? step / ex->cfg.delay : step;
-    for (int t = 0; t < ex->T && exchanges > 0; t++)
-        if (ex->pol[t].spec.ops->state_save) {
-            snprintf(err, errlen, "checkpoint has no section '%s', which this run's codec %s keeps after an exchange",
-                     name, ex->pol[t].spec.ops->name);
-            return -1;
-        }
-    return 0;
-}
-
-CkptTake exchange_ckpt_take(const Exchange *ex, const char *name) {
-    if (!strcmp(name, "params")) return ex->deltas ? CKPT_TAKE_MEAN : CKPT_TAKE_W0;
-    if (!strncmp(name, "opt.", 4)) {
-        if (!strcmp(name, "opt.config") || !strcmp(name, "opt.step")) return CKPT_TAKE_W0;
-        /* with weight deltas each worker's optimizer steps on its own gradient
-         * between exchanges; else every worker's is the same (or the server's) */
-        return ex->deltas ? CKPT_TAKE_MEAN : CKPT_TAKE_W0;
-    }
-    if (!strncmp(name, "ex.", 3)) {
-        if (!strcmp(name, "ex.resid") || !strcmp(name, "ex.vel")) return CKPT_TAKE_MEAN;
-        if (!strcmp(name, "ex.codecs")) return CKPT_TAKE_NONE;
-        return CKPT_TAKE_W0; /* ex.anchor (shared), ex.global and ex.pullres (the server's) */
-    }
-    return CKPT_TAKE_OTHER;
-}
-
-int exchange_ckpt_server_only(const char *name) { return !strcmp(name, "ex.global") || !strcmp(name, "ex.pullres"); }

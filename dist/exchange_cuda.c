@@ -63,8 +63,6 @@ struct ExchangeCuda {
     ByteBuf ptrs;       /* the published gradient addresses, rank order */
     size_t *lens;       /* [N] */
     ExchangeStats st;
-    ExchangeTamper tamper;
-    void *tamper_arg;
     int failed;
     char err[512];
 };
@@ -83,11 +81,6 @@ static void set_err(ExchangeCuda *x, const char *fmt, ...) {
 }
 
 const char *exchange_cuda_error(const ExchangeCuda *x) { return x->err; }
-
-void exchange_cuda_set_tamper(ExchangeCuda *x, ExchangeTamper fn, void *arg) {
-    x->tamper = fn;
-    x->tamper_arg = arg;
-}
 
 const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, const Comm *comm) {
     const DistConfig *cfg = exchange_config(ex);
@@ -229,10 +222,7 @@ void exchange_cuda_upload(ExchangeCuda *x) {
 
 /* an allreduce-max of v that is not counted as traffic (exchange.c's control_max) */
 static double control_max(Comm *c, double v) {
-    uint64_t s = c->sent, r = c->received;
-    comm_allreduce_f64(c, &v, 1, COMM_MAX);
-    c->sent = s;
-    c->received = r;
+    comm_allreduce_uncounted(c, &v, 1, COMM_MAX);
     return v;
 }
 
@@ -264,10 +254,9 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
     }
     /* this worker's backward has finished before a peer reads its gradients */
     cudaCheck(cudaDeviceSynchronize());
-    uint64_t s0 = c->sent, r0 = c->received;
+    CommMark mark = comm_uncounted_begin(c); /* addresses, not the exchange's traffic */
     comm_allgatherv(c, &x->ptrs, x->lens, (const uint8_t *)&d_grads, sizeof d_grads);
-    c->sent = s0;
-    c->received = r0;
+    comm_uncounted_end(c, mark);
     const float *g[x->N];
     for (int k = 0; k < x->N; k++) {
         if (x->lens[k] != sizeof d_grads) gc_fatal("error: device exchange: worker %d published no address\n", k);
@@ -414,7 +403,6 @@ static uint64_t decode_bundle(ExchangeCuda *x, const uint8_t *bytes, size_t len,
 static int avg_allgather(ExchangeCuda *x, long step, double density) {
     share_scalars(x);
     encode_all(x, step, density);
-    if (x->tamper) x->tamper(x->out.p, x->out.len, x->rank, step, x->tamper_arg);
     comm_allgatherv(x->comm, &x->in, x->lens, x->out.p, x->out.len);
     size_t at = 0;
     for (int src = 0; src < x->N; src++) {
@@ -581,12 +569,6 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
 const char *exchange_cuda_error(const ExchangeCuda *x) {
     (void)x;
     return "this build has no CUDA";
-}
-
-void exchange_cuda_set_tamper(ExchangeCuda *x, ExchangeTamper fn, void *arg) {
-    (void)x;
-    (void)fn;
-    (void)arg;
 }
 
 void exchange_cuda_download(ExchangeCuda *x) { (void)x; }

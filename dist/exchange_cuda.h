@@ -108,9 +108,6 @@ void exchange_cuda_free(ExchangeCuda *x);
 int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr, double epoch,
                        long step, ExchangeStats *st);
 const char *exchange_cuda_error(const ExchangeCuda *x);
-/* Testing hook, as exchange_set_tamper: called on this worker's outgoing
- * allgather bundle (host memory) before it is sent (may corrupt it). */
-void exchange_cuda_set_tamper(ExchangeCuda *x, ExchangeTamper fn, void *arg);
 /* the residual, device -> the host exchange's arena (before a checkpoint) and back */
 void exchange_cuda_download(ExchangeCuda *x);
 void exchange_cuda_upload(ExchangeCuda *x);

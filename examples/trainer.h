@@ -1,6 +1,8 @@
 /* The training loop and command line shared by train_resnet, train_lenet and
- * train_lstm: one implementation of the CLI, the data-parallel loop over the
- * distributed layer, progress output, logs, evaluation and checkpoints.
+ * train_lstm: one implementation of the CLI (train_options.c), the
+ * data-parallel loop over the distributed layer and evaluation (trainer.c,
+ * whose step is train_step), progress output and logs (train_log.c), and
+ * checkpoints (train_ckpt.c).
  *
  * A binary describes its task (model and data) with a Task and its own flags;
  * everything else (optimizer, schedule, workers, codecs, logging, --save and

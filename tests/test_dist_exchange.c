@@ -22,6 +22,7 @@
 #include "compress/select.h"
 #include "dist/bundle.h"
 #include "dist/exchange.h"
+#include "tests/tamper_comm.h"
 #include "tests/test.h"
 
 #define W 4
@@ -96,9 +97,15 @@ static void tamper_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
     put_u32(last + 16, crc32c(0, last + CODEC_HEADER_SIZE, plen));
 }
 
+/* the worker's communicator: with a tamper_rank, one that sees its bundles (tests/tamper_comm.h) */
+static Comm *worker_comm(Run *run, int rank) {
+    Comm *local = comm_local_new(group, rank);
+    return run->tamper_rank >= 0 ? tamper_comm_new(local, tamper_fn, run) : local;
+}
+
 static void worker(int rank, void *arg) {
     Run *run = arg;
-    Comm *comm = comm_local_new(group, rank);
+    Comm *comm = worker_comm(run, rank);
     DistConfig cfg;
     dist_config_default(&cfg);
     char err[512];
@@ -131,7 +138,6 @@ static void worker(int rank, void *arg) {
         optim_free(&opt);
         return;
     }
-    if (run->tamper_rank >= 0) exchange_set_tamper(ex, tamper_fn, run);
     float *params = run->params[rank];
     float *g = param_arena_alloc(&pt);
     for (long s = 0; s < run->steps; s++) {

@@ -1,4 +1,4 @@
-/* The trainer's --log files (examples/trainer.c): every row of the CSV has
+/* The trainer's --log files (examples/train_log.c): every row of the CSV has
  * the header's columns, every JSON line is an object with the same keys, and a
  * non-finite value (the perplexity of a diverged evaluation) is written as
  * nan/inf in CSV but as null in JSON, which has no such numbers. Through the

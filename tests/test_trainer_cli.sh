@@ -2,7 +2,7 @@
 # The trainers' command lines (./train_resnet, ./train_lenet, ./train_lstm, built by
 # `make` before `make test`; run from the repository root):
 #  - --help exits 0 on stdout and names every long option the binary accepts (the
-#    option tables in examples/trainer.c and examples/train_<name>.c), and README.md
+#    option tables in examples/train_options.c and examples/train_<name>.c), and README.md
 #    names every option of the trainers and of gcx;
 #  - a bad value, an unknown or incomplete option, a stray argument or an inconsistent
 #    combination exits 2 before any data is read (DATA_DIR points nowhere, so a check
@@ -34,7 +34,7 @@ for b in train_resnet train_lenet train_lstm; do
     "./$b" --help >"$TMP/help" 2>"$TMP/err"
     check $? "$b --help exits 0"
     check "$([ -s "$TMP/help" ] && [ ! -s "$TMP/err" ]; echo $?)" "$b --help writes to stdout only"
-    opts=$(options examples/trainer.c "examples/$b.c")
+    opts=$(options examples/train_options.c "examples/$b.c")
     n=0 missing=""
     for o in $opts; do
         n=$((n + 1))

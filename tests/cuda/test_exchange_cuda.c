@@ -44,6 +44,7 @@ int main(void) {
 #include "dist/exchange_cuda.h"
 #include "optim/optim.h"
 #include "optim/optim_cuda.h"
+#include "tests/tamper_comm.h"
 
 #define W 3
 #define STEPS 5        /* at most */
@@ -102,7 +103,7 @@ static void keep_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
 
 static void worker(int rank, void *arg) {
     Run *r = arg;
-    Comm *comm = comm_local_new(group, rank);
+    Comm *comm = tamper_comm_new(comm_local_new(group, rank), keep_fn, r); /* sees the bundles */
     DistConfig cfg;
     dist_config_default(&cfg);
     char err[512];
@@ -137,9 +138,6 @@ static void worker(int rank, void *arg) {
         cudaCheck(cudaMalloc((void **)&dp, pt.total * sizeof(float)));
         cudaCheck(cudaMalloc((void **)&dg, pt.total * sizeof(float)));
         cudaCheck(cudaMemcpy(dp, params, pt.total * sizeof(float), cudaMemcpyHostToDevice));
-        exchange_cuda_set_tamper(dx, keep_fn, r);
-    } else {
-        exchange_set_tamper(ex, keep_fn, r);
     }
     for (long s = 0; s < steps && (!r->device || dx); s++) {
         make_grad(g, rank, s);

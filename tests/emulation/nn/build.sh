@@ -68,13 +68,18 @@ $CXX -fopenmp $O/test_nn_cuda_ops_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/t
 $CXX -fopenmp $O/test_resnet_cuda_c.o $O/resnet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_resnet_cuda_emu"
 $CXX -fopenmp $O/test_nn_cuda_lenet_c.o $O/lenet_cuda_c.o $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_nn_cuda_lenet_emu"
 MODELS="$O/resnet_cuda_c.o $O/lenet_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o"
-# the trainers' loop as a CUDA build compiles it (its device check and cuDNN setting, the
-# device-resident step of dist/exchange_cuda.h), linked ahead of the library's NO_CUDA copy
-$CCS $CF -c "$REPO/examples/trainer.c" -o "$O/trainer_cuda.o"
+# the trainers' loop and the files beside it as a CUDA build compiles them (its device check
+# and cuDNN setting, the device-resident step of dist/exchange_cuda.h), linked ahead of the
+# library's NO_CUDA copy
+TRAINER=""
+for f in trainer train_options train_ckpt train_log; do
+  $CCS $CF -c "$REPO/examples/$f.c" -o "$O/${f}_cuda.o"
+  TRAINER="$TRAINER $O/${f}_cuda.o"
+done
 MODELS="$MODELS $O/exchange_cuda.o $O/exchange_cuda_c.o $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o"
 for t in train_resnet train_lenet train_lstm; do
   $CCS $CF -c "$REPO/examples/$t.c" -o "$O/${t}_main.o"
-  $CXX -fopenmp "$O/${t}_main.o" "$O/trainer_cuda.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/${t}_emu"
+  $CXX -fopenmp "$O/${t}_main.o" $TRAINER $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/${t}_emu"
 done
 $CCS $CF -c "$REPO/tests/cuda/test_exchange_cuda.c" -o "$O/test_exchange_cuda_c.o"
 $CXX -fopenmp "$O/test_exchange_cuda_c.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_exchange_cuda_emu"
@@ -85,7 +90,7 @@ built="$built train_resnet_emu train_lenet_emu train_lstm_emu resnet_gpu_emu tes
 if [ -n "$NCCL_CF" ]; then
   $CCS $NCCL_CF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
   $CCS $NCCL_CF -c "$EMU/nccl/fake_nccl.c" -o "$O/fake_nccl.o"
-  $CXX -fopenmp "$O/train_resnet_main.o" "$O/trainer_cuda.o" "$O/comm_nccl.o" "$O/fake_nccl.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS \
+  $CXX -fopenmp "$O/train_resnet_main.o" $TRAINER "$O/comm_nccl.o" "$O/fake_nccl.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS \
     -o "$OUT/train_resnet_nccl_emu"
   built="$built train_resnet_nccl_emu"
 fi
