@@ -51,9 +51,16 @@ COMMON = {
 STEPS = {"10mbit": 30, "100mbit": 60, "1gbit": 60}
 
 
+# whole runs on the links, to check the table's step time x steps against a run's own clock:
+# SBC's MNIST protocol, its 2000 steps and final evaluation, where a run takes minutes
+FULL = [("lenet", bw, name) for bw in ("1gbit",) for name in ("fp32", "3lc", "terngrad", "dgc", "sbc2", "gcomp")] + \
+       [("lenet", "10mbit", "sbc2")]
+
+
 def runs():
     """each configuration twice: its measured steps, and one step alone, whose link bytes
-    (the start: mpirun's wiring, the model sent from worker 0) are taken off the first's"""
+    (the start: mpirun's wiring, the model sent from worker 0) are taken off the first's;
+    then the FULL runs (NAME.full)"""
     out = []
     for model, codecs in CODECS.items():
         for bw, bps in BANDWIDTHS:
@@ -61,6 +68,10 @@ def runs():
                 for steps, tag in ((STEPS[bw], ""), (1, ".1step")):
                     cmd = f"{COMMON[model]} {flags} --steps {steps} --bandwidth {bw} --latency 0 --quiet"
                     out.append((f"{model}.{name}.{bw}{tag}", cmd, bw))
+    for model, bw, name in FULL:
+        flags = dict(CODECS[model])[name]
+        common = COMMON[model].replace("--print-every 5 --eval-every -1", "--print-every 100")
+        out.append((f"{model}.{name}.{bw}.full", f"{common} {flags} --bandwidth {bw} --latency 0 --quiet", bw))
     return out
 
 

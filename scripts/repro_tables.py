@@ -29,6 +29,7 @@ DOC = os.path.join(ROOT, "docs", "REPRODUCING.md")
 FIGS = os.path.join(ROOT, "docs", "figures")
 sys.path.insert(0, HERE)
 import repro_runs  # noqa: E402  (the run list: names and commands)
+import netlab_runs  # noqa: E402  (the lab's runs)
 
 BANDWIDTHS = [("10 Mbit/s", 10e6), ("100 Mbit/s", 100e6), ("1 Gbit/s", 1e9)]
 LATENCY = 0.5e-3  # seconds per message hop, as in the runs' own model
@@ -598,8 +599,14 @@ def lab_time_to(model, codec, full, bw):
     (codec + "_post": DGC after its warm-up, whose frames shrink about 50-fold), each of
     the full run's print intervals takes the step time interpolated linearly in its
     busiest link's bytes between the two measurements."""
-    m, st = lab_measure(model, codec, bw), steps_to(*full, LAB_TARGET[model])
-    if not m or not st:
+    st = steps_to(*full, LAB_TARGET[model])
+    return lab_time_over(model, codec, full, bw, st) if st else None
+
+
+def lab_time_over(model, codec, full, bw, st):
+    """the lab's estimate of the first st steps' seconds (lab_time_to)"""
+    m = lab_measure(model, codec, bw)
+    if not m:
         return None
     post = lab_measure(model, codec + "_post", bw)
     if not post or post[3] == m[3]:
@@ -640,6 +647,29 @@ def table_netlab():
     return "\n".join(lines)
 
 
+def table_netlab_full():
+    """whole runs on the links (scripts/netlab_runs.py FULL) against the table's estimate"""
+    lines = ["| model | method | link | steps | training time on the links (the run's clock) | "
+             "estimate: lab s/step x steps | estimate - measured | final test accuracy (the same run on threads) |",
+             "|---|---|---|---|---|---|---|---|"]
+    labels = {c: (lb, full) for model, rows in LAB_ROWS.items() for c, lb, full, _ in rows}
+    for model, bw, codec in netlab_runs.FULL:
+        r = run("netlab", f"{model}.{codec}.{bw}.full")
+        label, full = labels[codec]
+        bname = dict(LAB_BW)[bw]
+        if not r.ok():
+            lines.append(f"| {model} | {label} | {bname} | | not run yet | | | |")
+            continue
+        measured = r.train[-1]["total_s"]
+        est = lab_time_over(model, codec, full, bw, r.steps)
+        ref = run(*full)
+        acc = f"{100 * r.final_acc():.2f}%" + (f" ({100 * ref.final_acc():.2f}%)" if ref.ok() else "")
+        diff = f"{100 * (est - measured) / measured:+.0f}%" if est else "-"
+        lines.append(f"| {model} | {label} | {bname} | {r.steps} | {fmt_time(measured)} | "
+                     f"{fmt_time(est) if est else '-'} | {diff} | {acc} |")
+    return "\n".join(lines)
+
+
 def table_commands():
     """the command of every run behind the tables"""
     lines = ["| run | command |", "|---|---|"]
@@ -662,6 +692,7 @@ TABLES = {
     "3lc_bits": table_3lc,
     "gcomp_parts": table_gcomp,
     "netlab": table_netlab,
+    "netlab_full": table_netlab_full,
     "commands": table_commands,
 }
 
