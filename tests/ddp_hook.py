@@ -44,28 +44,7 @@ LOSS_DROP, LOSS_FACTOR = 0.45, 2.0
 # a codec spec, " nesterov" for DGC's Nesterov momentum correction; None is plain DDP
 RUNS = [None, "fp32", "sbc:p=0.01", "3lc", "dgc:density=0.01", "dgc:density=0.01 nesterov", "terngrad",
         "gcomp:every=4"]
-passed = failed = 0
-
-
-def check(ok, msg):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL: " + msg)
-
-
-def raises(fn, kind, msg, want):
-    try:
-        fn()
-    except kind as e:
-        check(want in str(e), "%s: message %r lacks %r" % (msg, str(e), want))
-        return
-    except Exception as e:  # noqa: BLE001
-        check(False, "%s: raised %s (%s), not %s" % (msg, type(e).__name__, e, kind.__name__))
-        return
-    check(False, "%s: no exception" % msg)
+from checks import check, raises, result  # noqa: E402  (tests/checks.py)
 
 
 def task():
@@ -339,5 +318,4 @@ def main():
 
 if __name__ == "__main__":
     main()
-    print("RESULT %d %d" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    sys.exit(result())

@@ -30,29 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gcx  # noqa: E402
 
 GCX = os.environ.get("GCX_BIN", "./gcx")
-passed = failed = 0
-
-
-def check(ok, msg):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL: " + msg)
-
-
-def raises(fn, kind, msg, want=None):
-    """fn() raises kind (and its message contains want)"""
-    try:
-        fn()
-    except kind as e:
-        check(want is None or want in str(e), "%s: message %r lacks %r" % (msg, str(e), want))
-        return
-    except Exception as e:  # noqa: BLE001
-        check(False, "%s: raised %s (%s), not %s" % (msg, type(e).__name__, e, kind.__name__))
-        return
-    check(False, "%s: no exception" % msg)
+from checks import check, raises, result  # noqa: E402  (tests/checks.py)
 
 
 def run(*args):
@@ -287,5 +265,4 @@ check(other == 0 and refused == tries,
       "damaged frames of every codec: %d of %d refused with GcxError, %d other outcomes" % (refused, tries, other))
 check(touched == 0, "a refused frame leaves out untouched (%d wrote to it)" % touched)
 
-print("RESULT %d %d" % (passed, failed))
-sys.exit(1 if failed else 0)
+sys.exit(result())

@@ -40,17 +40,10 @@ from nn_fixtures import ResNetCifar  # noqa: E402  (sets float64 as torch's defa
 
 BUILD = os.environ.get("BUILD", "build")
 TOOL = os.path.join(BUILD, "tests", "tool_logits")
-passed = failed = 0
+import checks  # noqa: E402  (tests/checks.py)
+from checks import check, result  # noqa: E402
 
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok   " + what)
-    else:
-        failed += 1
-        print("FAIL " + what)
+checks.echo_passes = True
 
 
 # ------------------------------------------------------------ safetensors ----
@@ -324,8 +317,7 @@ def main():
         image_case("lenet", "train_lenet", ["--image-size", "32"], lambda: LeNet(3, 10, 32), tmp, folder)
         lstm_case("lstm", ["--hidden", "32", "--emb", "16", "--layers", "2"], 0, tmp, text)
         lstm_case("lstm-tied", ["--hidden", "32", "--emb", "32", "--layers", "1", "--tie", "1"], 1, tmp, text)
-    print("RESULT %d %d" % (passed, failed))
-    return 1 if failed else 0
+    return result()
 
 
 if __name__ == "__main__":
