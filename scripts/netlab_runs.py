@@ -52,15 +52,24 @@ STEPS = {"10mbit": 30, "100mbit": 60, "1gbit": 60}
 
 
 # whole runs on the links, to check the table's step time x steps against a run's own clock:
-# SBC's MNIST protocol, its 2000 steps and final evaluation, where a run takes minutes
-FULL = [("lenet", bw, name) for bw in ("1gbit",) for name in ("fp32", "3lc", "terngrad", "dgc", "sbc2", "gcomp")] + \
-       [("lenet", "10mbit", "sbc2")]
+# (model, link, codec name, steps or None for the whole run). SBC's MNIST protocol, its 2000
+# steps and final evaluation, where a run takes minutes (NAME.full); ResNet-20's first epoch
+# of the 20-epoch schedule, evaluated at its end (NAME.epoch, --stop-at)
+FULL = [("lenet", bw, name, None) for bw in ("1gbit",) for name in ("fp32", "3lc", "terngrad", "dgc", "sbc2", "gcomp")] + \
+       [("lenet", "10mbit", "sbc2", None)] + \
+       [("lenet", "100mbit", name, None) for name in ("sbc2", "3lc", "dgc", "terngrad", "gcomp", "fp32")] + \
+       [("resnet20", bw, name, 390) for bw in ("1gbit", "100mbit", "10mbit")
+        for name in ("sbc2", "3lc", "terngrad", "dgc", "gcomp", "fp32")]
+
+
+def full_name(model, bw, name, stop):
+    return f"{model}.{name}.{bw}.{'epoch' if stop else 'full'}"
 
 
 def runs():
     """each configuration twice: its measured steps, and one step alone, whose link bytes
     (the start: mpirun's wiring, the model sent from worker 0) are taken off the first's;
-    then the FULL runs (NAME.full)"""
+    then the FULL runs (NAME.full, NAME.epoch)"""
     out = []
     for model, codecs in CODECS.items():
         for bw, bps in BANDWIDTHS:
@@ -68,10 +77,13 @@ def runs():
                 for steps, tag in ((STEPS[bw], ""), (1, ".1step")):
                     cmd = f"{COMMON[model]} {flags} --steps {steps} --bandwidth {bw} --latency 0 --quiet"
                     out.append((f"{model}.{name}.{bw}{tag}", cmd, bw))
-    for model, bw, name in FULL:
+    for model, bw, name, stop in FULL:
         flags = dict(CODECS[model])[name]
-        common = COMMON[model].replace("--print-every 5 --eval-every -1", "--print-every 100")
-        out.append((f"{model}.{name}.{bw}.full", f"{common} {flags} --bandwidth {bw} --latency 0 --quiet", bw))
+        if stop:
+            common = COMMON[model].replace("--print-every 5 --eval-every -1", f"--print-every 39 --eval-every 1 --stop-at {stop}")
+        else:
+            common = COMMON[model].replace("--print-every 5 --eval-every -1", "--print-every 100")
+        out.append((full_name(model, bw, name, stop), f"{common} {flags} --bandwidth {bw} --latency 0 --quiet", bw))
     return out
 
 

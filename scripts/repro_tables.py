@@ -648,22 +648,24 @@ def table_netlab():
 
 
 def table_netlab_full():
-    """whole runs on the links (scripts/netlab_runs.py FULL) against the table's estimate"""
+    """whole runs on the links, and ResNet-20's first epoch (scripts/netlab_runs.py FULL),
+    against the table's estimate"""
     lines = ["| model | method | link | steps | training time on the links (the run's clock) | "
-             "estimate: lab s/step x steps | estimate - measured | final test accuracy (the same run on threads) |",
+             "estimate: lab s/step x steps | estimate - measured | test accuracy at the end (the same run on "
+             "threads at that step) |",
              "|---|---|---|---|---|---|---|---|"]
-    labels = {c: (lb, full) for model, rows in LAB_ROWS.items() for c, lb, full, _ in rows}
-    for model, bw, codec in netlab_runs.FULL:
-        r = run("netlab", f"{model}.{codec}.{bw}.full")
-        label, full = labels[codec]
+    labels = {(model, c): (lb, full) for model, rows in LAB_ROWS.items() for c, lb, full, _ in rows}
+    for model, bw, codec, stop in netlab_runs.FULL:
+        r = run("netlab", netlab_runs.full_name(model, bw, codec, stop))
+        label, full = labels[(model, codec)]
         bname = dict(LAB_BW)[bw]
         if not r.ok():
-            lines.append(f"| {model} | {label} | {bname} | | not run yet | | | |")
+            lines.append(f"| {model} | {label} | {bname} | {stop or ''} | not run yet | | | |")
             continue
         measured = r.train[-1]["total_s"]
         est = lab_time_over(model, codec, full, bw, r.steps)
-        ref = run(*full)
-        acc = f"{100 * r.final_acc():.2f}%" + (f" ({100 * ref.final_acc():.2f}%)" if ref.ok() else "")
+        ref = [e["acc"] for e in run(*full).evals if int(e["step"]) == r.steps]
+        acc = f"{100 * r.final_acc():.2f}%" + (f" ({100 * ref[-1]:.2f}%)" if ref else "")
         diff = f"{100 * (est - measured) / measured:+.0f}%" if est else "-"
         lines.append(f"| {model} | {label} | {bname} | {r.steps} | {fmt_time(measured)} | "
                      f"{fmt_time(est) if est else '-'} | {diff} | {acc} |")
