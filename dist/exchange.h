@@ -66,6 +66,10 @@ typedef struct {
     int hops;             /* the model's message hops this step (0 without an exchange), so that
                              wire_max x 8 / B + hops x latency models any bandwidth B afterwards */
     double density;       /* sparsifier density used this step (DGC warm-up), 0 if none */
+    uint64_t h2d_bytes, d2h_bytes; /* the device-resident exchange's copies between host and
+                                      device memory (fp32's allreduce over a host backend stages
+                                      the gradient); 0 on the host exchange */
+    double copy_s;        /* the seconds those copies took */
     GcompParts gcomp;     /* what this worker's gcomp frames spent their bytes on (up frames) */
 } ExchangeStats;
 

@@ -68,6 +68,8 @@ struct ExchangeCuda {
     size_t *d_lo, *d_hi;
     double *d_part;     /* [nrange + 1] their sums, and the total */
     /* allreduce */
+    float *h_stage;     /* [total] pinned host memory: over a host backend (mpi), the gradient
+                         * staged for the Comm's allreduce (else NULL) */
     ByteBuf ptrs;       /* the published gradient addresses, rank order */
     size_t *lens;       /* [N] */
     ExchangeStats st;
@@ -92,10 +94,8 @@ const char *exchange_cuda_error(const ExchangeCuda *x) { return x->err; }
 
 const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, const Comm *comm) {
     const DistConfig *cfg = exchange_config(ex);
+    (void)comm; /* allgather and ps move host frames, allreduce stages through pinned memory: any Comm */
     if (cfg->topology == TOPO_RING) return "the ring topology";
-    /* allgather and ps move host frames over any Comm; allreduce needs the device arenas reachable */
-    if (cfg->topology == TOPO_ALLREDUCE && strcmp(comm->ops->name, "local") && strcmp(comm->ops->name, "nccl"))
-        return "fp32's allreduce over this backend (local or nccl only)";
     const TensorPolicy *pol = exchange_policy(ex);
     for (int t = 0; t < pt->n; t++) {
         const CodecOps *ops = pol[t].spec.ops;
@@ -135,6 +135,8 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
               ((x->h_anchor || frames) && cuda_dev_alloc((void **)&x->d_work, bytes, "the exchange's input")) ||
               (x->h_global && cuda_dev_alloc((void **)&x->d_global, bytes, "the server's global model")) ||
               (x->h_pullres && cuda_dev_alloc((void **)&x->d_pullres, bytes, "the server's pull memory"));
+    if (!bad && !frames && strcmp(comm->ops->name, "local") && strcmp(comm->ops->name, "nccl"))
+        bad = !(x->h_stage = cuda_host_arena_alloc(pt->total));
     if (!bad && frames) {
         bad = cuda_dev_alloc((void **)&x->d_repr, bytes, "what the frames represent") ||
               cuda_dev_alloc((void **)&x->d_mask, bytes / sizeof(float), "the sparsifiers' masks") ||
@@ -201,6 +203,7 @@ void exchange_cuda_free(ExchangeCuda *x) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cudaCheck(cudaFree(bufs[i]));
     if (x->d_mask) cudaCheck(cudaFree(x->d_mask));
+    cuda_host_arena_free(x->h_stage);
     if (x->d_lo) cudaCheck(cudaFree(x->d_lo));
     if (x->d_hi) cudaCheck(cudaFree(x->d_hi));
     if (x->d_part) cudaCheck(cudaFree(x->d_part));
@@ -260,7 +263,9 @@ static int agree(ExchangeCuda *x) {
 /* ---- allreduce: d_agg = (g0 + g1 + ... + g(N-1)) * (1/N) of every worker's d_grads
  * (the gradient, or the weight delta). Local workers: every worker's arena read in
  * place on the shared device, summed in rank order; nccl: ncclAllReduce on a device
- * copy (NCCL's order, as the host path's staging) ---- */
+ * copy (NCCL's order, as the host path's staging); any other backend (mpi): the
+ * gradient staged through pinned host memory for the Comm's allreduce, the host
+ * path's sums ---- */
 static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
     size_t n = x->pt->total, bytes = n * sizeof(float);
     Comm *c = x->comm;
@@ -269,6 +274,19 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
     x->st.up_bytes += v;
     x->st.down_bytes += v;
     x->st.raw_up += v;
+    if (x->h_stage) {
+        double t0 = mono_seconds();
+        cudaCheck(cudaMemcpy(x->h_stage, d_grads, bytes, cudaMemcpyDeviceToHost));
+        double t1 = mono_seconds();
+        comm_allreduce_f32(c, x->h_stage, n, COMM_SUM);
+        double t2 = mono_seconds();
+        cudaCheck(cudaMemcpy(x->d_agg, x->h_stage, bytes, cudaMemcpyHostToDevice));
+        x->st.d2h_bytes += bytes;
+        x->st.h2d_bytes += bytes;
+        x->st.copy_s += (t1 - t0) + (mono_seconds() - t2);
+        exchange_cuda_scale(x->d_agg, 1.0f / (float)x->N, n);
+        return;
+    }
     if (strcmp(c->ops->name, "local") != 0) {
         cudaCheck(cudaMemcpy(x->d_agg, d_grads, bytes, cudaMemcpyDeviceToDevice));
         if (comm_nccl_allreduce_dev(c, x->d_agg, n))

@@ -18,15 +18,20 @@
  *              SBC Algorithm 1; fp32 with --delay: federated averaging)
  *   clipping   --clip (of the average; with weight deltas of each local
  *              step's gradient) and DGC's local clipping, the norm on the device
- *   backend    allreduce: local (the workers are threads of one process
- *              sharing one GPU) or nccl (one GPU per process); allgather and
- *              ps: any (their frames are host bytes)
+ *   backend    any. allreduce: local (the workers are threads of one process
+ *              sharing one GPU) on the device arenas, nccl (one GPU per process)
+ *              on a device copy, any other (mpi) staged through pinned host
+ *              memory; allgather and ps: their frames are host bytes
  * Everything else goes through the host exchange (dist/exchange.h) on the
  * model's host arenas, as before.
  *
  * allreduce over nccl: ncclAllReduce on a device copy of the gradient
  * (comm_nccl_allreduce_dev: NCCL's order, as the host path's staged
  * allreduce), then x 1/N.
+ * allreduce over a host backend (mpi): the gradient copied into pinned host
+ * memory (cudaMallocHost), the Comm's allreduce there (the host path's sums),
+ * copied back to the device, then x 1/N; the two copies are the step's
+ * (ExchangeStats h2d_bytes, d2h_bytes, copy_s).
  * allreduce over local workers, as exchange_step's allreduce path on the host:
  *   1. every worker publishes the device address of its gradient arena (with
  *      weight deltas: of its delta; an allgather of one pointer; the local
@@ -86,8 +91,8 @@
  *               x itself); anchor += the average, parameters = anchor; SBC's
  *               tensors' optimizer momentum zeroed where this worker's frame
  *               sent a value (SBC section II's momentum masking)
- * No tensor is copied between host and device. The byte accounting is the host
- * path's.
+ * No tensor is copied between host and device, except the gradient staged for an
+ * allreduce over a host backend. The byte accounting is the host path's.
  *
  * Checkpoints: the residual, DGC's momentum, the anchor and the server's global
  * model and pull memory stay in the host exchange's arenas for the checkpoint

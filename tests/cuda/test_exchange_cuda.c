@@ -22,7 +22,10 @@
  *     momentum; weight deltas: also the anchor; ps: also the server's global
  *     model and its pull memory) bit-identical;
  *     fp32 over allreduce likewise (no bundles there), every step (also with
- *     --clip) and with --delay 2 (federated averaging);
+ *     --clip) and with --delay 2 (federated averaging), on the device arenas
+ *     and staged through pinned host memory (the local backend's collectives
+ *     under another name, as the device exchange treats mpi: the gradient
+ *     down, the Comm's allreduce, the sum up, both copies in the statistics);
  *   - the statistics of the last step (bytes up and down, compressed bytes,
  *     wire bytes, hops; with --delay 2 a step without an exchange) equal;
  *   - a corrupted bundle from worker 1 at step 1 (allgather, and ps: its push),
@@ -100,6 +103,7 @@ static int nesterov; /* DGC's Nesterov variant for the next runs */
 static int delay = 1; /* --delay of the next runs */
 static int steps = 3; /* their steps (<= STEPS) */
 static double clip;   /* --clip of the next runs (0: off) */
+static int staged;    /* the next runs' Comm is not named "local": allreduce stages through the host */
 
 /* keeps each outgoing bundle (a worker's push, then on the ps server its pull);
  * corrupts, at step 1, worker 1's push (tamper 1, as test_dist_exchange) or the
@@ -118,6 +122,7 @@ static void keep_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
 static void worker(int rank, void *arg) {
     Run *r = arg;
     Comm *comm = tamper_comm_new(comm_local_new(group, rank), keep_fn, r); /* sees the bundles */
+    if (staged) tc_of(comm)->ops.name = "staged"; /* a host backend's path (mpi's) */
     DistConfig cfg;
     dist_config_default(&cfg);
     char err[512];
@@ -275,9 +280,13 @@ static void compare(const char *codec, int topology) {
               codec, name, k, (unsigned long long)a->up_bytes, (unsigned long long)b->up_bytes,
               (unsigned long long)a->down_bytes, (unsigned long long)b->down_bytes, (unsigned long long)a->wire_max,
               (unsigned long long)b->wire_max);
+        uint64_t copied = staged && b->exchanged ? pt.total * sizeof(float) : 0;
+        CHECK(a->h2d_bytes == 0 && a->d2h_bytes == 0 && b->h2d_bytes == copied && b->d2h_bytes == copied,
+              "%s %s worker %d: the device exchange's copies (%llu up, %llu down; %llu expected)", codec, name, k,
+              (unsigned long long)b->h2d_bytes, (unsigned long long)b->d2h_bytes, (unsigned long long)copied);
     }
-    printf("  %-8s %-9s%s%s%s %s\n", codec, name, nesterov ? " (Nesterov)" : "", delay > 1 ? " --delay 2" : "",
-           clip > 0 ? " --clip 1" : "", test_failed_ ? "(failures so far)" : "bit-identical");
+    printf("  %-8s %-9s%s%s%s%s %s\n", codec, name, nesterov ? " (Nesterov)" : "", delay > 1 ? " --delay 2" : "",
+           clip > 0 ? " --clip 1" : "", staged ? " staged" : "", test_failed_ ? "(failures so far)" : "bit-identical");
     run_free(&h);
     run_free(&d);
 }
@@ -356,6 +365,15 @@ int main(void) {
     compare("fp32", TOPO_ALLREDUCE);
     clip = 0;
     compare("dgc:clip=1", TOPO_ALLGATHER);
+    /* fp32's allreduce over a host backend: staged through pinned host memory */
+    staged = 1;
+    compare("fp32", TOPO_ALLREDUCE);
+    delay = 2;
+    steps = 5;
+    compare("fp32", TOPO_ALLREDUCE);
+    delay = 1;
+    steps = 3;
+    staged = 0;
     /* the parameter server: model-delta pulls (3LC section 3.1) with 3lc (its default s),
      * int8 and topk; TernGrad's gradient pull (ternsum) and, without the shared scalar,
      * terngrad's model-delta pull; the average clipped on the server; weight deltas */
