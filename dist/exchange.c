@@ -40,6 +40,12 @@ float *exchange_velocity(Exchange *ex) { return ex->vel; }
 float *exchange_anchor(Exchange *ex) { return ex->anchor; }
 int exchange_started(const Exchange *ex) { return ex->started; }
 void exchange_set_started(Exchange *ex) { ex->started = 1; }
+int exchange_grad_pull(const Exchange *ex) { return ex->grad_pull; }
+const CodecSpec *exchange_pull_spec(const Exchange *ex, int t) {
+    return ex->grad_pull ? &ex->pull_spec[t] : &ex->pol[t].spec;
+}
+float *exchange_global(Exchange *ex) { return ex->global; }
+float *exchange_pull_residual(Exchange *ex) { return ex->pull_resid; }
 void exchange_track_layers(Exchange *ex, int on) {
     if (on && !ex->layers) ex->layers = callocCheck((size_t)ex->T, sizeof *ex->layers);
     if (!on) {

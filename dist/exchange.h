@@ -66,6 +66,10 @@ typedef struct {
     int hops;             /* the model's message hops this step (0 without an exchange), so that
                              wire_max x 8 / B + hops x latency models any bandwidth B afterwards */
     double density;       /* sparsifier density used this step (DGC warm-up), 0 if none */
+    uint64_t h2d_bytes, d2h_bytes; /* the device-resident exchange's copies between host and
+                                      device memory (fp32's allreduce over a host backend stages
+                                      the gradient); 0 on the host exchange */
+    double copy_s;        /* the seconds those copies took */
     GcompParts gcomp;     /* what this worker's gcomp frames spent their bytes on (up frames) */
 } ExchangeStats;
 
@@ -107,6 +111,17 @@ float *exchange_anchor(Exchange *ex);
  * holds the model at the last exchange. The device-resident exchange, which steps
  * in place of exchange_step, marks it started after its first step */
 int exchange_started(const Exchange *ex);
+/* the parameter server (TOPO_PS): 1 when the workers pull the averaged gradient
+ * (TernGrad's ternsum), 0 when they pull the server's model delta (3LC) */
+int exchange_grad_pull(const Exchange *ex);
+/* the codec of tensor t's pull frames on the parameter server: with gradient
+ * pulls ternsum (2N+1 levels) or fp32, else the policy's */
+const CodecSpec *exchange_pull_spec(const Exchange *ex, int t);
+/* rank 0 of a parameter server with model-delta pulls: the global model and the
+ * error accumulation of the pulled deltas ([pt->total]; NULL elsewhere), likewise
+ * ("ex.global", "ex.pullres") */
+float *exchange_global(Exchange *ex);
+float *exchange_pull_residual(Exchange *ex);
 void exchange_set_started(Exchange *ex);
 /* 1 when tensor t's frames use the scalar shared over workers (TernGrad section
  * 3.1: the allreduce-max of every worker's scalar; terngrad by default, stoch3

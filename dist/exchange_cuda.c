@@ -1,7 +1,8 @@
-/* The device-resident exchange (see dist/exchange_cuda.h): the allreduce and
- * allgather steps of dist/exchange.c (memory_in, encode_all with its shared
- * scalars, encode_pass, average_bundles, avg_allreduce, apply_gradient, and
- * exchange_step's weight-delta steps) on device arenas, with the GPU codecs. */
+/* The device-resident exchange (see dist/exchange_cuda.h): the allreduce,
+ * allgather and parameter-server steps of dist/exchange.c (memory_in, encode_all
+ * with its shared scalars, encode_pass, average_bundles, avg_allreduce,
+ * ps_exchange, apply_gradient, and exchange_step's weight-delta steps) on device
+ * arenas, with the GPU codecs. */
 #include "dist/exchange_cuda.h"
 
 #include <math.h>
@@ -38,11 +39,13 @@ struct ExchangeCuda {
     float *h_resid;     /* the host exchange's residual arena (checkpoints), or NULL */
     float *h_vel;       /* the host exchange's DGC momentum arena (checkpoints), or NULL */
     float *h_anchor;    /* the host exchange's anchor arena (checkpoints), or NULL */
+    float *h_global;    /* ps server, model-delta pulls: the host exchange's global model (checkpoints) */
+    float *h_pullres;   /* ... and its pull error accumulation (checkpoints); else both NULL */
     float *d_agg;       /* [total] device: the average gradient (weight deltas: the average delta) */
     float *d_anchor;    /* [total] device: weight deltas: the model at the last exchange (else NULL) */
     float *d_work;      /* [total] device: x = g or the weight delta (+ residual); NULL for allreduce
                          * of gradients */
-    /* allgather */
+    /* allgather and ps */
     float *d_resid;     /* [total] device: the residual (DGC: v; NULL without memory) */
     float *d_vel;       /* [total] device: DGC's momentum u (NULL without DGC's memory) */
     float *d_repr;      /* [total] device: what each frame represents */
@@ -50,7 +53,12 @@ struct ExchangeCuda {
     float *scalars;     /* [T] host: TernGrad's shared scalars (exchange.c's) */
     int *share;         /* [T] tensor t's frames use the shared scalar (exchange_shares_scalar) */
     int share_any;      /* some tensor's do: the scalars are shared before encoding */
-    CodecCuda **enc, **dec; /* [T] each tensor's encoder and decoder */
+    CodecCuda **enc, **dec; /* [T] each tensor's encoder and decoder (ps: of the pushes) */
+    /* ps (3LC section 3.1; TernGrad section 3) */
+    int grad_pull;      /* the workers pull the averaged gradient (TernGrad), not a model delta (3LC) */
+    float *d_global;    /* [total] device: the server's global model (model-delta pulls; else NULL) */
+    float *d_pullres;   /* [total] device: the server's error accumulation of the pulled deltas */
+    CodecCuda **penc, **pdec; /* [T] the pull's encoder (the server's) and decoder (exchange_pull_spec) */
     ByteBuf out, in;    /* this worker's bundle; everyone's */
     size_t *at;         /* [T] staged entry offsets in out */
     int64_t *flen;      /* [T] frame lengths, or negative GcError */
@@ -60,6 +68,8 @@ struct ExchangeCuda {
     size_t *d_lo, *d_hi;
     double *d_part;     /* [nrange + 1] their sums, and the total */
     /* allreduce */
+    float *h_stage;     /* [total] pinned host memory: over a host backend (mpi), the gradient
+                         * staged for the Comm's allreduce (else NULL) */
     ByteBuf ptrs;       /* the published gradient addresses, rank order */
     size_t *lens;       /* [N] */
     ExchangeStats st;
@@ -84,11 +94,8 @@ const char *exchange_cuda_error(const ExchangeCuda *x) { return x->err; }
 
 const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, const Comm *comm) {
     const DistConfig *cfg = exchange_config(ex);
-    if (cfg->topology != TOPO_ALLREDUCE && cfg->topology != TOPO_ALLGATHER)
-        return cfg->topology == TOPO_PS ? "the parameter server topology" : "the ring topology";
-    /* allgather moves host frames over any Comm; allreduce needs the device arenas reachable */
-    if (cfg->topology == TOPO_ALLREDUCE && strcmp(comm->ops->name, "local") && strcmp(comm->ops->name, "nccl"))
-        return "fp32's allreduce over this backend (local or nccl only)";
+    (void)comm; /* allgather and ps move host frames, allreduce stages through pinned memory: any Comm */
+    if (cfg->topology == TOPO_RING) return "the ring topology";
     const TensorPolicy *pol = exchange_policy(ex);
     for (int t = 0; t < pt->n; t++) {
         const CodecOps *ops = pol[t].spec.ops;
@@ -118,20 +125,31 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     x->h_resid = exchange_residual(ex);
     x->h_vel = exchange_velocity(ex);
     x->h_anchor = exchange_anchor(ex);
+    x->h_global = exchange_global(ex);
+    x->h_pullres = exchange_pull_residual(ex);
+    x->grad_pull = exchange_grad_pull(ex);
+    int frames = x->cfg.topology != TOPO_ALLREDUCE, ps = x->cfg.topology == TOPO_PS;
     size_t bytes = (pt->total ? pt->total : 1) * sizeof(float);
     int bad = cuda_dev_alloc((void **)&x->d_agg, bytes, "the average gradient") ||
               (x->h_anchor && cuda_dev_alloc((void **)&x->d_anchor, bytes, "the model at the last exchange")) ||
-              ((x->h_anchor || x->cfg.topology == TOPO_ALLGATHER) &&
-               cuda_dev_alloc((void **)&x->d_work, bytes, "the exchange's input"));
-    if (!bad && x->cfg.topology == TOPO_ALLGATHER) {
+              ((x->h_anchor || frames) && cuda_dev_alloc((void **)&x->d_work, bytes, "the exchange's input")) ||
+              (x->h_global && cuda_dev_alloc((void **)&x->d_global, bytes, "the server's global model")) ||
+              (x->h_pullres && cuda_dev_alloc((void **)&x->d_pullres, bytes, "the server's pull memory"));
+    if (!bad && !frames && strcmp(comm->ops->name, "local") && strcmp(comm->ops->name, "nccl"))
+        bad = !(x->h_stage = cuda_host_arena_alloc(pt->total));
+    if (!bad && frames) {
         bad = cuda_dev_alloc((void **)&x->d_repr, bytes, "what the frames represent") ||
               cuda_dev_alloc((void **)&x->d_mask, bytes / sizeof(float), "the sparsifiers' masks") ||
               (x->h_resid && cuda_dev_alloc((void **)&x->d_resid, bytes, "the residual")) ||
               (x->h_vel && cuda_dev_alloc((void **)&x->d_vel, bytes, "DGC's momentum"));
         x->enc = callocCheck((size_t)x->T + 1, sizeof *x->enc);
         x->dec = callocCheck((size_t)x->T + 1, sizeof *x->dec);
+        x->penc = callocCheck((size_t)x->T + 1, sizeof *x->penc);
+        x->pdec = callocCheck((size_t)x->T + 1, sizeof *x->pdec);
         for (int t = 0; t < x->T && !bad; t++)
-            bad = !(x->enc[t] = codec_cuda_new(&x->pol[t].spec)) || !(x->dec[t] = codec_cuda_new(&x->pol[t].spec));
+            bad = !(x->enc[t] = codec_cuda_new(&x->pol[t].spec)) || !(x->dec[t] = codec_cuda_new(&x->pol[t].spec)) ||
+                  (ps && x->rank == 0 && !(x->penc[t] = codec_cuda_new(exchange_pull_spec(ex, t)))) ||
+                  (ps && !(x->pdec[t] = codec_cuda_new(exchange_pull_spec(ex, t))));
         x->at = callocCheck((size_t)x->T + 1, sizeof *x->at);
         x->flen = callocCheck((size_t)x->T + 1, sizeof *x->flen);
         x->scalars = callocCheck((size_t)x->T + 1, sizeof *x->scalars);
@@ -181,19 +199,24 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
 
 void exchange_cuda_free(ExchangeCuda *x) {
     if (!x) return;
-    float *bufs[] = {x->d_agg, x->d_anchor, x->d_work, x->d_resid, x->d_vel, x->d_repr};
+    float *bufs[] = {x->d_agg, x->d_anchor, x->d_work, x->d_resid, x->d_vel, x->d_repr, x->d_global, x->d_pullres};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cudaCheck(cudaFree(bufs[i]));
     if (x->d_mask) cudaCheck(cudaFree(x->d_mask));
+    cuda_host_arena_free(x->h_stage);
     if (x->d_lo) cudaCheck(cudaFree(x->d_lo));
     if (x->d_hi) cudaCheck(cudaFree(x->d_hi));
     if (x->d_part) cudaCheck(cudaFree(x->d_part));
     for (int t = 0; t < x->T && x->enc; t++) {
         codec_cuda_free(x->enc[t]);
         codec_cuda_free(x->dec[t]);
+        codec_cuda_free(x->penc[t]);
+        codec_cuda_free(x->pdec[t]);
     }
     free(x->enc);
     free(x->dec);
+    free(x->penc);
+    free(x->pdec);
     free(x->at);
     free(x->flen);
     free(x->scalars);
@@ -211,6 +234,8 @@ void exchange_cuda_download(ExchangeCuda *x) {
     if (x->d_resid) cudaCheck(cudaMemcpy(x->h_resid, x->d_resid, b, cudaMemcpyDeviceToHost));
     if (x->d_vel) cudaCheck(cudaMemcpy(x->h_vel, x->d_vel, b, cudaMemcpyDeviceToHost));
     if (x->d_anchor) cudaCheck(cudaMemcpy(x->h_anchor, x->d_anchor, b, cudaMemcpyDeviceToHost));
+    if (x->d_global) cudaCheck(cudaMemcpy(x->h_global, x->d_global, b, cudaMemcpyDeviceToHost));
+    if (x->d_pullres) cudaCheck(cudaMemcpy(x->h_pullres, x->d_pullres, b, cudaMemcpyDeviceToHost));
 }
 
 void exchange_cuda_upload(ExchangeCuda *x) {
@@ -218,6 +243,8 @@ void exchange_cuda_upload(ExchangeCuda *x) {
     if (x->d_resid) cudaCheck(cudaMemcpy(x->d_resid, x->h_resid, b, cudaMemcpyHostToDevice));
     if (x->d_vel) cudaCheck(cudaMemcpy(x->d_vel, x->h_vel, b, cudaMemcpyHostToDevice));
     if (x->d_anchor) cudaCheck(cudaMemcpy(x->d_anchor, x->h_anchor, b, cudaMemcpyHostToDevice));
+    if (x->d_global) cudaCheck(cudaMemcpy(x->d_global, x->h_global, b, cudaMemcpyHostToDevice));
+    if (x->d_pullres) cudaCheck(cudaMemcpy(x->d_pullres, x->h_pullres, b, cudaMemcpyHostToDevice));
 }
 
 /* an allreduce-max of v that is not counted as traffic (exchange.c's control_max) */
@@ -236,7 +263,9 @@ static int agree(ExchangeCuda *x) {
 /* ---- allreduce: d_agg = (g0 + g1 + ... + g(N-1)) * (1/N) of every worker's d_grads
  * (the gradient, or the weight delta). Local workers: every worker's arena read in
  * place on the shared device, summed in rank order; nccl: ncclAllReduce on a device
- * copy (NCCL's order, as the host path's staging) ---- */
+ * copy (NCCL's order, as the host path's staging); any other backend (mpi): the
+ * gradient staged through pinned host memory for the Comm's allreduce, the host
+ * path's sums ---- */
 static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
     size_t n = x->pt->total, bytes = n * sizeof(float);
     Comm *c = x->comm;
@@ -245,6 +274,19 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
     x->st.up_bytes += v;
     x->st.down_bytes += v;
     x->st.raw_up += v;
+    if (x->h_stage) {
+        double t0 = mono_seconds();
+        cudaCheck(cudaMemcpy(x->h_stage, d_grads, bytes, cudaMemcpyDeviceToHost));
+        double t1 = mono_seconds();
+        comm_allreduce_f32(c, x->h_stage, n, COMM_SUM);
+        double t2 = mono_seconds();
+        cudaCheck(cudaMemcpy(x->d_agg, x->h_stage, bytes, cudaMemcpyHostToDevice));
+        x->st.d2h_bytes += bytes;
+        x->st.h2d_bytes += bytes;
+        x->st.copy_s += (t1 - t0) + (mono_seconds() - t2);
+        exchange_cuda_scale(x->d_agg, 1.0f / (float)x->N, n);
+        return;
+    }
     if (strcmp(c->ops->name, "local") != 0) {
         cudaCheck(cudaMemcpy(x->d_agg, d_grads, bytes, cudaMemcpyDeviceToDevice));
         if (comm_nccl_allreduce_dev(c, x->d_agg, n))
@@ -276,7 +318,7 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
 
 /* ---- allgather ---- */
 #define NO_ENTRY INT64_MAX
-enum { SLOT_PUSH = 0 }; /* exchange.c's encoder slot of a push, part of the seed */
+enum { SLOT_PUSH = 0, SLOT_PULL = 1 }; /* exchange.c's encoder slots of a push and a pull, part of the seed */
 
 /* d_work: g (DGC: clipped by dgc_clip) or the weight delta on entry; x = that
  * (+ residual), or DGC's corrected accumulation after dgc_prepare's weight decay:
@@ -303,37 +345,48 @@ static void share_scalars(ExchangeCuda *x) {
     comm_allreduce_f32(x->comm, x->scalars, (size_t)x->T, COMM_MAX);
 }
 
-/* this worker's bundle of every tensor's frame: exchange.c's encode_pass with
- * make_side's side inputs for a push, and memory_out */
-static void encode_all(ExchangeCuda *x, long step, double density) {
+/* one bundle of every tensor's frame of d_x into x->out: exchange.c's encode_pass
+ * with make_side's side inputs. A push (pull = 0, x = d_work) is this worker's,
+ * and memory_out follows each frame; the server's pull (pull = 1, x = d_agg:
+ * the model delta, or with gradient pulls the average) adds the pull memory
+ * first and keeps what the frame did not represent there (3LC section 3.1) */
+static void encode_pass(ExchangeCuda *x, int pull, float *d_x, long step, double density) {
     ByteBuf *b = &x->out;
+    CodecCuda **enc = pull ? x->penc : x->enc;
+    int pull_mem = pull && !x->grad_pull;
     bundle_begin(b, step);
     size_t cap = BUNDLE_HDR;
     for (int t = 0; t < x->T; t++) {
         x->flen[t] = t_n(x, t) == 0 ? NO_ENTRY : 0;
         if (t_n(x, t) == 0) continue;
         x->at[t] = cap;
-        cap += ENTRY_HDR + codec_cuda_max_frame(x->enc[t], t_n(x, t));
+        cap += ENTRY_HDR + codec_cuda_max_frame(enc[t], t_n(x, t));
     }
     bytebuf_reserve(b, cap);
     double t0 = mono_seconds();
     for (int t = 0; t < x->T; t++) {
         if (x->flen[t] == NO_ENTRY) continue;
         size_t off = t_off(x, t), n = t_n(x, t);
+        float *v = d_x + off;
+        if (pull_mem && x->mem[t] != MEM_NONE) exchange_cuda_add(v, x->d_pullres + off, n);
         uint64_t key = ((uint64_t)(uint32_t)step << 32) ^ ((uint64_t)x->rank << 24) ^ ((uint64_t)t << 8) ^
-                       (uint64_t)SLOT_PUSH;
+                       (uint64_t)(pull ? SLOT_PULL : SLOT_PUSH);
         CodecSide side;
         memset(&side, 0, sizeof side);
         side.seed = rng_hash64(x->cfg.seed ^ 0x9E3779B97F4A7C15ULL, key);
         side.repr = x->d_repr + off;
-        side.mask = x->d_mask + off;
+        side.mask = pull ? NULL : x->d_mask + off; /* what this worker sent; not the server's pull */
         side.density = density;
-        if (x->share[t]) side.scalar = &x->scalars[t];
-        x->flen[t] = codec_encode_cuda(x->enc[t], b->p + x->at[t] + ENTRY_HDR, codec_cuda_max_frame(x->enc[t], n),
-                                       x->d_work + off, n, &side);
+        if (x->share[t] && (!pull || x->grad_pull)) side.scalar = &x->scalars[t];
+        x->flen[t] = codec_encode_cuda(enc[t], b->p + x->at[t] + ENTRY_HDR, codec_cuda_max_frame(enc[t], n), v, n,
+                                       &side);
         if (x->flen[t] < 0) break;
+        if (pull) { /* the server's error accumulation keeps what the pulled frame did not represent */
+            if (pull_mem && x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_pullres + off, v, x->d_repr + off, n);
+            continue;
+        }
         /* memory_out: the residual keeps what the frame did not represent; DGC masks its momentum */
-        if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + off, x->d_work + off, x->d_repr + off, n);
+        if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + off, v, x->d_repr + off, n);
         if (x->mem[t] == MEM_DGC) exchange_cuda_mask_zero(x->d_vel + off, x->d_mask + off, n);
     }
     x->st.codec_s += mono_seconds() - t0;
@@ -341,8 +394,12 @@ static void encode_all(ExchangeCuda *x, long step, double density) {
     for (int t = 0; t < x->T; t++) {
         if (x->flen[t] == NO_ENTRY) continue;
         if (x->flen[t] < 0) { /* keep taking part in the collectives; agree() stops every worker */
-            set_err(x, "worker %d: encoding tensor %s failed: %s", x->rank, x->pt->t[t].name,
-                    gc_strerror((int)x->flen[t]));
+            if (pull)
+                set_err(x, "server: encoding the pull of tensor %s failed: %s", x->pt->t[t].name,
+                        gc_strerror((int)x->flen[t]));
+            else
+                set_err(x, "worker %d: encoding tensor %s failed: %s", x->rank, x->pt->t[t].name,
+                        gc_strerror((int)x->flen[t]));
             break;
         }
         size_t n = t_n(x, t), len = (size_t)x->flen[t];
@@ -353,6 +410,7 @@ static void encode_all(ExchangeCuda *x, long step, double density) {
         put_u32(e + 8, (uint32_t)len);
         b->len += ENTRY_HDR + len;
         count++;
+        if (pull) continue; /* the server's pull is everyone's down traffic, not its up */
         x->st.raw_up += 4 * (uint64_t)n;
         if (x->pol[t].compressed) {
             x->st.comp_raw += 4 * (uint64_t)n;
@@ -360,16 +418,19 @@ static void encode_all(ExchangeCuda *x, long step, double density) {
         }
     }
     put_u32(b->p + 12, count);
-    x->st.up_bytes += b->len;
+    if (!pull) x->st.up_bytes += b->len;
 }
 
-/* worker src's bundle (bytes, len) decoded into d_agg (acc: added): exchange.c's
- * decode_pass, with its messages; returns the compressed tensors' entry bytes */
-static uint64_t decode_bundle(ExchangeCuda *x, const uint8_t *bytes, size_t len, int src, long step, int acc) {
+/* the bundle (bytes, len) from worker src, or the server's pull, decoded by dec into
+ * dst (acc: added): exchange.c's decode_pass, with its messages; returns the
+ * compressed tensors' entry bytes */
+static uint64_t decode_bundle(ExchangeCuda *x, float *dst, CodecCuda **dec, const uint8_t *bytes, size_t len, int src,
+                              long step, int acc, int pull) {
     BundleReader br;
     int rc = bundle_open(&br, bytes, len, step);
     if (rc) {
-        set_err(x, "worker %d: message from worker %d is not a valid frame bundle: %s", x->rank, src, gc_strerror(rc));
+        if (pull) set_err(x, "worker %d: pull from the server is not a valid frame bundle: %s", x->rank, gc_strerror(rc));
+        else set_err(x, "worker %d: message from worker %d is not a valid frame bundle: %s", x->rank, src, gc_strerror(rc));
         return 0;
     }
     uint64_t comp = 0;
@@ -381,40 +442,47 @@ static uint64_t decode_bundle(ExchangeCuda *x, const uint8_t *bytes, size_t len,
         rc = bundle_next(&br, t, 0, &fp, &flen);
         if (!rc) {
             if (x->pol[t].compressed) comp += ENTRY_HDR + (uint64_t)flen;
-            float *out = x->d_agg + t_off(x, t);
-            rc = acc ? codec_decode_acc_cuda(x->dec[t], out, n, 1.0f, fp, flen)
-                     : codec_decode_cuda(x->dec[t], out, n, fp, flen);
+            float *out = dst + t_off(x, t);
+            rc = acc ? codec_decode_acc_cuda(dec[t], out, n, 1.0f, fp, flen) : codec_decode_cuda(dec[t], out, n, fp, flen);
         }
         if (rc) {
             x->st.codec_s += mono_seconds() - t0;
-            set_err(x, "worker %d: bad frame for tensor %s from worker %d: %s", x->rank, x->pt->t[t].name, src,
-                    gc_strerror(rc));
+            set_err(x, "worker %d: %s frame for tensor %s from worker %d: %s", x->rank, pull ? "pulled" : "bad",
+                    x->pt->t[t].name, src, gc_strerror(rc));
             return comp;
         }
     }
     x->st.codec_s += mono_seconds() - t0;
     rc = bundle_close(&br);
-    if (rc) set_err(x, "worker %d: bundle from worker %d: %s", x->rank, src, gc_strerror(rc));
+    if (rc && pull) set_err(x, "worker %d: pull bundle: %s", x->rank, gc_strerror(rc));
+    else if (rc) set_err(x, "worker %d: bundle from worker %d: %s", x->rank, src, gc_strerror(rc));
     return comp;
 }
 
-/* exchange.c's avg_allgather of x in d_work (memory applied): share the scalars,
- * encode, gather, average the N bundles */
-static int avg_allgather(ExchangeCuda *x, long step, double density) {
-    share_scalars(x);
-    encode_all(x, step, density);
-    comm_allgatherv(x->comm, &x->in, x->lens, x->out.p, x->out.len);
+/* d_agg = the average of the N bundles gathered in x->in (exchange.c's
+ * average_bundles): decoded in rank order, the first overwriting, then x 1/N.
+ * down: count the other workers' bundles as received */
+static void average_bundles(ExchangeCuda *x, long step, int down) {
     size_t at = 0;
     for (int src = 0; src < x->N; src++) {
         uint64_t comp = 0;
-        if (!x->failed) comp = decode_bundle(x, x->in.p + at, x->lens[src], src, step, src > 0);
-        if (src != x->rank) {
+        if (!x->failed) comp = decode_bundle(x, x->d_agg, x->dec, x->in.p + at, x->lens[src], src, step, src > 0, 0);
+        if (down && src != x->rank) {
             x->st.down_bytes += x->lens[src];
             x->st.comp_down += comp;
         }
         at += x->lens[src];
     }
     exchange_cuda_scale(x->d_agg, 1.0f / (float)x->N, x->pt->total);
+}
+
+/* exchange.c's avg_allgather of x in d_work (memory applied): share the scalars,
+ * encode, gather, average the N bundles */
+static int avg_allgather(ExchangeCuda *x, long step, double density) {
+    share_scalars(x);
+    encode_pass(x, 0, x->d_work, step, density);
+    comm_allgatherv(x->comm, &x->in, x->lens, x->out.p, x->out.len);
+    average_bundles(x, step, 1);
     return agree(x);
 }
 
@@ -453,6 +521,45 @@ static void apply_gradient(ExchangeCuda *x, float *d_params, Optim *opt, double 
     }
 }
 
+/* exchange.c's ps_exchange of x in d_work (memory applied): push frames to the
+ * server (rank 0), which averages them. Model-delta pulls (3LC section 3.1): the
+ * server updates its global model (the optimizer; with weight deltas the average
+ * delta added), encodes the model delta plus its error accumulation once, and every
+ * worker adds the pulled delta to its parameters (to the anchor with weight deltas,
+ * which the parameters then become). Gradient pulls (TernGrad section 3, Figure 1):
+ * the server encodes the average itself (ternsum, 2N+1 levels with the shared
+ * scalars), and every worker runs its optimizer on the pulled average. Only frames
+ * cross to the host; the global model and the pull memory stay on the device. */
+static int ps_exchange(ExchangeCuda *x, float *d_params, Optim *opt, double lr, long step, double density) {
+    size_t total = x->pt->total;
+    int server = x->rank == 0;
+    share_scalars(x);
+    encode_pass(x, 0, x->d_work, step, density);
+    comm_gatherv(x->comm, &x->in, x->lens, x->out.p, x->out.len, 0);
+    if (server) average_bundles(x, step, 0);
+    int rc = agree(x);
+    if (rc) return rc;
+    if (server && !x->grad_pull) {
+        float *before = x->d_work; /* the push is encoded: d_work is free */
+        cudaCheck(cudaMemcpy(before, x->d_global, total * sizeof(float), cudaMemcpyDeviceToDevice));
+        if (x->d_anchor) exchange_cuda_add(x->d_global, x->d_agg, total);
+        else apply_gradient(x, x->d_global, opt, lr);
+        exchange_cuda_sub(x->d_agg, x->d_global, before, total);
+    }
+    if (server) encode_pass(x, 1, x->d_agg, step, 0);
+    rc = agree(x);
+    if (rc) return rc;
+    comm_bcast(x->comm, &x->out, 0);
+    x->st.down_bytes += x->out.len;
+    float *dst = x->grad_pull ? x->d_agg : x->d_anchor ? x->d_anchor : d_params;
+    x->st.comp_down += decode_bundle(x, dst, x->pdec, x->out.p, x->out.len, 0, step, !x->grad_pull, 1);
+    if (x->d_anchor && !x->failed)
+        cudaCheck(cudaMemcpy(d_params, x->d_anchor, total * sizeof(float), cudaMemcpyDeviceToDevice));
+    rc = agree(x);
+    if (!rc && x->grad_pull) apply_gradient(x, d_params, opt, lr);
+    return rc;
+}
+
 /* SBC section II's momentum masking after an exchange of weight deltas (exchange.c's
  * sbc_mask_momentum): the local optimizer's momentum zeroed where this worker's SBC
  * frames sent a value (d_mask, written by the encoding) */
@@ -480,6 +587,9 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
     /* the side-input density only overrides the codec when DGC warms up */
     double side_density = x->cfg.memory == MEM_DGC ? x->st.density : 0;
     size_t bytes = x->pt->total * sizeof(float);
+    int ps = x->cfg.topology == TOPO_PS;
+    if (!exchange_started(x->ex) && x->d_global) /* the server's model */
+        cudaCheck(cudaMemcpy(x->d_global, d_params, bytes, cudaMemcpyDeviceToDevice));
     if (!x->d_anchor) {
         if (x->cfg.topology == TOPO_ALLREDUCE) {
             avg_allreduce(x, d_grads);
@@ -487,9 +597,9 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
             cudaCheck(cudaMemcpy(x->d_work, d_grads, bytes, cudaMemcpyDeviceToDevice));
             if (x->cfg.memory == MEM_DGC && x->cfg.dgc_clip > 0) dgc_clip(x, x->d_work);
             memory_in(x, d_params);
-            rc = avg_allgather(x, step, side_density);
+            rc = ps ? ps_exchange(x, d_params, opt, lr, step, side_density) : avg_allgather(x, step, side_density);
         }
-        if (!rc) apply_gradient(x, d_params, opt, lr);
+        if (!rc && !ps) apply_gradient(x, d_params, opt, lr); /* ps: the server's, or after the pull */
         x->st.exchanged = 1;
     } else {
         /* exchange_step's weight deltas (SBC Algorithm 1, federated averaging): a local
@@ -510,13 +620,13 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
                 avg_allreduce(x, x->d_work);
             } else {
                 memory_in(x, d_params);
-                rc = avg_allgather(x, step, side_density);
+                rc = ps ? ps_exchange(x, d_params, opt, lr, step, side_density) : avg_allgather(x, step, side_density);
             }
-            if (!rc) {
+            if (!rc && !ps) { /* ps: the pulled delta went to the anchor */
                 exchange_cuda_add(x->d_anchor, x->d_agg, x->pt->total);
                 cudaCheck(cudaMemcpy(d_params, x->d_anchor, bytes, cudaMemcpyDeviceToDevice));
-                sbc_mask_momentum(x, opt);
             }
+            if (!rc) sbc_mask_momentum(x, opt);
             x->st.exchanged = 1;
         }
     }
@@ -527,7 +637,7 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
         double mine = (double)(x->st.wire_sent > x->st.wire_received ? x->st.wire_sent : x->st.wire_received);
         double worst = control_max(c, mine);
         x->st.wire_max = (uint64_t)worst;
-        x->st.hops = x->cfg.topology == TOPO_ALLGATHER ? 1 : 2 * (x->N - 1);
+        x->st.hops = x->cfg.topology == TOPO_ALLGATHER ? 1 : ps ? 2 : 2 * (x->N - 1); /* exchange.c's hops */
         if (x->cfg.bandwidth > 0) x->st.comm_model_s = worst * 8.0 / x->cfg.bandwidth + x->st.hops * x->cfg.latency;
     }
     if (st) *st = x->st;

@@ -1,30 +1,37 @@
 /* The device-resident exchange: one data-parallel step with the gradients, the
  * parameters, the optimizer state, the error-feedback memories (residual, DGC's
- * momentum and accumulation) and the weight-delta anchor in device memory
+ * momentum and accumulation), the weight-delta anchor and the parameter server's
+ * global model and pull memory in device memory
  * (--device cuda). Only encoded frames cross to the host, where the transport
  * needs them, and a few scalars (TernGrad's shared scalars, T floats; a clipping
  * norm's sum of squares, one double).
  *
  * What it covers (exchange_cuda_unsupported says why a run falls outside):
- *   topology   allreduce (the fp32 baseline), or allgather with any codec
- *              that keeps no state between calls (fp32, fp16, int8, 3lc,
- *              onebit, topk, dgc, sbc, terngrad and stoch3 with or without
- *              the shared scalar: not gcomp)
+ *   topology   allreduce (the fp32 baseline), or allgather or the parameter
+ *              server (ps) with any codec that keeps no state between calls
+ *              (fp32, fp16, int8, 3lc, onebit, topk, dgc, sbc, terngrad and
+ *              stoch3 with or without the shared scalar: not gcomp); not the
+ *              ring
  *   memory     none, residual, or DGC's momentum correction (its local
  *              clipping, weight decay folded into the gradient, warm-up density)
  *   exchanged  gradients every step, or weight deltas (--delay N, and sbc:
  *              SBC Algorithm 1; fp32 with --delay: federated averaging)
  *   clipping   --clip (of the average; with weight deltas of each local
  *              step's gradient) and DGC's local clipping, the norm on the device
- *   backend    allreduce: local (the workers are threads of one process
- *              sharing one GPU) or nccl (one GPU per process); allgather: any
- *              (its frames are host bytes)
+ *   backend    any. allreduce: local (the workers are threads of one process
+ *              sharing one GPU) on the device arenas, nccl (one GPU per process)
+ *              on a device copy, any other (mpi) staged through pinned host
+ *              memory; allgather and ps: their frames are host bytes
  * Everything else goes through the host exchange (dist/exchange.h) on the
  * model's host arenas, as before.
  *
  * allreduce over nccl: ncclAllReduce on a device copy of the gradient
  * (comm_nccl_allreduce_dev: NCCL's order, as the host path's staged
  * allreduce), then x 1/N.
+ * allreduce over a host backend (mpi): the gradient copied into pinned host
+ * memory (cudaMallocHost), the Comm's allreduce there (the host path's sums),
+ * copied back to the device, then x 1/N; the two copies are the step's
+ * (ExchangeStats h2d_bytes, d2h_bytes, copy_s).
  * allreduce over local workers, as exchange_step's allreduce path on the host:
  *   1. every worker publishes the device address of its gradient arena (with
  *      weight deltas: of its delta; an allgather of one pointer; the local
@@ -52,6 +59,22 @@
  *   4. every bundle decoded in rank order into the average buffer on the
  *      device (the first overwrites, the others accumulate), then x 1/N; a bad
  *      bundle or frame gives exchange_step's message, and every worker stops
+ * ps, as exchange_step's ps_exchange (3LC sections 2-3; TernGrad section 3):
+ *   1. x as for the allgather (1, 1b), every worker's push bundle encoded as
+ *      there (2), gathered to rank 0 (Comm gatherv of host bytes), which
+ *      decodes and averages them as 4 (a bad frame: every worker stops)
+ *   2a. model-delta pulls (3LC section 3.1): the server's global model (on the
+ *      device, set from the parameters at the first step) takes the server's
+ *      GPU optimizer step on the average (with weight deltas: the average delta
+ *      added); the model delta + the server's pull memory is encoded once by
+ *      the GPU codecs (seed slot of a pull, no mask), the pull memory keeps what
+ *      the frame did not represent; the bundle is broadcast (Comm bcast of host
+ *      bytes) and every worker adds the decoded delta to its parameters (with
+ *      weight deltas: to the anchor, which the parameters become)
+ *   2b. gradient pulls (TernGrad section 3, Figure 1; terngrad with the shared
+ *      scalar): the server encodes the average itself (ternsum, 2N+1 levels
+ *      with the shared scalars; fp32 for the uncompressed tensors), broadcast;
+ *      every worker decodes it and its GPU optimizer steps on it
  * then the GPU optimizer (optim/optim_cuda.h) updates the device parameters
  * from the average (--clip'ed first; DGC's tensors: plain SGD, as apply_gradient).
  * Clipping: the sums of squares of the norm in the host's order on the device
@@ -68,11 +91,12 @@
  *               x itself); anchor += the average, parameters = anchor; SBC's
  *               tensors' optimizer momentum zeroed where this worker's frame
  *               sent a value (SBC section II's momentum masking)
- * No tensor is copied between host and device. The byte accounting is the host
- * path's.
+ * No tensor is copied between host and device, except the gradient staged for an
+ * allreduce over a host backend. The byte accounting is the host path's.
  *
- * Checkpoints: the residual, DGC's momentum and the anchor stay in the host
- * exchange's arenas for the checkpoint sections (exchange_ckpt_sections);
+ * Checkpoints: the residual, DGC's momentum, the anchor and the server's global
+ * model and pull memory stay in the host exchange's arenas for the checkpoint
+ * sections (exchange_ckpt_sections);
  * exchange_cuda_download copies them there, exchange_cuda_upload back (after a
  * --resume). Whether the anchor has been set is the host exchange's
  * (exchange_started): the first step marks it.
@@ -108,7 +132,8 @@ void exchange_cuda_free(ExchangeCuda *x);
 int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr, double epoch,
                        long step, ExchangeStats *st);
 const char *exchange_cuda_error(const ExchangeCuda *x);
-/* the residual, device -> the host exchange's arena (before a checkpoint) and back */
+/* the residual, DGC's momentum, the anchor, the server's global model and pull
+ * memory, device -> the host exchange's arenas (before a checkpoint) and back */
 void exchange_cuda_download(ExchangeCuda *x);
 void exchange_cuda_upload(ExchangeCuda *x);
 

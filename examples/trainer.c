@@ -330,7 +330,8 @@ static int train_step(Worker *w, StepStats *s) {
         .gcomp_level = {(double)gp->level[0], (double)gp->level[1], (double)gp->level[2], (double)gp->level[3]},
         .gcomp_exp_bits = (double)gp->exp_bits, .gcomp_level_bits = (double)gp->level_bits,
         .gcomp_man_bits = (double)gp->man_bits, .gcomp_bytes = (double)gp->bytes,
-        .h2d = c1.h2d - c0.h2d, .d2h = c1.d2h - c0.d2h, .copy_s = c1.s - c0.s,
+        .h2d = c1.h2d - c0.h2d + (double)xs.h2d_bytes, .d2h = c1.d2h - c0.d2h + (double)xs.d2h_bytes,
+        .copy_s = c1.s - c0.s + xs.copy_s,
         .stop = stop_signal != 0,
     };
     return 0;

@@ -13,9 +13,9 @@
 #   train  the trainers on the GPU against the same runs on the CPU: CharLSTM
 #          (200 steps), ResNet-20 on a generated image folder (40 steps, and 2
 #          workers with TernGrad over allgather, with SBC --delay 10 and with
-#          federated averaging, fp32 --delay 10: these, CharLSTM (its --clip)
-#          and the one-worker fp32 run must keep the step on the GPU,
-#          dist/exchange_cuda.h; and 3lc over NCCL as one process); whether --resume
+#          federated averaging, fp32 --delay 10: these, CharLSTM (its --clip),
+#          the one-worker fp32 run and 3lc over NCCL as one process (its parameter
+#          server) must keep the step on the GPU, dist/exchange_cuda.h); whether --resume
 #          continues bit for bit (20 steps against 10 + 10, each --cudnn
 #          ranking); where a GPU step's time goes (ResNet-110,
 #          batch 128, fp32, 3lc and dgc: scripts/step_breakdown.py); WordLSTM
@@ -244,9 +244,8 @@ run_pair() { # name, args...: the same run on the CPU and the GPU; losses side b
     fi
 }
 
-# where a GPU step's time goes (scripts/step_breakdown.py): fp32 and dgc keep the step on
-# the device (dist/exchange_cuda.h), 3lc (its parameter server) encodes and updates on the
-# host: what the device-resident step saves, and what is left
+# where a GPU step's time goes (scripts/step_breakdown.py): fp32, 3lc (its parameter server)
+# and dgc keep the step on the device (dist/exchange_cuda.h): what is left on the host
 step_share() { # name, args...: one run on the GPU
     local name=$1; shift
     late train "share $name" && return
@@ -306,8 +305,9 @@ phase_train() {
         --lr 0.01 "${RN[@]}" --eval-every 0 --codec sbc --delay "$DELAY" --quiet
     DEVICE_STEP=1 run_pair "${RN_NAME}_fedavg_2w" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 \
         --lr 0.01 "${RN[@]}" --eval-every 0 --codec fp32 --delay "$DELAY" --quiet
-    # the NCCL backend as one process (a communicator of one rank, no MPI) against the local one
-    CUDA_ARGS="--backend nccl" run_pair "${RN_NAME}_3lc_nccl1" ./train_resnet --dataset "folder:$folder" --image-size 32 \
+    # the NCCL backend as one process (a communicator of one rank, no MPI) against the local
+    # one; 3lc's parameter server on the device
+    DEVICE_STEP=1 CUDA_ARGS="--backend nccl" run_pair "${RN_NAME}_3lc_nccl1" ./train_resnet --dataset "folder:$folder" --image-size 32 \
         --workers 1 --backend local --lr 0.01 "${RN[@]}" --eval-every 0 --codec 3lc --quiet
     resume_check "$RN_NAME" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 --lr 0.01 \
         "${RN[@]}" --eval-every -1 --codec 3lc --quiet

@@ -9,18 +9,30 @@
  *     weight deltas with --delay 2: sbc with its residual and momentum
  *     masking, fp32 and int8 over allgather; --clip of the average, of each
  *     local step's gradient with --delay 2, and DGC's local clipping, each
- *     with a threshold below the gradients' norm);
+ *     with a threshold below the gradients' norm); over the parameter server
+ *     (ps) every worker's push and the server's pull: 3lc, int8 and topk with
+ *     model-delta pulls (3LC section 3.1: the server's optimizer on its global
+ *     model, the delta encoded once with its error accumulation), terngrad
+ *     with TernGrad's gradient pull (ternsum, 2N+1 levels) and without the
+ *     shared scalar (a model-delta pull), 3lc and int8 with --delay 2 (the
+ *     average delta added to the global model, the pull into the anchor),
+ *     int8 with --clip (of the average, on the server);
  *   - after the steps: the parameters, the optimizer state and the residual
  *     (downloaded into the host exchange's checkpoint arena; DGC: also its
- *     momentum; weight deltas: also the anchor) bit-identical;
+ *     momentum; weight deltas: also the anchor; ps: also the server's global
+ *     model and its pull memory) bit-identical;
  *     fp32 over allreduce likewise (no bundles there), every step (also with
- *     --clip) and with --delay 2 (federated averaging);
+ *     --clip) and with --delay 2 (federated averaging), on the device arenas
+ *     and staged through pinned host memory (the local backend's collectives
+ *     under another name, as the device exchange treats mpi: the gradient
+ *     down, the Comm's allreduce, the sum up, both copies in the statistics);
  *   - the statistics of the last step (bytes up and down, compressed bytes,
  *     wire bytes, hops; with --delay 2 a step without an exchange) equal;
- *   - a corrupted bundle from worker 1 at step 1: every worker stops, with the
- *     host exchange's message for the same corruption, word for word;
+ *   - a corrupted bundle from worker 1 at step 1 (allgather, and ps: its push),
+ *     and a corrupted pull from the server at step 1: every worker stops, with
+ *     the host exchange's message for the same corruption, word for word;
  *   - the configurations the device exchange does not cover are refused with
- *     a reason (ps, ring, gcomp).
+ *     a reason (ring, gcomp).
  * Skips (one passed check) without CUDA or without a GPU; runs on the host
  * emulation (tests/emulation/nn/build.sh). */
 #include "tests/test.h"
@@ -77,9 +89,10 @@ static void make_grad(float *g, int r, long s) {
 typedef struct {
     const char *codec;
     int topology, device, tamper;
-    float *params[W], *resid[W], *state[W], *vel[W], *anchor[W];
-    uint8_t *bundle[W][STEPS];
-    size_t blen[W][STEPS];
+    float *params[W], *resid[W], *state[W], *vel[W], *anchor[W], *global[W], *pullres[W];
+    uint8_t *bundle[W][STEPS], *pull[STEPS]; /* ps: the server's pull, its second bundle of a step */
+    size_t blen[W][STEPS], plen[STEPS];
+    int nb[W][STEPS]; /* bundles a worker sent in a step */
     ExchangeStats st[W];
     int rc[W], nstate, started[W];
     char err[W][512];
@@ -90,20 +103,26 @@ static int nesterov; /* DGC's Nesterov variant for the next runs */
 static int delay = 1; /* --delay of the next runs */
 static int steps = 3; /* their steps (<= STEPS) */
 static double clip;   /* --clip of the next runs (0: off) */
+static int staged;    /* the next runs' Comm is not named "local": allreduce stages through the host */
 
-/* keeps each outgoing bundle; corrupts worker 1's at step 1 when asked (as test_dist_exchange) */
+/* keeps each outgoing bundle (a worker's push, then on the ps server its pull);
+ * corrupts, at step 1, worker 1's push (tamper 1, as test_dist_exchange) or the
+ * server's pull (tamper 2) when asked */
 static void keep_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
     Run *r = arg;
-    if (r->tamper && rank == 1 && step == 1 && len > 200) b[len / 2 + 7] ^= 0x5A;
-    if (step < STEPS && len <= MAXB) {
-        memcpy(r->bundle[rank][step], b, len);
-        r->blen[rank][step] = len;
-    }
+    if (step >= STEPS) return;
+    int k = r->nb[rank][step]++;
+    if (step == 1 && len > 200 && ((r->tamper == 1 && rank == 1 && k == 0) || (r->tamper == 2 && rank == 0 && k == 1)))
+        b[len / 2 + 7] ^= 0x5A;
+    if (len > MAXB || k > 1) return;
+    memcpy(k ? r->pull[step] : r->bundle[rank][step], b, len);
+    *(k ? &r->plen[step] : &r->blen[rank][step]) = len;
 }
 
 static void worker(int rank, void *arg) {
     Run *r = arg;
     Comm *comm = tamper_comm_new(comm_local_new(group, rank), keep_fn, r); /* sees the bundles */
+    if (staged) tc_of(comm)->ops.name = "staged"; /* a host backend's path (mpi's) */
     DistConfig cfg;
     dist_config_default(&cfg);
     char err[512];
@@ -165,6 +184,9 @@ static void worker(int rank, void *arg) {
         memcpy(r->state[rank], os.data, os.count * sizeof(float));
     }
     float *res = exchange_residual(ex), *vel = exchange_velocity(ex), *anchor = exchange_anchor(ex);
+    float *global = exchange_global(ex), *pullres = exchange_pull_residual(ex);
+    if (global) memcpy(r->global[rank], global, pt.total * sizeof(float));
+    if (pullres) memcpy(r->pullres[rank], pullres, pt.total * sizeof(float));
     if (res) memcpy(r->resid[rank], res, pt.total * sizeof(float));
     if (vel) memcpy(r->vel[rank], vel, pt.total * sizeof(float));
     if (anchor) memcpy(r->anchor[rank], anchor, pt.total * sizeof(float));
@@ -193,8 +215,11 @@ static void run_go(Run *r, const char *codec, int topology, int device, int tamp
         r->state[k] = param_arena_alloc(&pt);
         r->vel[k] = param_arena_alloc(&pt);
         r->anchor[k] = param_arena_alloc(&pt);
+        r->global[k] = param_arena_alloc(&pt);
+        r->pullres[k] = param_arena_alloc(&pt);
         for (int s = 0; s < STEPS; s++) r->bundle[k][s] = calloc(MAXB, 1);
     }
+    for (int s = 0; s < STEPS; s++) r->pull[s] = calloc(MAXB, 1);
     group = comm_local_group_new(W);
     comm_local_run(W, worker, r);
     comm_local_group_free(group);
@@ -207,8 +232,11 @@ static void run_free(Run *r) {
         param_arena_free(r->state[k]);
         param_arena_free(r->vel[k]);
         param_arena_free(r->anchor[k]);
+        param_arena_free(r->global[k]);
+        param_arena_free(r->pullres[k]);
         for (int s = 0; s < STEPS; s++) free(r->bundle[k][s]);
     }
+    for (int s = 0; s < STEPS; s++) free(r->pull[s]);
 }
 
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
@@ -221,13 +249,21 @@ static void compare(const char *codec, int topology) {
     for (int k = 0; k < W; k++) {
         CHECK(h.rc[k] == 0 && d.rc[k] == 0, "%s %s worker %d: both runs succeed (%s | %s)", codec, name, k, h.err[k],
               d.err[k]);
-        for (int s = 0; s < steps && topology == TOPO_ALLGATHER; s++) {
+        for (int s = 0; s < steps && topology != TOPO_ALLREDUCE; s++) {
             int exchanged = (s + 1) % delay == 0; /* no bundle between exchanges */
             CHECK((h.blen[k][s] > 0) == exchanged && h.blen[k][s] == d.blen[k][s] &&
                       memcmp(h.bundle[k][s], d.bundle[k][s], h.blen[k][s]) == 0,
                   "%s %s delay %d worker %d step %d: the bundle is byte-identical (%zu | %zu bytes)", codec, name,
                   delay, k, s, h.blen[k][s], d.blen[k][s]);
         }
+        for (int s = 0; s < steps && topology == TOPO_PS && k == 0; s++) {
+            int exchanged = (s + 1) % delay == 0;
+            CHECK((h.plen[s] > 0) == exchanged && h.plen[s] == d.plen[s] && memcmp(h.pull[s], d.pull[s], h.plen[s]) == 0,
+                  "%s %s delay %d step %d: the server's pull is byte-identical (%zu | %zu bytes)", codec, name, delay, s,
+                  h.plen[s], d.plen[s]);
+        }
+        CHECK(same_bits(h.global[k], d.global[k], pt.total) && same_bits(h.pullres[k], d.pullres[k], pt.total),
+              "%s %s worker %d: the server's global model and pull memory bit-identical", codec, name, k);
         CHECK(same_bits(h.params[k], d.params[k], pt.total), "%s %s worker %d: parameters bit-identical", codec, name,
               k);
         CHECK(same_bits(h.state[k], d.state[k], pt.total), "%s %s worker %d: momentum bit-identical", codec, name, k);
@@ -244,24 +280,29 @@ static void compare(const char *codec, int topology) {
               codec, name, k, (unsigned long long)a->up_bytes, (unsigned long long)b->up_bytes,
               (unsigned long long)a->down_bytes, (unsigned long long)b->down_bytes, (unsigned long long)a->wire_max,
               (unsigned long long)b->wire_max);
+        uint64_t copied = staged && b->exchanged ? pt.total * sizeof(float) : 0;
+        CHECK(a->h2d_bytes == 0 && a->d2h_bytes == 0 && b->h2d_bytes == copied && b->d2h_bytes == copied,
+              "%s %s worker %d: the device exchange's copies (%llu up, %llu down; %llu expected)", codec, name, k,
+              (unsigned long long)b->h2d_bytes, (unsigned long long)b->d2h_bytes, (unsigned long long)copied);
     }
-    printf("  %-8s %-9s%s%s%s %s\n", codec, name, nesterov ? " (Nesterov)" : "", delay > 1 ? " --delay 2" : "",
-           clip > 0 ? " --clip 1" : "", test_failed_ ? "(failures so far)" : "bit-identical");
+    printf("  %-8s %-9s%s%s%s%s %s\n", codec, name, nesterov ? " (Nesterov)" : "", delay > 1 ? " --delay 2" : "",
+           clip > 0 ? " --clip 1" : "", staged ? " staged" : "", test_failed_ ? "(failures so far)" : "bit-identical");
     run_free(&h);
     run_free(&d);
 }
 
-static void corrupt(const char *codec) {
+static void corrupt(const char *codec, int topology, int tamper) {
     Run h, d;
-    run_go(&h, codec, TOPO_ALLGATHER, 0, 1);
-    run_go(&d, codec, TOPO_ALLGATHER, 1, 1);
+    run_go(&h, codec, topology, 0, tamper);
+    run_go(&d, codec, topology, 1, tamper);
     for (int k = 0; k < W; k++) {
         CHECK(h.rc[k] != 0 && d.rc[k] == h.rc[k], "%s worker %d: stops on the corrupt bundle (%d | %d)", codec, k,
               h.rc[k], d.rc[k]);
         CHECK(h.err[k][0] && !strcmp(h.err[k], d.err[k]), "%s worker %d: the host's message ('%s' | '%s')", codec, k,
               h.err[k], d.err[k]);
     }
-    printf("  corrupt %s: '%s'\n", codec, d.err[0]);
+    printf("  corrupt %s %s%s: '%s' / '%s'\n", codec, topology_name(topology), tamper == 2 ? " pull" : "", d.err[0],
+           d.err[1]);
     run_free(&h);
     run_free(&d);
 }
@@ -324,12 +365,38 @@ int main(void) {
     compare("fp32", TOPO_ALLREDUCE);
     clip = 0;
     compare("dgc:clip=1", TOPO_ALLGATHER);
-    corrupt("int8");
-    corrupt("fp32");
-    refused("3lc", TOPO_PS, 1, "parameter server");
+    /* fp32's allreduce over a host backend: staged through pinned host memory */
+    staged = 1;
+    compare("fp32", TOPO_ALLREDUCE);
+    delay = 2;
+    steps = 5;
+    compare("fp32", TOPO_ALLREDUCE);
+    delay = 1;
+    steps = 3;
+    staged = 0;
+    /* the parameter server: model-delta pulls (3LC section 3.1) with 3lc (its default s),
+     * int8 and topk; TernGrad's gradient pull (ternsum) and, without the shared scalar,
+     * terngrad's model-delta pull; the average clipped on the server; weight deltas */
+    const char *ps[] = {"3lc", "int8", "topk:ratio=0.05", "terngrad", "terngrad:share=0"};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) compare(ps[i], TOPO_PS);
+    clip = 1;
+    compare("int8", TOPO_PS);
+    clip = 0;
+    delay = 2;
+    steps = 5;
+    compare("3lc", TOPO_PS);
+    compare("int8", TOPO_PS);
+    delay = 1;
+    steps = 3;
+    corrupt("int8", TOPO_ALLGATHER, 1);
+    corrupt("fp32", TOPO_ALLGATHER, 1);
+    corrupt("3lc", TOPO_PS, 1);
+    corrupt("3lc", TOPO_PS, 2);
+    corrupt("terngrad", TOPO_PS, 2);
     refused("gcomp", TOPO_RING, 1, "ring");
+    refused("3lc", TOPO_RING, 2, "ring");
     refused("gcomp", TOPO_ALLGATHER, 1, "gcomp");
-    refused("3lc", TOPO_PS, 2, "parameter server");
+    refused("gcomp", TOPO_PS, 1, "gcomp");
     param_table_free(&pt);
     TEST_END();
 }

@@ -12,7 +12,7 @@
 # the configurations dist/exchange_cuda.h covers; through the host otherwise). The
 # device-resident step is also checked against the host step on the same GPU model (final
 # checkpoints equal to the bit, the same losses and bytes per step; SBC with --delay 10
-# among them) and across --save/--resume.
+# and 3LC's parameter server among them) and across --save/--resume.
 #
 #   tests/emulation/test_trainers_emu.sh [DIR]   DIR: nn/build.sh's output (build/emu/nn)
 # Ends with "RESULT passed failed" (tests/run.sh); LOG_DIR=DIR keeps the runs' output.
@@ -135,8 +135,9 @@ $bad"
 
 DATA=(--dataset "folder:$TMP/folder" --batch 8 --steps 3 --print-every 1 --quiet)
 IMG=("${DATA[@]}" --workers 2)
-pair resnet8_terngrad "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" --device cpu -- \
-    "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" --device cuda
+# (TernGrad's parameter server, its gradient pull: on the device, dist/exchange_cuda.h)
+DEVICE_STEP=1 pair resnet8_terngrad "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" \
+    --device cpu -- "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" --device cuda
 # (SBC exchanges weight deltas, every step without --delay: on the device, dist/exchange_cuda.h)
 BYTES_TOL=0.005 COPIES=0 DEVICE_STEP=1 pair lenet_sbc "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cpu -- \
     "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cuda
@@ -175,8 +176,11 @@ $(head -n 8 "$TMP/$name.diff")"
     done
     echo "$name: 4 steps straight and 2 + --resume 2: $(head -n 1 "$TMP/$name.diff")"
 }
-resume_exact resnet8_resume_gpu "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec 3lc "${IMG[@]}" \
-    --eval-every -1 --device cuda
+# (the step through the host: GCX_HOST_STEP=1)
+GCX_HOST_STEP=1 resume_exact resnet8_resume_gpu "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec 3lc \
+    "${IMG[@]}" --eval-every -1 --device cuda
+grep -q '^device: the step goes through the host: GCX_HOST_STEP' "$TMP/resnet8_resume_gpu.rc"
+check $? "resnet8_resume_gpu: the resumed run's step did not go through the host"
 
 # The device-resident step (dist/exchange_cuda.h; fp32 over allreduce, local workers sharing
 # the GPU): LeNet (no model state) copies nothing between host and device; ResNet-8 copies its
@@ -256,6 +260,16 @@ COPIES=0 device_vs_host lenet_sbc_dev_vs_host "$BIN/train_lenet_emu" --codec sbc
 resume_exact lenet_sbc_resume_dev "$BIN/train_lenet_emu" --codec sbc --delay 2 "${IMG[@]}" --eval-every -1 --device cuda
 grep -q '^device: the step stays on the GPU' "$TMP/lenet_sbc_resume_dev.rc"
 check $? "lenet_sbc_resume_dev: the resumed run's step did not stay on the GPU"
+# The parameter server on the device (3LC section 3.1, 3lc's default topology): the pushes
+# averaged on worker 0, its global model and optimizer state and the pull's error
+# accumulation on the device, the compressed model delta pulled by both workers; against
+# the host step (6 steps, an evaluation and checkpoints mid-run, no copy in any step) and
+# across --save/--resume (the global model and the pull memory in the checkpoint)
+COPIES=0 device_vs_host lenet_3lc_dev_vs_host "$BIN/train_lenet_emu" --codec 3lc "${IMG[@]}" --steps 6 --eval-every 1 \
+    --save-every 2 --device cuda
+resume_exact lenet_3lc_resume_dev "$BIN/train_lenet_emu" --codec 3lc "${IMG[@]}" --eval-every -1 --device cuda
+grep -q '^device: the step stays on the GPU' "$TMP/lenet_3lc_resume_dev.rc"
+check $? "lenet_3lc_resume_dev: the resumed run's step did not stay on the GPU"
 
 # the character LSTM with fp16 and --clip 0.1 (of the average, on the device; below its norm,
 # so the losses differ from --clip 0's), and with dgc, whose local gradient clipping at
@@ -273,7 +287,9 @@ if [ -x "$BIN/train_resnet_nccl_emu" ] && command -v mpirun >/dev/null 2>&1; the
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
     NC=(--image-size 32 --depth 8 --lr 0.01 --codec 3lc "${DATA[@]}")
     MP=(mpirun -np 2 "$BIN/train_resnet_nccl_emu")
-    BYTES_TOL=0.005 pair resnet8_3lc_nccl "${MP[@]}" --backend mpi --device cpu "${NC[@]}" -- "${MP[@]}" --backend nccl --device cuda "${NC[@]}"
+    # (3lc's parameter server on the device: its pushes and pulls host bytes over NCCL)
+    BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_3lc_nccl "${MP[@]}" --backend mpi --device cpu "${NC[@]}" -- \
+        "${MP[@]}" --backend nccl --device cuda "${NC[@]}"
     # the device-resident step across processes: fp32's allreduce by NCCL on the device
     # arenas, int8's allgather frames over NCCL and over MPI (host bytes), against MPI on
     # the CPU; and fp32 over NCCL against its host step on the same GPU models (the same
@@ -286,8 +302,11 @@ if [ -x "$BIN/train_resnet_nccl_emu" ] && command -v mpirun >/dev/null 2>&1; the
     DEVICE_STEP=1 pair resnet8_int8_mpi_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \
         "${NCD[@]}" -- "${MP[@]}" --backend mpi --device cuda --codec int8 --topology allgather "${NCD[@]}"
     device_vs_host resnet8_nccl_dev_vs_host "${MP[@]}" --backend nccl --device cuda --codec fp32 "${NCD[@]}" --eval-every -1
+    # fp32's allreduce over MPI on the device-resident step: the gradient staged through pinned
+    # host memory for MPI's allreduce (the host path's sums: checkpoints equal to the bit)
+    device_vs_host resnet8_mpi_dev_vs_host "${MP[@]}" --backend mpi --device cuda --codec fp32 "${NCD[@]}" --eval-every -1
     # one process, no launcher: a NCCL communicator of one rank, without MPI
-    BYTES_TOL=0.005 pair resnet8_3lc_nccl1 "$BIN/train_resnet_nccl_emu" --backend local --workers 1 --device cpu "${NC[@]}" -- \
+    BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_3lc_nccl1 "$BIN/train_resnet_nccl_emu" --backend local --workers 1 --device cpu "${NC[@]}" -- \
         "$BIN/train_resnet_nccl_emu" --backend nccl --workers 1 --device cuda "${NC[@]}"
 else
     echo "no MPI: the --backend nccl pair skipped"
