@@ -7,8 +7,9 @@
  *   build/bench/exchange                                   # ResNet-110, 1 worker, the paper codecs
  *   build/bench/exchange --depth 20 --workers 4 --codec 3lc --codec dgc --steps 20
  *
- * Per codec it prints the median over the timed steps of the whole exchange_step and
- * of its codec part (ExchangeStats.codec_s), in ms, and the bytes up per worker. */
+ * Per codec it prints the median over the timed steps of the whole step after backward
+ * (exchange_step, exchange_optimize, exchange_deltas) and of its codec part
+ * (ExchangeStats.codec_s), in ms, and the bytes up per worker. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,8 @@ static void worker(int rank, void *arg) {
         comm_barrier(comm); /* every worker starts the step together */
         double t0 = mono_seconds();
         int rc = exchange_step(ex, params, g, &opt, 0.1, 1.0, s, &st);
+        if (!rc) exchange_optimize(ex, params, g, &opt, 0.1);
+        if (!rc) rc = exchange_deltas(ex, params, g, &opt, s, &st);
         double t1 = mono_seconds();
         if (rc) {
             if (rank == 0) {

@@ -737,9 +737,11 @@ static int avg_ring(Exchange *ex, const float *x, const float *params, const Opt
 }
 
 /* ------------------------------------------------------- updates ---- */
-/* gradient mode: the optimizer on params from the averaged gradient agg */
-static void apply_gradient(Exchange *ex, float *params, float *agg, Optim *opt, double lr) {
-    if (ex->cfg.clip_norm > 0 && ex->cfg.memory != MEM_DGC) clip_grad_norm(agg, ex->pt->total, ex->cfg.clip_norm, 2.0);
+/* the optimizer on params from the gradient g (the average, or with weight
+ * deltas this worker's own; --clip'ed first, in place): exchange_optimize, and
+ * the parameter server's step on its global model */
+static void apply_gradient(Exchange *ex, float *params, float *g, Optim *opt, double lr) {
+    if (ex->cfg.clip_norm > 0 && ex->cfg.memory != MEM_DGC) clip_grad_norm(g, ex->pt->total, ex->cfg.clip_norm, 2.0);
     optim_begin_step(opt);
     int t = 0;
     while (t < ex->T) {
@@ -748,8 +750,8 @@ static void apply_gradient(Exchange *ex, float *params, float *agg, Optim *opt, 
         int u = t;
         while (u + 1 < ex->T && (ex->mem[u + 1] == MEM_DGC) == dgc) u++;
         size_t lo = t_off(ex, t), hi = t_off(ex, u) + t_n(ex, u);
-        if (dgc) optim_sgd_plain(params + lo, agg + lo, lr, hi - lo); /* DGC: global step is plain SGD */
-        else optim_update(opt, params, agg, lr, lo, hi - lo);
+        if (dgc) optim_sgd_plain(params + lo, g + lo, lr, hi - lo); /* DGC: global step is plain SGD */
+        else optim_update(opt, params, g, lr, lo, hi - lo);
         t = u + 1;
     }
 }
@@ -801,11 +803,12 @@ static void dgc_prepare(Exchange *ex, float *grads, const float *params) {
 }
 
 /* ps: push frames to the server, which averages them. Model-delta pulls (3LC
- * section 3.1, and its baselines): the server updates the global model, then
- * compresses the model delta once with its error accumulation and every worker
- * pulls it. Gradient pulls (TernGrad section 3, Figure 1): the server sends the
- * average itself (ternsum: 2N+1 levels with the shared scalars, losslessly) and
- * every worker runs the optimizer on it (parameter localization). */
+ * section 3.1, and its baselines): the server updates the global model (its
+ * optimizer, part of the protocol), then compresses the model delta once with
+ * its error accumulation and every worker pulls it. Gradient pulls (TernGrad
+ * section 3, Figure 1): the server sends the average itself (ternsum: 2N+1
+ * levels with the shared scalars, losslessly) into every worker's ex->agg, on
+ * which each runs its optimizer (parameter localization: exchange_optimize). */
 static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double lr, double density, long step) {
     encode_all(ex, x, params, opt, lr, density, step);
     comm_gatherv(ex->comm, &ex->in, ex->lens, ex->out.p, ex->out.len, 0);
@@ -826,9 +829,7 @@ static int ps_exchange(Exchange *ex, float *params, float *x, Optim *opt, double
         DecPass dp = {ex->agg, -1, SLOT_PULL + 2 * ex->N, 0};
         decode_pass(ex, &dp, ex->out.p, ex->out.len, 0, step, 1);
         ex->st.comp_down += ex->dec_comp;
-        rc = agree(ex);
-        if (!rc) apply_gradient(ex, params, ex->agg, opt, lr);
-        return rc;
+        return agree(ex);
     }
     if (server) {
         float *before = ex->tmp;
@@ -873,6 +874,22 @@ static int hops(const Exchange *ex) {
     }
 }
 
+/* the step's statistics: the wire counters since exchange_step began and, after an
+ * exchange, the network model (a collective: every worker calls it alike) */
+static int finish(Exchange *ex, int rc, ExchangeStats *st) {
+    ex->st.wire_sent = ex->comm->sent - ex->sent0;
+    ex->st.wire_received = ex->comm->received - ex->recv0;
+    if (ex->st.exchanged && ex->N > 1 && !rc) {
+        double mine = (double)(ex->st.wire_sent > ex->st.wire_received ? ex->st.wire_sent : ex->st.wire_received);
+        double worst = control_max(ex, mine);
+        ex->st.wire_max = (uint64_t)worst;
+        ex->st.hops = hops(ex);
+        if (ex->cfg.bandwidth > 0) ex->st.comm_model_s = worst * 8.0 / ex->cfg.bandwidth + hops(ex) * ex->cfg.latency;
+    }
+    if (st) *st = ex->st;
+    return rc;
+}
+
 int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double lr, double epoch, long step,
                   ExchangeStats *st) {
     memset(&ex->st, 0, sizeof ex->st);
@@ -880,7 +897,8 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
     ex->quiet_from = -1;
     ex->err[0] = 0;
     size_t total = ex->pt->total;
-    uint64_t sent0 = ex->comm->sent, recv0 = ex->comm->received;
+    ex->sent0 = ex->comm->sent;
+    ex->recv0 = ex->comm->received;
     int rc = 0;
     double density = 0;
     const CodecOps *g = ex->cfg.policy.global.ops;
@@ -891,7 +909,7 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
     ex->st.density = density;
     if (!ex->started && ex->global) memcpy(ex->global, params, total * sizeof(float)); /* the server's model */
     /* the side-input density only overrides the codec when DGC warms up */
-    double side_density = ex->cfg.memory == MEM_DGC ? density : 0;
+    ex->side_density = ex->cfg.memory == MEM_DGC ? density : 0;
 
     if (!ex->deltas) {
         if (ex->cfg.memory == MEM_DGC) dgc_prepare(ex, grads, params);
@@ -901,49 +919,46 @@ int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double 
             tensor_loop(ex, memory_in_tensor, grads);
         switch (ex->cfg.topology) {
         case TOPO_ALLREDUCE: rc = avg_allreduce(ex, grads); break;
-        case TOPO_ALLGATHER: rc = avg_allgather(ex, ex->work, params, opt, lr, side_density, step); break;
+        case TOPO_ALLGATHER: rc = avg_allgather(ex, ex->work, params, opt, lr, ex->side_density, step); break;
         case TOPO_RING: rc = avg_ring(ex, grads, params, opt, lr, step); break;
-        case TOPO_PS: rc = ps_exchange(ex, params, ex->work, opt, lr, side_density, step); break;
+        case TOPO_PS: rc = ps_exchange(ex, params, ex->work, opt, lr, ex->side_density, step); break;
         }
-        if (!rc && ex->cfg.topology != TOPO_PS) apply_gradient(ex, params, ex->agg, opt, lr);
         ex->st.exchanged = 1;
-    } else {
-        /* SBC Algorithm 1 / federated averaging: local steps, then exchange
-         * the weight delta since the last exchange */
-        if (!ex->started) memcpy(ex->anchor, params, total * sizeof(float));
-        if (ex->cfg.clip_norm > 0) clip_grad_norm(grads, total, ex->cfg.clip_norm, 2.0); /* each local step's */
-        optim_begin_step(opt);
-        optim_update(opt, params, grads, lr, 0, total);
-        /* the exchange after every delay-th step follows from the global step,
-         * the same on every worker (no counter of its own that could differ) */
-        if ((step + 1) % ex->cfg.delay == 0) {
-            float *d = grads; /* the gradient is spent: reuse it for the delta */
-            sub_arena(d, params, ex->anchor, total);
-            if (ex->cfg.topology != TOPO_RING && ex->cfg.topology != TOPO_ALLREDUCE) tensor_loop(ex, memory_in_tensor, d);
-            switch (ex->cfg.topology) {
-            case TOPO_ALLREDUCE: rc = avg_allreduce(ex, d); break;
-            case TOPO_ALLGATHER: rc = avg_allgather(ex, ex->work, ex->anchor, opt, lr, side_density, step); break;
-            case TOPO_RING: rc = avg_ring(ex, d, ex->anchor, opt, lr, step); break;
-            case TOPO_PS: rc = ps_exchange(ex, params, ex->work, opt, lr, side_density, step); break;
-            }
-            if (!rc && ex->cfg.topology != TOPO_PS) {
-                add_arena(ex->anchor, ex->agg, total);
-                memcpy(params, ex->anchor, total * sizeof(float));
-            }
-            if (!rc) sbc_mask_momentum(ex, opt);
-            ex->st.exchanged = 1;
-        }
+    } else if (!ex->started) {
+        memcpy(ex->anchor, params, total * sizeof(float)); /* weight deltas: the model before the first local step */
     }
     ex->started = 1;
-    ex->st.wire_sent = ex->comm->sent - sent0;
-    ex->st.wire_received = ex->comm->received - recv0;
-    if (ex->st.exchanged && ex->N > 1 && !rc) {
-        double mine = (double)(ex->st.wire_sent > ex->st.wire_received ? ex->st.wire_sent : ex->st.wire_received);
-        double worst = control_max(ex, mine);
-        ex->st.wire_max = (uint64_t)worst;
-        ex->st.hops = hops(ex);
-        if (ex->cfg.bandwidth > 0) ex->st.comm_model_s = worst * 8.0 / ex->cfg.bandwidth + hops(ex) * ex->cfg.latency;
+    return finish(ex, rc, st);
+}
+
+int exchange_model_pulled(const Exchange *ex) { return ex->cfg.topology == TOPO_PS && !ex->grad_pull && !ex->deltas; }
+
+void exchange_optimize(Exchange *ex, float *params, float *grads, Optim *opt, double lr) {
+    if (exchange_model_pulled(ex)) return; /* the pull was the new model: the server's optimizer made it */
+    apply_gradient(ex, params, ex->deltas ? grads : ex->agg, opt, lr);
+}
+
+int exchange_deltas(Exchange *ex, float *params, float *grads, Optim *opt, long step, ExchangeStats *st) {
+    /* the exchange after every delay-th step follows from the global step,
+     * the same on every worker (no counter of its own that could differ) */
+    if (!ex->deltas || (step + 1) % ex->cfg.delay != 0) return 0;
+    size_t total = ex->pt->total;
+    int rc = 0;
+    double lr = 0; /* the side inputs of weight deltas use no learning rate */
+    float *d = grads; /* the gradient is spent: reuse it for the delta */
+    sub_arena(d, params, ex->anchor, total);
+    if (ex->cfg.topology != TOPO_RING && ex->cfg.topology != TOPO_ALLREDUCE) tensor_loop(ex, memory_in_tensor, d);
+    switch (ex->cfg.topology) {
+    case TOPO_ALLREDUCE: rc = avg_allreduce(ex, d); break;
+    case TOPO_ALLGATHER: rc = avg_allgather(ex, ex->work, ex->anchor, opt, lr, ex->side_density, step); break;
+    case TOPO_RING: rc = avg_ring(ex, d, ex->anchor, opt, lr, step); break;
+    case TOPO_PS: rc = ps_exchange(ex, params, ex->work, opt, lr, ex->side_density, step); break;
     }
-    if (st) *st = ex->st;
-    return rc;
+    if (!rc && ex->cfg.topology != TOPO_PS) {
+        add_arena(ex->anchor, ex->agg, total);
+        memcpy(params, ex->anchor, total * sizeof(float));
+    }
+    if (!rc) sbc_mask_momentum(ex, opt);
+    ex->st.exchanged = 1;
+    return finish(ex, rc, st);
 }

@@ -3,8 +3,9 @@
  * For each tensor of the parameter table the policy (dist/policy.h) picks a
  * codec; the error-feedback memory adds what was not sent before; the codec
  * encodes a frame; the topology moves frames between workers; peers decode and
- * aggregate; the memory keeps what the frame did not represent; and the
- * update is applied (docs/DIST.md has the whole story and the byte accounting).
+ * aggregate; the memory keeps what the frame did not represent; then the
+ * optimizer steps on the average (docs/DIST.md has the whole story and the
+ * byte accounting).
  *
  * Three roles stay apart: codecs (compress/) know nothing of networks, the
  * memory knows nothing of frames, and the topology (this file + dist/comm.h)
@@ -27,11 +28,13 @@
  *              applied at every hop to the partial sums (GCOMP section 6.2)
  *
  * What is exchanged
- *   gradients  (default) every step; then the optimizer runs on the average
- *              (DGC tensors: plain SGD, the momentum lives in the memory)
+ *   gradients  (default) every step (exchange_step); then the optimizer runs
+ *              on the average (exchange_optimize; DGC tensors: plain SGD, the
+ *              momentum lives in the memory)
  *   deltas     with --delay N (and always for sbc, SBC Algorithm 1): every
- *              worker runs N local optimizer steps, then exchanges its weight
- *              delta since the last exchange; the average delta is applied to
+ *              worker runs N local optimizer steps (exchange_optimize on its
+ *              own gradient), then exchanges its weight delta since the last
+ *              exchange (exchange_deltas); the average delta is applied to
  *              the shared model (federated averaging with --codec fp32)
  */
 #ifndef GC_EXCHANGE_H
@@ -131,16 +134,50 @@ int exchange_shares_scalar(const Exchange *ex, int t);
  * table (table = 1) or one line (rank 0 prints it) */
 void exchange_print(const Exchange *ex, FILE *fp, int table);
 
-/* One training step after backward: grads (arena, may be modified) hold this
- * worker's gradient; params (arena) are updated in place by the optimizer and
- * the exchange. epoch is fractional (DGC warm-up). step counts the training
- * steps before this one (0, 1, 2, ..., the same on every worker, continued
- * after a resume): it seeds the stochastic codecs, and with --delay N the
- * workers exchange after the steps where (step + 1) % N == 0. Returns 0, or
- * a negative GcError with a message in exchange_error() naming the tensor and
- * the peer; every rank returns the error (no rank is left waiting). */
+/* One training step after backward is three calls, the optimizer between them
+ * (examples/trainer.c: train_step):
+ *     exchange_step(ex, params, grads, opt, lr, epoch, step, &st);  // the average gradient
+ *     exchange_optimize(ex, params, grads, opt, lr);                // the optimizer on it
+ *     exchange_deltas(ex, params, grads, opt, step, &st);           // --delay: the weight deltas
+ * (each call after a failed one is skipped; every rank fails alike).
+ *
+ * exchange_step: grads (arena, may be modified) hold this worker's gradient.
+ * With gradients exchanged it averages them over the workers into the
+ * exchange (error feedback, DGC's local clipping, weight decay and momentum
+ * correction applied on the way); on a parameter server with model-delta pulls
+ * (exchange_model_pulled) it runs the whole protocol, the server's optimizer
+ * on its global model included, and params (arena) are the pulled new model.
+ * With weight deltas it only notes the model before the first local step.
+ * opt is read for GCOMP's levels (and is the server's optimizer on rank 0 of
+ * a parameter server). epoch is fractional (DGC warm-up). step counts the
+ * training steps before this one (0, 1, 2, ..., the same on every worker,
+ * continued after a resume): it seeds the stochastic codecs, and with --delay
+ * N the workers exchange after the steps where (step + 1) % N == 0. Returns
+ * 0, or a negative GcError with a message in exchange_error() naming the
+ * tensor and the peer; every rank returns the error (no rank is left
+ * waiting). st: this step's statistics (exchange_deltas completes them). */
 int exchange_step(Exchange *ex, float *params, float *grads, Optim *opt, double lr, double epoch, long step,
                   ExchangeStats *st);
+/* 1 on a parameter server whose workers pull the server's model delta (3LC
+ * section 3.1): exchange_step made the new model, and exchange_optimize does
+ * nothing (the server's optimizer ran on the global model) */
+int exchange_model_pulled(const Exchange *ex);
+/* The optimizer's step on params after exchange_step: on the averaged
+ * gradient (gradient mode; TernGrad's parameter server: the pulled average),
+ * or with weight deltas on this worker's own gradient grads (a local step);
+ * --clip'ed first, in place (DGC clips locally in exchange_step instead);
+ * DGC's tensors by plain SGD (optim_sgd_plain: their momentum is the
+ * exchange's memory), every other tensor by opt (optim_update). Nothing where
+ * exchange_model_pulled. */
+void exchange_optimize(Exchange *ex, float *params, float *grads, Optim *opt, double lr);
+/* With weight deltas (--delay N, and always for sbc: SBC Algorithm 1), after
+ * the optimizer's step of every N-th step ((step + 1) % N == 0): grads (spent)
+ * take the delta params - anchor, which is averaged over the workers; the
+ * anchor moves by the average and params become it; SBC's tensors' momentum
+ * in opt is zeroed where this worker's frames sent a value (SBC section II's
+ * momentum masking). Other steps, and gradient mode: nothing (0, st left as
+ * exchange_step wrote it). Returns and fails as exchange_step. */
+int exchange_deltas(Exchange *ex, float *params, float *grads, Optim *opt, long step, ExchangeStats *st);
 const char *exchange_error(const Exchange *ex);
 
 /* The checkpoint sections (names without the worker prefix) that the exchange

@@ -1,7 +1,7 @@
 /* The device-resident exchange (see dist/exchange_cuda.h): the allreduce,
  * allgather and parameter-server steps of dist/exchange.c (memory_in, encode_all
  * with its shared scalars, encode_pass, average_bundles, avg_allreduce,
- * ps_exchange, apply_gradient, and exchange_step's weight-delta steps) on device
+ * ps_exchange, apply_gradient, exchange_optimize and exchange_deltas) on device
  * arenas, with the GPU codecs. */
 #include "dist/exchange_cuda.h"
 
@@ -41,7 +41,8 @@ struct ExchangeCuda {
     float *h_anchor;    /* the host exchange's anchor arena (checkpoints), or NULL */
     float *h_global;    /* ps server, model-delta pulls: the host exchange's global model (checkpoints) */
     float *h_pullres;   /* ... and its pull error accumulation (checkpoints); else both NULL */
-    float *d_agg;       /* [total] device: the average gradient (weight deltas: the average delta) */
+    float *d_agg;       /* [total] device: the average gradient (weight deltas: the average delta,
+                         * and before it a local step's copy of this worker's gradient) */
     float *d_anchor;    /* [total] device: weight deltas: the model at the last exchange (else NULL) */
     float *d_work;      /* [total] device: x = g or the weight delta (+ residual); NULL for allreduce
                          * of gradients */
@@ -72,7 +73,9 @@ struct ExchangeCuda {
                          * staged for the Comm's allreduce (else NULL) */
     ByteBuf ptrs;       /* the published gradient addresses, rank order */
     size_t *lens;       /* [N] */
-    ExchangeStats st;
+    ExchangeStats st;   /* this step's, from exchange_cuda_step on (exchange_cuda_deltas adds its exchange) */
+    uint64_t sent0, recv0; /* the Comm's counters when exchange_cuda_step began */
+    double side_density;   /* this step's density for the codecs' side inputs (DGC's warm-up), else 0 */
     int failed;
     char err[512];
 };
@@ -504,7 +507,7 @@ static void dgc_clip(ExchangeCuda *x, float *d) {
     if (norm > thr) exchange_cuda_scale(d, (float)(thr / (norm + 1e-6)), x->pt->total);
 }
 
-/* gradient mode's update (exchange.c's apply_gradient): --clip of the average, then
+/* the optimizer's update from d_agg (exchange.c's apply_gradient): --clip of d_agg, then
  * runs of tensors with the same treatment, DGC's by plain SGD (the momentum lives in
  * the memory), the others by opt */
 static void apply_gradient(ExchangeCuda *x, float *d_params, Optim *opt, double lr) {
@@ -528,8 +531,9 @@ static void apply_gradient(ExchangeCuda *x, float *d_params, Optim *opt, double 
  * worker adds the pulled delta to its parameters (to the anchor with weight deltas,
  * which the parameters then become). Gradient pulls (TernGrad section 3, Figure 1):
  * the server encodes the average itself (ternsum, 2N+1 levels with the shared
- * scalars), and every worker runs its optimizer on the pulled average. Only frames
- * cross to the host; the global model and the pull memory stay on the device. */
+ * scalars) into every worker's d_agg, on which each runs its optimizer
+ * (exchange_cuda_optimize). Only frames cross to the host; the global model and the
+ * pull memory stay on the device. */
 static int ps_exchange(ExchangeCuda *x, float *d_params, Optim *opt, double lr, long step, double density) {
     size_t total = x->pt->total;
     int server = x->rank == 0;
@@ -555,9 +559,7 @@ static int ps_exchange(ExchangeCuda *x, float *d_params, Optim *opt, double lr, 
     x->st.comp_down += decode_bundle(x, dst, x->pdec, x->out.p, x->out.len, 0, step, !x->grad_pull, 1);
     if (x->d_anchor && !x->failed)
         cudaCheck(cudaMemcpy(d_params, x->d_anchor, total * sizeof(float), cudaMemcpyDeviceToDevice));
-    rc = agree(x);
-    if (!rc && x->grad_pull) apply_gradient(x, d_params, opt, lr);
-    return rc;
+    return agree(x);
 }
 
 /* SBC section II's momentum masking after an exchange of weight deltas (exchange.c's
@@ -569,13 +571,30 @@ static void sbc_mask_momentum(ExchangeCuda *x, Optim *opt) {
             optim_mask_momentum_cuda(opt, x->d_mask + t_off(x, t), t_off(x, t), t_n(x, t));
 }
 
+/* the step's statistics, as exchange.c's finish: the wire counters since
+ * exchange_cuda_step began and, after an exchange, the network model (collective) */
+static int finish(ExchangeCuda *x, int rc, ExchangeStats *st) {
+    Comm *c = x->comm;
+    x->st.wire_sent = c->sent - x->sent0;
+    x->st.wire_received = c->received - x->recv0;
+    if (x->st.exchanged && x->N > 1 && !rc) {
+        double mine = (double)(x->st.wire_sent > x->st.wire_received ? x->st.wire_sent : x->st.wire_received);
+        double worst = control_max(c, mine);
+        x->st.wire_max = (uint64_t)worst;
+        x->st.hops = x->cfg.topology == TOPO_ALLGATHER ? 1 : x->cfg.topology == TOPO_PS ? 2 : 2 * (x->N - 1); /* exchange.c's hops */
+        if (x->cfg.bandwidth > 0) x->st.comm_model_s = worst * 8.0 / x->cfg.bandwidth + x->st.hops * x->cfg.latency;
+    }
+    if (st) *st = x->st;
+    return rc;
+}
+
 int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr, double epoch,
                        long step, ExchangeStats *st) {
     memset(&x->st, 0, sizeof x->st);
     x->failed = 0;
     x->err[0] = 0;
-    Comm *c = x->comm;
-    uint64_t sent0 = c->sent, recv0 = c->received;
+    x->sent0 = x->comm->sent;
+    x->recv0 = x->comm->received;
     int rc = 0;
     /* a sparsifier's density (DGC's warm-up), as exchange_step */
     const CodecSpec *g = &x->cfg.policy.global;
@@ -585,9 +604,8 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
         x->st.density = x->cfg.memory == MEM_DGC ? dgc_warmup_density(target, x->cfg.dgc_warmup, epoch) : target;
     }
     /* the side-input density only overrides the codec when DGC warms up */
-    double side_density = x->cfg.memory == MEM_DGC ? x->st.density : 0;
+    x->side_density = x->cfg.memory == MEM_DGC ? x->st.density : 0;
     size_t bytes = x->pt->total * sizeof(float);
-    int ps = x->cfg.topology == TOPO_PS;
     if (!exchange_started(x->ex) && x->d_global) /* the server's model */
         cudaCheck(cudaMemcpy(x->d_global, d_params, bytes, cudaMemcpyDeviceToDevice));
     if (!x->d_anchor) {
@@ -597,51 +615,44 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
             cudaCheck(cudaMemcpy(x->d_work, d_grads, bytes, cudaMemcpyDeviceToDevice));
             if (x->cfg.memory == MEM_DGC && x->cfg.dgc_clip > 0) dgc_clip(x, x->d_work);
             memory_in(x, d_params);
-            rc = ps ? ps_exchange(x, d_params, opt, lr, step, side_density) : avg_allgather(x, step, side_density);
+            rc = x->cfg.topology == TOPO_PS ? ps_exchange(x, d_params, opt, lr, step, x->side_density)
+                                            : avg_allgather(x, step, x->side_density);
         }
-        if (!rc && !ps) apply_gradient(x, d_params, opt, lr); /* ps: the server's, or after the pull */
         x->st.exchanged = 1;
-    } else {
-        /* exchange_step's weight deltas (SBC Algorithm 1, federated averaging): a local
-         * optimizer step, and after every delay-th step the delta since the last
-         * exchange, averaged over workers, applied to the anchor, which becomes the model */
-        if (!exchange_started(x->ex)) cudaCheck(cudaMemcpy(x->d_anchor, d_params, bytes, cudaMemcpyDeviceToDevice));
-        const float *g = d_grads;
-        if (x->cfg.clip_norm > 0) { /* each local step's gradient, clipped in d_work (free until the delta) */
-            cudaCheck(cudaMemcpy(x->d_work, d_grads, bytes, cudaMemcpyDeviceToDevice));
-            clip_norm(x, x->d_work);
-            g = x->d_work;
-        }
-        optim_begin_step(opt);
-        optim_update_cuda(opt, d_params, g, lr, 0, x->pt->total);
-        if ((step + 1) % x->cfg.delay == 0) {
-            exchange_cuda_sub(x->d_work, d_params, x->d_anchor, x->pt->total);
-            if (x->cfg.topology == TOPO_ALLREDUCE) {
-                avg_allreduce(x, x->d_work);
-            } else {
-                memory_in(x, d_params);
-                rc = ps ? ps_exchange(x, d_params, opt, lr, step, side_density) : avg_allgather(x, step, side_density);
-            }
-            if (!rc && !ps) { /* ps: the pulled delta went to the anchor */
-                exchange_cuda_add(x->d_anchor, x->d_agg, x->pt->total);
-                cudaCheck(cudaMemcpy(d_params, x->d_anchor, bytes, cudaMemcpyDeviceToDevice));
-            }
-            if (!rc) sbc_mask_momentum(x, opt);
-            x->st.exchanged = 1;
-        }
+    } else if (!exchange_started(x->ex)) { /* weight deltas: the model before the first local step */
+        cudaCheck(cudaMemcpy(x->d_anchor, d_params, bytes, cudaMemcpyDeviceToDevice));
     }
     exchange_set_started(x->ex);
-    x->st.wire_sent = c->sent - sent0;
-    x->st.wire_received = c->received - recv0;
-    if (x->st.exchanged && x->N > 1 && !rc) {
-        double mine = (double)(x->st.wire_sent > x->st.wire_received ? x->st.wire_sent : x->st.wire_received);
-        double worst = control_max(c, mine);
-        x->st.wire_max = (uint64_t)worst;
-        x->st.hops = x->cfg.topology == TOPO_ALLGATHER ? 1 : ps ? 2 : 2 * (x->N - 1); /* exchange.c's hops */
-        if (x->cfg.bandwidth > 0) x->st.comm_model_s = worst * 8.0 / x->cfg.bandwidth + x->st.hops * x->cfg.latency;
+    return finish(x, rc, st);
+}
+
+void exchange_cuda_optimize(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr) {
+    if (exchange_model_pulled(x->ex)) return; /* the pull was the new model: the server's optimizer made it */
+    if (x->d_anchor) /* weight deltas: a local step on this worker's own gradient, copied (--clip scales it) */
+        cudaCheck(cudaMemcpy(x->d_agg, d_grads, x->pt->total * sizeof(float), cudaMemcpyDeviceToDevice));
+    apply_gradient(x, d_params, opt, lr);
+}
+
+int exchange_cuda_deltas(ExchangeCuda *x, float *d_params, Optim *opt, long step, ExchangeStats *st) {
+    /* exchange_deltas: after every delay-th local step, the delta since the last exchange,
+     * averaged over workers, applied to the anchor, which becomes the model */
+    if (!x->d_anchor || (step + 1) % x->cfg.delay != 0) return 0;
+    int rc = 0;
+    exchange_cuda_sub(x->d_work, d_params, x->d_anchor, x->pt->total);
+    if (x->cfg.topology == TOPO_ALLREDUCE) {
+        avg_allreduce(x, x->d_work);
+    } else {
+        memory_in(x, d_params);
+        rc = x->cfg.topology == TOPO_PS ? ps_exchange(x, d_params, opt, 0, step, x->side_density)
+                                        : avg_allgather(x, step, x->side_density);
     }
-    if (st) *st = x->st;
-    return rc;
+    if (!rc && x->cfg.topology != TOPO_PS) { /* ps: the pulled delta went to the anchor */
+        exchange_cuda_add(x->d_anchor, x->d_agg, x->pt->total);
+        cudaCheck(cudaMemcpy(d_params, x->d_anchor, x->pt->total * sizeof(float), cudaMemcpyDeviceToDevice));
+    }
+    if (!rc) sbc_mask_momentum(x, opt);
+    x->st.exchanged = 1;
+    return finish(x, rc, st);
 }
 
 #else /* no CUDA */
@@ -671,6 +682,23 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
     (void)d_grads;
     (void)opt;
     (void)lr;
+    (void)step;
+    (void)st;
+    return -1;
+}
+
+void exchange_cuda_optimize(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr) {
+    (void)x;
+    (void)d_params;
+    (void)d_grads;
+    (void)opt;
+    (void)lr;
+}
+
+int exchange_cuda_deltas(ExchangeCuda *x, float *d_params, Optim *opt, long step, ExchangeStats *st) {
+    (void)x;
+    (void)d_params;
+    (void)opt;
     (void)step;
     (void)st;
     return -1;

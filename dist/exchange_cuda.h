@@ -75,18 +75,21 @@
  *      scalar): the server encodes the average itself (ternsum, 2N+1 levels
  *      with the shared scalars; fp32 for the uncompressed tensors), broadcast;
  *      every worker decodes it and its GPU optimizer steps on it
- * then the GPU optimizer (optim/optim_cuda.h) updates the device parameters
- * from the average (--clip'ed first; DGC's tensors: plain SGD, as apply_gradient).
+ *      (exchange_cuda_optimize)
+ * then exchange_cuda_optimize: the GPU optimizer (optim/optim_cuda.h) updates
+ * the device parameters from the average (--clip'ed first; DGC's tensors: plain
+ * SGD, as exchange_optimize; nothing where the pull was the new model).
  * Clipping: the sums of squares of the norm in the host's order on the device
  * (exchange_cuda_sumsq: optim/clip.c's blocks for --clip, DGC's per tensor, one
  * GPU thread each, each summed one value after the other), one double to the
  * host, which decides the factor with the host's expressions; the scaling on
  * the device.
- * weight deltas, as exchange_step's delta path:
- *   every step  the anchor = the parameters before the first step; the GPU
- *               optimizer steps on this worker's own gradient (--clip'ed)
+ * weight deltas, as exchange_step, exchange_optimize and exchange_deltas:
+ *   every step  the anchor = the parameters before the first step
+ *               (exchange_cuda_step); the GPU optimizer steps on a copy of
+ *               this worker's own gradient (--clip'ed; exchange_cuda_optimize)
  *   after every delay-th step ((step + 1) % delay == 0, the same on every
- *               worker) x = parameters - anchor on the device, averaged as
+ *               worker; exchange_cuda_deltas) x = parameters - anchor on the device, averaged as
  *               above (allgather: with the residual, frames of x; allreduce:
  *               x itself); anchor += the average, parameters = anchor; SBC's
  *               tensors' optimizer momentum zeroed where this worker's frame
@@ -123,14 +126,21 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
  * the policy and the checkpoint arenas). NULL with a message in err */
 ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, char *err, size_t errlen);
 void exchange_cuda_free(ExchangeCuda *x);
-/* One training step after backward, collective over the workers: d_grads
- * (device arena) hold this worker's gradient and are only read; d_params
- * (device arena) are updated by opt, an Optim from optim_init_cuda. epoch
- * and step as exchange_step's (DGC's warm-up; seeds, bundle headers). Statistics as exchange_step's.
- * Returns 0, or a negative GcError with a message in exchange_cuda_error()
+/* One training step after backward, as exchange_step, exchange_optimize and
+ * exchange_deltas (dist/exchange.h), collective over the workers:
+ *     exchange_cuda_step(x, d_params, d_grads, opt, lr, epoch, step, &st);  // the average gradient
+ *     exchange_cuda_optimize(x, d_params, d_grads, opt, lr);                // the optimizer on it
+ *     exchange_cuda_deltas(x, d_params, opt, step, &st);                    // --delay: the weight deltas
+ * d_grads (device arena) hold this worker's gradient and are only read;
+ * d_params (device arena) are updated by the exchange or by opt, an Optim from
+ * optim_init_cuda. epoch and step as exchange_step's (DGC's warm-up; seeds,
+ * bundle headers). Statistics as exchange_step's. The step and the deltas
+ * return 0, or a negative GcError with a message in exchange_cuda_error()
  * (every worker returns the error). */
 int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr, double epoch,
                        long step, ExchangeStats *st);
+void exchange_cuda_optimize(ExchangeCuda *x, float *d_params, const float *d_grads, Optim *opt, double lr);
+int exchange_cuda_deltas(ExchangeCuda *x, float *d_params, Optim *opt, long step, ExchangeStats *st);
 const char *exchange_cuda_error(const ExchangeCuda *x);
 /* the residual, DGC's momentum, the anchor, the server's global model and pull
  * memory, device -> the host exchange's arenas (before a checkpoint) and back */

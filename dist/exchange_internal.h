@@ -42,7 +42,9 @@ struct Exchange {
                           * clip_blocks), tensor t's from sq_at[t]; [sq_at[T]] */
     size_t *sq_at;       /* [T + 1] */
     int started; /* set by the first exchange_step, or by a checkpoint load after step > 0 */
-    ExchangeStats st;
+    ExchangeStats st;  /* this step's, from exchange_step on (exchange_deltas adds its exchange) */
+    uint64_t sent0, recv0; /* the Comm's counters when exchange_step began */
+    double side_density;   /* this step's density for the codecs' side inputs (DGC's warm-up), else 0 */
     uint64_t dec_comp; /* bytes of the compressed tensors' entries in the bundle decode_pass read last */
     LayerStats *layers; /* [T] with exchange_track_layers, else NULL */
     int failed;

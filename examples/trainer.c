@@ -264,24 +264,52 @@ static int step_failed(Worker *w, int failed, float loss, double lr) {
     return flags[0] > 0 || flags[1] > 0;
 }
 
-/* The exchange (dist/exchange.h): averages the gradients (or, with --delay,
- * the weight deltas) over the workers and applies the optimizer; on the GPU
- * while the step stays there (dist/exchange_cuda.h). 0, or -1 (said). */
-static int exchange(Worker *w, double lr, ExchangeStats *xs) {
-    double epoch = (double)w->step / (double)w->train->steps_per_epoch; /* DGC's warm-up */
-    int rc;
-#ifdef HAVE_CUDA
-    if (w->dev)
-        rc = exchange_cuda_step(w->dx, model_cuda_device_params(w->m), model_cuda_device_grads(w->m), &w->dopt, lr,
-                                epoch, w->step, xs);
-    else
-#endif
-        rc = exchange_step(w->ex, w->m->params, w->m->grads, &w->opt, lr, epoch, w->step, xs);
+/* an exchange's return code: 0, or -1 with its message said and the exit status set */
+static int exchange_said(Worker *w, int rc) {
     if (rc) {
         fprintf(stderr, "error: %s\n", w->dev ? exchange_cuda_error(w->dx) : exchange_error(w->ex));
         w->sh->status = 1;
     }
     return rc ? -1 : 0;
+}
+
+/* The exchange (dist/exchange.h): averages the gradients over the workers (with
+ * --delay nothing yet: average_deltas follows the optimizer; on a parameter
+ * server with model-delta pulls, 3LC's, the pulled model is the new one); on
+ * the GPU while the step stays there (dist/exchange_cuda.h). 0, or -1 (said). */
+static int exchange(Worker *w, double lr, ExchangeStats *xs) {
+    double epoch = (double)w->step / (double)w->train->steps_per_epoch; /* DGC's warm-up */
+#ifdef HAVE_CUDA
+    if (w->dev)
+        return exchange_said(w, exchange_cuda_step(w->dx, model_cuda_device_params(w->m), model_cuda_device_grads(w->m),
+                                                   &w->dopt, lr, epoch, w->step, xs));
+#endif
+    return exchange_said(w, exchange_step(w->ex, w->m->params, w->m->grads, &w->opt, lr, epoch, w->step, xs));
+}
+
+/* The optimizer (optim/optim.h) on the average that the exchange left: --clip,
+ * then optim_update (DGC's tensors: plain SGD, their momentum in the exchange's
+ * memory); with --delay a local step on this worker's own gradient; nothing
+ * where the exchange pulled the new model (exchange_model_pulled) */
+static void optimizer_step(Worker *w, double lr) {
+#ifdef HAVE_CUDA
+    if (w->dev) {
+        exchange_cuda_optimize(w->dx, model_cuda_device_params(w->m), model_cuda_device_grads(w->m), &w->dopt, lr);
+        return;
+    }
+#endif
+    exchange_optimize(w->ex, w->m->params, w->m->grads, &w->opt, lr);
+}
+
+/* --delay N (and sbc): after every N-th local step the weight deltas averaged
+ * over the workers, every model restarting from the average (exchange_deltas);
+ * else nothing. 0, or -1 (said). */
+static int average_deltas(Worker *w, ExchangeStats *xs) {
+#ifdef HAVE_CUDA
+    if (w->dev)
+        return exchange_said(w, exchange_cuda_deltas(w->dx, model_cuda_device_params(w->m), &w->dopt, w->step, xs));
+#endif
+    return exchange_said(w, exchange_deltas(w->ex, w->m->params, w->m->grads, &w->opt, w->step, xs));
 }
 
 /* --ema: the moving average after step w->step */
@@ -297,8 +325,9 @@ static void ema_after_step(Worker *w) {
 }
 
 /* One training step of this worker: forward and backward on its batch, then,
- * once every worker knows that none failed, the exchange and the optimizer.
- * s: what it measured. 0, or -1 with the exit status set, on every worker alike. */
+ * once every worker knows that none failed, the exchange, the optimizer and
+ * (--delay) the exchange of the weight deltas. s: what it measured. 0, or -1
+ * with the exit status set, on every worker alike. */
 static int train_step(Worker *w, StepStats *s) {
     w->comm->step = w->step; /* for a stall's message */
     ModelCopies c0 = model_copies(w->m);
@@ -313,7 +342,9 @@ static int train_step(Worker *w, StepStats *s) {
     double lr = lr_sched_lr(&w->sched, w->step);
     if (step_failed(w, failed, loss, lr)) return -1;             /* all stop together */
     ExchangeStats xs;
-    if (exchange(w, lr, &xs)) return -1;                         /* the average, then the optimizer */
+    if (exchange(w, lr, &xs)) return -1;                         /* the gradients averaged over the workers */
+    optimizer_step(w, lr);                                       /* the optimizer on the average */
+    if (average_deltas(w, &xs)) return -1;                       /* --delay: every N-th step, the weight deltas */
     w->step++;
     ModelCopies c1 = model_copies(w->m);
     ema_after_step(w);

@@ -143,6 +143,8 @@ static void worker(int rank, void *arg) {
     for (long s = 0; s < run->steps; s++) {
         make_grad(g, rank, s);
         int rc = exchange_step(ex, params, g, &opt, run->lr, (double)s, s, &run->st[rank]);
+        if (!rc) exchange_optimize(ex, params, g, &opt, run->lr);
+        if (!rc) rc = exchange_deltas(ex, params, g, &opt, s, &run->st[rank]);
         if (rc) {
             run->rc[rank] = rc;
             snprintf(run->err[rank], sizeof run->err[rank], "%s", exchange_error(ex));

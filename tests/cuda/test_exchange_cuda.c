@@ -164,9 +164,13 @@ static void worker(int rank, void *arg) {
         if (r->device) {
             cudaCheck(cudaMemcpy(dg, g, pt.total * sizeof(float), cudaMemcpyHostToDevice));
             rc = exchange_cuda_step(dx, dp, dg, &dopt, 0.1, (double)s, s, &r->st[rank]);
+            if (!rc) exchange_cuda_optimize(dx, dp, dg, &dopt, 0.1);
+            if (!rc) rc = exchange_cuda_deltas(dx, dp, &dopt, s, &r->st[rank]);
             if (rc) snprintf(r->err[rank], sizeof r->err[rank], "%s", exchange_cuda_error(dx));
         } else {
             rc = exchange_step(ex, params, g, &opt, 0.1, (double)s, s, &r->st[rank]);
+            if (!rc) exchange_optimize(ex, params, g, &opt, 0.1);
+            if (!rc) rc = exchange_deltas(ex, params, g, &opt, s, &r->st[rank]);
             if (rc) snprintf(r->err[rank], sizeof r->err[rank], "%s", exchange_error(ex));
         }
         r->rc[rank] = rc;
