@@ -953,6 +953,20 @@ const CodecSpec *codec_cuda_spec(const CodecCuda *g) { return &g->spec; }
 
 size_t codec_cuda_max_frame(const CodecCuda *g, size_t n) { return codec_max_frame(g->cpu, n); }
 
+size_t codec_cuda_state_max(const CodecCuda *g) { return codec_state_max(g->cpu); }
+
+int64_t codec_cuda_state_save(const CodecCuda *g, uint8_t *buf, size_t cap) {
+    if (!g->spec.ops->state_save) return 0;
+    if (g->gp) return gcx_gcomp_state_save(g, buf, cap);
+    return -GC_ERR_STATE; /* a codec with CPU state and no GPU twin of it */
+}
+
+int codec_cuda_state_load(CodecCuda *g, const uint8_t *buf, size_t len) {
+    if (!g->spec.ops->state_load) return len ? -GC_ERR_STATE : 0;
+    if (g->gp) return gcx_gcomp_state_load(g, buf, len);
+    return -GC_ERR_STATE;
+}
+
 
 /* ============================================================= ternsum ==== */
 /* compress/ternsum.c: digits L + n of base B = 2n + 1, K per 64-bit word, one

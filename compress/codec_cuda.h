@@ -61,6 +61,16 @@ const CodecSpec *codec_cuda_spec(const CodecCuda *g);
 /* worst-case frame bytes (header included) for n values, as codec_max_frame */
 size_t codec_cuda_max_frame(const CodecCuda *g, size_t n);
 
+/* the state it keeps between calls (gcomp's tables and exponent counts) as
+ * the blob of its CPU twin's codec_state_save, byte for byte (docs/FORMAT.md
+ * section 13), and back: a checkpoint written by either resumes on either.
+ * As codec_state_max / codec_state_save / codec_state_load (compress/codec.h):
+ * state_max 0 and save 0 for a codec without state; load leaves the state as
+ * it was on a bad blob.  buf: host memory */
+size_t codec_cuda_state_max(const CodecCuda *g);
+int64_t codec_cuda_state_save(const CodecCuda *g, uint8_t *buf, size_t cap);
+int codec_cuda_state_load(CodecCuda *g, const uint8_t *buf, size_t len);
+
 /* Encode x[n] (device) into frame (host, cap bytes): the frame codec_encode
  * gives for the same values. Returns the frame length or a negative GcError.
  *   frame: [cap] host out;  x: [n] device;  side: see above (may be NULL) */
@@ -125,6 +135,8 @@ void *gcx_gcomp_state_new(void);
 void gcx_gcomp_state_free(void *st);
 int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
                          const CodecSide *side);
+int64_t gcx_gcomp_state_save(const CodecCuda *g, uint8_t *buf, size_t cap);
+int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len);
 int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len,
                      uint16_t flags);
 #endif

@@ -566,8 +566,8 @@ __global__ void k_gp_acc(float *out, const float *v, size_t n, float weight) {
         out[i] = __fadd_rn(out[i], __fmul_rn(weight, v[i]));
 }
 
-/* compress/gcomp.c gp_table_read, plus the device copies of the lookup table */
-static int gp_table_read(GpTab *t, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
+/* compress/gcomp.c gp_table_parse: a carried table -> the code; its CRC-32C must be id */
+static int gp_table_parse(HuffCode *hc, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
     if (len < 2) return -GC_ERR_TRUNCATED;
     size_t k = get_u16(p);
     if (k > HUFF_NSYM) return -GC_ERR_CORRUPT;
@@ -583,7 +583,12 @@ static int gp_table_read(GpTab *t, size_t *used, const uint8_t *p, size_t len, i
     }
     *used = 2 + 2 * k;
     if (crc32c(0, p, *used) != id) return -GC_ERR_CORRUPT;
-    int rc = huff_code_build(&t->hc, lens, ntheta);
+    return huff_code_build(hc, lens, ntheta);
+}
+
+/* compress/gcomp.c gp_table_read, plus the device copies of the lookup table */
+static int gp_table_read(GpTab *t, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
+    int rc = gp_table_parse(&t->hc, used, p, len, ntheta, id);
     if (rc) return rc;
     if (t->lut_n != ntheta || !t->lut) {
         free(t->lut);
@@ -707,5 +712,90 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         st->cur = st->pend;
         st->pend = tmp;
     }
+    return 0;
+}
+
+/* ---------------------------------------------------------- checkpoints */
+
+/* compress/gcomp.c gp_state_save / gp_state_load, byte for byte: the same blob
+ * (docs/FORMAT.md section 13) from and into the GPU state, so a checkpoint
+ * written by either path resumes on either. */
+#define GP_STATE_VERSION 1
+#define GP_STATE_MAX (1 + 2 * (1 + 1 + 4 + GP_TABLE_MAX) + 8 + 8 * HUFF_NSYM)
+
+static size_t gp_state_put_table(uint8_t *p, int have, const HuffCode *hc, uint32_t id) {
+    p[0] = (uint8_t)(have != 0);
+    if (!have) return 1;
+    p[1] = (uint8_t)hc->ntheta;
+    put_u32(p + 2, id);
+    return 6 + gp_table_write(p + 6, hc);
+}
+
+int64_t gcx_gcomp_state_save(const CodecCuda *g, uint8_t *buf, size_t cap) {
+    const GpState *st = (const GpState *)g->gp;
+    if (cap < GP_STATE_MAX) return -GC_ERR_NOSPACE;
+    size_t at = 0;
+    buf[at++] = GP_STATE_VERSION;
+    at += gp_state_put_table(buf + at, st->enc_have, &st->enc, st->enc_id);
+    put_u64(buf + at, st->since);
+    at += 8;
+    for (int s = 0; s < HUFF_NSYM; s++, at += 8) put_u64(buf + at, st->hist[s]);
+    at += gp_state_put_table(buf + at, st->cur.have, &st->cur.hc, st->cur.id);
+    return (int64_t)at;
+}
+
+/* one table of a state blob: *have, and when set the code and its id */
+static int gp_state_get_table(const uint8_t *p, size_t len, size_t *used, int *have, HuffCode *hc, uint32_t *id,
+                              int *ntheta) {
+    if (len < 1) return -GC_ERR_TRUNCATED;
+    if (p[0] > 1) return -GC_ERR_CORRUPT;
+    *have = p[0];
+    *used = 1;
+    if (!*have) return 0;
+    if (len < 6) return -GC_ERR_TRUNCATED;
+    *ntheta = p[1];
+    if (*ntheta < 1 || *ntheta > HUFF_MAX_NTHETA) return -GC_ERR_CORRUPT;
+    *id = get_u32(p + 2);
+    size_t tl = 0;
+    int rc = gp_table_parse(hc, &tl, p + 6, len - 6, *ntheta, *id);
+    *used = 6 + tl;
+    return rc;
+}
+
+int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len) {
+    GpState *st = (GpState *)g->gp;
+    if (len < 1) return -GC_ERR_TRUNCATED;
+    if (buf[0] != GP_STATE_VERSION) return -GC_ERR_VERSION;
+    size_t at = 1, used = 0;
+    int enc_have = 0, dec_have = 0, enc_nt = 0, dec_nt = 0;
+    HuffCode enc, dec;
+    uint32_t enc_id = 0, dec_id = 0;
+    int rc = gp_state_get_table(buf + at, len - at, &used, &enc_have, &enc, &enc_id, &enc_nt);
+    if (rc) return rc;
+    if (enc_have && enc.ntheta != (int)codec_param(&g->spec, "ntheta")) return -GC_ERR_PARAM;
+    at += used;
+    if (len - at < 8 + 8 * HUFF_NSYM) return -GC_ERR_TRUNCATED;
+    uint64_t since = get_u64(buf + at), hist[HUFF_NSYM];
+    at += 8;
+    for (int s = 0; s < HUFF_NSYM; s++, at += 8) hist[s] = get_u64(buf + at);
+    size_t dec_at = at;
+    rc = gp_state_get_table(buf + at, len - at, &used, &dec_have, &dec, &dec_id, &dec_nt);
+    if (rc) return rc;
+    if (at + used != len) return -GC_ERR_OVERSIZED;
+    /* valid: commit (the decoder's table through gp_table_read, which builds and
+     * uploads its lookup table) */
+    st->enc_have = enc_have;
+    if (enc_have) {
+        st->enc = enc;
+        st->enc_id = enc_id;
+    }
+    st->since = since;
+    memcpy(st->hist, hist, sizeof hist);
+    if (dec_have) {
+        size_t tl = 0;
+        rc = gp_table_read(&st->cur, &tl, buf + dec_at + 6, len - dec_at - 6, dec_nt, dec_id);
+        if (rc) return rc; /* parsed above: cannot happen */
+    }
+    st->cur.have = dec_have;
     return 0;
 }

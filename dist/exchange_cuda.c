@@ -54,7 +54,12 @@ struct ExchangeCuda {
     float *scalars;     /* [T] host: TernGrad's shared scalars (exchange.c's) */
     int *share;         /* [T] tensor t's frames use the shared scalar (exchange_shares_scalar) */
     int share_any;      /* some tensor's do: the scalars are shared before encoding */
-    CodecCuda **enc, **dec; /* [T] each tensor's encoder and decoder (ps: of the pushes) */
+    CodecCuda **enc;    /* [T] each tensor's encoder (ps: of the pushes) */
+    CodecCuda **dec;    /* [T * N] tensor t's decoder of worker src's frames at t * N + src: one per
+                         * worker for a codec with state between steps (gcomp's tables: each
+                         * sender's), else src 0's serves every worker (NULL at src > 0) */
+    uint8_t *d_levels;  /* [total] device: GCOMP's levels (make_side's), NULL without gcomp */
+    int coded;          /* a push has been encoded: the codecs' state is the host's to save */
     /* ps (3LC section 3.1; TernGrad section 3) */
     int grad_pull;      /* the workers pull the averaged gradient (TernGrad), not a model delta (3LC) */
     float *d_global;    /* [total] device: the server's global model (model-delta pulls; else NULL) */
@@ -81,6 +86,11 @@ struct ExchangeCuda {
 };
 
 static size_t t_off(const ExchangeCuda *x, int t) { return x->pt->t[t].offset; }
+static int stateful(const ExchangeCuda *x, int t) { return x->pol[t].spec.ops->state_save != NULL; }
+/* tensor t's decoder of worker src's frames */
+static CodecCuda *dec_of(const ExchangeCuda *x, int t, int src) {
+    return x->dec[(size_t)t * (size_t)x->N + (size_t)(stateful(x, t) ? src : 0)];
+}
 static size_t t_n(const ExchangeCuda *x, int t) { return x->pt->t[t].numel; }
 
 /* the first error of a step wins (exchange.c's set_err) */
@@ -100,9 +110,9 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
     (void)comm; /* allgather and ps move host frames, allreduce stages through pinned memory: any Comm */
     if (cfg->topology == TOPO_RING) return "the ring topology";
     const TensorPolicy *pol = exchange_policy(ex);
-    for (int t = 0; t < pt->n; t++) {
+    for (int t = 0; t < pt->n; t++) { /* gcomp's GPU twin keeps its state (codec_cuda_state_save) */
         const CodecOps *ops = pol[t].spec.ops;
-        if (ops->state_save) return "a codec that keeps state between steps (gcomp)";
+        if (ops->state_save && ops->id != CODEC_GCOMP) return "a codec whose state between steps has no GPU twin";
     }
     return NULL;
 }
@@ -146,13 +156,19 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
               (x->h_resid && cuda_dev_alloc((void **)&x->d_resid, bytes, "the residual")) ||
               (x->h_vel && cuda_dev_alloc((void **)&x->d_vel, bytes, "DGC's momentum"));
         x->enc = callocCheck((size_t)x->T + 1, sizeof *x->enc);
-        x->dec = callocCheck((size_t)x->T + 1, sizeof *x->dec);
+        x->dec = callocCheck((size_t)x->T * (size_t)x->N + 1, sizeof *x->dec);
         x->penc = callocCheck((size_t)x->T + 1, sizeof *x->penc);
         x->pdec = callocCheck((size_t)x->T + 1, sizeof *x->pdec);
-        for (int t = 0; t < x->T && !bad; t++)
-            bad = !(x->enc[t] = codec_cuda_new(&x->pol[t].spec)) || !(x->dec[t] = codec_cuda_new(&x->pol[t].spec)) ||
+        int gcomp = 0;
+        for (int t = 0; t < x->T && !bad; t++) {
+            gcomp |= x->pol[t].spec.ops->id == CODEC_GCOMP;
+            bad = !(x->enc[t] = codec_cuda_new(&x->pol[t].spec)) ||
                   (ps && x->rank == 0 && !(x->penc[t] = codec_cuda_new(exchange_pull_spec(ex, t)))) ||
                   (ps && !(x->pdec[t] = codec_cuda_new(exchange_pull_spec(ex, t))));
+            for (int src = 0; src < (stateful(x, t) ? x->N : 1) && !bad; src++)
+                bad = !(x->dec[(size_t)t * (size_t)x->N + (size_t)src] = codec_cuda_new(&x->pol[t].spec));
+        }
+        if (!bad && gcomp) bad = cuda_dev_alloc((void **)&x->d_levels, bytes / sizeof(float), "GCOMP's levels");
         x->at = callocCheck((size_t)x->T + 1, sizeof *x->at);
         x->flen = callocCheck((size_t)x->T + 1, sizeof *x->flen);
         x->scalars = callocCheck((size_t)x->T + 1, sizeof *x->scalars);
@@ -206,13 +222,14 @@ void exchange_cuda_free(ExchangeCuda *x) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) cudaCheck(cudaFree(bufs[i]));
     if (x->d_mask) cudaCheck(cudaFree(x->d_mask));
+    if (x->d_levels) cudaCheck(cudaFree(x->d_levels));
     cuda_host_arena_free(x->h_stage);
     if (x->d_lo) cudaCheck(cudaFree(x->d_lo));
     if (x->d_hi) cudaCheck(cudaFree(x->d_hi));
     if (x->d_part) cudaCheck(cudaFree(x->d_part));
     for (int t = 0; t < x->T && x->enc; t++) {
         codec_cuda_free(x->enc[t]);
-        codec_cuda_free(x->dec[t]);
+        for (int src = 0; src < x->N; src++) codec_cuda_free(x->dec[(size_t)t * (size_t)x->N + (size_t)src]);
         codec_cuda_free(x->penc[t]);
         codec_cuda_free(x->pdec[t]);
     }
@@ -232,7 +249,43 @@ void exchange_cuda_free(ExchangeCuda *x) {
     free(x);
 }
 
+/* the state of GPU codec g (tensor t, the host's codec `which`: exchange_codec) to
+ * the host codec that the checkpoint's "codecs" section saves (to_host), or back.
+ * To the host: created there once this run has encoded a push (the host
+ * exchange's codecs exist from their first frame on), else only where it exists;
+ * back: only where it exists (a checkpoint's state, loaded by exchange_ckpt_load) */
+static void codec_state_move(ExchangeCuda *x, CodecCuda *g, int t, int which, int to_host) {
+    if (!g || !codec_cuda_state_max(g)) return;
+    Codec *c = exchange_codec(x->ex, t, which, to_host && x->coded);
+    if (!c) return;
+    size_t cap = codec_cuda_state_max(g) > codec_state_max(c) ? codec_cuda_state_max(g) : codec_state_max(c);
+    uint8_t *buf = mallocCheck(cap);
+    int64_t len = to_host ? codec_cuda_state_save(g, buf, cap) : codec_state_save(c, buf, cap);
+    int rc = len < 0 ? (int)len : to_host ? codec_state_load(c, buf, (size_t)len) : codec_cuda_state_load(g, buf, (size_t)len);
+    if (rc)
+        gc_fatal("error: device exchange: the codec state of tensor %s does not move %s: %s\n", x->pt->t[t].name,
+                 to_host ? "to the host" : "to the device", gc_strerror(rc));
+    free(buf);
+    if (!to_host) x->coded = 1;
+}
+
+/* every GPU codec's state between the host exchange's codecs and the device:
+ * the push encoder, the decoders of every worker's frames (ps: the server's),
+ * the server's pull encoder and every worker's pull decoder */
+static void codec_states(ExchangeCuda *x, int to_host) {
+    if (!x->enc) return;
+    int ps = x->cfg.topology == TOPO_PS;
+    for (int t = 0; t < x->T; t++) {
+        codec_state_move(x, x->enc[t], t, EXCHANGE_CODEC_PUSH, to_host);
+        for (int src = 0; src < x->N && stateful(x, t) && (!ps || x->rank == 0); src++)
+            codec_state_move(x, x->dec[(size_t)t * (size_t)x->N + (size_t)src], t, src, to_host);
+        codec_state_move(x, x->penc[t], t, EXCHANGE_CODEC_PULL, to_host);
+        codec_state_move(x, x->pdec[t], t, EXCHANGE_CODEC_PULLED, to_host);
+    }
+}
+
 void exchange_cuda_download(ExchangeCuda *x) {
+    codec_states(x, 1);
     size_t b = x->pt->total * sizeof(float);
     if (x->d_resid) cudaCheck(cudaMemcpy(x->h_resid, x->d_resid, b, cudaMemcpyDeviceToHost));
     if (x->d_vel) cudaCheck(cudaMemcpy(x->h_vel, x->d_vel, b, cudaMemcpyDeviceToHost));
@@ -242,6 +295,7 @@ void exchange_cuda_download(ExchangeCuda *x) {
 }
 
 void exchange_cuda_upload(ExchangeCuda *x) {
+    codec_states(x, 0);
     size_t b = x->pt->total * sizeof(float);
     if (x->d_resid) cudaCheck(cudaMemcpy(x->d_resid, x->h_resid, b, cudaMemcpyHostToDevice));
     if (x->d_vel) cudaCheck(cudaMemcpy(x->d_vel, x->h_vel, b, cudaMemcpyHostToDevice));
@@ -348,12 +402,36 @@ static void share_scalars(ExchangeCuda *x) {
     comm_allreduce_f32(x->comm, x->scalars, (size_t)x->T, COMM_MAX);
 }
 
+/* GCOMP's levels of tensor t's values v (device) into d_levels: exchange.c's
+ * make_side. Gradients over the allgather: the optimizer's metric (GCOMP section
+ * 5.1; optim_gcomp_levels_at on the device optimizer's state) of the value as it
+ * enters the average, v / N; the parameter server's push: delta_levels of the
+ * plain-SGD delta (lr v) / N; weight deltas and the server's pull: delta_levels of
+ * v / N (v x 1/N) and v. d_lp: the parameters the delta is added to (device) */
+static void gcomp_levels(ExchangeCuda *x, int pull, int t, const float *v, const float *d_lp, const Optim *opt,
+                         double lr) {
+    size_t off = t_off(x, t), n = t_n(x, t);
+    uint8_t *lv = x->d_levels + off;
+    int guard = opt ? opt->cfg.gcomp_guard_bits : OPT_DEFAULT_GCOMP_GUARD_BITS;
+    int deltas = x->d_anchor != NULL;
+    if (!deltas && !pull && x->cfg.topology != TOPO_PS) {
+        float *scaled = x->d_repr + off; /* scratch: the frame's repr overwrites it */
+        exchange_cuda_div(scaled, v, (float)x->N, n);
+        optim_gcomp_levels_at_cuda(lv, opt, d_lp + off, scaled, lr, off, n);
+    } else if (!deltas && !pull) {
+        exchange_cuda_delta_levels(lv, d_lp + off, v, (float)lr, (float)x->N, guard, n);
+    } else {
+        exchange_cuda_delta_levels(lv, d_lp + off, v, pull ? 1.0f : 1.0f / (float)x->N, 0.0f, guard, n);
+    }
+}
+
 /* one bundle of every tensor's frame of d_x into x->out: exchange.c's encode_pass
  * with make_side's side inputs. A push (pull = 0, x = d_work) is this worker's,
  * and memory_out follows each frame; the server's pull (pull = 1, x = d_agg:
  * the model delta, or with gradient pulls the average) adds the pull memory
  * first and keeps what the frame did not represent there (3LC section 3.1) */
-static void encode_pass(ExchangeCuda *x, int pull, float *d_x, long step, double density) {
+static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp, const Optim *opt, double lr, long step,
+                        double density) {
     ByteBuf *b = &x->out;
     CodecCuda **enc = pull ? x->penc : x->enc;
     int pull_mem = pull && !x->grad_pull;
@@ -381,6 +459,10 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, long step, double
         side.mask = pull ? NULL : x->d_mask + off; /* what this worker sent; not the server's pull */
         side.density = density;
         if (x->share[t] && (!pull || x->grad_pull)) side.scalar = &x->scalars[t];
+        if (codec_cuda_spec(enc[t])->ops->id == CODEC_GCOMP) {
+            gcomp_levels(x, pull, t, v, d_lp, opt, lr);
+            side.levels = x->d_levels + off;
+        }
         x->flen[t] = codec_encode_cuda(enc[t], b->p + x->at[t] + ENTRY_HDR, codec_cuda_max_frame(enc[t], n), v, n,
                                        &side);
         if (x->flen[t] < 0) break;
@@ -418,17 +500,19 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, long step, double
         if (x->pol[t].compressed) {
             x->st.comp_raw += 4 * (uint64_t)n;
             x->st.comp_bytes += ENTRY_HDR + (uint64_t)len;
+            if (x->pol[t].spec.ops->id == CODEC_GCOMP) gcomp_frame_parts(&x->st.gcomp, e + ENTRY_HDR, len);
         }
     }
     put_u32(b->p + 12, count);
     if (!pull) x->st.up_bytes += b->len;
+    if (!pull) x->coded = 1;
 }
 
 /* the bundle (bytes, len) from worker src, or the server's pull, decoded by dec into
  * dst (acc: added): exchange.c's decode_pass, with its messages; returns the
  * compressed tensors' entry bytes */
-static uint64_t decode_bundle(ExchangeCuda *x, float *dst, CodecCuda **dec, const uint8_t *bytes, size_t len, int src,
-                              long step, int acc, int pull) {
+static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes, size_t len, int src, long step,
+                              int acc, int pull) {
     BundleReader br;
     int rc = bundle_open(&br, bytes, len, step);
     if (rc) {
@@ -446,7 +530,8 @@ static uint64_t decode_bundle(ExchangeCuda *x, float *dst, CodecCuda **dec, cons
         if (!rc) {
             if (x->pol[t].compressed) comp += ENTRY_HDR + (uint64_t)flen;
             float *out = dst + t_off(x, t);
-            rc = acc ? codec_decode_acc_cuda(dec[t], out, n, 1.0f, fp, flen) : codec_decode_cuda(dec[t], out, n, fp, flen);
+            CodecCuda *dec = pull ? x->pdec[t] : dec_of(x, t, src); /* the pull's, or src's */
+            rc = acc ? codec_decode_acc_cuda(dec, out, n, 1.0f, fp, flen) : codec_decode_cuda(dec, out, n, fp, flen);
         }
         if (rc) {
             x->st.codec_s += mono_seconds() - t0;
@@ -469,7 +554,7 @@ static void average_bundles(ExchangeCuda *x, long step, int down) {
     size_t at = 0;
     for (int src = 0; src < x->N; src++) {
         uint64_t comp = 0;
-        if (!x->failed) comp = decode_bundle(x, x->d_agg, x->dec, x->in.p + at, x->lens[src], src, step, src > 0, 0);
+        if (!x->failed) comp = decode_bundle(x, x->d_agg, x->in.p + at, x->lens[src], src, step, src > 0, 0);
         if (down && src != x->rank) {
             x->st.down_bytes += x->lens[src];
             x->st.comp_down += comp;
@@ -481,9 +566,9 @@ static void average_bundles(ExchangeCuda *x, long step, int down) {
 
 /* exchange.c's avg_allgather of x in d_work (memory applied): share the scalars,
  * encode, gather, average the N bundles */
-static int avg_allgather(ExchangeCuda *x, long step, double density) {
+static int avg_allgather(ExchangeCuda *x, const float *d_lp, const Optim *opt, double lr, long step, double density) {
     share_scalars(x);
-    encode_pass(x, 0, x->d_work, step, density);
+    encode_pass(x, 0, x->d_work, d_lp, opt, lr, step, density);
     comm_allgatherv(x->comm, &x->in, x->lens, x->out.p, x->out.len);
     average_bundles(x, step, 1);
     return agree(x);
@@ -538,7 +623,7 @@ static int ps_exchange(ExchangeCuda *x, float *d_params, Optim *opt, double lr, 
     size_t total = x->pt->total;
     int server = x->rank == 0;
     share_scalars(x);
-    encode_pass(x, 0, x->d_work, step, density);
+    encode_pass(x, 0, x->d_work, d_params, opt, lr, step, density);
     comm_gatherv(x->comm, &x->in, x->lens, x->out.p, x->out.len, 0);
     if (server) average_bundles(x, step, 0);
     int rc = agree(x);
@@ -550,13 +635,13 @@ static int ps_exchange(ExchangeCuda *x, float *d_params, Optim *opt, double lr, 
         else apply_gradient(x, x->d_global, opt, lr);
         exchange_cuda_sub(x->d_agg, x->d_global, before, total);
     }
-    if (server) encode_pass(x, 1, x->d_agg, step, 0);
+    if (server) encode_pass(x, 1, x->d_agg, x->d_global ? x->d_global : d_params, opt, lr, step, 0);
     rc = agree(x);
     if (rc) return rc;
     comm_bcast(x->comm, &x->out, 0);
     x->st.down_bytes += x->out.len;
     float *dst = x->grad_pull ? x->d_agg : x->d_anchor ? x->d_anchor : d_params;
-    x->st.comp_down += decode_bundle(x, dst, x->pdec, x->out.p, x->out.len, 0, step, !x->grad_pull, 1);
+    x->st.comp_down += decode_bundle(x, dst, x->out.p, x->out.len, 0, step, !x->grad_pull, 1);
     if (x->d_anchor && !x->failed)
         cudaCheck(cudaMemcpy(d_params, x->d_anchor, total * sizeof(float), cudaMemcpyDeviceToDevice));
     return agree(x);
@@ -616,7 +701,7 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
             if (x->cfg.memory == MEM_DGC && x->cfg.dgc_clip > 0) dgc_clip(x, x->d_work);
             memory_in(x, d_params);
             rc = x->cfg.topology == TOPO_PS ? ps_exchange(x, d_params, opt, lr, step, x->side_density)
-                                            : avg_allgather(x, step, x->side_density);
+                                            : avg_allgather(x, d_params, opt, lr, step, x->side_density);
         }
         x->st.exchanged = 1;
     } else if (!exchange_started(x->ex)) { /* weight deltas: the model before the first local step */
@@ -644,7 +729,7 @@ int exchange_cuda_deltas(ExchangeCuda *x, float *d_params, Optim *opt, long step
     } else {
         memory_in(x, d_params);
         rc = x->cfg.topology == TOPO_PS ? ps_exchange(x, d_params, opt, 0, step, x->side_density)
-                                        : avg_allgather(x, step, x->side_density);
+                                        : avg_allgather(x, x->d_anchor, opt, 0, step, x->side_density);
     }
     if (!rc && x->cfg.topology != TOPO_PS) { /* ps: the pulled delta went to the anchor */
         exchange_cuda_add(x->d_anchor, x->d_agg, x->pt->total);

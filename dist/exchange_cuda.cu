@@ -14,6 +14,9 @@ extern "C" void exchange_cuda_sub(float *d, const float *a, const float *b, size
 extern "C" void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
 extern "C" void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n);
 extern "C" void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n);
+extern "C" void exchange_cuda_div(float *d, const float *a, float s, size_t n);
+extern "C" void exchange_cuda_delta_levels(unsigned char *lv, const float *p, const float *x, float mul, float div,
+                                           int guard, size_t n);
 extern "C" double exchange_cuda_sumsq(const float *a, const size_t *lo, const size_t *hi, size_t m, double *part);
 
 #define TPB 256
@@ -55,6 +58,25 @@ __global__ void k_ex_dgc_in(float *u, float *v, float *x, float m, int nesterov,
             v[i] = __fadd_rn(v[i], u[i]);
         }
         x[i] = v[i];
+    }
+}
+
+/* d: [n], a: [n]; d = a / s, one IEEE division (make_side's x[i] / (float)N) */
+__global__ void k_ex_div(float *d, const float *a, float s, size_t n) {
+    GRID_STRIDE(i, n) d[i] = __fdiv_rn(a[i], s);
+}
+
+/* lv: [n] out, p, x: [n]; dist/exchange.c's delta_levels of the delta d = (mul x) / div
+ * (div != 0) or d = x mul (div == 0), with make_side's roundings: level L is the
+ * largest L <= 3 with |p / d| > 2^(6 L + guard) (GCOMP section 5.1), 0 where d = 0 */
+__global__ void k_ex_delta_levels(unsigned char *lv, const float *p, const float *x, float mul, float div, int guard,
+                                  size_t n) {
+    GRID_STRIDE(i, n) {
+        float d = div != 0.0f ? __fdiv_rn(__fmul_rn(mul, x[i]), div) : __fmul_rn(x[i], mul);
+        float q = d != 0.0f ? fabsf(__fdiv_rn(p[i], d)) : 0.0f;
+        int L = 0;
+        while (L < 3 && q > ldexpf(1.0f, 6 * (L + 1) + guard)) L++;
+        lv[i] = (unsigned char)L;
     }
 }
 
@@ -113,6 +135,19 @@ extern "C" void exchange_cuda_ema(float *ema, const float *params, float a, size
 extern "C" void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n) {
     if (n == 0) return;
     k_ex_dgc_in<<<grid_for(n), TPB>>>(u, v, x, m, nesterov, n);
+    cudaCheckLast();
+}
+
+extern "C" void exchange_cuda_div(float *d, const float *a, float s, size_t n) {
+    if (n == 0) return;
+    k_ex_div<<<grid_for(n), TPB>>>(d, a, s, n);
+    cudaCheckLast();
+}
+
+extern "C" void exchange_cuda_delta_levels(unsigned char *lv, const float *p, const float *x, float mul, float div,
+                                           int guard, size_t n) {
+    if (n == 0) return;
+    k_ex_delta_levels<<<grid_for(n), TPB>>>(lv, p, x, mul, div, guard, n);
     cudaCheckLast();
 }
 

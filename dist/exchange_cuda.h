@@ -159,6 +159,13 @@ void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
  * momentum factor masking: u[i] = 0 where mask[i].  u, v, x: [n] floats, mask: [n] bytes, device */
 void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n);
 void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n);
+/* GCOMP's levels on the device (dist/exchange.c's make_side): d[i] = a[i] / s; and
+ * delta_levels of the delta (mul x[i]) / div (div != 0) or x[i] mul (div == 0) added
+ * to p: lv[i] the largest L <= 3 with |p[i] / delta| > 2^(6 L + guard), 0 where the
+ * delta is 0.  d, a, p, x: [n] floats, lv: [n] bytes, device */
+void exchange_cuda_div(float *d, const float *a, float s, size_t n);
+void exchange_cuda_delta_levels(unsigned char *lv, const float *p, const float *x, float mul, float div, int guard,
+                                size_t n);
 /* the sum over k < m of the sums of a[i]^2 over i in [lo[k], hi[k]), as the host sums
  * them: each range's in double, one value after the other, then the ranges' in order
  * (optim/clip.c's blocks of grad_norm; dist/exchange.c's tensors of DGC's clipping).

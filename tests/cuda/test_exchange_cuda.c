@@ -16,11 +16,16 @@
  *     with TernGrad's gradient pull (ternsum, 2N+1 levels) and without the
  *     shared scalar (a model-delta pull), 3lc and int8 with --delay 2 (the
  *     average delta added to the global model, the pull into the anchor),
- *     int8 with --clip (of the average, on the server);
+ *     int8 with --clip (of the average, on the server); gcomp (rebuilding
+ *     its Huffman tables every 2nd encode) over allgather and ps, every step
+ *     and with --delay 2, and with the device exchange downloaded, freed and
+ *     made anew before step 2 (a checkpoint and a --resume: the codecs' state
+ *     back from the host exchange's codecs);
  *   - after the steps: the parameters, the optimizer state and the residual
  *     (downloaded into the host exchange's checkpoint arena; DGC: also its
  *     momentum; weight deltas: also the anchor; ps: also the server's global
- *     model and its pull memory) bit-identical;
+ *     model and its pull memory) bit-identical; the codecs' state (the
+ *     checkpoint's "codecs" section: gcomp's tables) byte-identical;
  *     fp32 over allreduce likewise (no bundles there), every step (also with
  *     --clip) and with --delay 2 (federated averaging), on the device arenas
  *     and staged through pinned host memory (the local backend's collectives
@@ -28,11 +33,12 @@
  *     down, the Comm's allreduce, the sum up, both copies in the statistics);
  *   - the statistics of the last step (bytes up and down, compressed bytes,
  *     wire bytes, hops; with --delay 2 a step without an exchange) equal;
- *   - a corrupted bundle from worker 1 at step 1 (allgather, and ps: its push),
+ *   - a corrupted bundle from worker 1 at step 1 (allgather, and ps: its push;
+ *     int8, fp32, 3lc, gcomp),
  *     and a corrupted pull from the server at step 1: every worker stops, with
  *     the host exchange's message for the same corruption, word for word;
  *   - the configurations the device exchange does not cover are refused with
- *     a reason (ring, gcomp).
+ *     a reason (the ring).
  * Skips (one passed check) without CUDA or without a GPU; runs on the host
  * emulation (tests/emulation/nn/build.sh). */
 #include "tests/test.h"
@@ -96,6 +102,8 @@ typedef struct {
     ExchangeStats st[W];
     int rc[W], nstate, started[W];
     char err[W][512];
+    uint8_t *codecs[W]; /* the checkpoint's "codecs" section (gcomp's tables), clen[k] bytes */
+    size_t clen[W];
 } Run;
 
 static LocalGroup *group;
@@ -104,6 +112,8 @@ static int delay = 1; /* --delay of the next runs */
 static int steps = 3; /* their steps (<= STEPS) */
 static double clip;   /* --clip of the next runs (0: off) */
 static int staged;    /* the next runs' Comm is not named "local": allreduce stages through the host */
+static int recreate;  /* the device runs' exchange downloaded, freed and made anew (uploading the
+                       * residual and the codecs' state from the host exchange) before step 2 */
 
 /* keeps each outgoing bundle (a worker's push, then on the ps server its pull);
  * corrupts, at step 1, worker 1's push (tamper 1, as test_dist_exchange) or the
@@ -159,6 +169,13 @@ static void worker(int rank, void *arg) {
         cudaCheck(cudaMemcpy(dp, params, pt.total * sizeof(float), cudaMemcpyHostToDevice));
     }
     for (long s = 0; s < steps && (!r->device || dx); s++) {
+        if (dx && recreate && s == 2) { /* what a checkpoint and a --resume do with it */
+            exchange_cuda_download(dx);
+            exchange_cuda_free(dx);
+            dx = exchange_cuda_new(ex, comm, &pt, err, sizeof err);
+            CHECK(dx != NULL, "%s: exchange_cuda_new again: %s", r->codec, err);
+            if (!dx) break;
+        }
         make_grad(g, rank, s);
         int rc;
         if (r->device) {
@@ -195,6 +212,14 @@ static void worker(int rank, void *arg) {
     if (vel) memcpy(r->vel[rank], vel, pt.total * sizeof(float));
     if (anchor) memcpy(r->anchor[rank], anchor, pt.total * sizeof(float));
     r->started[rank] = exchange_started(ex);
+    CkptSection cs[10];
+    int ncs = exchange_ckpt_sections(ex, cs, 10, "");
+    for (int i = 0; i < ncs; i++)
+        if (!strcmp(cs[i].name, "codecs")) {
+            r->codecs[rank] = malloc(cs[i].len);
+            memcpy(r->codecs[rank], cs[i].data, cs[i].len);
+            r->clen[rank] = cs[i].len;
+        }
     if (dx) {
         exchange_cuda_free(dx);
         optim_free_cuda(&dopt);
@@ -239,6 +264,7 @@ static void run_free(Run *r) {
         param_arena_free(r->global[k]);
         param_arena_free(r->pullres[k]);
         for (int s = 0; s < STEPS; s++) free(r->bundle[k][s]);
+        free(r->codecs[k]);
     }
     for (int s = 0; s < STEPS; s++) free(r->pull[s]);
 }
@@ -273,6 +299,11 @@ static void compare(const char *codec, int topology) {
         CHECK(same_bits(h.state[k], d.state[k], pt.total), "%s %s worker %d: momentum bit-identical", codec, name, k);
         CHECK(same_bits(h.resid[k], d.resid[k], pt.total), "%s %s worker %d: residual bit-identical", codec, name, k);
         CHECK(same_bits(h.vel[k], d.vel[k], pt.total), "%s %s worker %d: DGC's momentum bit-identical", codec, name, k);
+        int stateful = strncmp(codec, "gcomp", 5) == 0;
+        CHECK(h.clen[k] == d.clen[k] && (h.clen[k] > 0) == stateful &&
+                  (!h.clen[k] || memcmp(h.codecs[k], d.codecs[k], h.clen[k]) == 0),
+              "%s %s worker %d: the codecs' state (checkpoint section) byte-identical (%zu | %zu bytes)", codec, name,
+              k, h.clen[k], d.clen[k]);
         CHECK(same_bits(h.anchor[k], d.anchor[k], pt.total) && h.started[k] && d.started[k],
               "%s %s worker %d: the anchor bit-identical, the exchange started", codec, name, k);
         const ExchangeStats *a = &h.st[k], *b = &d.st[k];
@@ -289,8 +320,9 @@ static void compare(const char *codec, int topology) {
               "%s %s worker %d: the device exchange's copies (%llu up, %llu down; %llu expected)", codec, name, k,
               (unsigned long long)b->h2d_bytes, (unsigned long long)b->d2h_bytes, (unsigned long long)copied);
     }
-    printf("  %-8s %-9s%s%s%s%s %s\n", codec, name, nesterov ? " (Nesterov)" : "", delay > 1 ? " --delay 2" : "",
-           clip > 0 ? " --clip 1" : "", staged ? " staged" : "", test_failed_ ? "(failures so far)" : "bit-identical");
+    printf("  %-8s %-9s%s%s%s%s%s %s\n", codec, name, nesterov ? " (Nesterov)" : "", delay > 1 ? " --delay 2" : "",
+           clip > 0 ? " --clip 1" : "", staged ? " staged" : "", recreate ? " recreated" : "",
+           test_failed_ ? "(failures so far)" : "bit-identical");
     run_free(&h);
     run_free(&d);
 }
@@ -397,10 +429,25 @@ int main(void) {
     corrupt("3lc", TOPO_PS, 1);
     corrupt("3lc", TOPO_PS, 2);
     corrupt("terngrad", TOPO_PS, 2);
+    /* GCOMP (its state between steps: the Huffman tables, rebuilt every 2nd encode here
+     * so they change and travel within the run; its levels from the device optimizer's
+     * state, or delta_levels on the parameter server and with weight deltas) */
+    compare("gcomp:every=2", TOPO_ALLGATHER);
+    compare("gcomp:every=2", TOPO_PS);
+    steps = 5;
+    recreate = 1;
+    compare("gcomp:every=2", TOPO_ALLGATHER);
+    compare("gcomp:every=2", TOPO_PS);
+    recreate = 0;
+    delay = 2;
+    compare("gcomp:every=2", TOPO_ALLGATHER);
+    compare("gcomp:every=2", TOPO_PS);
+    delay = 1;
+    steps = 3;
+    corrupt("gcomp", TOPO_ALLGATHER, 1);
+    corrupt("gcomp", TOPO_PS, 2);
     refused("gcomp", TOPO_RING, 1, "ring");
     refused("3lc", TOPO_RING, 2, "ring");
-    refused("gcomp", TOPO_ALLGATHER, 1, "gcomp");
-    refused("gcomp", TOPO_PS, 1, "gcomp");
     param_table_free(&pt);
     TEST_END();
 }
