@@ -8,10 +8,9 @@
  *
  * What it covers (exchange_cuda_unsupported says why a run falls outside):
  *   topology   allreduce (the fp32 baseline), or allgather or the parameter
- *              server (ps) with any codec that keeps no state between calls
- *              (fp32, fp16, int8, 3lc, onebit, topk, dgc, sbc, terngrad and
- *              stoch3 with or without the shared scalar: not gcomp); not the
- *              ring
+ *              server (ps) with any codec (fp32, fp16, int8, 3lc, onebit, topk,
+ *              dgc, sbc, terngrad and stoch3 with or without the shared scalar,
+ *              and gcomp with its state between steps); not the ring
  *   memory     none, residual, or DGC's momentum correction (its local
  *              clipping, weight decay folded into the gradient, warm-up density)
  *   exchanged  gradients every step, or weight deltas (--delay N, and sbc:
@@ -76,6 +75,12 @@
  *      with the shared scalars; fp32 for the uncompressed tensors), broadcast;
  *      every worker decodes it and its GPU optimizer steps on it
  *      (exchange_cuda_optimize)
+ * gcomp (GCOMP sections 4-5), as exchange.c's make_side: its levels on the device
+ * from the same inputs (allgather: optim_gcomp_levels_at_cuda of x / N on the GPU
+ * optimizer's state; ps push: delta_levels of (lr x) / N; weight deltas: of x / N;
+ * the server's pull: of the model delta; exchange_cuda_delta_levels); its Huffman
+ * tables kept in the GPU codecs between steps, one decoder per sending worker (each
+ * worker's encoder builds its own tables, as the host's decoder slots).
  * then exchange_cuda_optimize: the GPU optimizer (optim/optim_cuda.h) updates
  * the device parameters from the average (--clip'ed first; DGC's tensors: plain
  * SGD, as exchange_optimize; nothing where the pull was the new model).
@@ -99,9 +104,10 @@
  *
  * Checkpoints: the residual, DGC's momentum, the anchor and the server's global
  * model and pull memory stay in the host exchange's arenas for the checkpoint
- * sections (exchange_ckpt_sections);
- * exchange_cuda_download copies them there, exchange_cuda_upload back (after a
- * --resume). Whether the anchor has been set is the host exchange's
+ * sections (exchange_ckpt_sections), and the GPU codecs' state (gcomp's tables) in
+ * the host exchange's codecs of the same slots (exchange_codec; the "codecs"
+ * section): exchange_cuda_download copies them there (codec_cuda_state_save, the
+ * CPU codec's blob), exchange_cuda_upload back (after a --resume). Whether the anchor has been set is the host exchange's
  * (exchange_started): the first step marks it.
  *
  * Built with CUDA (HAVE_CUDA); without it exchange_cuda_unsupported says so
@@ -143,7 +149,8 @@ void exchange_cuda_optimize(ExchangeCuda *x, float *d_params, const float *d_gra
 int exchange_cuda_deltas(ExchangeCuda *x, float *d_params, Optim *opt, long step, ExchangeStats *st);
 const char *exchange_cuda_error(const ExchangeCuda *x);
 /* the residual, DGC's momentum, the anchor, the server's global model and pull
- * memory, device -> the host exchange's arenas (before a checkpoint) and back */
+ * memory, device -> the host exchange's arenas (before a checkpoint) and back; the
+ * GPU codecs' state (gcomp's tables) -> the host exchange's codecs and back */
 void exchange_cuda_download(ExchangeCuda *x);
 void exchange_cuda_upload(ExchangeCuda *x);
 
