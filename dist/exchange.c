@@ -183,13 +183,8 @@ Codec *exchange_slot_codec(Exchange *ex, Codec **tab, int t, int slot) {
     return *c;
 }
 
-Codec *exchange_codec(Exchange *ex, int t, int which, int create) {
-    int dec = which != EXCHANGE_CODEC_PUSH && which != EXCHANGE_CODEC_PULL;
-    int slot = which == EXCHANGE_CODEC_PUSH     ? SLOT_PUSH
-               : which == EXCHANGE_CODEC_PULL   ? SLOT_PULL
-               : which == EXCHANGE_CODEC_PULLED ? SLOT_PULL + 2 * ex->N
-                                                : which;
-    Codec **tab = dec ? ex->dec : ex->enc;
+Codec *exchange_codec(Exchange *ex, int t, int decoder, int slot, int create) {
+    Codec **tab = decoder ? ex->dec : ex->enc;
     if (t < 0 || t >= ex->T || slot < 0 || slot >= ex->nslots) return NULL;
     if (!create && !tab[(size_t)t * (size_t)ex->nslots + (size_t)slot]) return NULL;
     return exchange_slot_codec(ex, tab, t, slot);

@@ -130,15 +130,18 @@ void exchange_set_started(Exchange *ex);
  * 3.1: the allreduce-max of every worker's scalar; terngrad by default, stoch3
  * with share=1) */
 int exchange_shares_scalar(const Exchange *ex, int t);
-/* the host codec instance of tensor t that codes one kind of frame, whose state
- * (gcomp's tables) the "codecs" checkpoint section saves; the device-resident
- * exchange copies its GPU codecs' state here for a checkpoint and back after a
- * --resume. which: EXCHANGE_CODEC_PUSH (this worker's push or allgather frames),
- * EXCHANGE_CODEC_PULL (the server's pull), EXCHANGE_CODEC_PULLED (decoding the
- * pull), or a worker's rank src >= 0 (decoding src's frames). create: make it
- * when this run has not used it yet (else NULL then) */
-enum { EXCHANGE_CODEC_PUSH = -1, EXCHANGE_CODEC_PULL = -2, EXCHANGE_CODEC_PULLED = -3 };
-Codec *exchange_codec(Exchange *ex, int t, int which, int create);
+/* the host codec instance of tensor t in one slot, whose state (gcomp's tables)
+ * the "codecs" checkpoint section saves; the device-resident exchange copies its
+ * GPU codecs' state here for a checkpoint and back after a --resume. decoder: 0
+ * the encoders, 1 the decoders. Slots (N workers): the encoder of this worker's
+ * push or allgather frames EXCHANGE_SLOT_PUSH, the server's pull encoder
+ * EXCHANGE_SLOT_PULL, the decoder of worker src's frames src, the pull's decoder
+ * EXCHANGE_SLOT_PULLED(N); the ring: chunk c's reduce-scatter frames c, its
+ * allgather frames N + c (encoder and decoder). create: make it when this run has
+ * not used it yet (else NULL then); NULL for a slot out of range */
+enum { EXCHANGE_SLOT_PUSH = 0, EXCHANGE_SLOT_PULL = 1 };
+#define EXCHANGE_SLOT_PULLED(N) (2 * (N) + 1)
+Codec *exchange_codec(Exchange *ex, int t, int decoder, int slot, int create);
 /* human summary: topology, memory, what is exchanged, and the per-tensor policy as a
  * table (table = 1) or one line (rank 0 prints it) */
 void exchange_print(const Exchange *ex, FILE *fp, int table);

@@ -60,6 +60,11 @@ struct ExchangeCuda {
                          * sender's), else src 0's serves every worker (NULL at src > 0) */
     uint8_t *d_levels;  /* [total] device: GCOMP's levels (make_side's), NULL without gcomp */
     int coded;          /* a push has been encoded: the codecs' state is the host's to save */
+    /* the ring (GCOMP section 6.2) */
+    CodecCuda **renc, **rdec; /* [T * 2N] tensor t's encoder and decoder of slot s at t * 2N + s
+                               * (chunk c's reduce-scatter frames c, its allgather frames N + c):
+                               * one per slot for a codec with state, else slot 0's serves all */
+    int quiet_from;     /* the worker whose bundle came without frames (exchange.c's), or -1 */
     /* ps (3LC section 3.1; TernGrad section 3) */
     int grad_pull;      /* the workers pull the averaged gradient (TernGrad), not a model delta (3LC) */
     float *d_global;    /* [total] device: the server's global model (model-delta pulls; else NULL) */
@@ -87,6 +92,19 @@ struct ExchangeCuda {
 
 static size_t t_off(const ExchangeCuda *x, int t) { return x->pt->t[t].offset; }
 static int stateful(const ExchangeCuda *x, int t) { return x->pol[t].spec.ops->state_save != NULL; }
+/* the ring's codec of tensor t in slot (tab: renc or rdec) */
+static CodecCuda *ring_codec(const ExchangeCuda *x, CodecCuda **tab, int t, int slot) {
+    return tab[(size_t)t * 2 * (size_t)x->N + (size_t)(stateful(x, t) ? slot : 0)];
+}
+/* the ring's slots this worker codes with (exchange.c's avg_ring): encoders, the chunks
+ * it sends in the reduce-scatter (all but its own, r + 1) and its own chunk's allgather
+ * frame; decoders, the chunks it receives (all but r) and the allgather frames of every
+ * chunk but its own */
+static int ring_slot_used(const ExchangeCuda *x, int decoder, int slot) {
+    int N = x->N, own = (x->rank + 1) % N, c = slot % N;
+    if (slot < N) return decoder ? c != x->rank : c != own;
+    return decoder ? c != own : c == own;
+}
 /* tensor t's decoder of worker src's frames */
 static CodecCuda *dec_of(const ExchangeCuda *x, int t, int src) {
     return x->dec[(size_t)t * (size_t)x->N + (size_t)(stateful(x, t) ? src : 0)];
@@ -106,9 +124,7 @@ static void set_err(ExchangeCuda *x, const char *fmt, ...) {
 const char *exchange_cuda_error(const ExchangeCuda *x) { return x->err; }
 
 const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, const Comm *comm) {
-    const DistConfig *cfg = exchange_config(ex);
-    (void)comm; /* allgather and ps move host frames, allreduce stages through pinned memory: any Comm */
-    if (cfg->topology == TOPO_RING) return "the ring topology";
+    (void)comm; /* the frames are host bytes, allreduce stages through pinned memory: any Comm */
     const TensorPolicy *pol = exchange_policy(ex);
     for (int t = 0; t < pt->n; t++) { /* gcomp's GPU twin keeps its state (codec_cuda_state_save) */
         const CodecOps *ops = pol[t].spec.ops;
@@ -169,6 +185,15 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
                 bad = !(x->dec[(size_t)t * (size_t)x->N + (size_t)src] = codec_cuda_new(&x->pol[t].spec));
         }
         if (!bad && gcomp) bad = cuda_dev_alloc((void **)&x->d_levels, bytes / sizeof(float), "GCOMP's levels");
+        if (x->cfg.topology == TOPO_RING) {
+            size_t ns = 2 * (size_t)x->N;
+            x->renc = callocCheck((size_t)x->T * ns + 1, sizeof *x->renc);
+            x->rdec = callocCheck((size_t)x->T * ns + 1, sizeof *x->rdec);
+            for (int t = 0; t < x->T && !bad; t++)
+                for (size_t k = 0; k < (stateful(x, t) ? ns : 1) && !bad; k++)
+                    bad = !(x->renc[(size_t)t * ns + k] = codec_cuda_new(&x->pol[t].spec)) ||
+                          !(x->rdec[(size_t)t * ns + k] = codec_cuda_new(&x->pol[t].spec));
+        }
         x->at = callocCheck((size_t)x->T + 1, sizeof *x->at);
         x->flen = callocCheck((size_t)x->T + 1, sizeof *x->flen);
         x->scalars = callocCheck((size_t)x->T + 1, sizeof *x->scalars);
@@ -232,7 +257,13 @@ void exchange_cuda_free(ExchangeCuda *x) {
         for (int src = 0; src < x->N; src++) codec_cuda_free(x->dec[(size_t)t * (size_t)x->N + (size_t)src]);
         codec_cuda_free(x->penc[t]);
         codec_cuda_free(x->pdec[t]);
+        for (int k = 0; k < 2 * x->N && x->renc; k++) {
+            codec_cuda_free(x->renc[(size_t)t * 2 * (size_t)x->N + (size_t)k]);
+            codec_cuda_free(x->rdec[(size_t)t * 2 * (size_t)x->N + (size_t)k]);
+        }
     }
+    free(x->renc);
+    free(x->rdec);
     free(x->enc);
     free(x->dec);
     free(x->penc);
@@ -254,9 +285,9 @@ void exchange_cuda_free(ExchangeCuda *x) {
  * To the host: created there once this run has encoded a push (the host
  * exchange's codecs exist from their first frame on), else only where it exists;
  * back: only where it exists (a checkpoint's state, loaded by exchange_ckpt_load) */
-static void codec_state_move(ExchangeCuda *x, CodecCuda *g, int t, int which, int to_host) {
+static void codec_state_move(ExchangeCuda *x, CodecCuda *g, int t, int decoder, int slot, int to_host) {
     if (!g || !codec_cuda_state_max(g)) return;
-    Codec *c = exchange_codec(x->ex, t, which, to_host && x->coded);
+    Codec *c = exchange_codec(x->ex, t, decoder, slot, to_host && x->coded);
     if (!c) return;
     size_t cap = codec_cuda_state_max(g) > codec_state_max(c) ? codec_cuda_state_max(g) : codec_state_max(c);
     uint8_t *buf = mallocCheck(cap);
@@ -275,12 +306,20 @@ static void codec_state_move(ExchangeCuda *x, CodecCuda *g, int t, int which, in
 static void codec_states(ExchangeCuda *x, int to_host) {
     if (!x->enc) return;
     int ps = x->cfg.topology == TOPO_PS;
+    if (x->renc) { /* the ring: its slots (exchange_codec) */
+        for (int t = 0; t < x->T; t++)
+            for (int dir = 0; dir < 2; dir++)
+                for (int k = 0; k < 2 * x->N; k++)
+                    if (stateful(x, t) && ring_slot_used(x, dir, k))
+                        codec_state_move(x, ring_codec(x, dir ? x->rdec : x->renc, t, k), t, dir, k, to_host);
+        return;
+    }
     for (int t = 0; t < x->T; t++) {
-        codec_state_move(x, x->enc[t], t, EXCHANGE_CODEC_PUSH, to_host);
+        codec_state_move(x, x->enc[t], t, 0, EXCHANGE_SLOT_PUSH, to_host);
         for (int src = 0; src < x->N && stateful(x, t) && (!ps || x->rank == 0); src++)
-            codec_state_move(x, x->dec[(size_t)t * (size_t)x->N + (size_t)src], t, src, to_host);
-        codec_state_move(x, x->penc[t], t, EXCHANGE_CODEC_PULL, to_host);
-        codec_state_move(x, x->pdec[t], t, EXCHANGE_CODEC_PULLED, to_host);
+            codec_state_move(x, x->dec[(size_t)t * (size_t)x->N + (size_t)src], t, 1, src, to_host);
+        codec_state_move(x, x->penc[t], t, 0, EXCHANGE_SLOT_PULL, to_host);
+        codec_state_move(x, x->pdec[t], t, 1, EXCHANGE_SLOT_PULLED(x->N), to_host);
     }
 }
 
@@ -312,8 +351,14 @@ static double control_max(Comm *c, double v) {
 
 /* every worker stops when one found a bad frame (exchange.c's agree) */
 static int agree(ExchangeCuda *x) {
-    double flag = control_max(x->comm, x->failed ? 1.0 : 0.0);
-    if (flag > 0 && !x->failed) set_err(x, "worker %d: stopped because another worker reported a bad frame", x->rank);
+    double flag = control_max(x->comm, x->failed ? 2.0 : x->quiet_from >= 0 ? 1.0 : 0.0);
+    if (flag > 0 && !x->failed) {
+        if (flag < 2 && x->quiet_from >= 0)
+            set_err(x, "worker %d: the bundle from worker %d has no frames, and no worker reported an error", x->rank,
+                    x->quiet_from);
+        else
+            set_err(x, "worker %d: stopped because another worker reported a bad frame", x->rank);
+    }
     return flag > 0 ? -GC_ERR_CORRUPT : 0;
 }
 
@@ -408,9 +453,9 @@ static void share_scalars(ExchangeCuda *x) {
  * enters the average, v / N; the parameter server's push: delta_levels of the
  * plain-SGD delta (lr v) / N; weight deltas and the server's pull: delta_levels of
  * v / N (v x 1/N) and v. d_lp: the parameters the delta is added to (device) */
-static void gcomp_levels(ExchangeCuda *x, int pull, int t, const float *v, const float *d_lp, const Optim *opt,
-                         double lr) {
-    size_t off = t_off(x, t), n = t_n(x, t);
+static void gcomp_levels(ExchangeCuda *x, int pull, int t, size_t lo, size_t n, const float *v, const float *d_lp,
+                         const Optim *opt, double lr) {
+    size_t off = t_off(x, t) + lo; /* values [lo, lo + n) of tensor t; v: its value lo */
     uint8_t *lv = x->d_levels + off;
     int guard = opt ? opt->cfg.gcomp_guard_bits : OPT_DEFAULT_GCOMP_GUARD_BITS;
     int deltas = x->d_anchor != NULL;
@@ -460,7 +505,7 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
         side.density = density;
         if (x->share[t] && (!pull || x->grad_pull)) side.scalar = &x->scalars[t];
         if (codec_cuda_spec(enc[t])->ops->id == CODEC_GCOMP) {
-            gcomp_levels(x, pull, t, v, d_lp, opt, lr);
+            gcomp_levels(x, pull, t, 0, n, v, d_lp, opt, lr);
             side.levels = x->d_levels + off;
         }
         x->flen[t] = codec_encode_cuda(enc[t], b->p + x->at[t] + ENTRY_HDR, codec_cuda_max_frame(enc[t], n), v, n,
@@ -574,6 +619,169 @@ static int avg_allgather(ExchangeCuda *x, const float *d_lp, const Optim *opt, d
     return agree(x);
 }
 
+/* ---- the ring (GCOMP section 6.2, Figure 8): exchange.c's avg_ring ---- */
+static size_t chunk_lo(size_t n, int N, int c) { return n * (size_t)c / (size_t)N; }
+
+/* one bundle of chunk c of every tensor (those with values in it) into x->out, coded by
+ * the ring's encoders of slot: exchange.c's encode_pass of a SIDE_RING pass. The memory
+ * is applied per chunk to the running sums acc (d_work = acc + residual; DGC's memory
+ * is refused over the ring by exchange_new), the frame's levels are those of a push (the partial sum as it
+ * enters the average, / N), the residual keeps what the frame did not represent, and
+ * with fold (the allgather phase's own chunk) acc takes what the frame represents. A
+ * worker that failed sends an empty bundle (its receivers skip it; agree() stops all) */
+static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, const float *d_lp, const Optim *opt,
+                        double lr, long step) {
+    ByteBuf *b = &x->out;
+    bundle_begin(b, step);
+    if (x->failed) return;
+    size_t cap = BUNDLE_HDR;
+    for (int t = 0; t < x->T; t++) {
+        size_t lo = chunk_lo(t_n(x, t), x->N, c), hi = chunk_lo(t_n(x, t), x->N, c + 1);
+        x->flen[t] = hi == lo ? NO_ENTRY : 0;
+        if (hi == lo) continue;
+        x->at[t] = cap;
+        cap += ENTRY_HDR + codec_cuda_max_frame(ring_codec(x, x->renc, t, slot), hi - lo);
+    }
+    bytebuf_reserve(b, cap);
+    double t0 = mono_seconds();
+    for (int t = 0; t < x->T; t++) {
+        if (x->flen[t] == NO_ENTRY) continue;
+        size_t n = t_n(x, t), lo = chunk_lo(n, x->N, c), hi = chunk_lo(n, x->N, c + 1), m = hi - lo;
+        size_t at = t_off(x, t) + lo;
+        float *v = x->d_work + at;
+        cudaCheck(cudaMemcpy(v, acc + at, m * sizeof(float), cudaMemcpyDeviceToDevice));
+        if (x->mem[t] == MEM_RESIDUAL) exchange_cuda_add(v, x->d_resid + at, m);
+        CodecCuda *enc = ring_codec(x, x->renc, t, slot);
+        uint64_t key = ((uint64_t)(uint32_t)step << 32) ^ ((uint64_t)x->rank << 24) ^ ((uint64_t)t << 8) ^ (uint64_t)slot;
+        CodecSide side;
+        memset(&side, 0, sizeof side);
+        side.seed = rng_hash64(x->cfg.seed ^ 0x9E3779B97F4A7C15ULL, key);
+        side.repr = x->d_repr + at;
+        side.mask = x->d_mask + at;
+        if (x->pol[t].spec.ops->id == CODEC_GCOMP) {
+            gcomp_levels(x, 0, t, lo, m, v, d_lp, opt, lr);
+            side.levels = x->d_levels + at;
+        }
+        x->flen[t] = codec_encode_cuda(enc, b->p + x->at[t] + ENTRY_HDR, codec_cuda_max_frame(enc, m), v, m, &side);
+        if (x->flen[t] < 0) break;
+        if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + at, v, x->d_repr + at, m);
+        if (fold) cudaCheck(cudaMemcpy(acc + at, x->d_repr + at, m * sizeof(float), cudaMemcpyDeviceToDevice));
+    }
+    x->st.codec_s += mono_seconds() - t0;
+    uint32_t count = 0;
+    for (int t = 0; t < x->T; t++) {
+        if (x->flen[t] == NO_ENTRY) continue;
+        if (x->flen[t] < 0) {
+            set_err(x, "worker %d: encoding tensor %s failed: %s", x->rank, x->pt->t[t].name,
+                    gc_strerror((int)x->flen[t]));
+            break;
+        }
+        size_t n = t_n(x, t), m = chunk_lo(n, x->N, c + 1) - chunk_lo(n, x->N, c), len = (size_t)x->flen[t];
+        uint8_t *e = b->p + b->len;
+        memmove(e + ENTRY_HDR, b->p + x->at[t] + ENTRY_HDR, len); /* never to the right */
+        put_u32(e, (uint32_t)t);
+        put_u32(e + 4, (uint32_t)c);
+        put_u32(e + 8, (uint32_t)len);
+        b->len += ENTRY_HDR + len;
+        count++;
+        x->st.raw_up += 4 * (uint64_t)m;
+        if (x->pol[t].compressed) {
+            x->st.comp_raw += 4 * (uint64_t)m;
+            x->st.comp_bytes += ENTRY_HDR + (uint64_t)len;
+            if (x->pol[t].spec.ops->id == CODEC_GCOMP) gcomp_frame_parts(&x->st.gcomp, e + ENTRY_HDR, len);
+        }
+    }
+    put_u32(b->p + 12, count);
+    x->coded = 1;
+}
+
+/* the bundle in x->in from worker src (the chunk's sender or, in the allgather phase,
+ * its owner), chunk c of every tensor decoded by the ring's decoders of slot into acc
+ * (add: added): exchange.c's decode_pass of a chunk, its messages and its skipping of
+ * an empty bundle (the sender failed and says so in agree) */
+static void decode_ring(ExchangeCuda *x, float *acc, int c, int slot, int src, long step, int add) {
+    BundleReader br;
+    int rc = bundle_open(&br, x->in.p, x->in.len, step);
+    if (rc) {
+        set_err(x, "worker %d: message from worker %d is not a valid frame bundle: %s", x->rank, src, gc_strerror(rc));
+        return;
+    }
+    int due = 0;
+    for (int t = 0; t < x->T && !due; t++) due = chunk_lo(t_n(x, t), x->N, c + 1) > chunk_lo(t_n(x, t), x->N, c);
+    if (due && br.left == 0 && x->in.len == BUNDLE_HDR) {
+        if (x->quiet_from < 0) x->quiet_from = src;
+        return;
+    }
+    double t0 = mono_seconds();
+    for (int t = 0; t < x->T; t++) {
+        size_t n = t_n(x, t), lo = chunk_lo(n, x->N, c), hi = chunk_lo(n, x->N, c + 1), flen = 0;
+        if (hi == lo) continue;
+        const uint8_t *fp = NULL;
+        rc = bundle_next(&br, t, c, &fp, &flen);
+        if (!rc) {
+            if (x->pol[t].compressed) x->st.comp_down += ENTRY_HDR + (uint64_t)flen;
+            CodecCuda *dec = ring_codec(x, x->rdec, t, slot);
+            float *out = acc + t_off(x, t) + lo;
+            rc = add ? codec_decode_acc_cuda(dec, out, hi - lo, 1.0f, fp, flen)
+                     : codec_decode_cuda(dec, out, hi - lo, fp, flen);
+        }
+        if (rc) {
+            x->st.codec_s += mono_seconds() - t0;
+            set_err(x, "worker %d: bad frame for tensor %s (chunk %d) from worker %d: %s", x->rank, x->pt->t[t].name, c,
+                    src, gc_strerror(rc));
+            return;
+        }
+    }
+    x->st.codec_s += mono_seconds() - t0;
+    rc = bundle_close(&br);
+    if (rc) set_err(x, "worker %d: bundle from worker %d: %s", x->rank, src, gc_strerror(rc));
+}
+
+/* d_agg = the average of every worker's d_x by the ring with the codec at every hop:
+ * a reduce-scatter of N - 1 hops, each worker encoding the running sum of one chunk
+ * (with its memory; gcomp's levels on the partial sum, GCOMP section 6.2) for its right
+ * neighbour, which adds the decoded frame to its own; then the allgather, each chunk's
+ * owner encoding its fully reduced chunk once (acc takes what the frame represents) and
+ * the frames forwarded unchanged for N - 1 hops; then x 1/N. Slots: chunk c's
+ * reduce-scatter frames c, its allgather frames N + c. Only frames cross to the host
+ * (the Comm's sendrecv of host bytes) */
+static int avg_ring(ExchangeCuda *x, const float *d_x, const float *d_lp, const Optim *opt, double lr, long step) {
+    int N = x->N, r = x->rank, left = (r + N - 1) % N, right = (r + 1) % N;
+    float *acc = x->d_agg;
+    if (acc != d_x) cudaCheck(cudaMemcpy(acc, d_x, x->pt->total * sizeof(float), cudaMemcpyDeviceToDevice));
+    for (int phase = 0; phase < 2; phase++) {
+        if (phase == 1) encode_ring(x, right, N + right, 1, acc, d_lp, opt, lr, step); /* r holds chunk r + 1 */
+        for (int s = 0; s < N - 1; s++) {
+            int send_c = phase == 0 ? (r - s + 2 * N) % N : 0;
+            int recv_c = phase == 0 ? (r - s - 1 + 2 * N) % N : (r - s + 2 * N) % N;
+            if (phase == 0) {
+                encode_ring(x, send_c, send_c, 0, acc, d_lp, opt, lr, step);
+            } else if (s > 0 && x->failed) {
+                bundle_begin(&x->out, step);
+            } else if (s > 0) { /* forward what arrived last hop unchanged */
+                bytebuf_reserve(&x->out, x->in.len);
+                memcpy(x->out.p, x->in.p, x->in.len);
+                x->out.len = x->in.len;
+                BundleReader br;
+                if (!bundle_open(&br, x->out.p, x->out.len, step))
+                    for (int t = 0; t < x->T; t++) {
+                        int c = (r - s + 1 + 2 * N) % N;
+                        size_t n = t_n(x, t);
+                        x->st.raw_up += 4 * (uint64_t)(chunk_lo(n, N, c + 1) - chunk_lo(n, N, c));
+                    }
+            }
+            x->st.up_bytes += x->out.len;
+            comm_sendrecv(x->comm, &x->in, left, x->out.p, x->out.len, right);
+            x->st.down_bytes += x->in.len;
+            if (x->failed) continue; /* keep the ring moving; agree() reports */
+            int origin = phase == 0 ? left : (recv_c + N - 1) % N;
+            decode_ring(x, acc, recv_c, phase == 0 ? recv_c : N + recv_c, origin, step, phase == 0);
+        }
+    }
+    exchange_cuda_scale(acc, 1.0f / (float)N, x->pt->total);
+    return agree(x);
+}
+
 /* --clip on the device arena d (the averaged gradient, or a local step's): optim/clip.c's
  * clip_grad_norm by the L2 norm, its blocks summed in its order */
 static void clip_norm(ExchangeCuda *x, float *d) {
@@ -677,6 +885,7 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
                        long step, ExchangeStats *st) {
     memset(&x->st, 0, sizeof x->st);
     x->failed = 0;
+    x->quiet_from = -1;
     x->err[0] = 0;
     x->sent0 = x->comm->sent;
     x->recv0 = x->comm->received;
@@ -699,9 +908,13 @@ int exchange_cuda_step(ExchangeCuda *x, float *d_params, const float *d_grads, O
         } else {
             cudaCheck(cudaMemcpy(x->d_work, d_grads, bytes, cudaMemcpyDeviceToDevice));
             if (x->cfg.memory == MEM_DGC && x->cfg.dgc_clip > 0) dgc_clip(x, x->d_work);
-            memory_in(x, d_params);
-            rc = x->cfg.topology == TOPO_PS ? ps_exchange(x, d_params, opt, lr, step, x->side_density)
-                                            : avg_allgather(x, d_params, opt, lr, step, x->side_density);
+            if (x->cfg.topology == TOPO_RING) { /* the memory per chunk, at every hop (not DGC's: refused) */
+                rc = avg_ring(x, x->d_work, d_params, opt, lr, step);
+            } else {
+                memory_in(x, d_params);
+                rc = x->cfg.topology == TOPO_PS ? ps_exchange(x, d_params, opt, lr, step, x->side_density)
+                                                : avg_allgather(x, d_params, opt, lr, step, x->side_density);
+            }
         }
         x->st.exchanged = 1;
     } else if (!exchange_started(x->ex)) { /* weight deltas: the model before the first local step */
@@ -726,6 +939,8 @@ int exchange_cuda_deltas(ExchangeCuda *x, float *d_params, Optim *opt, long step
     exchange_cuda_sub(x->d_work, d_params, x->d_anchor, x->pt->total);
     if (x->cfg.topology == TOPO_ALLREDUCE) {
         avg_allreduce(x, x->d_work);
+    } else if (x->cfg.topology == TOPO_RING) {
+        rc = avg_ring(x, x->d_work, x->d_anchor, opt, 0, step);
     } else {
         memory_in(x, d_params);
         rc = x->cfg.topology == TOPO_PS ? ps_exchange(x, d_params, opt, 0, step, x->side_density)
