@@ -12,8 +12,8 @@
 # the configurations dist/exchange_cuda.h covers; through the host otherwise). The
 # device-resident step is also checked against the host step on the same GPU model (final
 # checkpoints equal to the bit, the same losses and bytes per step; SBC with --delay 10
-# and 3LC's parameter server among them, and GCOMP over the allgather and the parameter
-# server with its tables in the checkpoints) and across --save/--resume.
+# and 3LC's parameter server among them, and GCOMP over the ring, the allgather and the
+# parameter server with its tables in the checkpoints) and across --save/--resume.
 #
 #   tests/emulation/test_trainers_emu.sh [DIR]   DIR: nn/build.sh's output (build/emu/nn)
 # Ends with "RESULT passed failed" (tests/run.sh); LOG_DIR=DIR keeps the runs' output.
@@ -271,17 +271,20 @@ COPIES=0 device_vs_host lenet_3lc_dev_vs_host "$BIN/train_lenet_emu" --codec 3lc
 resume_exact lenet_3lc_resume_dev "$BIN/train_lenet_emu" --codec 3lc "${IMG[@]}" --eval-every -1 --device cuda
 grep -q '^device: the step stays on the GPU' "$TMP/lenet_3lc_resume_dev.rc"
 check $? "lenet_3lc_resume_dev: the resumed run's step did not stay on the GPU"
-# GCOMP on the device: its levels from the GPU optimizer's state (the allgather; the
-# parameter server's push and pull: the model delta's), its Huffman tables kept between
-# steps (rebuilt every 2nd encode here, so they change within the run) and in the
-# checkpoints (the "codecs" section, equal to the host step's); against the host step over
-# the allgather and the parameter server, and across --save/--resume (the resumed half
-# codes with the saved tables)
+# GCOMP on the device: its levels from the GPU optimizer's state (the ring's partial sums at
+# every hop, GCOMP section 6.2, and the allgather; the parameter server's push and pull: the
+# model delta's), its Huffman tables kept between steps (rebuilt every 2nd encode here, so
+# they change within the run) and in the checkpoints (the "codecs" section, equal to the
+# host step's); against the host step over its default ring, the allgather and the
+# parameter server, and across --save/--resume on the ring (the resumed half codes with
+# the saved tables)
 GC=("$BIN/train_lenet_emu" --codec gcomp:every=2 --optim momentum --lr 0.01 "${IMG[@]}")
-COPIES=0 device_vs_host lenet_gcomp_dev_vs_host "${GC[@]}" --topology allgather --steps 6 --eval-every 1 \
-    --save-every 2 --device cuda
+COPIES=0 device_vs_host lenet_gcomp_dev_vs_host "${GC[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
+grep -q '^exchange: .*topology ring' "$TMP/lenet_gcomp_dev_vs_host.rdev"
+check $? "lenet_gcomp_dev_vs_host: gcomp's run is not on the ring"
+COPIES=0 device_vs_host lenet_gcomp_ag_dev_vs_host "${GC[@]}" --topology allgather --steps 4 --eval-every -1 --device cuda
 COPIES=0 device_vs_host lenet_gcomp_ps_dev_vs_host "${GC[@]}" --topology ps --steps 4 --eval-every -1 --device cuda
-resume_exact lenet_gcomp_resume_dev "${GC[@]}" --topology allgather --eval-every -1 --device cuda
+resume_exact lenet_gcomp_resume_dev "${GC[@]}" --eval-every -1 --device cuda
 grep -q '^device: the step stays on the GPU' "$TMP/lenet_gcomp_resume_dev.rc"
 check $? "lenet_gcomp_resume_dev: the resumed run's step did not stay on the GPU"
 
