@@ -1,8 +1,8 @@
 /* The device-resident exchange (see dist/exchange_cuda.h): the allreduce,
- * allgather and parameter-server steps of dist/exchange.c (memory_in, encode_all
- * with its shared scalars, encode_pass, average_bundles, avg_allreduce,
- * ps_exchange, apply_gradient, exchange_optimize and exchange_deltas) on device
- * arenas, with the GPU codecs. */
+ * allgather, parameter-server and ring steps of dist/exchange.c (memory_in,
+ * encode_all with its shared scalars, encode_pass with make_side's GCOMP levels,
+ * average_bundles, avg_allreduce, ps_exchange, avg_ring, apply_gradient,
+ * exchange_optimize and exchange_deltas) on device arenas, with the GPU codecs. */
 #include "dist/exchange_cuda.h"
 
 #include <math.h>

@@ -7,12 +7,13 @@
  * norm's sum of squares, one double).
  *
  * What it covers (exchange_cuda_unsupported says why a run falls outside):
- *   topology   allreduce (the fp32 baseline), or allgather or the parameter
- *              server (ps) with any codec (fp32, fp16, int8, 3lc, onebit, topk,
- *              dgc, sbc, terngrad and stoch3 with or without the shared scalar,
- *              and gcomp with its state between steps); not the ring
+ *   topology   allreduce (the fp32 baseline), or allgather, the parameter
+ *              server (ps) or the ring with any codec (fp32, fp16, int8, 3lc,
+ *              onebit, topk, dgc, sbc, terngrad and stoch3 with or without the
+ *              shared scalar, and gcomp with its state between steps)
  *   memory     none, residual, or DGC's momentum correction (its local
- *              clipping, weight decay folded into the gradient, warm-up density)
+ *              clipping, weight decay folded into the gradient, warm-up density;
+ *              not over the ring, which exchange_new refuses)
  *   exchanged  gradients every step, or weight deltas (--delay N, and sbc:
  *              SBC Algorithm 1; fp32 with --delay: federated averaging)
  *   clipping   --clip (of the average; with weight deltas of each local
@@ -20,9 +21,12 @@
  *   backend    any. allreduce: local (the workers are threads of one process
  *              sharing one GPU) on the device arenas, nccl (one GPU per process)
  *              on a device copy, any other (mpi) staged through pinned host
- *              memory; allgather and ps: their frames are host bytes
- * Everything else goes through the host exchange (dist/exchange.h) on the
- * model's host arenas, as before.
+ *              memory; allgather, ps and the ring: their frames are host bytes
+ * exchange_cuda_unsupported refuses only a codec with state between steps and no
+ * GPU twin of that state (every codec of the registry has one now: gcomp's is
+ * codec_cuda_state_save) and a build without CUDA; the trainer adds its own
+ * reasons (--log-layers, GCX_HOST_STEP=1). Those runs go through the host
+ * exchange (dist/exchange.h) on the model's host arenas, as before.
  *
  * allreduce over nccl: ncclAllReduce on a device copy of the gradient
  * (comm_nccl_allreduce_dev: NCCL's order, as the host path's staged
@@ -81,6 +85,13 @@
  * the server's pull: of the model delta; exchange_cuda_delta_levels); its Huffman
  * tables kept in the GPU codecs between steps, one decoder per sending worker (each
  * worker's encoder builds its own tables, as the host's decoder slots).
+ * ring (GCOMP section 6.2), as exchange.c's avg_ring: each tensor in N chunks; N - 1
+ * reduce-scatter hops, each worker encoding one chunk's running sum with its memory
+ * (the residual per chunk; gcomp's levels of the partial sum at every hop) for its
+ * right neighbour (Comm sendrecv of host bytes) and adding the decoded frame from its
+ * left one on the device; N - 1 allgather hops, the owner's frame of its reduced
+ * chunk (which the running sum becomes) forwarded unchanged; then x 1/N. Slots:
+ * chunk c's reduce-scatter frames c, its allgather frames N + c (gcomp: a codec each).
  * then exchange_cuda_optimize: the GPU optimizer (optim/optim_cuda.h) updates
  * the device parameters from the average (--clip'ed first; DGC's tensors: plain
  * SGD, as exchange_optimize; nothing where the pull was the new model).
