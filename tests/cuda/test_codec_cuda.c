@@ -15,7 +15,10 @@
  *     the payload decoder sees them): the same error code, and the same output
  *     when both accept;
  *   - gcomp across calls: a sequence of encodes with table rebuilds gives the
- *     same frames, and a GPU decoder follows the table state like the CPU's.
+ *     same frames, and a GPU decoder follows the table state like the CPU's;
+ *     mid-sequence the state blobs (codec_cuda_state_save) equal the CPU's, and
+ *     the sequence goes on in step with the blobs loaded across (a bad blob:
+ *     the CPU's error).
  * Tolerance: none. Every comparison is exact (bits), because the GPU codecs
  * promise byte-identical frames and bit-identical decodes.
  * Skips (one passed check) without CUDA or without a GPU.
@@ -497,6 +500,48 @@ static void misaligned_payload(const char *text, size_t n, int d, uint64_t seed)
     cudaCheck(cudaFree(dm));
 }
 
+/* gcomp's state blobs (checkpoints) mid-sequence: the GPU encoder's and decoder's
+ * codec_cuda_state_save equal to the CPU's codec_state_save byte for byte; then the
+ * CPU encoder's blob loaded into a fresh GPU encoder and the GPU decoder's into a fresh
+ * CPU decoder, which replace them (the sequence goes on in step); a blob with a wrong
+ * version or one byte short refused by both with the same error */
+static void gcomp_state_swap(const char *text, const CodecSpec *spec, Codec **ce, Codec **cd, CodecCuda **ge,
+                             CodecCuda **gd) {
+    size_t cap = codec_state_max(*ce);
+    CHECK(cap > 0 && codec_cuda_state_max(*ge) == cap, "%s: state_max cpu %zu gpu %zu", text, cap,
+          codec_cuda_state_max(*ge));
+    uint8_t *a = malloc(cap), *b = malloc(cap);
+    for (int dir = 0; dir < 2; dir++) {
+        int64_t la = codec_state_save(dir ? *cd : *ce, a, cap), lb = codec_cuda_state_save(dir ? *gd : *ge, b, cap);
+        CHECK(la > 0 && la == lb && memcmp(a, b, (size_t)la) == 0, "%s: the %s's state blob (cpu %lld gpu %lld bytes)",
+              text, dir ? "decoder" : "encoder", (long long)la, (long long)lb);
+    }
+    int64_t la = codec_state_save(*ce, a, cap), lb = codec_cuda_state_save(*gd, b, cap);
+    CodecCuda *g2 = codec_cuda_new(spec);
+    Codec *c2 = codec_new(spec);
+    int rg = codec_cuda_state_load(g2, a, (size_t)la), rc = codec_state_load(c2, b, (size_t)lb);
+    CHECK(rg == 0 && rc == 0, "%s: the cpu encoder's state into a gpu codec (%d), the gpu decoder's into a cpu one (%d)",
+          text, rg, rc);
+    codec_cuda_free(*ge);
+    *ge = g2;
+    codec_free(*cd);
+    *cd = c2;
+    Codec *c3 = codec_new(spec);
+    CodecCuda *g3 = codec_cuda_new(spec);
+    a[0] ^= 0x7f;
+    rc = codec_state_load(c3, a, (size_t)la);
+    rg = codec_cuda_state_load(g3, a, (size_t)la);
+    CHECK(rc < 0 && rc == rg, "%s: a blob of another version: cpu %d gpu %d", text, rc, rg);
+    a[0] ^= 0x7f;
+    rc = codec_state_load(c3, a, (size_t)la - 1);
+    rg = codec_cuda_state_load(g3, a, (size_t)la - 1);
+    CHECK(rc < 0 && rc == rg, "%s: a blob one byte short: cpu %d gpu %d", text, rc, rg);
+    codec_free(c3);
+    codec_cuda_free(g3);
+    free(a);
+    free(b);
+}
+
 /* gcomp's table schedule across calls: encoders and decoders in step */
 static void gcomp_sequence(const char *text) {
     CodecSpec spec;
@@ -510,6 +555,7 @@ static void gcomp_sequence(const char *text) {
     static const size_t ns[] = {5000, 0, 777, 12345, 64, 5000, 0, 30000, 1, 4097, 9000, 2500};
     static const int ds[] = {0, 0, 3, 1, 4, 3, 2, 0, 1, 3, 6, 1};
     for (int step = 0; step < (int)(sizeof ns / sizeof ns[0]); step++) {
+        if (step == 6) gcomp_state_swap(text, &spec, &ce, &cd, &ge, &gd); /* a checkpoint and a resume */
         size_t n = ns[step];
         float *x = malloc((n ? n : 1) * sizeof(float)), *oc = malloc((n ? n : 1) * sizeof(float)),
               *og = malloc((n ? n : 1) * sizeof(float));
