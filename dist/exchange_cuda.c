@@ -470,6 +470,29 @@ static void gcomp_levels(ExchangeCuda *x, int pull, int t, size_t lo, size_t n, 
     }
 }
 
+/* tensor t's frame (x->flen[t] bytes, staged at x->at[t]) as the next entry of b,
+ * chunk c: moved behind the entries before it (never to the right); the entry */
+static const uint8_t *put_entry(ExchangeCuda *x, ByteBuf *b, int t, uint32_t c) {
+    size_t len = (size_t)x->flen[t];
+    uint8_t *e = b->p + b->len;
+    memmove(e + ENTRY_HDR, b->p + x->at[t] + ENTRY_HDR, len);
+    put_u32(e, (uint32_t)t);
+    put_u32(e + 4, c);
+    put_u32(e + 8, (uint32_t)len);
+    b->len += ENTRY_HDR + len;
+    return e;
+}
+
+/* a pushed entry e of m values of tensor t in this step's byte counts */
+static void count_push(ExchangeCuda *x, int t, size_t m, const uint8_t *e) {
+    size_t len = get_u32(e + 8);
+    x->st.raw_up += 4 * (uint64_t)m;
+    if (!x->pol[t].compressed) return;
+    x->st.comp_raw += 4 * (uint64_t)m;
+    x->st.comp_bytes += ENTRY_HDR + (uint64_t)len;
+    if (x->pol[t].spec.ops->id == CODEC_GCOMP) gcomp_frame_parts(&x->st.gcomp, e + ENTRY_HDR, len);
+}
+
 /* one bundle of every tensor's frame of d_x into x->out: exchange.c's encode_pass
  * with make_side's side inputs. A push (pull = 0, x = d_work) is this worker's,
  * and memory_out follows each frame; the server's pull (pull = 1, x = d_agg:
@@ -532,21 +555,9 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
                         gc_strerror((int)x->flen[t]));
             break;
         }
-        size_t n = t_n(x, t), len = (size_t)x->flen[t];
-        uint8_t *e = b->p + b->len;
-        memmove(e + ENTRY_HDR, b->p + x->at[t] + ENTRY_HDR, len); /* never to the right */
-        put_u32(e, (uint32_t)t);
-        put_u32(e + 4, 0);
-        put_u32(e + 8, (uint32_t)len);
-        b->len += ENTRY_HDR + len;
+        const uint8_t *e = put_entry(x, b, t, 0);
         count++;
-        if (pull) continue; /* the server's pull is everyone's down traffic, not its up */
-        x->st.raw_up += 4 * (uint64_t)n;
-        if (x->pol[t].compressed) {
-            x->st.comp_raw += 4 * (uint64_t)n;
-            x->st.comp_bytes += ENTRY_HDR + (uint64_t)len;
-            if (x->pol[t].spec.ops->id == CODEC_GCOMP) gcomp_frame_parts(&x->st.gcomp, e + ENTRY_HDR, len);
-        }
+        if (!pull) count_push(x, t, t_n(x, t), e); /* the server's pull is everyone's down traffic, not its up */
     }
     put_u32(b->p + 12, count);
     if (!pull) x->st.up_bytes += b->len;
@@ -676,20 +687,10 @@ static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, 
                     gc_strerror((int)x->flen[t]));
             break;
         }
-        size_t n = t_n(x, t), m = chunk_lo(n, x->N, c + 1) - chunk_lo(n, x->N, c), len = (size_t)x->flen[t];
-        uint8_t *e = b->p + b->len;
-        memmove(e + ENTRY_HDR, b->p + x->at[t] + ENTRY_HDR, len); /* never to the right */
-        put_u32(e, (uint32_t)t);
-        put_u32(e + 4, (uint32_t)c);
-        put_u32(e + 8, (uint32_t)len);
-        b->len += ENTRY_HDR + len;
+        size_t n = t_n(x, t);
+        const uint8_t *e = put_entry(x, b, t, (uint32_t)c);
         count++;
-        x->st.raw_up += 4 * (uint64_t)m;
-        if (x->pol[t].compressed) {
-            x->st.comp_raw += 4 * (uint64_t)m;
-            x->st.comp_bytes += ENTRY_HDR + (uint64_t)len;
-            if (x->pol[t].spec.ops->id == CODEC_GCOMP) gcomp_frame_parts(&x->st.gcomp, e + ENTRY_HDR, len);
-        }
+        count_push(x, t, chunk_lo(n, x->N, c + 1) - chunk_lo(n, x->N, c), e);
     }
     put_u32(b->p + 12, count);
     x->coded = 1;
