@@ -8,7 +8,8 @@
 # not the whole run.
 # A binary whose run ends in LeakSanitizer's own crash ("Tracer caught signal":
 # its stop-the-world thread faulted, which happens under heavy load; no leak was
-# reported and the binary's output is lost) runs once more, and says so.
+# reported and the binary's output may be lost) runs again, up to three runs in
+# all, and says so.
 set -u
 limit=${TEST_TIMEOUT:-1200}
 passed=0
@@ -17,14 +18,14 @@ for t in "$@"; do
     name=${t#build/}
     out=$(mktemp)
     start=$EPOCHREALTIME
-    for try in 1 2; do
+    for try in 1 2 3; do
         if [ "$limit" != 0 ]; then
             timeout --kill-after=10 "$limit" "$t" >"$out" 2>&1
         else
             "$t" >"$out" 2>&1
         fi
         rc=$?
-        [ "$rc" -ne 0 ] && [ "$try" -eq 1 ] && grep -q 'Tracer caught signal' "$out" &&
+        [ "$rc" -ne 0 ] && [ "$try" -lt 3 ] && grep -q 'Tracer caught signal' "$out" &&
             grep -q 'LeakSanitizer has encountered a fatal error' "$out" || break
         echo "run.sh: $name: LeakSanitizer's tracer crashed (no leak reported); running it again"
     done
