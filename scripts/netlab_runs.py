@@ -13,7 +13,10 @@ received. What a step costs on the link does not depend on how far training is, 
 dozen steps measure it; accuracy does not depend on the link, so the time to an accuracy
 is the measured step time times the steps the full-length run of the same configuration
 (docs/runs/resnet20, docs/runs/lenet_sbc) needed. scripts/repro_tables.py makes the table.
-Runs one at a time; a machine busy with other work inflates the compute part.
+Runs one at a time; a machine busy with other work inflates the compute part. A launch
+that does not start within 2 minutes is started again (up to 3 times); a run that writes
+nothing for 10 minutes (mpirun waits for ever once it has lost a daemon) is stopped, its
+.txt says so, and the script goes on to the next run and exits 1 at the end.
 """
 import argparse
 import os
@@ -92,6 +95,21 @@ def done(name):
     return os.path.exists(txt) and DONE in open(txt).read()
 
 
+STALL_S = 600  # no line in the run's log or output for this long: the run has hung
+
+
+def last_write(*paths):
+    return max(os.path.getmtime(p) for p in paths if os.path.exists(p))
+
+
+def stop(p):
+    """mpirun, its launch agents and Open MPI's daemons (in sessions of their own), and the lab"""
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    subprocess.call(["pkill", "-KILL", "-x", "orted"])
+    subprocess.call([os.path.join(ROOT, "scripts", "netlab.sh"), "down"])
+
+
 def run_one(name, cmd, bw):
     os.makedirs(OUT, exist_ok=True)
     log, txt = os.path.join(OUT, name + ".csv"), os.path.join(OUT, name + ".txt")
@@ -114,11 +132,14 @@ def run_one(name, cmd, bw):
                 rc = p.poll()
                 # a launch that never starts (a daemon lost while mpirun wires the hosts): start again
                 if rc is None and time.time() - t0 > 120 and not os.path.exists(log):
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait()
-                    subprocess.call(["pkill", "-KILL", "-x", "orted"])  # Open MPI's daemons are in sessions of their own
-                    subprocess.call([os.path.join(ROOT, "scripts", "netlab.sh"), "down"])
+                    stop(p)
                     rc = -1
+                # a run that stops writing (mpirun waits for ever once it has lost a daemon):
+                # stopped and reported, not started again
+                elif rc is None and os.path.exists(log) and time.time() - last_write(log, txt) > STALL_S:
+                    stop(p)
+                    out.write(f"# stalled: no output for {STALL_S} s; stopped\n")
+                    rc = -2
             out.write(f"{DONE}\n" if rc == 0 else f"# stopped: exit {rc}\n")
         print(f"   exit {rc} after {time.time() - t0:.0f} s", flush=True)
         if rc != -1:

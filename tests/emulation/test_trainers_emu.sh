@@ -14,6 +14,7 @@
 # checkpoints equal to the bit, the same losses and bytes per step; SBC with --delay 10
 # and 3LC's parameter server among them, and GCOMP over the ring, the allgather and the
 # parameter server with its tables in the checkpoints) and across --save/--resume.
+# The pairs run in two lanes at once (about half the time on two cores).
 #
 #   tests/emulation/test_trainers_emu.sh [DIR]   DIR: nn/build.sh's output (build/emu/nn)
 # Ends with "RESULT passed failed" (tests/run.sh); LOG_DIR=DIR keeps the runs' output.
@@ -136,12 +137,7 @@ $bad"
 
 DATA=(--dataset "folder:$TMP/folder" --batch 8 --steps 3 --print-every 1 --quiet)
 IMG=("${DATA[@]}" --workers 2)
-# (TernGrad's parameter server, its gradient pull: on the device, dist/exchange_cuda.h)
-DEVICE_STEP=1 pair resnet8_terngrad "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" \
-    --device cpu -- "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" --device cuda
-# (SBC exchanges weight deltas, every step without --delay: on the device, dist/exchange_cuda.h)
-BYTES_TOL=0.005 COPIES=0 DEVICE_STEP=1 pair lenet_sbc "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cpu -- \
-    "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cuda
+
 # --resume on the emulated GPU continues bit for bit: 4 steps straight, and 2 steps, --save,
 # --resume, 2 more, end in the same checkpoint bytes. The default --cudnn heuristic makes the
 # same convolution choice in every process; the emulated Find models timing noise, so under
@@ -177,22 +173,7 @@ $(head -n 8 "$TMP/$name.diff")"
     done
     echo "$name: 4 steps straight and 2 + --resume 2: $(head -n 1 "$TMP/$name.diff")"
 }
-# (the step through the host: GCX_HOST_STEP=1)
-GCX_HOST_STEP=1 resume_exact resnet8_resume_gpu "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec 3lc \
-    "${IMG[@]}" --eval-every -1 --device cuda
-grep -q '^device: the step goes through the host: GCX_HOST_STEP' "$TMP/resnet8_resume_gpu.rc"
-check $? "resnet8_resume_gpu: the resumed run's step did not go through the host"
 
-# The device-resident step (dist/exchange_cuda.h; fp32 over allreduce, local workers sharing
-# the GPU): LeNet (no model state) copies nothing between host and device; ResNet-8 copies its
-# batch-norm statistics only. Against the CPU as above, and against the same GPU model with the
-# step through the host (GCX_HOST_STEP=1: host arenas, the CPU optimizer, the local backend's
-# allreduce): the same sums in the same order and the optimizer's bit-exact kernels, so the
-# final checkpoints (parameters, optimizer state) must be equal to the bit.
-COPIES=0 DEVICE_STEP=1 pair lenet_fp32_dev "$BIN/train_lenet_emu" --codec fp32 "${IMG[@]}" --device cpu -- \
-    "$BIN/train_lenet_emu" --codec fp32 "${IMG[@]}" --device cuda
-RN8=("$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --optim momentum --wd 5e-4 "${IMG[@]}")
-DEVICE_STEP=1 pair resnet8_fp32_dev "${RN8[@]}" --device cpu -- "${RN8[@]}" --device cuda
 device_vs_host() { # name, command...: checkpoints equal to the bit, the same losses and bytes per step
     local name=$1 bad; shift
     "$@" --save "$TMP/$name.dev" --log "$TMP/$name.dev.csv" >"$TMP/$name.rdev" 2>&1 &&
@@ -219,114 +200,161 @@ $bad"
 $(head -n 8 "$TMP/$name.diff")"
     echo "$name: device-resident step against the host step: $(head -n 1 "$TMP/$name.diff")"
 }
-device_vs_host resnet8_dev_vs_host "${RN8[@]}" --steps 3 --eval-every -1 --device cuda
-# 6 steps: an evaluation after step 5 (the epoch's end) and checkpoints every 2 steps bring the
-# model to the host in the middle of the run and back; --ema's average kept on the device
-COPIES=0 device_vs_host lenet_dev_vs_host "$BIN/train_lenet_emu" --codec fp32 --optim adam --lr 0.001 "${IMG[@]}" --steps 6 --eval-every 1 \
-    --save-every 2 --ema 0.9 --device cuda
-# --save/--resume on the device-resident step (the parameters and the optimizer state come
-# down for the checkpoint and go back up after the resume)
-resume_exact resnet8_resume_dev "${RN8[@]}" --eval-every -1 --device cuda
-grep -q '^device: the step stays on the GPU' "$TMP/resnet8_resume_dev.rc"
-check $? "resnet8_resume_dev: the resumed run's step did not stay on the GPU"
-# The device-resident allgather: the GPU codecs encode from device memory (the CPU codecs'
-# frames), the residual stays on the device, the bundles are decoded into device memory.
-# fp16 (its default topology, no memory) and int8 (residual) against the CPU with the same
-# bytes per step; top-k with its residual against the host step on the same GPU model
-# (checkpoints, residuals included, equal to the bit, with an evaluation and checkpoints
-# mid-run and no copy in any step); int8 across --save/--resume (the residual in the
-# checkpoint).
-COPIES=0 DEVICE_STEP=1 pair lenet_fp16_dev "$BIN/train_lenet_emu" --codec fp16 "${IMG[@]}" --device cpu -- \
-    "$BIN/train_lenet_emu" --codec fp16 "${IMG[@]}" --device cuda
-RN8AG=("${RN8[@]}" --codec int8 --topology allgather)
-DEVICE_STEP=1 pair resnet8_int8_dev "${RN8AG[@]}" --device cpu -- "${RN8AG[@]}" --device cuda
-COPIES=0 device_vs_host lenet_topk_dev_vs_host "$BIN/train_lenet_emu" --codec topk --topology allgather --lr 0.01 \
-    "${IMG[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
-# DGC's memory on the device (momentum correction and masking, warm-up density, weight decay
-# folded in): ResNet-8 against the CPU, LeNet against the host step
-RN8DGC=("$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --optim momentum --wd 5e-4 --codec dgc "${IMG[@]}")
-BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_dgc_dev "${RN8DGC[@]}" --device cpu -- "${RN8DGC[@]}" --device cuda
-COPIES=0 device_vs_host lenet_dgc_dev_vs_host "$BIN/train_lenet_emu" --codec dgc --optim momentum --wd 1e-3 --lr 0.01 \
-    "${IMG[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
-resume_exact resnet8_int8_resume_dev "${RN8AG[@]}" --eval-every -1 --device cuda
-grep -q '^device: the step stays on the GPU' "$TMP/resnet8_int8_resume_dev.rc"
-check $? "resnet8_int8_resume_dev: the resumed run's step did not stay on the GPU"
-# Weight deltas on the device: SBC's default configuration (--codec sbc --delay 10, SBC (2):
-# the anchor, the delta, its residual and the momentum masking on the device) against the
-# host step, 12 steps, one exchange, evaluations and checkpoints mid-window (the anchor comes
-# down for the replicas' check); and across --save/--resume with --delay 2 (the anchor in
-# the checkpoint: exchanges after steps 2 and 4, the resumed half's against the saved anchor)
-COPIES=0 device_vs_host lenet_sbc_dev_vs_host "$BIN/train_lenet_emu" --codec sbc --delay 10 "${IMG[@]}" --steps 12 \
-    --eval-every 1 --save-every 4 --device cuda
-resume_exact lenet_sbc_resume_dev "$BIN/train_lenet_emu" --codec sbc --delay 2 "${IMG[@]}" --eval-every -1 --device cuda
-grep -q '^device: the step stays on the GPU' "$TMP/lenet_sbc_resume_dev.rc"
-check $? "lenet_sbc_resume_dev: the resumed run's step did not stay on the GPU"
-# The parameter server on the device (3LC section 3.1, 3lc's default topology): the pushes
-# averaged on worker 0, its global model and optimizer state and the pull's error
-# accumulation on the device, the compressed model delta pulled by both workers; against
-# the host step (6 steps, an evaluation and checkpoints mid-run, no copy in any step) and
-# across --save/--resume (the global model and the pull memory in the checkpoint)
-COPIES=0 device_vs_host lenet_3lc_dev_vs_host "$BIN/train_lenet_emu" --codec 3lc "${IMG[@]}" --steps 6 --eval-every 1 \
-    --save-every 2 --device cuda
-resume_exact lenet_3lc_resume_dev "$BIN/train_lenet_emu" --codec 3lc "${IMG[@]}" --eval-every -1 --device cuda
-grep -q '^device: the step stays on the GPU' "$TMP/lenet_3lc_resume_dev.rc"
-check $? "lenet_3lc_resume_dev: the resumed run's step did not stay on the GPU"
-# GCOMP on the device: its levels from the GPU optimizer's state (the ring's partial sums at
-# every hop, GCOMP section 6.2, and the allgather; the parameter server's push and pull: the
-# model delta's), its Huffman tables kept between steps (rebuilt every 2nd encode here, so
-# they change within the run) and in the checkpoints (the "codecs" section, equal to the
-# host step's); against the host step over its default ring, the allgather and the
-# parameter server, and across --save/--resume on the ring (the resumed half codes with
-# the saved tables)
-GC=("$BIN/train_lenet_emu" --codec gcomp:every=2 --optim momentum --lr 0.01 "${IMG[@]}")
-COPIES=0 device_vs_host lenet_gcomp_dev_vs_host "${GC[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
-grep -q '^exchange: .*topology ring' "$TMP/lenet_gcomp_dev_vs_host.rdev"
-check $? "lenet_gcomp_dev_vs_host: gcomp's run is not on the ring"
-COPIES=0 device_vs_host lenet_gcomp_ag_dev_vs_host "${GC[@]}" --topology allgather --steps 4 --eval-every -1 --device cuda
-COPIES=0 device_vs_host lenet_gcomp_ps_dev_vs_host "${GC[@]}" --topology ps --steps 4 --eval-every -1 --device cuda
-resume_exact lenet_gcomp_resume_dev "${GC[@]}" --eval-every -1 --device cuda
-grep -q '^device: the step stays on the GPU' "$TMP/lenet_gcomp_resume_dev.rc"
-check $? "lenet_gcomp_resume_dev: the resumed run's step did not stay on the GPU"
 
-# the character LSTM with fp16 and --clip 0.1 (of the average, on the device; below its norm,
-# so the losses differ from --clip 0's), and with dgc, whose local gradient clipping at
-# train_lstm's default --clip 5 (5 x 2^-1/2: below the gradients' norm too) is on the device
-LMD=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
-     --print-every 1 --codec fp16 --clip 0.1 --quiet)
-COPIES=0 DEVICE_STEP=1 pair charlstm_fp16_dev "$BIN/train_lstm_emu" "${LMD[@]}" --device cpu -- \
-    "$BIN/train_lstm_emu" "${LMD[@]}" --device cuda
+# The pairs run in two lanes at once, each a process of its own: an emulated GPU step runs
+# on one core, and the two lanes take about the same time. Each lane counts its own checks
+# and ends with "LANE passed failed"; its output is printed after both have ended.
+lane_a() {
+    passed=0 failed=0 t0=$SECONDS
+    # (TernGrad's parameter server, its gradient pull: on the device, dist/exchange_cuda.h)
+    DEVICE_STEP=1 pair resnet8_terngrad "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" \
+        --device cpu -- "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec terngrad "${IMG[@]}" --device cuda
+    # (SBC exchanges weight deltas, every step without --delay: on the device, dist/exchange_cuda.h)
+    BYTES_TOL=0.005 COPIES=0 DEVICE_STEP=1 pair lenet_sbc "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cpu -- \
+        "$BIN/train_lenet_emu" --codec sbc "${IMG[@]}" --device cuda
+    # (the step through the host: GCX_HOST_STEP=1)
+    GCX_HOST_STEP=1 resume_exact resnet8_resume_gpu "$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --codec 3lc \
+        "${IMG[@]}" --eval-every -1 --device cuda
+    grep -q '^device: the step goes through the host: GCX_HOST_STEP' "$TMP/resnet8_resume_gpu.rc"
+    check $? "resnet8_resume_gpu: the resumed run's step did not go through the host"
 
-LM=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
-    --print-every 1 --codec dgc --quiet)
-BYTES_TOL=0.005 COPIES=0 DEVICE_STEP=1 pair charlstm_dgc "$BIN/train_lstm_emu" "${LM[@]}" --device cpu -- "$BIN/train_lstm_emu" "${LM[@]}" --device cuda
+    # The device-resident step (dist/exchange_cuda.h; fp32 over allreduce, local workers sharing
+    # the GPU): LeNet (no model state) copies nothing between host and device; ResNet-8 copies its
+    # batch-norm statistics only. Against the CPU as above, and against the same GPU model with the
+    # step through the host (GCX_HOST_STEP=1: host arenas, the CPU optimizer, the local backend's
+    # allreduce): the same sums in the same order and the optimizer's bit-exact kernels, so the
+    # final checkpoints (parameters, optimizer state) must be equal to the bit.
+    COPIES=0 DEVICE_STEP=1 pair lenet_fp32_dev "$BIN/train_lenet_emu" --codec fp32 "${IMG[@]}" --device cpu -- \
+        "$BIN/train_lenet_emu" --codec fp32 "${IMG[@]}" --device cuda
+    RN8=("$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --optim momentum --wd 5e-4 "${IMG[@]}")
+    DEVICE_STEP=1 pair resnet8_fp32_dev "${RN8[@]}" --device cpu -- "${RN8[@]}" --device cuda
+    device_vs_host resnet8_dev_vs_host "${RN8[@]}" --steps 3 --eval-every -1 --device cuda
+    # 6 steps: an evaluation after step 5 (the epoch's end) and checkpoints every 2 steps bring the
+    # model to the host in the middle of the run and back; --ema's average kept on the device
+    COPIES=0 device_vs_host lenet_dev_vs_host "$BIN/train_lenet_emu" --codec fp32 --optim adam --lr 0.001 "${IMG[@]}" --steps 6 --eval-every 1 \
+        --save-every 2 --ema 0.9 --device cuda
+    # --save/--resume on the device-resident step (the parameters and the optimizer state come
+    # down for the checkpoint and go back up after the resume)
+    resume_exact resnet8_resume_dev "${RN8[@]}" --eval-every -1 --device cuda
+    grep -q '^device: the step stays on the GPU' "$TMP/resnet8_resume_dev.rc"
+    check $? "resnet8_resume_dev: the resumed run's step did not stay on the GPU"
+    # The device-resident allgather: the GPU codecs encode from device memory (the CPU codecs'
+    # frames), the residual stays on the device, the bundles are decoded into device memory.
+    # fp16 (its default topology, no memory) and int8 (residual) against the CPU with the same
+    # bytes per step; top-k with its residual against the host step on the same GPU model
+    # (checkpoints, residuals included, equal to the bit, with an evaluation and checkpoints
+    # mid-run and no copy in any step); int8 across --save/--resume (the residual in the
+    # checkpoint).
+    COPIES=0 DEVICE_STEP=1 pair lenet_fp16_dev "$BIN/train_lenet_emu" --codec fp16 "${IMG[@]}" --device cpu -- \
+        "$BIN/train_lenet_emu" --codec fp16 "${IMG[@]}" --device cuda
+    RN8AG=("${RN8[@]}" --codec int8 --topology allgather)
+    DEVICE_STEP=1 pair resnet8_int8_dev "${RN8AG[@]}" --device cpu -- "${RN8AG[@]}" --device cuda
+    COPIES=0 device_vs_host lenet_topk_dev_vs_host "$BIN/train_lenet_emu" --codec topk --topology allgather --lr 0.01 \
+        "${IMG[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
+    # DGC's memory on the device (momentum correction and masking, warm-up density, weight decay
+    # folded in): ResNet-8 against the CPU, LeNet against the host step
+    RN8DGC=("$BIN/train_resnet_emu" --image-size 32 --depth 8 --lr 0.01 --optim momentum --wd 5e-4 --codec dgc "${IMG[@]}")
+    BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_dgc_dev "${RN8DGC[@]}" --device cpu -- "${RN8DGC[@]}" --device cuda
+    COPIES=0 device_vs_host lenet_dgc_dev_vs_host "$BIN/train_lenet_emu" --codec dgc --optim momentum --wd 1e-3 --lr 0.01 \
+        "${IMG[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
+    resume_exact resnet8_int8_resume_dev "${RN8AG[@]}" --eval-every -1 --device cuda
+    grep -q '^device: the step stays on the GPU' "$TMP/resnet8_int8_resume_dev.rc"
+    check $? "resnet8_int8_resume_dev: the resumed run's step did not stay on the GPU"
+    # Weight deltas on the device: SBC's default configuration (--codec sbc --delay 10, SBC (2):
+    # the anchor, the delta, its residual and the momentum masking on the device) against the
+    # host step, 12 steps, one exchange, evaluations and checkpoints mid-window (the anchor comes
+    # down for the replicas' check); and across --save/--resume with --delay 2 (the anchor in
+    # the checkpoint: exchanges after steps 2 and 4, the resumed half's against the saved anchor)
+    COPIES=0 device_vs_host lenet_sbc_dev_vs_host "$BIN/train_lenet_emu" --codec sbc --delay 10 "${IMG[@]}" --steps 12 \
+        --eval-every 1 --save-every 4 --device cuda
+    resume_exact lenet_sbc_resume_dev "$BIN/train_lenet_emu" --codec sbc --delay 2 "${IMG[@]}" --eval-every -1 --device cuda
+    grep -q '^device: the step stays on the GPU' "$TMP/lenet_sbc_resume_dev.rc"
+    check $? "lenet_sbc_resume_dev: the resumed run's step did not stay on the GPU"
+    echo "lane a: $((SECONDS - t0)) s"
+    echo "LANE $passed $failed"
+}
 
-if [ -x "$BIN/train_resnet_nccl_emu" ] && command -v mpirun >/dev/null 2>&1; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-    NC=(--image-size 32 --depth 8 --lr 0.01 --codec 3lc "${DATA[@]}")
-    MP=(mpirun -np 2 "$BIN/train_resnet_nccl_emu")
-    # (3lc's parameter server on the device: its pushes and pulls host bytes over NCCL)
-    BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_3lc_nccl "${MP[@]}" --backend mpi --device cpu "${NC[@]}" -- \
-        "${MP[@]}" --backend nccl --device cuda "${NC[@]}"
-    # the device-resident step across processes: fp32's allreduce by NCCL on the device
-    # arenas, int8's allgather frames over NCCL and over MPI (host bytes), against MPI on
-    # the CPU; and fp32 over NCCL against its host step on the same GPU models (the same
-    # NCCL sums: checkpoints equal to the bit)
-    NCD=(--image-size 32 --depth 8 --lr 0.01 --optim momentum "${DATA[@]}")
-    DEVICE_STEP=1 pair resnet8_fp32_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec fp32 "${NCD[@]}" -- \
-        "${MP[@]}" --backend nccl --device cuda --codec fp32 "${NCD[@]}"
-    DEVICE_STEP=1 pair resnet8_int8_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \
-        "${NCD[@]}" -- "${MP[@]}" --backend nccl --device cuda --codec int8 --topology allgather "${NCD[@]}"
-    DEVICE_STEP=1 pair resnet8_int8_mpi_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \
-        "${NCD[@]}" -- "${MP[@]}" --backend mpi --device cuda --codec int8 --topology allgather "${NCD[@]}"
-    device_vs_host resnet8_nccl_dev_vs_host "${MP[@]}" --backend nccl --device cuda --codec fp32 "${NCD[@]}" --eval-every -1
-    # fp32's allreduce over MPI on the device-resident step: the gradient staged through pinned
-    # host memory for MPI's allreduce (the host path's sums: checkpoints equal to the bit)
-    device_vs_host resnet8_mpi_dev_vs_host "${MP[@]}" --backend mpi --device cuda --codec fp32 "${NCD[@]}" --eval-every -1
-    # one process, no launcher: a NCCL communicator of one rank, without MPI
-    BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_3lc_nccl1 "$BIN/train_resnet_nccl_emu" --backend local --workers 1 --device cpu "${NC[@]}" -- \
-        "$BIN/train_resnet_nccl_emu" --backend nccl --workers 1 --device cuda "${NC[@]}"
-else
-    echo "no MPI: the --backend nccl pair skipped"
-fi
+lane_b() {
+    passed=0 failed=0 t0=$SECONDS
+    # The parameter server on the device (3LC section 3.1, 3lc's default topology): the pushes
+    # averaged on worker 0, its global model and optimizer state and the pull's error
+    # accumulation on the device, the compressed model delta pulled by both workers; against
+    # the host step (6 steps, an evaluation and checkpoints mid-run, no copy in any step) and
+    # across --save/--resume (the global model and the pull memory in the checkpoint)
+    COPIES=0 device_vs_host lenet_3lc_dev_vs_host "$BIN/train_lenet_emu" --codec 3lc "${IMG[@]}" --steps 6 --eval-every 1 \
+        --save-every 2 --device cuda
+    resume_exact lenet_3lc_resume_dev "$BIN/train_lenet_emu" --codec 3lc "${IMG[@]}" --eval-every -1 --device cuda
+    grep -q '^device: the step stays on the GPU' "$TMP/lenet_3lc_resume_dev.rc"
+    check $? "lenet_3lc_resume_dev: the resumed run's step did not stay on the GPU"
+    # GCOMP on the device: its levels from the GPU optimizer's state (the ring's partial sums at
+    # every hop, GCOMP section 6.2, and the allgather; the parameter server's push and pull: the
+    # model delta's), its Huffman tables kept between steps (rebuilt every 2nd encode here, so
+    # they change within the run) and in the checkpoints (the "codecs" section, equal to the
+    # host step's); against the host step over its default ring, the allgather and the
+    # parameter server, and across --save/--resume on the ring (the resumed half codes with
+    # the saved tables)
+    GC=("$BIN/train_lenet_emu" --codec gcomp:every=2 --optim momentum --lr 0.01 "${IMG[@]}")
+    COPIES=0 device_vs_host lenet_gcomp_dev_vs_host "${GC[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
+    grep -q '^exchange: .*topology ring' "$TMP/lenet_gcomp_dev_vs_host.rdev"
+    check $? "lenet_gcomp_dev_vs_host: gcomp's run is not on the ring"
+    COPIES=0 device_vs_host lenet_gcomp_ag_dev_vs_host "${GC[@]}" --topology allgather --steps 4 --eval-every -1 --device cuda
+    COPIES=0 device_vs_host lenet_gcomp_ps_dev_vs_host "${GC[@]}" --topology ps --steps 4 --eval-every -1 --device cuda
+    resume_exact lenet_gcomp_resume_dev "${GC[@]}" --eval-every -1 --device cuda
+    grep -q '^device: the step stays on the GPU' "$TMP/lenet_gcomp_resume_dev.rc"
+    check $? "lenet_gcomp_resume_dev: the resumed run's step did not stay on the GPU"
+
+    # the character LSTM with fp16 and --clip 0.1 (of the average, on the device; below its norm,
+    # so the losses differ from --clip 0's), and with dgc, whose local gradient clipping at
+    # train_lstm's default --clip 5 (5 x 2^-1/2: below the gradients' norm too) is on the device
+    LMD=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
+         --print-every 1 --codec fp16 --clip 0.1 --quiet)
+    COPIES=0 DEVICE_STEP=1 pair charlstm_fp16_dev "$BIN/train_lstm_emu" "${LMD[@]}" --device cpu -- \
+        "$BIN/train_lstm_emu" "${LMD[@]}" --device cuda
+
+    LM=(--model char --text "$TMP/text.txt" --hidden 32 --emb 16 --layers 2 --bptt 16 --batch 4 --workers 2 --steps 3
+        --print-every 1 --codec dgc --quiet)
+    BYTES_TOL=0.005 COPIES=0 DEVICE_STEP=1 pair charlstm_dgc "$BIN/train_lstm_emu" "${LM[@]}" --device cpu -- "$BIN/train_lstm_emu" "${LM[@]}" --device cuda
+
+    if [ -x "$BIN/train_resnet_nccl_emu" ] && command -v mpirun >/dev/null 2>&1; then
+        export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+        NC=(--image-size 32 --depth 8 --lr 0.01 --codec 3lc "${DATA[@]}")
+        MP=(mpirun -np 2 "$BIN/train_resnet_nccl_emu")
+        # (3lc's parameter server on the device: its pushes and pulls host bytes over NCCL)
+        BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_3lc_nccl "${MP[@]}" --backend mpi --device cpu "${NC[@]}" -- \
+            "${MP[@]}" --backend nccl --device cuda "${NC[@]}"
+        # the device-resident step across processes: fp32's allreduce by NCCL on the device
+        # arenas, int8's allgather frames over NCCL and over MPI (host bytes), against MPI on
+        # the CPU; and fp32 over NCCL against its host step on the same GPU models (the same
+        # NCCL sums: checkpoints equal to the bit)
+        NCD=(--image-size 32 --depth 8 --lr 0.01 --optim momentum "${DATA[@]}")
+        DEVICE_STEP=1 pair resnet8_fp32_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec fp32 "${NCD[@]}" -- \
+            "${MP[@]}" --backend nccl --device cuda --codec fp32 "${NCD[@]}"
+        DEVICE_STEP=1 pair resnet8_int8_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \
+            "${NCD[@]}" -- "${MP[@]}" --backend nccl --device cuda --codec int8 --topology allgather "${NCD[@]}"
+        DEVICE_STEP=1 pair resnet8_int8_mpi_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \
+            "${NCD[@]}" -- "${MP[@]}" --backend mpi --device cuda --codec int8 --topology allgather "${NCD[@]}"
+        device_vs_host resnet8_nccl_dev_vs_host "${MP[@]}" --backend nccl --device cuda --codec fp32 "${NCD[@]}" --eval-every -1
+        # fp32's allreduce over MPI on the device-resident step: the gradient staged through pinned
+        # host memory for MPI's allreduce (the host path's sums: checkpoints equal to the bit)
+        device_vs_host resnet8_mpi_dev_vs_host "${MP[@]}" --backend mpi --device cuda --codec fp32 "${NCD[@]}" --eval-every -1
+        # one process, no launcher: a NCCL communicator of one rank, without MPI
+        BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_3lc_nccl1 "$BIN/train_resnet_nccl_emu" --backend local --workers 1 --device cpu "${NC[@]}" -- \
+            "$BIN/train_resnet_nccl_emu" --backend nccl --workers 1 --device cuda "${NC[@]}"
+    else
+        echo "no MPI: the --backend nccl pair skipped"
+    fi
+    echo "lane b: $((SECONDS - t0)) s"
+    echo "LANE $passed $failed"
+}
+
+(lane_a) >"$TMP/lane_a.out" 2>&1 &
+(lane_b) >"$TMP/lane_b.out" 2>&1
+wait
+for lane in a b; do
+    grep -v '^LANE ' "$TMP/lane_$lane.out"
+    counts=$(grep '^LANE ' "$TMP/lane_$lane.out" | tail -n 1)
+    if [ -n "$counts" ]; then set -- $counts; passed=$((passed + $2)); failed=$((failed + $3))
+    else check 1 "lane $lane ended without its counts"; fi
+done
 echo "RESULT $passed $failed"
 [ "$failed" -eq 0 ]
