@@ -63,7 +63,7 @@ size_t codec_cuda_max_frame(const CodecCuda *g, size_t n);
 
 /* the state it keeps between calls (gcomp's tables and exponent counts) as
  * the blob of its CPU twin's codec_state_save, byte for byte (docs/FORMAT.md
- * section 13), and back: a checkpoint written by either resumes on either.
+ * section 10, Checkpointed state), and back: a checkpoint written by either resumes on either.
  * As codec_state_max / codec_state_save / codec_state_load (compress/codec.h):
  * state_max 0 and save 0 for a codec without state; load leaves the state as
  * it was on a bad blob.  buf: host memory */

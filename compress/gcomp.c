@@ -55,6 +55,7 @@
 #include "codec.h"
 #include "common/check.h"
 #include "gcomp.h"
+#include "gcomp_state.h"
 #include "huffman.h"
 
 #define GP_MAGIC0 'G'
@@ -62,7 +63,6 @@
 #define GP_DTYPE_FP32 1
 #define GP_BLOCK_HDR 28
 #define GP_CHUNK_HDR 20
-#define GP_TABLE_MAX (2 + 2 * HUFF_NSYM)
 #define GP_FLAG_TABLE 0x1u /* the frame carries its Huffman table */
 #define GP_FLAG_ZSIGN 0x2u /* exponent-0 values carry a sign bit */
 #define GP_FLAGS_ALL (GP_FLAG_TABLE | GP_FLAG_ZSIGN)
@@ -93,12 +93,7 @@ typedef struct {
 } GpDecTable;
 
 typedef struct {
-    /* encoder */
-    int enc_have;
-    HuffCode enc;
-    uint32_t enc_id;
-    uint64_t hist[HUFF_NSYM]; /* exponent counts since the last rebuild */
-    uint64_t since;           /* encodes since the last rebuild */
+    GcompEnc enc; /* encoder: table, exponent counts and encodes since the last rebuild */
     /* decoder */
     GpDecTable cur, pend;
     /* scratch, grown on demand */
@@ -234,25 +229,12 @@ static inline uint64_t gp_peek_fast(const uint8_t *buf, uint64_t pos) {
     return __builtin_bswap64(v) << (pos & 7);
 }
 
-/* table section: u16 k, then k (symbol, length) pairs in increasing symbol
- * order. tab: [GP_TABLE_MAX] out; returns its length */
-static size_t gp_table_write(uint8_t *tab, const HuffCode *hc) {
-    size_t at = 2;
-    for (int s = 0; s < HUFF_NSYM; s++)
-        if (hc->len[s]) {
-            tab[at++] = (uint8_t)s;
-            tab[at++] = hc->len[s];
-        }
-    put_u16(tab, (uint16_t)hc->ncoded);
-    return at;
-}
-
 static size_t gp_max_payload(const Codec *c, size_t n) {
     int ntheta = (int)codec_param(&c->spec, "ntheta");
     size_t chunk = (size_t)codec_param(&c->spec, "chunk");
     size_t nch = (n + chunk - 1) / chunk;
     /* per value: escape + raw exponent, level, full mantissa; 3 padded segments per chunk */
-    return GP_BLOCK_HDR + GP_TABLE_MAX + nch * (GP_CHUNK_HDR + 3) +
+    return GP_BLOCK_HDR + GCOMP_TABLE_MAX + nch * (GP_CHUNK_HDR + 3) +
            (n * (size_t)(ntheta + HUFF_RAW_BITS + 2 + GP_MAN_BITS) + 7) / 8;
 }
 
@@ -409,20 +391,20 @@ static int64_t gp_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flags
      * from what was encoded since the last rebuild; carry it when it changes */
     HuffCode fresh;
     int rebuilt = 0, carry = 0;
-    if (!st->enc_have) {
+    if (!st->enc.have) {
         huff_code_from_weights(&fresh, fh, ntheta);
         rebuilt = carry = 1;
-    } else if (st->since >= every) {
-        huff_code_from_weights(&fresh, st->hist, ntheta);
+    } else if (st->enc.since >= every) {
+        huff_code_from_weights(&fresh, st->enc.hist, ntheta);
         rebuilt = 1;
-        carry = fresh.ntheta != st->enc.ntheta || memcmp(fresh.len, st->enc.len, HUFF_NSYM) != 0;
+        carry = fresh.ntheta != st->enc.code.ntheta || memcmp(fresh.len, st->enc.code.len, HUFF_NSYM) != 0;
     }
-    const HuffCode *hc = carry ? &fresh : &st->enc;
-    uint8_t tab[GP_TABLE_MAX];
+    const HuffCode *hc = carry ? &fresh : &st->enc.code;
+    uint8_t tab[GCOMP_TABLE_MAX];
     size_t tablen = 0;
-    uint32_t id = st->enc_id;
+    uint32_t id = st->enc.id;
     if (carry) {
-        tablen = gp_table_write(tab, hc);
+        tablen = gcomp_table_write(tab, hc);
         id = crc32c(0, tab, tablen);
     }
 
@@ -486,16 +468,16 @@ static int64_t gp_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flags
 
     /* commit the state only once the frame is complete */
     if (carry) {
-        st->enc = fresh;
-        st->enc_id = id;
-        st->enc_have = 1;
+        st->enc.code = fresh;
+        st->enc.id = id;
+        st->enc.have = 1;
     }
     if (rebuilt) {
-        memset(st->hist, 0, sizeof st->hist);
-        st->since = 0;
+        memset(st->enc.hist, 0, sizeof st->enc.hist);
+        st->enc.since = 0;
     }
-    for (int s = 0; s < HUFF_NSYM; s++) st->hist[s] += fh[s];
-    st->since++;
+    for (int s = 0; s < HUFF_NSYM; s++) st->enc.hist[s] += fh[s];
+    st->enc.since++;
     *flags = (uint16_t)((carry ? GP_FLAG_TABLE : 0) | (zsign ? GP_FLAG_ZSIGN : 0));
     return (int64_t)off;
 }
@@ -593,129 +575,49 @@ static int gp_decode_chunk(float *out, int *neg0, const GpDecTable *t, const GpC
     return 0;
 }
 
-/* parse and validate a table section into t (lookup table included).
- * p: [len]; *used: bytes consumed */
-/* a carried table (gp_table_write's layout) -> the code; its CRC-32C must be id */
-static int gp_table_parse(HuffCode *hc, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
-    if (len < 2) return -GC_ERR_TRUNCATED;
-    size_t k = get_u16(p);
-    if (k > HUFF_NSYM) return -GC_ERR_CORRUPT;
-    if (len - 2 < 2 * k) return -GC_ERR_TRUNCATED;
-    uint8_t lens[HUFF_NSYM] = {0};
-    int prev = -1;
-    for (size_t i = 0; i < k; i++) {
-        int s = p[2 + 2 * i], l = p[3 + 2 * i];
-        if (s <= prev || l < 1 || l > ntheta) return -GC_ERR_CORRUPT;
-        lens[s] = (uint8_t)l;
-        prev = s;
-    }
-    *used = 2 + 2 * k;
-    if (crc32c(0, p, *used) != id) return -GC_ERR_CORRUPT;
-    return huff_code_build(hc, lens, ntheta);
-}
-
-static int gp_table_read(GpDecTable *t, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
-    int rc = gp_table_parse(&t->hc, used, p, len, ntheta, id);
-    if (rc) return rc;
-    if (t->lut_n != ntheta || !t->lut) {
+/* make hc (id) t's table, its lookup table built */
+static void gp_table_set(GpDecTable *t, const HuffCode *hc, uint32_t id) {
+    t->hc = *hc;
+    if (t->lut_n != hc->ntheta || !t->lut) {
         free(t->lut);
-        t->lut = mallocCheck(sizeof(uint16_t) << ntheta);
-        t->lut_n = ntheta;
+        t->lut = mallocCheck(sizeof(uint16_t) << hc->ntheta);
+        t->lut_n = hc->ntheta;
     }
     huff_lut_build(t->lut, &t->hc);
     t->id = id;
     t->have = 1;
+}
+
+/* parse and validate a table section (gcomp_table_parse) into t.
+ * p: [len]; *used: bytes consumed */
+static int gp_table_read(GpDecTable *t, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
+    HuffCode hc;
+    int rc = gcomp_table_parse(&hc, used, p, len, ntheta, id);
+    if (rc) return rc;
+    gp_table_set(t, &hc, id);
     return 0;
 }
 
 /* ------------------------------------------------------- checkpoints */
 
-/* The state a resumed run needs to code exactly as an uninterrupted one (the
- * encoder's table, its id, the exponent counts and encodes since the last
- * rebuild, Section 4.4; the decoder's current table). Layout, little-endian:
- *   u8 version (1)
- *   u8 encoder has a table; if so: u8 n_theta, u32 id, table as carried in frames
- *   u64 encodes since the last rebuild, 256 x u64 exponent counts
- *   u8 decoder has a table; if so: u8 n_theta, u32 id, table as carried in frames */
-#define GP_STATE_VERSION 1
-#define GP_STATE_MAX (1 + 2 * (1 + 1 + 4 + GP_TABLE_MAX) + 8 + 8 * HUFF_NSYM)
-
-static size_t gp_state_put_table(uint8_t *p, int have, const HuffCode *hc, uint32_t id) {
-    p[0] = (uint8_t)(have != 0);
-    if (!have) return 1;
-    p[1] = (uint8_t)hc->ntheta;
-    put_u32(p + 2, id);
-    return 6 + gp_table_write(p + 6, hc);
-}
-
+/* The state a resumed run needs to code exactly as an uninterrupted one, as
+ * one blob (compress/gcomp_state.h, docs/FORMAT.md section 10, Checkpointed
+ * state). */
 static int64_t gp_state_save(const Codec *c, uint8_t *buf, size_t cap) {
     const GcompState *st = c->state;
-    if (cap < GP_STATE_MAX) return -GC_ERR_NOSPACE;
-    size_t at = 0;
-    buf[at++] = GP_STATE_VERSION;
-    at += gp_state_put_table(buf + at, st->enc_have, &st->enc, st->enc_id);
-    put_u64(buf + at, st->since);
-    at += 8;
-    for (int s = 0; s < HUFF_NSYM; s++, at += 8) put_u64(buf + at, st->hist[s]);
-    at += gp_state_put_table(buf + at, st->cur.have, &st->cur.hc, st->cur.id);
-    return (int64_t)at;
+    return gcomp_state_write(buf, cap, &st->enc, st->cur.have, &st->cur.hc, st->cur.id);
 }
 
-/* one table of a state blob: *have, and when set the code and its id */
-static int gp_state_get_table(const uint8_t *p, size_t len, size_t *used, int *have, HuffCode *hc, uint32_t *id) {
-    if (len < 1) return -GC_ERR_TRUNCATED;
-    if (p[0] > 1) return -GC_ERR_CORRUPT;
-    *have = p[0];
-    *used = 1;
-    if (!*have) return 0;
-    if (len < 6) return -GC_ERR_TRUNCATED;
-    int ntheta = p[1];
-    if (ntheta < 1 || ntheta > HUFF_MAX_NTHETA) return -GC_ERR_CORRUPT;
-    *id = get_u32(p + 2);
-    size_t tl = 0;
-    int rc = gp_table_parse(hc, &tl, p + 6, len - 6, ntheta, *id);
-    *used = 6 + tl;
-    return rc;
-}
-
+/* the whole blob is checked before anything is written: a refused load
+ * changes nothing */
 static int gp_state_load(Codec *c, const uint8_t *buf, size_t len) {
     GcompState *st = c->state;
-    if (len < 1) return -GC_ERR_TRUNCATED;
-    if (buf[0] != GP_STATE_VERSION) return -GC_ERR_VERSION;
-    size_t at = 1, used = 0;
-    int enc_have = 0, dec_have = 0;
-    HuffCode enc, dec;
-    uint32_t enc_id = 0, dec_id = 0;
-    int rc = gp_state_get_table(buf + at, len - at, &used, &enc_have, &enc, &enc_id);
+    GcompStateBlob b;
+    int rc = gcomp_state_parse(&b, buf, len, (int)codec_param(&c->spec, "ntheta"));
     if (rc) return rc;
-    if (enc_have && enc.ntheta != (int)codec_param(&c->spec, "ntheta")) return -GC_ERR_PARAM;
-    at += used;
-    if (len - at < 8 + 8 * HUFF_NSYM) return -GC_ERR_TRUNCATED;
-    uint64_t since = get_u64(buf + at), hist[HUFF_NSYM];
-    at += 8;
-    for (int s = 0; s < HUFF_NSYM; s++, at += 8) hist[s] = get_u64(buf + at);
-    rc = gp_state_get_table(buf + at, len - at, &used, &dec_have, &dec, &dec_id);
-    if (rc) return rc;
-    if (at + used != len) return -GC_ERR_OVERSIZED;
-    /* valid: commit */
-    st->enc_have = enc_have;
-    if (enc_have) {
-        st->enc = enc;
-        st->enc_id = enc_id;
-    }
-    st->since = since;
-    memcpy(st->hist, hist, sizeof hist);
-    st->cur.have = dec_have;
-    if (dec_have) {
-        st->cur.hc = dec;
-        st->cur.id = dec_id;
-        if (st->cur.lut_n != dec.ntheta || !st->cur.lut) {
-            free(st->cur.lut);
-            st->cur.lut = mallocCheck(sizeof(uint16_t) << dec.ntheta);
-            st->cur.lut_n = dec.ntheta;
-        }
-        huff_lut_build(st->cur.lut, &st->cur.hc);
-    }
+    st->enc = b.enc;
+    if (b.dec_have) gp_table_set(&st->cur, &b.dec, b.dec_id);
+    st->cur.have = b.dec_have;
     return 0;
 }
 
@@ -837,7 +739,7 @@ const CodecOps codec_gcomp_ops = {
     .nparams = (int)(sizeof gcomp_params / sizeof gcomp_params[0]),
     .state_size = sizeof(GcompState),
     .state_free = gp_state_free,
-    .state_max = GP_STATE_MAX,
+    .state_max = GCOMP_STATE_MAX,
     .state_save = gp_state_save,
     .state_load = gp_state_load,
     .max_payload = gp_max_payload,

@@ -34,6 +34,7 @@ extern "C" {
 #include "common/crc32c.h"
 #include "common/errors.h"
 #include "compress/codec.h"
+#include "compress/gcomp_state.h"
 #include "compress/huffman.h"
 }
 #include "compress/codec_cuda.h"
@@ -47,7 +48,6 @@ extern "C" {
 
 #define GP_BLOCK_HDR 28
 #define GP_CHUNK_HDR 20
-#define GP_TABLE_MAX (2 + 2 * HUFF_NSYM)
 #define GP_FLAG_TABLE 0x1u
 #define GP_FLAG_ZSIGN 0x2u
 #define GP_FLAGS_ALL (GP_FLAG_TABLE | GP_FLAG_ZSIGN)
@@ -84,12 +84,7 @@ typedef struct {
 } GpTab;
 
 typedef struct {
-    /* encoder (compress/gcomp.c GcompState) */
-    int enc_have;
-    HuffCode enc;
-    uint32_t enc_id;
-    uint64_t hist[HUFF_NSYM];
-    uint64_t since;
+    GcompEnc enc; /* encoder (compress/gcomp.c GcompState) */
     /* decoder */
     GpTab cur, pend;
 } GpState;
@@ -306,17 +301,6 @@ __global__ void k_gp_write(uint32_t *buf32, uint32_t *err, float *repr, const fl
     bo_flush(om);
 }
 
-static size_t gp_table_write(uint8_t *tab, const HuffCode *hc) {
-    size_t at = 2;
-    for (int s = 0; s < HUFF_NSYM; s++)
-        if (hc->len[s]) {
-            tab[at++] = (uint8_t)s;
-            tab[at++] = hc->len[s];
-        }
-    put_u16(tab, (uint16_t)hc->ncoded);
-    return at;
-}
-
 int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
                          const CodecSide *side) {
     GpState *st = (GpState *)g->gp;
@@ -363,10 +347,10 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
     int64_t rc = 0;
     HuffCode fresh;
     int rebuilt = 0, carry = 0, zsign = 0;
-    uint8_t tab[GP_TABLE_MAX];
+    uint8_t tab[GCOMP_TABLE_MAX];
     size_t tablen = 0;
-    uint32_t id = st->enc_id;
-    const HuffCode *hc = &st->enc;
+    uint32_t id = st->enc.id;
+    const HuffCode *hc = &st->enc.code;
     size_t off = 0;
     uint64_t totbits = 0;
     GpWrite *lay = NULL;
@@ -375,17 +359,17 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
         for (size_t k = 0; k < nch; k++) zsign |= neg0[k] != 0;
         /* table (Section 4.4): bootstrap from this tensor, or rebuild every K
          * encodes from what was encoded since the last rebuild; carry it when it changes */
-        if (!st->enc_have) {
+        if (!st->enc.have) {
             huff_code_from_weights(&fresh, fh, ntheta);
             rebuilt = carry = 1;
-        } else if (st->since >= every) {
-            huff_code_from_weights(&fresh, st->hist, ntheta);
+        } else if (st->enc.since >= every) {
+            huff_code_from_weights(&fresh, st->enc.hist, ntheta);
             rebuilt = 1;
-            carry = fresh.ntheta != st->enc.ntheta || memcmp(fresh.len, st->enc.len, HUFF_NSYM) != 0;
+            carry = fresh.ntheta != st->enc.code.ntheta || memcmp(fresh.len, st->enc.code.len, HUFF_NSYM) != 0;
         }
-        hc = carry ? &fresh : &st->enc;
+        hc = carry ? &fresh : &st->enc.code;
         if (carry) {
-            tablen = gp_table_write(tab, hc);
+            tablen = gcomp_table_write(tab, hc);
             id = crc32c(0, tab, tablen);
         }
         /* sizes: every chunk's segments from its histogram alone */
@@ -471,16 +455,16 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
     if (rc) return rc;
     /* commit the state only once the frame is complete */
     if (carry) {
-        st->enc = fresh;
-        st->enc_id = id;
-        st->enc_have = 1;
+        st->enc.code = fresh;
+        st->enc.id = id;
+        st->enc.have = 1;
     }
     if (rebuilt) {
-        memset(st->hist, 0, sizeof st->hist);
-        st->since = 0;
+        memset(st->enc.hist, 0, sizeof st->enc.hist);
+        st->enc.since = 0;
     }
-    for (int s = 0; s < HUFF_NSYM; s++) st->hist[s] += fh[s];
-    st->since++;
+    for (int s = 0; s < HUFF_NSYM; s++) st->enc.hist[s] += fh[s];
+    st->enc.since++;
     *flags = (uint16_t)((carry ? GP_FLAG_TABLE : 0) | (zsign ? GP_FLAG_ZSIGN : 0));
     return (int64_t)off;
 }
@@ -566,30 +550,11 @@ __global__ void k_gp_acc(float *out, const float *v, size_t n, float weight) {
         out[i] = __fadd_rn(out[i], __fmul_rn(weight, v[i]));
 }
 
-/* compress/gcomp.c gp_table_parse: a carried table -> the code; its CRC-32C must be id */
-static int gp_table_parse(HuffCode *hc, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
-    if (len < 2) return -GC_ERR_TRUNCATED;
-    size_t k = get_u16(p);
-    if (k > HUFF_NSYM) return -GC_ERR_CORRUPT;
-    if (len - 2 < 2 * k) return -GC_ERR_TRUNCATED;
-    uint8_t lens[HUFF_NSYM];
-    memset(lens, 0, sizeof lens);
-    int prev = -1;
-    for (size_t i = 0; i < k; i++) {
-        int s = p[2 + 2 * i], l = p[3 + 2 * i];
-        if (s <= prev || l < 1 || l > ntheta) return -GC_ERR_CORRUPT;
-        lens[s] = (uint8_t)l;
-        prev = s;
-    }
-    *used = 2 + 2 * k;
-    if (crc32c(0, p, *used) != id) return -GC_ERR_CORRUPT;
-    return huff_code_build(hc, lens, ntheta);
-}
-
-/* compress/gcomp.c gp_table_read, plus the device copies of the lookup table */
-static int gp_table_read(GpTab *t, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
-    int rc = gp_table_parse(&t->hc, used, p, len, ntheta, id);
-    if (rc) return rc;
+/* compress/gcomp.c gp_table_set, plus the device copies of the lookup table
+ * and of the code lengths */
+static void gp_table_set(GpTab *t, const HuffCode *hc, uint32_t id) {
+    int ntheta = hc->ntheta;
+    t->hc = *hc;
     if (t->lut_n != ntheta || !t->lut) {
         free(t->lut);
         if (t->dlut) cudaCheck(cudaFree(t->dlut));
@@ -603,6 +568,14 @@ static int gp_table_read(GpTab *t, size_t *used, const uint8_t *p, size_t len, i
     cudaCheck(cudaMemcpy(t->dlen, t->hc.len, HUFF_NSYM, cudaMemcpyHostToDevice));
     t->id = id;
     t->have = 1;
+}
+
+/* compress/gcomp.c gp_table_read: a table section (gcomp_table_parse) into t */
+static int gp_table_read(GpTab *t, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
+    HuffCode hc;
+    int rc = gcomp_table_parse(&hc, used, p, len, ntheta, id);
+    if (rc) return rc;
+    gp_table_set(t, &hc, id);
     return 0;
 }
 
@@ -717,85 +690,24 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
 
 /* ---------------------------------------------------------- checkpoints */
 
-/* compress/gcomp.c gp_state_save / gp_state_load, byte for byte: the same blob
- * (docs/FORMAT.md section 13) from and into the GPU state, so a checkpoint
- * written by either path resumes on either. */
-#define GP_STATE_VERSION 1
-#define GP_STATE_MAX (1 + 2 * (1 + 1 + 4 + GP_TABLE_MAX) + 8 + 8 * HUFF_NSYM)
-
-static size_t gp_state_put_table(uint8_t *p, int have, const HuffCode *hc, uint32_t id) {
-    p[0] = (uint8_t)(have != 0);
-    if (!have) return 1;
-    p[1] = (uint8_t)hc->ntheta;
-    put_u32(p + 2, id);
-    return 6 + gp_table_write(p + 6, hc);
-}
-
+/* compress/gcomp.c gp_state_save / gp_state_load: the same blob through the same
+ * writer and parser (compress/gcomp_state.h, docs/FORMAT.md section 10,
+ * Checkpointed state) from and into the GPU state, so a checkpoint written by
+ * either path resumes on either. */
 int64_t gcx_gcomp_state_save(const CodecCuda *g, uint8_t *buf, size_t cap) {
     const GpState *st = (const GpState *)g->gp;
-    if (cap < GP_STATE_MAX) return -GC_ERR_NOSPACE;
-    size_t at = 0;
-    buf[at++] = GP_STATE_VERSION;
-    at += gp_state_put_table(buf + at, st->enc_have, &st->enc, st->enc_id);
-    put_u64(buf + at, st->since);
-    at += 8;
-    for (int s = 0; s < HUFF_NSYM; s++, at += 8) put_u64(buf + at, st->hist[s]);
-    at += gp_state_put_table(buf + at, st->cur.have, &st->cur.hc, st->cur.id);
-    return (int64_t)at;
+    return gcomp_state_write(buf, cap, &st->enc, st->cur.have, &st->cur.hc, st->cur.id);
 }
 
-/* one table of a state blob: *have, and when set the code and its id */
-static int gp_state_get_table(const uint8_t *p, size_t len, size_t *used, int *have, HuffCode *hc, uint32_t *id,
-                              int *ntheta) {
-    if (len < 1) return -GC_ERR_TRUNCATED;
-    if (p[0] > 1) return -GC_ERR_CORRUPT;
-    *have = p[0];
-    *used = 1;
-    if (!*have) return 0;
-    if (len < 6) return -GC_ERR_TRUNCATED;
-    *ntheta = p[1];
-    if (*ntheta < 1 || *ntheta > HUFF_MAX_NTHETA) return -GC_ERR_CORRUPT;
-    *id = get_u32(p + 2);
-    size_t tl = 0;
-    int rc = gp_table_parse(hc, &tl, p + 6, len - 6, *ntheta, *id);
-    *used = 6 + tl;
-    return rc;
-}
-
+/* the whole blob is checked before anything is written: a refused load
+ * changes nothing */
 int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len) {
     GpState *st = (GpState *)g->gp;
-    if (len < 1) return -GC_ERR_TRUNCATED;
-    if (buf[0] != GP_STATE_VERSION) return -GC_ERR_VERSION;
-    size_t at = 1, used = 0;
-    int enc_have = 0, dec_have = 0, enc_nt = 0, dec_nt = 0;
-    HuffCode enc, dec;
-    uint32_t enc_id = 0, dec_id = 0;
-    int rc = gp_state_get_table(buf + at, len - at, &used, &enc_have, &enc, &enc_id, &enc_nt);
+    GcompStateBlob b;
+    int rc = gcomp_state_parse(&b, buf, len, (int)codec_param(&g->spec, "ntheta"));
     if (rc) return rc;
-    if (enc_have && enc.ntheta != (int)codec_param(&g->spec, "ntheta")) return -GC_ERR_PARAM;
-    at += used;
-    if (len - at < 8 + 8 * HUFF_NSYM) return -GC_ERR_TRUNCATED;
-    uint64_t since = get_u64(buf + at), hist[HUFF_NSYM];
-    at += 8;
-    for (int s = 0; s < HUFF_NSYM; s++, at += 8) hist[s] = get_u64(buf + at);
-    size_t dec_at = at;
-    rc = gp_state_get_table(buf + at, len - at, &used, &dec_have, &dec, &dec_id, &dec_nt);
-    if (rc) return rc;
-    if (at + used != len) return -GC_ERR_OVERSIZED;
-    /* valid: commit (the decoder's table through gp_table_read, which builds and
-     * uploads its lookup table) */
-    st->enc_have = enc_have;
-    if (enc_have) {
-        st->enc = enc;
-        st->enc_id = enc_id;
-    }
-    st->since = since;
-    memcpy(st->hist, hist, sizeof hist);
-    if (dec_have) {
-        size_t tl = 0;
-        rc = gp_table_read(&st->cur, &tl, buf + dec_at + 6, len - dec_at - 6, dec_nt, dec_id);
-        if (rc) return rc; /* parsed above: cannot happen */
-    }
-    st->cur.have = dec_have;
+    st->enc = b.enc;
+    if (b.dec_have) gp_table_set(&st->cur, &b.dec, b.dec_id); /* builds and uploads its lookup table */
+    st->cur.have = b.dec_have;
     return 0;
 }

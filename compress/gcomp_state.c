@@ -1,0 +1,104 @@
+/* GCOMP's table section and checkpoint state blob (compress/gcomp_state.h):
+ * the one writer and parser of each, for compress/gcomp.c and
+ * compress/gcomp_cuda.cu. */
+#include "compress/gcomp_state.h"
+
+#include <string.h>
+
+#include "common/crc32c.h"
+#include "common/errors.h"
+#include "compress/codec.h"
+
+size_t gcomp_table_write(uint8_t *tab, const HuffCode *hc) {
+    size_t at = 2;
+    for (int s = 0; s < HUFF_NSYM; s++)
+        if (hc->len[s]) {
+            tab[at++] = (uint8_t)s;
+            tab[at++] = hc->len[s];
+        }
+    put_u16(tab, (uint16_t)hc->ncoded);
+    return at;
+}
+
+int gcomp_table_parse(HuffCode *hc, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id) {
+    if (len < 2) return -GC_ERR_TRUNCATED;
+    size_t k = get_u16(p);
+    if (k > HUFF_NSYM) return -GC_ERR_CORRUPT;
+    if (len - 2 < 2 * k) return -GC_ERR_TRUNCATED;
+    uint8_t lens[HUFF_NSYM] = {0};
+    int prev = -1;
+    for (size_t i = 0; i < k; i++) {
+        int s = p[2 + 2 * i], l = p[3 + 2 * i];
+        if (s <= prev || l < 1 || l > ntheta) return -GC_ERR_CORRUPT;
+        lens[s] = (uint8_t)l;
+        prev = s;
+    }
+    *used = 2 + 2 * k;
+    if (crc32c(0, p, *used) != id) return -GC_ERR_CORRUPT;
+    return huff_code_build(hc, lens, ntheta);
+}
+
+static void put_u64(uint8_t *p, uint64_t v) {
+    put_u32(p, (uint32_t)v);
+    put_u32(p + 4, (uint32_t)(v >> 32));
+}
+static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | ((uint64_t)get_u32(p + 4) << 32); }
+
+/* one table of a blob: have byte, and when set n_theta, id, table section.
+ * p: [6 + GCOMP_TABLE_MAX] out; returns its length */
+static size_t put_table(uint8_t *p, int have, const HuffCode *hc, uint32_t id) {
+    p[0] = (uint8_t)(have != 0);
+    if (!have) return 1;
+    p[1] = (uint8_t)hc->ntheta;
+    put_u32(p + 2, id);
+    return 6 + gcomp_table_write(p + 6, hc);
+}
+
+int64_t gcomp_state_write(uint8_t *buf, size_t cap, const GcompEnc *enc, int dec_have, const HuffCode *dec,
+                          uint32_t dec_id) {
+    if (cap < GCOMP_STATE_MAX) return -GC_ERR_NOSPACE;
+    size_t at = 0;
+    buf[at++] = GCOMP_STATE_VERSION;
+    at += put_table(buf + at, enc->have, &enc->code, enc->id);
+    put_u64(buf + at, enc->since);
+    at += 8;
+    for (int s = 0; s < HUFF_NSYM; s++, at += 8) put_u64(buf + at, enc->hist[s]);
+    at += put_table(buf + at, dec_have, dec, dec_id);
+    return (int64_t)at;
+}
+
+/* put_table's inverse: *have, and when set the code and its id. p: [len] */
+static int get_table(int *have, HuffCode *hc, uint32_t *id, size_t *used, const uint8_t *p, size_t len) {
+    if (len < 1) return -GC_ERR_TRUNCATED;
+    if (p[0] > 1) return -GC_ERR_CORRUPT;
+    *have = p[0];
+    *used = 1;
+    if (!*have) return 0;
+    if (len < 6) return -GC_ERR_TRUNCATED;
+    int ntheta = p[1];
+    if (ntheta < 1 || ntheta > HUFF_MAX_NTHETA) return -GC_ERR_CORRUPT;
+    *id = get_u32(p + 2);
+    size_t tl = 0;
+    int rc = gcomp_table_parse(hc, &tl, p + 6, len - 6, ntheta, *id);
+    *used = 6 + tl;
+    return rc;
+}
+
+int gcomp_state_parse(GcompStateBlob *b, const uint8_t *buf, size_t len, int ntheta) {
+    memset(b, 0, sizeof *b);
+    if (len < 1) return -GC_ERR_TRUNCATED;
+    if (buf[0] != GCOMP_STATE_VERSION) return -GC_ERR_VERSION;
+    size_t at = 1, used = 0;
+    int rc = get_table(&b->enc.have, &b->enc.code, &b->enc.id, &used, buf + at, len - at);
+    if (rc) return rc;
+    if (b->enc.have && b->enc.code.ntheta != ntheta) return -GC_ERR_PARAM;
+    at += used;
+    if (len - at < 8 + 8 * HUFF_NSYM) return -GC_ERR_TRUNCATED;
+    b->enc.since = get_u64(buf + at);
+    at += 8;
+    for (int s = 0; s < HUFF_NSYM; s++, at += 8) b->enc.hist[s] = get_u64(buf + at);
+    rc = get_table(&b->dec_have, &b->dec, &b->dec_id, &used, buf + at, len - at);
+    if (rc) return rc;
+    if (at + used != len) return -GC_ERR_OVERSIZED;
+    return 0;
+}

@@ -1,0 +1,78 @@
+/* GCOMP's Huffman table section and its checkpoint state blob, one writer and
+ * one parser of each, shared by the CPU codec (compress/gcomp.c) and the GPU
+ * codec (compress/gcomp_cuda.cu) so their frames' tables and their blobs are
+ * the same bytes (docs/FORMAT.md section 10: Layout, Checkpointed state).
+ *
+ * Table section (in a frame when it carries its table, and in a state blob):
+ *   u16 k, then k (symbol, length) pairs in increasing symbol order;
+ *   its id is the CRC-32C of those bytes.
+ *
+ * State blob, little-endian:
+ *   u8 version (GCOMP_STATE_VERSION)
+ *   u8 encoder has a table; if so: u8 n_theta, u32 id, table section
+ *   u64 encodes since the last rebuild, 256 x u64 exponent counts
+ *   u8 decoder has a table; if so: u8 n_theta, u32 id, table section
+ *
+ * gcomp_state_parse reads and checks a whole blob into a GcompStateBlob and
+ * writes nothing else, so a loader commits only a blob that passed every
+ * check; gcomp_state_write is its inverse. */
+#ifndef GC_GCOMP_STATE_H
+#define GC_GCOMP_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compress/huffman.h"
+
+#define GCOMP_TABLE_MAX (2 + 2 * HUFF_NSYM)
+#define GCOMP_STATE_VERSION 1
+#define GCOMP_STATE_MAX (1 + 2 * (1 + 1 + 4 + GCOMP_TABLE_MAX) + 8 + 8 * HUFF_NSYM)
+
+/* hc's table section. tab: [GCOMP_TABLE_MAX] out; returns its length */
+size_t gcomp_table_write(uint8_t *tab, const HuffCode *hc);
+
+/* a table section -> the code, checked as a frame's decoder checks it: symbols
+ * increasing, lengths 1..ntheta, CRC-32C equal to id, a valid code
+ * (huff_code_build). Returns 0, -GC_ERR_TRUNCATED or -GC_ERR_CORRUPT.
+ * hc: out; *used: the section's bytes (on 0); p: [len] */
+int gcomp_table_parse(HuffCode *hc, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id);
+
+/* An encoder's state: its table, the exponent counts and encodes since the
+ * last rebuild (GCOMP Section 4.4); the CPU and the GPU codec each hold one.
+ * code and id mean something only when have; code.ntheta is its n_theta. */
+typedef struct {
+    int have;
+    uint32_t id;
+    HuffCode code;
+    uint64_t since;           /* encodes since the last rebuild */
+    uint64_t hist[HUFF_NSYM]; /* exponent counts since the last rebuild */
+} GcompEnc;
+
+/* What a blob holds, the state a resumed run needs to code exactly as an
+ * uninterrupted one: the encoder's state and the decoder's current table (dec
+ * and dec_id mean something only when dec_have). */
+typedef struct {
+    GcompEnc enc;
+    int dec_have;
+    uint32_t dec_id;
+    HuffCode dec;
+} GcompStateBlob;
+
+/* the blob of an encoder and a decoder table (dec, dec_id read only when
+ * dec_have). buf: [cap] out; returns its length, or -GC_ERR_NOSPACE when
+ * cap < GCOMP_STATE_MAX */
+int64_t gcomp_state_write(uint8_t *buf, size_t cap, const GcompEnc *enc, int dec_have, const HuffCode *dec,
+                          uint32_t dec_id);
+
+/* a whole blob -> b, for a codec whose n_theta is ntheta. Returns 0 or, for
+ * the first problem met in blob order: -GC_ERR_TRUNCATED (shorter than its
+ * fields), -GC_ERR_VERSION, -GC_ERR_CORRUPT (a have byte above 1, an n_theta
+ * outside 1..HUFF_MAX_NTHETA, a table gcomp_table_parse refuses),
+ * -GC_ERR_PARAM (an encoder table whose n_theta is not ntheta), or
+ * -GC_ERR_OVERSIZED (bytes past the decoder's table). b is filled only as far
+ * as the parse went: the caller uses it only on 0 (then a table it does not
+ * hold is zeros).
+ * b: out; buf: [len] */
+int gcomp_state_parse(GcompStateBlob *b, const uint8_t *buf, size_t len, int ntheta);
+
+#endif
