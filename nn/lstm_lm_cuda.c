@@ -17,6 +17,7 @@
 #ifdef HAVE_CUDA
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "common/cuda_check.h"
 #include "nn/cuda_ops.h"
 #include "nn/dropout.h"
@@ -33,8 +34,10 @@ typedef struct {
 
 typedef struct {
     CudaMirror mr; /* first: model_cuda_copy_stats finds it here */
-    LstmLmCore k;  /* the CPU model's: config, indices, carried state (HOST), dropout, pending
+    LstmLmCore k;  /* the CPU model's: config, indices, carried state (host), dropout, pending
                       backward (whose tokens and targets stay in train.tokens/targets) */
+    float *d_carry_h, *d_carry_c; /* the carried state on the device, k.carry_h/c's layout: the
+                                     master in device-master mode (k's copy is stale then) */
     Workspace train, eval;
     int eval_ready;
 } LstmLmCuda;
@@ -65,6 +68,54 @@ static void workspace_free(Workspace *w) {
 }
 
 static void lstm_lm_cuda_free(Model *m);
+
+/* The carried state. On the host path every forward uploads it into the first
+ * state slot of each layer and downloads the layer's final state (counted in
+ * the mirror's copy statistics, as the parameters' copies are). In
+ * device-master mode it stays in d_carry_h/c and the forward copies it on the
+ * device; switching the mode off downloads it into k.carry_h/c (for a
+ * checkpoint, an evaluation's save and restore), switching it on uploads it. */
+static size_t carry_floats(const LstmLmCuda *lm) { return (size_t)lm->k.cfg.layers * lm->k.max_batch * lm->k.cfg.hidden; }
+
+static void carry_follow_master(Model *m, int on) {
+    LstmLmCuda *lm = m->impl;
+    const size_t b = carry_floats(lm) * sizeof(float);
+    const enum cudaMemcpyKind up = cudaMemcpyHostToDevice, down = cudaMemcpyDeviceToHost;
+    cudaCheck(cudaMemcpy(on ? (void *)lm->d_carry_h : lm->k.carry_h, on ? (void *)lm->k.carry_h : lm->d_carry_h, b, on ? up : down));
+    cudaCheck(cudaMemcpy(on ? (void *)lm->d_carry_c : lm->k.carry_c, on ? (void *)lm->k.carry_c : lm->d_carry_c, b, on ? up : down));
+}
+
+static void carry_zero_device(LstmLmCuda *lm) {
+    const size_t b = carry_floats(lm) * sizeof(float);
+    cudaCheck(cudaMemsetAsync(lm->d_carry_h, 0, b, 0));
+    cudaCheck(cudaMemsetAsync(lm->d_carry_c, 0, b, 0));
+}
+
+/* slot 0 of a layer's states (dst, device) from the carried state: host or d_carry */
+static void carry_in(LstmLmCuda *lm, float *dst, const float *host, const float *dev, size_t n) {
+    if (lm->mr.device_master) {
+        cudaCheck(cudaMemcpyAsync(dst, dev, n * sizeof(float), cudaMemcpyDeviceToDevice, 0));
+        return;
+    }
+    double t0 = mono_seconds();
+    cudaCheck(cudaMemcpy(dst, host, n * sizeof(float), cudaMemcpyHostToDevice));
+    lm->mr.stats.uploads++;
+    lm->mr.stats.up_bytes += n * sizeof(float);
+    lm->mr.stats.up_s += mono_seconds() - t0;
+}
+
+/* a layer's final state (src, device) into the carried state: host or d_carry */
+static void carry_out(LstmLmCuda *lm, float *host, float *dev, const float *src, size_t n) {
+    if (lm->mr.device_master) {
+        cudaCheck(cudaMemcpyAsync(dev, src, n * sizeof(float), cudaMemcpyDeviceToDevice, 0));
+        return;
+    }
+    double t0 = mono_seconds();
+    cudaCheck(cudaMemcpy(host, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+    lm->mr.stats.downloads++;
+    lm->mr.stats.down_bytes += n * sizeof(float);
+    lm->mr.stats.down_s += mono_seconds() - t0;
+}
 
 /* index of the tensor `name` in m's table, checked to hold `numel` values; -1 after printing */
 static int find_tensor(const Model *m, const char *name, size_t numel) {
@@ -140,7 +191,11 @@ Model *lstm_lm_create_cuda(const LstmLmConfig *cfg, int max_batch, int max_T) {
     if (ok) {
         memcpy(m->params, twin->params, m->pt.total * sizeof(float));
         ok = cuda_mirror_init(&lm->mr, m) == 0;
+        lm->mr.follow_master = carry_follow_master;
     }
+    const size_t carry_bytes = (size_t)L * max_batch * H * sizeof(float);
+    if (ok) ok = cuda_dev_alloc((void **)&lm->d_carry_h, carry_bytes, "the carried state") == 0 &&
+                 cuda_dev_alloc((void **)&lm->d_carry_c, carry_bytes, "the carried state") == 0;
     model_free(twin);
     if (ok) ok = workspace_alloc(&lm->train, cfg, max_batch, max_T, 1, "the training activations") == 0;
     if (!ok) {
@@ -173,7 +228,11 @@ int lstm_lm_carried_state_cuda(const Model *m, int l, const float **h /*N,H*/, c
     return lstm_lm_core_carried_state(&((const LstmLmCuda *)m->impl)->k, l, h, c, n);
 }
 
-static void lstm_lm_cuda_reset_state(Model *m) { lstm_lm_core_reset_state(&((LstmLmCuda *)m->impl)->k); }
+static void lstm_lm_cuda_reset_state(Model *m) {
+    LstmLmCuda *lm = m->impl;
+    lstm_lm_core_reset_state(&lm->k);
+    carry_zero_device(lm);
+}
 
 /* device parameter / gradient of tensor k */
 static float *DP(Model *m, int k) { return ((LstmLmCuda *)m->impl)->mr.d_params + m->pt.t[k].offset; }
@@ -200,7 +259,9 @@ static float lstm_lm_cuda_forward(Model *m, const Batch *b, int train, BatchStat
         lm->eval_ready = 1;
     }
     Workspace *w = train ? &lm->train : &lm->eval;
+    const int carried_n = lm->k.carry_n;
     lstm_lm_core_begin(&lm->k, train, N);
+    if (lm->k.carry_n != carried_n) carry_zero_device(lm); /* a new batch size: the state was reset */
     const float p = train ? c->dropout : 0.0f;
     const uint64_t step = lm->k.drop_step;
     const size_t NH = (size_t)N * H;
@@ -214,14 +275,15 @@ static float lstm_lm_cuda_forward(Model *m, const Batch *b, int train, BatchStat
          "dropout_forward_cuda");
     for (int l = 0; l < L; l++) {
         float *ch = lstm_lm_core_layer(&lm->k, lm->k.carry_h, l), *cc = lstm_lm_core_layer(&lm->k, lm->k.carry_c, l);
-        /* slot 0 = the carried state (host) */
-        cudaCheck(cudaMemcpy(w->a.hs[l], ch, NH * sizeof(float), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(w->a.cs[l], cc, NH * sizeof(float), cudaMemcpyHostToDevice));
+        float *dch = lstm_lm_core_layer(&lm->k, lm->d_carry_h, l), *dcc = lstm_lm_core_layer(&lm->k, lm->d_carry_c, l);
+        /* slot 0 = the carried state */
+        carry_in(lm, w->a.hs[l], ch, dch, NH);
+        carry_in(lm, w->a.cs[l], cc, dcc, NH);
         lstm_forward_cuda(w->a.hs[l], w->a.cs[l], w->a.gates[l], w->a.tanhc[l], w->a.xs[l], DP(m, lm->k.i_wih[l]),
                           DP(m, lm->k.i_whh[l]), DP(m, lm->k.i_bih[l]), DP(m, lm->k.i_bhh[l]), T, N, l == 0 ? E : H, H);
         /* truncated BPTT: the next batch starts from this batch's final state (slot T) */
-        cudaCheck(cudaMemcpy(ch, w->a.hs[l] + (size_t)T * NH, NH * sizeof(float), cudaMemcpyDeviceToHost));
-        cudaCheck(cudaMemcpy(cc, w->a.cs[l] + (size_t)T * NH, NH * sizeof(float), cudaMemcpyDeviceToHost));
+        carry_out(lm, ch, dch, w->a.hs[l] + (size_t)T * NH, NH);
+        carry_out(lm, cc, dcc, w->a.cs[l] + (size_t)T * NH, NH);
         float *next = l + 1 < L ? w->a.xs[l + 1] : w->a.y;
         must(dropout_forward_cuda(next, w->a.hs[l] + NH, p, dropout_seed(lm->k.drop_seed, step, (uint64_t)l + 1),
                                   (size_t)TN * H),
@@ -285,6 +347,8 @@ static void lstm_lm_cuda_free(Model *m) {
         if (lm->train.a.xs) workspace_free(&lm->train);
         if (lm->eval_ready) workspace_free(&lm->eval);
         cuda_mirror_free(&lm->mr);
+        cudaCheck(cudaFree(lm->d_carry_h));
+        cudaCheck(cudaFree(lm->d_carry_c));
         lstm_lm_core_free(&lm->k);
         free(lm);
     }

@@ -13,12 +13,16 @@
  *
  * Host arenas (page-locked) mirrored on the device as for the GPU image models
  * (nn/model_cuda.h): forward uploads the parameters; backward OVERWRITES
- * m->grads by downloading the device gradients. The carried state is kept on
- * the HOST with the CPU model's layout ([L][max_batch, H] each for h and c):
- * every forward uploads it into the first state slot of each layer and
- * downloads each layer's final state, so checkpoints (ckpt_sections, the same
- * sections as the CPU model) and the trainer's save/restore around evaluation
- * work unchanged, and a checkpoint moves between the CPU and GPU models.
+ * m->grads by downloading the device gradients. The carried state has the CPU
+ * model's layout ([L][max_batch, H] each for h and c) on the host, and every
+ * forward uploads it into the first state slot of each layer and downloads
+ * each layer's final state (counted in the copy statistics), so checkpoints
+ * (ckpt_sections, the same sections as the CPU model) and the trainer's
+ * save/restore around evaluation work unchanged, and a checkpoint moves
+ * between the CPU and GPU models. In device-master mode (nn/model_cuda.h) the
+ * carried state stays on the device like the parameters: the forward copies it
+ * on the device, the host copy goes stale, and switching the mode off
+ * downloads it (on uploads it).
  * Ops: nn/cuda_ops.h (embedding, dropout, LSTM layer in nn/lstm_cuda.cu;
  * linear and softmax cross-entropy).
  *
@@ -45,7 +49,8 @@ void lstm_lm_set_dropout_seed_cuda(Model *m, uint64_t seed, uint64_t step);
 const LstmLmConfig *lstm_lm_config_cuda(const Model *m);
 
 /* as lstm_lm_carried_state: HOST pointers to the carried h and c of layer l
- * [N,H] each, N = *n (0 when reset). 0, or -GC_ERR_PARAM for a bad layer. */
+ * [N,H] each, N = *n (0 when reset); stale in device-master mode. 0, or
+ * -GC_ERR_PARAM for a bad layer. */
 int lstm_lm_carried_state_cuda(const Model *m, int l, const float **h /*N,H*/, const float **c /*N,H*/, int *n);
 
 #endif

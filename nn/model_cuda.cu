@@ -137,6 +137,7 @@ extern "C" int model_cuda_set_device_master(Model *m, int on) {
         cudaCheck(cudaMemcpy(m->params, mr->d_params, b, cudaMemcpyDeviceToHost));
         cudaCheck(cudaMemcpy(m->grads, mr->d_grads, b, cudaMemcpyDeviceToHost));
     }
+    if (mr->follow_master) mr->follow_master(m, on);
     mr->device_master = on;
     return 0;
 }

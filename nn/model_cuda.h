@@ -19,7 +19,9 @@
  * model_cuda_device_params / _grads): the forward no longer uploads the
  * parameters and the backward no longer downloads the gradients, so m->params
  * and m->grads go stale until the mode is switched off, which downloads both.
- * The state (BN running statistics) is copied as before.
+ * The state (BN running statistics) is copied as before. A model's own
+ * training state may follow the mode (CudaMirror.follow_master: the LSTM's
+ * carried state stays on the device and goes stale on the host likewise).
  * Built only with CUDA (HAVE_CUDA).
  */
 #ifndef GC_NN_MODEL_CUDA_H
@@ -44,6 +46,10 @@ typedef struct {
     size_t total, nstate;
     int device_master; /* 1: d_params is the master; params not uploaded, grads not downloaded */
     ModelCudaCopyStats stats;
+    /* optional: a model's own state that follows the mode (the LSTM's carried
+     * state): called by model_cuda_set_device_master after the parameters'
+     * copies, on = 1 to upload it, 0 to download it */
+    void (*follow_master)(Model *m, int on);
 } CudaMirror;
 
 /* device allocation of `bytes` (zeroed); 0, or -1 after printing what failed */
