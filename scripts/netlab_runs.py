@@ -59,7 +59,7 @@ STEPS = {"10mbit": 30, "100mbit": 60, "1gbit": 60}
 # steps and final evaluation, where a run takes minutes (NAME.full); ResNet-20's first epoch
 # of the 20-epoch schedule, evaluated at its end (NAME.epoch, --stop-at)
 FULL = [("lenet", bw, name, None) for bw in ("1gbit",) for name in ("fp32", "3lc", "terngrad", "dgc", "sbc2", "gcomp")] + \
-       [("lenet", "10mbit", "sbc2", None)] + \
+       [("lenet", "10mbit", name, None) for name in ("sbc2", "3lc", "dgc")] + \
        [("lenet", "100mbit", name, None) for name in ("sbc2", "3lc", "dgc", "terngrad", "gcomp", "fp32")] + \
        [("resnet20", bw, name, 390) for bw in ("1gbit", "100mbit", "10mbit")
         for name in ("sbc2", "3lc", "terngrad", "dgc", "gcomp", "fp32")]
