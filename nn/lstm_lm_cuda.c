@@ -91,30 +91,21 @@ static void carry_zero_device(LstmLmCuda *lm) {
     cudaCheck(cudaMemsetAsync(lm->d_carry_c, 0, b, 0));
 }
 
-/* slot 0 of a layer's states (dst, device) from the carried state: host or d_carry */
-static void carry_in(LstmLmCuda *lm, float *dst, const float *host, const float *dev, size_t n) {
+/* n floats between a layer's state slot (device) and the carried state: from
+ * it into the slot (in = 1) or from the slot into it (in = 0). In device-master
+ * mode the carried state is dev (a copy on the device), else host (a counted copy). */
+static void carry_copy(LstmLmCuda *lm, int in, float *slot, float *host, float *dev, size_t n) {
+    const size_t b = n * sizeof(float);
     if (lm->mr.device_master) {
-        cudaCheck(cudaMemcpyAsync(dst, dev, n * sizeof(float), cudaMemcpyDeviceToDevice, 0));
+        cudaCheck(cudaMemcpyAsync(in ? slot : dev, in ? dev : slot, b, cudaMemcpyDeviceToDevice, 0));
         return;
     }
     double t0 = mono_seconds();
-    cudaCheck(cudaMemcpy(dst, host, n * sizeof(float), cudaMemcpyHostToDevice));
-    lm->mr.stats.uploads++;
-    lm->mr.stats.up_bytes += n * sizeof(float);
-    lm->mr.stats.up_s += mono_seconds() - t0;
-}
-
-/* a layer's final state (src, device) into the carried state: host or d_carry */
-static void carry_out(LstmLmCuda *lm, float *host, float *dev, const float *src, size_t n) {
-    if (lm->mr.device_master) {
-        cudaCheck(cudaMemcpyAsync(dev, src, n * sizeof(float), cudaMemcpyDeviceToDevice, 0));
-        return;
-    }
-    double t0 = mono_seconds();
-    cudaCheck(cudaMemcpy(host, src, n * sizeof(float), cudaMemcpyDeviceToHost));
-    lm->mr.stats.downloads++;
-    lm->mr.stats.down_bytes += n * sizeof(float);
-    lm->mr.stats.down_s += mono_seconds() - t0;
+    cudaCheck(cudaMemcpy(in ? slot : host, in ? host : slot, b, in ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
+    double dt = mono_seconds() - t0;
+    ModelCudaCopyStats *cs = &lm->mr.stats;
+    if (in) cs->uploads++, cs->up_bytes += b, cs->up_s += dt;
+    else cs->downloads++, cs->down_bytes += b, cs->down_s += dt;
 }
 
 /* index of the tensor `name` in m's table, checked to hold `numel` values; -1 after printing */
@@ -277,13 +268,13 @@ static float lstm_lm_cuda_forward(Model *m, const Batch *b, int train, BatchStat
         float *ch = lstm_lm_core_layer(&lm->k, lm->k.carry_h, l), *cc = lstm_lm_core_layer(&lm->k, lm->k.carry_c, l);
         float *dch = lstm_lm_core_layer(&lm->k, lm->d_carry_h, l), *dcc = lstm_lm_core_layer(&lm->k, lm->d_carry_c, l);
         /* slot 0 = the carried state */
-        carry_in(lm, w->a.hs[l], ch, dch, NH);
-        carry_in(lm, w->a.cs[l], cc, dcc, NH);
+        carry_copy(lm, 1, w->a.hs[l], ch, dch, NH);
+        carry_copy(lm, 1, w->a.cs[l], cc, dcc, NH);
         lstm_forward_cuda(w->a.hs[l], w->a.cs[l], w->a.gates[l], w->a.tanhc[l], w->a.xs[l], DP(m, lm->k.i_wih[l]),
                           DP(m, lm->k.i_whh[l]), DP(m, lm->k.i_bih[l]), DP(m, lm->k.i_bhh[l]), T, N, l == 0 ? E : H, H);
         /* truncated BPTT: the next batch starts from this batch's final state (slot T) */
-        carry_out(lm, ch, dch, w->a.hs[l] + (size_t)T * NH, NH);
-        carry_out(lm, cc, dcc, w->a.cs[l] + (size_t)T * NH, NH);
+        carry_copy(lm, 0, w->a.hs[l] + (size_t)T * NH, ch, dch, NH);
+        carry_copy(lm, 0, w->a.cs[l] + (size_t)T * NH, cc, dcc, NH);
         float *next = l + 1 < L ? w->a.xs[l + 1] : w->a.y;
         must(dropout_forward_cuda(next, w->a.hs[l] + NH, p, dropout_seed(lm->k.drop_seed, step, (uint64_t)l + 1),
                                   (size_t)TN * H),
