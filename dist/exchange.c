@@ -44,6 +44,10 @@ int exchange_grad_pull(const Exchange *ex) { return ex->grad_pull; }
 const CodecSpec *exchange_pull_spec(const Exchange *ex, int t) {
     return ex->grad_pull ? &ex->pull_spec[t] : &ex->pol[t].spec;
 }
+uint64_t exchange_frame_seed(const Exchange *ex, long step, int t, int slot) {
+    uint64_t key = ((uint64_t)(uint32_t)step << 32) ^ ((uint64_t)ex->rank << 24) ^ ((uint64_t)t << 8) ^ (uint64_t)slot;
+    return rng_hash64(ex->cfg.seed ^ 0x9E3779B97F4A7C15ULL, key);
+}
 float *exchange_global(Exchange *ex) { return ex->global; }
 float *exchange_pull_residual(Exchange *ex) { return ex->pull_resid; }
 void exchange_track_layers(Exchange *ex, int on) {
@@ -289,8 +293,7 @@ static void make_side(Exchange *ex, CodecSide *side, int t, int kind, int slot, 
                       const float *params, const Optim *opt, double lr, double density, long step) {
     memset(side, 0, sizeof *side);
     size_t off = t_off(ex, t);
-    uint64_t key = ((uint64_t)(uint32_t)step << 32) ^ ((uint64_t)ex->rank << 24) ^ ((uint64_t)t << 8) ^ (uint64_t)slot;
-    side->seed = rng_hash64(ex->cfg.seed ^ 0x9E3779B97F4A7C15ULL, key);
+    side->seed = exchange_frame_seed(ex, step, t, slot);
     side->threads = ex->cfg.codec_threads;
     side->repr = ex->repr + off + lo;
     side->mask = kind == SIDE_PULL ? NULL : ex->mask + off + lo; /* what this worker sent; not the server's pull */

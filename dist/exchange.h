@@ -120,6 +120,9 @@ int exchange_grad_pull(const Exchange *ex);
 /* the codec of tensor t's pull frames on the parameter server: with gradient
  * pulls ternsum (2N+1 levels) or fp32, else the policy's */
 const CodecSpec *exchange_pull_spec(const Exchange *ex, int t);
+/* the seed of this worker's frame of tensor t in codec slot `slot` (below) at step:
+ * what the host and the device exchange give every encode, so their frames match */
+uint64_t exchange_frame_seed(const Exchange *ex, long step, int t, int slot);
 /* rank 0 of a parameter server with model-delta pulls: the global model and the
  * error accumulation of the pulled deltas ([pt->total]; NULL elsewhere), likewise
  * ("ex.global", "ex.pullres") */

@@ -20,7 +20,6 @@
 #include "common/clock.h"
 #include "common/cuda_check.h"
 #include "common/errors.h"
-#include "common/rng.h"
 #include "compress/codec_cuda.h"
 #include "dist/bundle.h"
 #include "dist/comm_nccl.h"
@@ -420,7 +419,6 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
 
 /* ---- allgather ---- */
 #define NO_ENTRY INT64_MAX
-enum { SLOT_PUSH = 0, SLOT_PULL = 1 }; /* exchange.c's encoder slots of a push and a pull, part of the seed */
 
 /* d_work: g (DGC: clipped by dgc_clip) or the weight delta on entry; x = that
  * (+ residual), or DGC's corrected accumulation after dgc_prepare's weight decay:
@@ -518,11 +516,9 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
         size_t off = t_off(x, t), n = t_n(x, t);
         float *v = d_x + off;
         if (pull_mem && x->mem[t] != MEM_NONE) exchange_cuda_add(v, x->d_pullres + off, n);
-        uint64_t key = ((uint64_t)(uint32_t)step << 32) ^ ((uint64_t)x->rank << 24) ^ ((uint64_t)t << 8) ^
-                       (uint64_t)(pull ? SLOT_PULL : SLOT_PUSH);
         CodecSide side;
         memset(&side, 0, sizeof side);
-        side.seed = rng_hash64(x->cfg.seed ^ 0x9E3779B97F4A7C15ULL, key);
+        side.seed = exchange_frame_seed(x->ex, step, t, pull ? EXCHANGE_SLOT_PULL : EXCHANGE_SLOT_PUSH);
         side.repr = x->d_repr + off;
         side.mask = pull ? NULL : x->d_mask + off; /* what this worker sent; not the server's pull */
         side.density = density;
@@ -663,10 +659,9 @@ static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, 
         cudaCheck(cudaMemcpy(v, acc + at, m * sizeof(float), cudaMemcpyDeviceToDevice));
         if (x->mem[t] == MEM_RESIDUAL) exchange_cuda_add(v, x->d_resid + at, m);
         CodecCuda *enc = ring_codec(x, x->renc, t, slot);
-        uint64_t key = ((uint64_t)(uint32_t)step << 32) ^ ((uint64_t)x->rank << 24) ^ ((uint64_t)t << 8) ^ (uint64_t)slot;
         CodecSide side;
         memset(&side, 0, sizeof side);
-        side.seed = rng_hash64(x->cfg.seed ^ 0x9E3779B97F4A7C15ULL, key);
+        side.seed = exchange_frame_seed(x->ex, step, t, slot);
         side.repr = x->d_repr + at;
         side.mask = x->d_mask + at;
         if (x->pol[t].spec.ops->id == CODEC_GCOMP) {

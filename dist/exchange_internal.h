@@ -6,7 +6,7 @@
 
 #include "dist/exchange.h"
 
-enum { SLOT_PUSH = 0, SLOT_PULL = 1 }; /* allgather/ps encoder slots */
+enum { SLOT_PUSH = EXCHANGE_SLOT_PUSH, SLOT_PULL = EXCHANGE_SLOT_PULL }; /* allgather/ps encoder slots (exchange.h) */
 enum { SIDE_PUSH, SIDE_PULL, SIDE_RING };  /* what a frame carries, for side inputs */
 
 struct Exchange {
