@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "common/cuda_check.h"
+#include "optim/optim.h" /* GCOMP_MAX_LEVEL, GCOMP_BITS_PER_LEVEL */
 
 /* declared in dist/exchange_cuda.h (a C header of the distributed layer, kept out of C++) */
 extern "C" void exchange_cuda_add(float *a, const float *b, size_t n);
@@ -75,7 +76,7 @@ __global__ void k_ex_delta_levels(unsigned char *lv, const float *p, const float
         float d = div != 0.0f ? __fdiv_rn(__fmul_rn(mul, x[i]), div) : __fmul_rn(x[i], mul);
         float q = d != 0.0f ? fabsf(__fdiv_rn(p[i], d)) : 0.0f;
         int L = 0;
-        while (L < 3 && q > ldexpf(1.0f, 6 * (L + 1) + guard)) L++;
+        while (L < GCOMP_MAX_LEVEL && q > ldexpf(1.0f, GCOMP_BITS_PER_LEVEL * (L + 1) + guard)) L++;
         lv[i] = (unsigned char)L;
     }
 }

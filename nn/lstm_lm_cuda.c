@@ -80,9 +80,13 @@ static size_t carry_floats(const LstmLmCuda *lm) { return (size_t)lm->k.cfg.laye
 static void carry_follow_master(Model *m, int on) {
     LstmLmCuda *lm = m->impl;
     const size_t b = carry_floats(lm) * sizeof(float);
-    const enum cudaMemcpyKind up = cudaMemcpyHostToDevice, down = cudaMemcpyDeviceToHost;
-    cudaCheck(cudaMemcpy(on ? (void *)lm->d_carry_h : lm->k.carry_h, on ? (void *)lm->k.carry_h : lm->d_carry_h, b, on ? up : down));
-    cudaCheck(cudaMemcpy(on ? (void *)lm->d_carry_c : lm->k.carry_c, on ? (void *)lm->k.carry_c : lm->d_carry_c, b, on ? up : down));
+    if (on) {
+        cudaCheck(cudaMemcpy(lm->d_carry_h, lm->k.carry_h, b, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(lm->d_carry_c, lm->k.carry_c, b, cudaMemcpyHostToDevice));
+    } else {
+        cudaCheck(cudaMemcpy(lm->k.carry_h, lm->d_carry_h, b, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(lm->k.carry_c, lm->d_carry_c, b, cudaMemcpyDeviceToHost));
+    }
 }
 
 static void carry_zero_device(LstmLmCuda *lm) {
