@@ -19,12 +19,23 @@
 
 typedef enum { COMM_SUM, COMM_MAX } CommOp;
 
+/* Where a ByteBuf's bytes live. NULL (a zeroed ByteBuf's) is malloc's memory; the
+ * device exchange keeps its bundles in page-locked host memory (dist/exchange_cuda.c),
+ * so that its frames' copies to and from the GPU go straight by DMA. */
+typedef struct {
+    void *(*alloc)(size_t bytes); /* NULL when out of memory */
+    void (*free)(void *p);
+} ByteAlloc;
+
 typedef struct {
     uint8_t *p;
     size_t len, cap;
+    const ByteAlloc *mem; /* NULL: malloc and free */
 } ByteBuf;
 
+/* grows b to at least cap bytes, keeping its bytes; ends the program when out of memory */
 void bytebuf_reserve(ByteBuf *b, size_t cap);
+/* frees b's bytes; b is then empty, with the same allocator */
 void bytebuf_free(ByteBuf *b);
 
 typedef struct Comm Comm;

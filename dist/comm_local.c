@@ -24,7 +24,14 @@ void bytebuf_reserve(ByteBuf *b, size_t cap) {
     if (cap <= b->cap) return;
     size_t nc = b->cap ? b->cap : 4096;
     while (nc < cap) nc *= 2;
-    uint8_t *p = realloc(b->p, nc);
+    uint8_t *p;
+    if (b->mem) { /* an allocator without realloc: a new block, the old bytes copied */
+        p = b->mem->alloc(nc);
+        if (p && b->cap) memcpy(p, b->p, b->cap);
+        if (p) b->mem->free(b->p);
+    } else {
+        p = realloc(b->p, nc);
+    }
     if (!p) {
         gc_fatal("error: out of memory growing a %zu-byte buffer\n", nc);
     }
@@ -33,8 +40,11 @@ void bytebuf_reserve(ByteBuf *b, size_t cap) {
 }
 
 void bytebuf_free(ByteBuf *b) {
-    free(b->p);
+    const ByteAlloc *mem = b->mem;
+    if (mem) mem->free(b->p);
+    else free(b->p);
     memset(b, 0, sizeof *b);
+    b->mem = mem;
 }
 
 struct LocalGroup {

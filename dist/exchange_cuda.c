@@ -132,6 +132,11 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
     return NULL;
 }
 
+/* the bundles in page-locked host memory: each frame is copied between the GPU and
+ * them once (the encoder's download, each decoder's upload), by DMA, with no pageable
+ * staging; the Comm moves them from there */
+static const ByteAlloc pinned = {cuda_host_alloc, cuda_host_free};
+
 ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, char *err, size_t errlen) {
     const char *why = exchange_cuda_unsupported(ex, pt, comm);
     if (why) {
@@ -147,6 +152,7 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     x->N = comm->size;
     x->rank = comm->rank;
     x->T = pt->n;
+    x->out.mem = x->in.mem = &pinned;
     x->lens = callocCheck((size_t)x->N, sizeof *x->lens);
     x->mem = callocCheck((size_t)x->T + 1, sizeof *x->mem);
     for (int t = 0; t < x->T; t++) x->mem[t] = exchange_memory_kind(ex, t);

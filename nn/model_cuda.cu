@@ -29,23 +29,30 @@ extern "C" int cuda_dev_alloc(void **p, size_t bytes, const char *what) {
     return 0;
 }
 
-extern "C" float *cuda_host_arena_alloc(size_t n) {
+extern "C" void *cuda_host_alloc(size_t bytes) {
     void *p = NULL;
-    size_t bytes = (n ? n : 1) * sizeof(float);
-    cudaError_t e = cudaMallocHost(&p, bytes);
+    cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 1);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         fprintf(stderr, "error: cannot allocate %zu bytes of page-locked host memory: %s\n", bytes,
                 cudaGetErrorString(e));
         return NULL;
     }
-    memset(p, 0, bytes);
+    return p;
+}
+
+extern "C" void cuda_host_free(void *p) {
+    if (p) cudaCheck(cudaFreeHost(p));
+}
+
+extern "C" float *cuda_host_arena_alloc(size_t n) {
+    size_t bytes = (n ? n : 1) * sizeof(float);
+    void *p = cuda_host_alloc(bytes);
+    if (p) memset(p, 0, bytes);
     return (float *)p;
 }
 
-extern "C" void cuda_host_arena_free(float *p) {
-    if (p) cudaCheck(cudaFreeHost(p));
-}
+extern "C" void cuda_host_arena_free(float *p) { cuda_host_free(p); }
 
 extern "C" int cuda_mirror_init(CudaMirror *mr, const Model *m) {
     memset(mr, 0, sizeof *mr);

@@ -54,6 +54,10 @@ typedef struct {
 
 /* device allocation of `bytes` (zeroed); 0, or -1 after printing what failed */
 int cuda_dev_alloc(void **p, size_t bytes, const char *what);
+/* page-locked host memory of `bytes` (at least 1; not zeroed); NULL after printing on
+ * failure. cuda_host_free takes NULL. */
+void *cuda_host_alloc(size_t bytes);
+void cuda_host_free(void *p);
 /* page-locked, zeroed host arena of n floats (at least 1); NULL after printing on failure */
 float *cuda_host_arena_alloc(size_t n);
 void cuda_host_arena_free(float *p);

@@ -1,7 +1,9 @@
 /* Local backend collectives: results, determinism and byte accounting, with 4
  * worker threads. (The MPI backend is checked against these by
  * test_dist_mpi.) And stall detection: with a timeout, a worker that never
- * arrives ends the process with one message naming it (in a child process). */
+ * arrives ends the process with one message naming it (in a child process).
+ * And a ByteBuf with its own allocator (the device exchange's page-locked
+ * bundles): grown through it, its bytes kept, freed through it. */
 #include <pthread.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -125,7 +127,45 @@ static void test_stall(void) {
           "a stalled worker: exit 1 after %.1f s with one message naming it (status %d): %s", secs, st, err);
 }
 
+/* an allocator that counts its live blocks and marks them, as cudaMallocHost's stand-in */
+static int live_blocks, allocs;
+static void *count_alloc(size_t bytes) {
+    live_blocks++;
+    allocs++;
+    uint8_t *p = malloc(bytes + 1);
+    p[0] = 0xB5;
+    return p + 1;
+}
+static void count_free(void *p) {
+    if (!p) return;
+    live_blocks--;
+    CHECK(((uint8_t *)p)[-1] == 0xB5, "the allocator frees only its own blocks");
+    free((uint8_t *)p - 1);
+}
+
+static void test_allocator(void) {
+    static const ByteAlloc counting = {count_alloc, count_free};
+    ByteBuf b = {0};
+    b.mem = &counting;
+    bytebuf_reserve(&b, 10);
+    for (int i = 0; i < 10; i++) b.p[i] = (uint8_t)(i * 3);
+    b.len = 10;
+    bytebuf_reserve(&b, 5000); /* beyond the first block (4096): a new one, the bytes copied */
+    int kept = 1;
+    for (int i = 0; i < 10; i++) kept &= b.p[i] == (uint8_t)(i * 3);
+    CHECK(kept && b.len == 10 && b.cap >= 5000, "growing through the allocator keeps the bytes (cap %zu)", b.cap);
+    CHECK(allocs == 2 && live_blocks == 1, "both blocks from the allocator, the old one freed (%d made, %d live)",
+          allocs, live_blocks);
+    bytebuf_free(&b);
+    CHECK(live_blocks == 0 && b.p == NULL && b.cap == 0 && b.mem == &counting,
+          "freed through the allocator, which the empty buffer keeps (%d live)", live_blocks);
+    bytebuf_reserve(&b, 1);
+    CHECK(allocs == 3 && live_blocks == 1, "and used again");
+    bytebuf_free(&b);
+}
+
 int main(void) {
+    test_allocator();
     group = comm_local_group_new(W);
     comm_local_run(W, worker, NULL);
     comm_local_group_free(group);

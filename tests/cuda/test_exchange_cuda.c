@@ -110,6 +110,9 @@ typedef struct {
     char err[W][512];
     uint8_t *codecs[W]; /* the checkpoint's "codecs" section (gcomp's tables), clen[k] bytes */
     size_t clen[W];
+    unsigned long long sent;     /* bytes of every bundle sent, all workers and steps */
+    unsigned long long pageable[W];     /* emulation: bytes the steps copied between the GPU and pageable host memory */
+    unsigned long long pageable_max[W]; /* ... the largest such copy's */
 } Run;
 
 static LocalGroup *group;
@@ -126,6 +129,7 @@ static int recreate;  /* the device runs' exchange downloaded, freed and made an
  * server's pull (tamper 2) when asked */
 static void keep_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
     Run *r = arg;
+    __atomic_add_fetch(&r->sent, (unsigned long long)len, __ATOMIC_RELAXED);
     if (step >= STEPS) return;
     int k = r->nb[rank][step]++;
     uint64_t h = r->hash[rank][step] ^ 0xcbf29ce484222325ULL;
@@ -189,9 +193,18 @@ static void worker(int rank, void *arg) {
         int rc;
         if (r->device) {
             cudaCheck(cudaMemcpy(dg, g, pt.total * sizeof(float), cudaMemcpyHostToDevice));
+            unsigned long long pb = 0, pmax = 0;
+#ifdef EMU_PAGEABLE_COPIES
+            emu_pageable_copies(&pb, &pmax); /* from here */
+#endif
             rc = exchange_cuda_step(dx, dp, dg, &dopt, 0.1, (double)s, s, &r->st[rank]);
             if (!rc) exchange_cuda_optimize(dx, dp, dg, &dopt, 0.1);
             if (!rc) rc = exchange_cuda_deltas(dx, dp, &dopt, s, &r->st[rank]);
+#ifdef EMU_PAGEABLE_COPIES
+            emu_pageable_copies(&pb, &pmax);
+#endif
+            r->pageable[rank] += pb;
+            if (pmax > r->pageable_max[rank]) r->pageable_max[rank] = pmax;
             if (rc) snprintf(r->err[rank], sizeof r->err[rank], "%s", exchange_cuda_error(dx));
         } else {
             rc = exchange_step(ex, params, g, &opt, 0.1, (double)s, s, &r->st[rank]);
@@ -278,6 +291,26 @@ static void run_free(Run *r) {
     for (int s = 0; s < STEPS; s++) free(r->pull[s]);
 }
 
+static unsigned long long sum_u64(const unsigned long long *v) {
+    unsigned long long s = 0;
+    for (int k = 0; k < W; k++) s += v[k];
+    return s;
+}
+static unsigned long long max_u64(const unsigned long long *v) {
+    unsigned long long m = 0;
+    for (int k = 0; k < W; k++) m = v[k] > m ? v[k] : m;
+    return m;
+}
+
+/* the GPU codec copies nothing between the device and the host but its frame and the
+ * frame's header words and scalars */
+static int frames_only(const char *codec) {
+    static const char *const dense[] = {"fp32", "fp16", "int8", "3lc", "onebit", "terngrad", "stoch3"};
+    for (size_t i = 0; i < sizeof dense / sizeof dense[0]; i++)
+        if (!strncmp(codec, dense[i], strlen(dense[i]))) return 1;
+    return 0;
+}
+
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
 
 static void compare(const char *codec, int topology) {
@@ -327,14 +360,23 @@ static void compare(const char *codec, int topology) {
               codec, name, k, (unsigned long long)a->up_bytes, (unsigned long long)b->up_bytes,
               (unsigned long long)a->down_bytes, (unsigned long long)b->down_bytes, (unsigned long long)a->wire_max,
               (unsigned long long)b->wire_max);
+#ifdef EMU_PAGEABLE_COPIES
+        /* the frames cross between the GPU and the bundles, which are page-locked: a
+         * codec with no host-side working arrays copies only header words and scalars
+         * through pageable memory (the sparsifiers' selection histograms, gcomp's per-chunk
+         * sums and tables do go through it) */
+        CHECK(!frames_only(codec) || d.pageable_max[k] <= 64,
+              "%s %s worker %d: no frame copied through pageable host memory (largest pageable copy %llu bytes)",
+              codec, name, k, d.pageable_max[k]);
+#endif
         uint64_t copied = staged && b->exchanged ? pt.total * sizeof(float) : 0;
         CHECK(a->h2d_bytes == 0 && a->d2h_bytes == 0 && b->h2d_bytes == copied && b->d2h_bytes == copied,
               "%s %s worker %d: the device exchange's copies (%llu up, %llu down; %llu expected)", codec, name, k,
               (unsigned long long)b->h2d_bytes, (unsigned long long)b->d2h_bytes, (unsigned long long)copied);
     }
-    printf("  %-8s %-9s%s%s%s%s%s %s\n", codec, name, nesterov ? " (Nesterov)" : "", delay > 1 ? " --delay 2" : "",
+    printf("  %-8s %-9s%s%s%s%s%s %s (bundles %llu bytes; pageable copies %llu bytes, largest %llu)\n", codec, name, nesterov ? " (Nesterov)" : "", delay > 1 ? " --delay 2" : "",
            clip > 0 ? " --clip 1" : "", staged ? " staged" : "", recreate ? " recreated" : "",
-           test_failed_ ? "(failures so far)" : "bit-identical");
+           test_failed_ ? "(failures so far)" : "bit-identical", d.sent, sum_u64(d.pageable), max_u64(d.pageable_max));
     run_free(&h);
     run_free(&d);
 }

@@ -47,6 +47,15 @@ void emu_dev_open(void);             /* every device page readable and writable 
 /* only the allocations holding p[0..k) (NULL entries skipped) readable and writable */
 void emu_dev_open_ptrs(const void *const *p, int k);
 void emu_dev_close(void);            /* device pages inaccessible again (closes either open) */
+/* pinned host memory: malloc's, remembered, so that cudaMemcpy can tell it from pageable */
+cudaError_t cudaMallocHost(void **p, size_t n);
+cudaError_t cudaFreeHost(void *p);
+/* the bytes cudaMemcpy moved between the device and pageable host memory (not
+ * cudaMallocHost's) in the calling thread since its last call here, and the largest such
+ * copy's (both then start again from 0): on a GPU such a copy goes through the driver's
+ * staging buffer and blocks the host */
+void emu_pageable_copies(unsigned long long *bytes, unsigned long long *largest);
+#define EMU_PAGEABLE_COPIES 1
 #ifdef __cplusplus
 }
 #endif
@@ -65,8 +74,6 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum
 }
 
 static inline const char *cudaGetErrorString(cudaError_t e) { (void)e; return "emulated error"; }
-static inline cudaError_t cudaMallocHost(void **p, size_t n) { *p = malloc(n ? n : 1); return *p ? 0 : 2; }
-static inline cudaError_t cudaFreeHost(void *p) { free(p); return 0; }
 static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = 0; return 0; }
 
 #ifdef __cplusplus

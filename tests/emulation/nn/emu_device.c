@@ -225,6 +225,52 @@ cudaError_t cudaMemset(void *p, int v, size_t n) {
     return 0;
 }
 
+/* pinned host allocations (cudaMallocHost), under the lock */
+#define MAXH 1024
+static struct { char *p; size_t n; } pinned[MAXH];
+static int npinned;
+static __thread unsigned long long pageable_bytes, pageable_max; /* the calling thread's */
+
+cudaError_t cudaMallocHost(void **p, size_t n) {
+    take();
+    *p = npinned < MAXH ? malloc(n ? n : 1) : NULL;
+    if (*p) {
+        pinned[npinned].p = *p;
+        pinned[npinned++].n = n;
+    }
+    give();
+    return *p ? cudaSuccess : 2; /* cudaErrorMemoryAllocation */
+}
+
+cudaError_t cudaFreeHost(void *p) {
+    if (!p) return cudaSuccess;
+    take();
+    int i = 0;
+    while (i < npinned && pinned[i].p != p) i++;
+    if (i == npinned) {
+        fprintf(stderr, "emu: cudaFreeHost of %p, which cudaMallocHost did not return\n", p);
+        abort();
+    }
+    pinned[i] = pinned[--npinned];
+    give();
+    free(p);
+    return cudaSuccess;
+}
+
+/* [q, q+n) inside one pinned allocation (under the lock) */
+static int is_pinned(const void *q, size_t n) {
+    const char *c = q;
+    for (int i = 0; i < npinned; i++)
+        if (c >= pinned[i].p && c + n <= pinned[i].p + pinned[i].n) return 1;
+    return 0;
+}
+
+void emu_pageable_copies(unsigned long long *bytes, unsigned long long *largest) {
+    *bytes = pageable_bytes;
+    *largest = pageable_max;
+    pageable_bytes = pageable_max = 0;
+}
+
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
     int dd = emu_is_dev(d), sd = emu_is_dev(s);
     int ok = k == cudaMemcpyHostToDevice ? dd && !sd : k == cudaMemcpyDeviceToHost ? !dd && sd : dd && sd;
@@ -238,6 +284,11 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) 
     }
     if (n && dd) emu_dev_span(d, n, "cudaMemcpy's destination");
     if (n && sd) emu_dev_span(s, n, "cudaMemcpy's source");
+    take();
+    int pageable = n && dd != sd && !is_pinned(dd ? s : d, n);
+    give();
+    pageable_bytes += pageable ? n : 0;
+    if (pageable && n > pageable_max) pageable_max = n;
     EMU_DEV_OPEN(dd ? d : NULL, sd ? s : NULL);
     memmove(d, s, n);
     emu_dev_close();
