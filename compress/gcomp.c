@@ -389,24 +389,11 @@ static int64_t gp_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flags
 
     /* table (Section 4.4): bootstrap from this tensor, or rebuild every K encodes
      * from what was encoded since the last rebuild; carry it when it changes */
-    HuffCode fresh;
-    int rebuilt = 0, carry = 0;
-    if (!st->enc.have) {
-        huff_code_from_weights(&fresh, fh, ntheta);
-        rebuilt = carry = 1;
-    } else if (st->enc.since >= every) {
-        huff_code_from_weights(&fresh, st->enc.hist, ntheta);
-        rebuilt = 1;
-        carry = fresh.ntheta != st->enc.code.ntheta || memcmp(fresh.len, st->enc.code.len, HUFF_NSYM) != 0;
-    }
-    const HuffCode *hc = carry ? &fresh : &st->enc.code;
-    uint8_t tab[GCOMP_TABLE_MAX];
-    size_t tablen = 0;
-    uint32_t id = st->enc.id;
-    if (carry) {
-        tablen = gcomp_table_write(tab, hc);
-        id = crc32c(0, tab, tablen);
-    }
+    GcompTablePlan plan;
+    gcomp_table_plan(&plan, &st->enc, fh, ntheta, every);
+    const HuffCode *hc = plan.code;
+    int carry = plan.carry;
+    size_t tablen = plan.tablen;
 
     /* sizes: every chunk's segments, from its histogram alone */
     size_t off = GP_BLOCK_HDR + tablen + nch * GP_CHUNK_HDR;
@@ -424,13 +411,13 @@ static int64_t gp_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flags
     }
     if (off > cap) return -GC_ERR_NOSPACE;
 
-    put_u32(h + 4, id);
+    put_u32(h + 4, plan.id);
     put_u32(h + 8, (uint32_t)nch);
     put_u64(h + 12, totbits);
     put_u64(h + 20, 32ull * n);
     size_t at = GP_BLOCK_HDR;
     if (carry) {
-        memcpy(payload + at, tab, tablen);
+        memcpy(payload + at, plan.tab, tablen);
         at += tablen;
     }
     for (size_t k = 0; k < nch; k++, at += GP_CHUNK_HDR) {
@@ -467,17 +454,7 @@ static int64_t gp_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flags
         if (rc[k]) return rc[k];
 
     /* commit the state only once the frame is complete */
-    if (carry) {
-        st->enc.code = fresh;
-        st->enc.id = id;
-        st->enc.have = 1;
-    }
-    if (rebuilt) {
-        memset(st->enc.hist, 0, sizeof st->enc.hist);
-        st->enc.since = 0;
-    }
-    for (int s = 0; s < HUFF_NSYM; s++) st->enc.hist[s] += fh[s];
-    st->enc.since++;
+    gcomp_table_commit(&st->enc, &plan, fh);
     *flags = (uint16_t)((carry ? GP_FLAG_TABLE : 0) | (zsign ? GP_FLAG_ZSIGN : 0));
     return (int64_t)off;
 }

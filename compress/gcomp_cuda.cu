@@ -31,7 +31,6 @@
  */
 #define GC_CODEC_CUDA_INTERNAL
 extern "C" {
-#include "common/crc32c.h"
 #include "common/errors.h"
 #include "compress/codec.h"
 #include "compress/gcomp_state.h"
@@ -345,11 +344,9 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
     gcx_dfree(dneg);
     gcx_dfree(dbad);
     int64_t rc = 0;
-    HuffCode fresh;
-    int rebuilt = 0, carry = 0, zsign = 0;
-    uint8_t tab[GCOMP_TABLE_MAX];
+    GcompTablePlan plan;
+    int carry = 0, zsign = 0;
     size_t tablen = 0;
-    uint32_t id = st->enc.id;
     const HuffCode *hc = &st->enc.code;
     size_t off = 0;
     uint64_t totbits = 0;
@@ -359,19 +356,10 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
         for (size_t k = 0; k < nch; k++) zsign |= neg0[k] != 0;
         /* table (Section 4.4): bootstrap from this tensor, or rebuild every K
          * encodes from what was encoded since the last rebuild; carry it when it changes */
-        if (!st->enc.have) {
-            huff_code_from_weights(&fresh, fh, ntheta);
-            rebuilt = carry = 1;
-        } else if (st->enc.since >= every) {
-            huff_code_from_weights(&fresh, st->enc.hist, ntheta);
-            rebuilt = 1;
-            carry = fresh.ntheta != st->enc.code.ntheta || memcmp(fresh.len, st->enc.code.len, HUFF_NSYM) != 0;
-        }
-        hc = carry ? &fresh : &st->enc.code;
-        if (carry) {
-            tablen = gcomp_table_write(tab, hc);
-            id = crc32c(0, tab, tablen);
-        }
+        gcomp_table_plan(&plan, &st->enc, fh, ntheta, every);
+        hc = plan.code;
+        carry = plan.carry;
+        tablen = plan.tablen;
         /* sizes: every chunk's segments from its histogram alone */
         uint8_t elen[HUFF_NSYM];
         uint32_t emit[HUFF_NSYM];
@@ -416,12 +404,12 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
         }
         if (off > cap) rc = -GC_ERR_NOSPACE;
         if (!rc) {
-            put_u32(h + 4, id);
+            put_u32(h + 4, plan.id);
             put_u32(h + 8, (uint32_t)nch);
             put_u64(h + 12, totbits);
             put_u64(h + 20, 32ull * n);
             memcpy(hbuf, h, GP_BLOCK_HDR);
-            if (carry) memcpy(hbuf + GP_BLOCK_HDR, tab, tablen);
+            if (carry) memcpy(hbuf + GP_BLOCK_HDR, plan.tab, tablen);
             /* the chunk data is ORed into a zeroed scratch with a word of slack,
              * then copied: pay itself may end inside a word */
             uint8_t *buf = (uint8_t *)gcx_dmalloc(off + 8);
@@ -454,17 +442,7 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
     free(lay);
     if (rc) return rc;
     /* commit the state only once the frame is complete */
-    if (carry) {
-        st->enc.code = fresh;
-        st->enc.id = id;
-        st->enc.have = 1;
-    }
-    if (rebuilt) {
-        memset(st->enc.hist, 0, sizeof st->enc.hist);
-        st->enc.since = 0;
-    }
-    for (int s = 0; s < HUFF_NSYM; s++) st->enc.hist[s] += fh[s];
-    st->enc.since++;
+    gcomp_table_commit(&st->enc, &plan, fh);
     *flags = (uint16_t)((carry ? GP_FLAG_TABLE : 0) | (zsign ? GP_FLAG_ZSIGN : 0));
     return (int64_t)off;
 }

@@ -102,3 +102,36 @@ int gcomp_state_parse(GcompStateBlob *b, const uint8_t *buf, size_t len, int nth
     if (at + used != len) return -GC_ERR_OVERSIZED;
     return 0;
 }
+
+void gcomp_table_plan(GcompTablePlan *p, const GcompEnc *enc, const uint64_t *fh, int ntheta, uint64_t every) {
+    p->rebuilt = p->carry = 0;
+    if (!enc->have) {
+        huff_code_from_weights(&p->fresh, fh, ntheta);
+        p->rebuilt = p->carry = 1;
+    } else if (enc->since >= every) {
+        huff_code_from_weights(&p->fresh, enc->hist, ntheta);
+        p->rebuilt = 1;
+        p->carry = p->fresh.ntheta != enc->code.ntheta || memcmp(p->fresh.len, enc->code.len, HUFF_NSYM) != 0;
+    }
+    p->code = p->carry ? &p->fresh : &enc->code;
+    p->id = enc->id;
+    p->tablen = 0;
+    if (p->carry) {
+        p->tablen = gcomp_table_write(p->tab, p->code);
+        p->id = crc32c(0, p->tab, p->tablen);
+    }
+}
+
+void gcomp_table_commit(GcompEnc *enc, const GcompTablePlan *p, const uint64_t *fh) {
+    if (p->carry) {
+        enc->code = p->fresh;
+        enc->id = p->id;
+        enc->have = 1;
+    }
+    if (p->rebuilt) {
+        memset(enc->hist, 0, sizeof enc->hist);
+        enc->since = 0;
+    }
+    for (int s = 0; s < HUFF_NSYM; s++) enc->hist[s] += fh[s];
+    enc->since++;
+}

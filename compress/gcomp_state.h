@@ -1,6 +1,7 @@
 /* GCOMP's Huffman table section and its checkpoint state blob, one writer and
- * one parser of each, shared by the CPU codec (compress/gcomp.c) and the GPU
- * codec (compress/gcomp_cuda.cu) so their frames' tables and their blobs are
+ * one parser of each, and the encoder's table schedule (when to rebuild, when a
+ * frame carries its table), shared by the CPU codec (compress/gcomp.c) and the
+ * GPU codec (compress/gcomp_cuda.cu) so their frames' tables and their blobs are
  * the same bytes (docs/FORMAT.md section 10: Layout, Checkpointed state).
  *
  * Table section (in a frame when it carries its table, and in a state blob):
@@ -47,6 +48,27 @@ typedef struct {
     uint64_t since;           /* encodes since the last rebuild */
     uint64_t hist[HUFF_NSYM]; /* exponent counts since the last rebuild */
 } GcompEnc;
+
+/* One encode's table (GCOMP Section 4.4), decided before the frame is written and
+ * committed to the encoder only once the frame is complete: bootstrap from this
+ * tensor's exponent counts when the encoder has no table, else rebuild every K
+ * encodes from the counts since the last rebuild, and carry the table in the frame
+ * when it changes. */
+typedef struct {
+    int rebuilt;                  /* the counts since the last rebuild start again */
+    int carry;                    /* the frame carries a new table: fresh, its section tab */
+    HuffCode fresh;
+    const HuffCode *code;         /* the table this frame codes with (fresh, or the encoder's) */
+    uint32_t id;                  /* its id */
+    uint8_t tab[GCOMP_TABLE_MAX]; /* when carry: its table section, tablen bytes */
+    size_t tablen;
+} GcompTablePlan;
+
+/* the plan for an encode whose exponent counts are fh[HUFF_NSYM], with n_theta ntheta
+ * and a rebuild every `every` encodes; p->code points into p or enc, which must stay */
+void gcomp_table_plan(GcompTablePlan *p, const GcompEnc *enc, const uint64_t *fh, int ntheta, uint64_t every);
+/* after the frame is complete: the new table (if carried), the counts and the encode */
+void gcomp_table_commit(GcompEnc *enc, const GcompTablePlan *p, const uint64_t *fh);
 
 /* What a blob holds, the state a resumed run needs to code exactly as an
  * uninterrupted one: the encoder's state and the decoder's current table (dec
