@@ -361,7 +361,22 @@ static void report_frame_error(Exchange *ex, int rc, int t, int chunk, int peer,
 }
 
 /* ---------------------------------------------------- topologies ---- */
-static size_t chunk_lo(size_t n, int N, int c) { return n * (size_t)c / (size_t)N; }
+size_t exchange_ring_chunk(size_t n, int N, int c, size_t *lo) {
+    size_t a = n * (size_t)c / (size_t)N, b = n * (size_t)(c + 1) / (size_t)N;
+    if (lo) *lo = a;
+    return b - a;
+}
+
+uint64_t exchange_ring_forward(ByteBuf *out, const ByteBuf *in, long step, const ParamTable *pt, int N, int c) {
+    bytebuf_reserve(out, in->len);
+    memcpy(out->p, in->p, in->len);
+    out->len = in->len;
+    BundleReader br;
+    if (bundle_open(&br, out->p, out->len, step)) return 0;
+    uint64_t raw = 0;
+    for (int t = 0; t < pt->n; t++) raw += 4 * (uint64_t)exchange_ring_chunk(pt->t[t].numel, N, c, NULL);
+    return raw;
+}
 
 /* ------------------------------------------------ tensor-parallel passes ----
  * The exchange's host work is per tensor (error feedback, side inputs, one frame
@@ -437,8 +452,9 @@ typedef struct {
 
 static void pass_range(const Exchange *ex, int t, int chunk, size_t *lo, size_t *hi) {
     size_t n = t_n(ex, t);
-    *lo = chunk < 0 ? 0 : chunk_lo(n, ex->N, chunk);
-    *hi = chunk < 0 ? n : chunk_lo(n, ex->N, chunk + 1);
+    *lo = 0;
+    *hi = chunk < 0 ? n : exchange_ring_chunk(n, ex->N, chunk, lo);
+    *hi += *lo;
 }
 
 static void enc_tensor(Exchange *ex, int t, void *arg) {
@@ -716,20 +732,8 @@ static int avg_ring(Exchange *ex, const float *x, const float *params, const Opt
                 encode_pass(ex, &p);
             } else if (s > 0 && ex->failed) {
                 bundle_begin(&ex->out, step); /* not a frame it could not read: an empty bundle, as encode_pass */
-            } else if (s > 0) {
-                /* forward what arrived last hop unchanged */
-                bytebuf_reserve(&ex->out, ex->in.len);
-                memcpy(ex->out.p, ex->in.p, ex->in.len);
-                ex->out.len = ex->in.len;
-                BundleReader br;
-                if (!bundle_open(&br, ex->out.p, ex->out.len, step)) {
-                    /* count the forwarded values as sent */
-                    for (int t = 0; t < ex->T; t++) {
-                        int c = (r - s + 1 + 2 * N) % N;
-                        size_t n = t_n(ex, t);
-                        ex->st.raw_up += 4 * (uint64_t)(chunk_lo(n, N, c + 1) - chunk_lo(n, N, c));
-                    }
-                }
+            } else if (s > 0) { /* forward what arrived last hop unchanged, its values counted as sent */
+                ex->st.raw_up += exchange_ring_forward(&ex->out, &ex->in, step, ex->pt, N, (r - s + 1 + 2 * N) % N);
             }
             ex->st.up_bytes += ex->out.len;
             comm_sendrecv(ex->comm, &ex->in, left, ex->out.p, ex->out.len, right);

@@ -633,7 +633,6 @@ static int avg_allgather(ExchangeCuda *x, const float *d_lp, const Optim *opt, d
 }
 
 /* ---- the ring (GCOMP section 6.2, Figure 8): exchange.c's avg_ring ---- */
-static size_t chunk_lo(size_t n, int N, int c) { return n * (size_t)c / (size_t)N; }
 
 /* one bundle of chunk c of every tensor (those with values in it) into x->out, coded by
  * the ring's encoders of slot: exchange.c's encode_pass of a SIDE_RING pass. The memory
@@ -649,17 +648,17 @@ static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, 
     if (x->failed) return;
     size_t cap = BUNDLE_HDR;
     for (int t = 0; t < x->T; t++) {
-        size_t lo = chunk_lo(t_n(x, t), x->N, c), hi = chunk_lo(t_n(x, t), x->N, c + 1);
-        x->flen[t] = hi == lo ? NO_ENTRY : 0;
-        if (hi == lo) continue;
+        size_t m = exchange_ring_chunk(t_n(x, t), x->N, c, NULL);
+        x->flen[t] = m == 0 ? NO_ENTRY : 0;
+        if (m == 0) continue;
         x->at[t] = cap;
-        cap += ENTRY_HDR + codec_cuda_max_frame(ring_codec(x, x->renc, t, slot), hi - lo);
+        cap += ENTRY_HDR + codec_cuda_max_frame(ring_codec(x, x->renc, t, slot), m);
     }
     bytebuf_reserve(b, cap);
     double t0 = mono_seconds();
     for (int t = 0; t < x->T; t++) {
         if (x->flen[t] == NO_ENTRY) continue;
-        size_t n = t_n(x, t), lo = chunk_lo(n, x->N, c), hi = chunk_lo(n, x->N, c + 1), m = hi - lo;
+        size_t lo, m = exchange_ring_chunk(t_n(x, t), x->N, c, &lo);
         size_t at = t_off(x, t) + lo;
         float *v = x->d_work + at;
         cudaCheck(cudaMemcpy(v, acc + at, m * sizeof(float), cudaMemcpyDeviceToDevice));
@@ -688,10 +687,9 @@ static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, 
                     gc_strerror((int)x->flen[t]));
             break;
         }
-        size_t n = t_n(x, t);
         const uint8_t *e = put_entry(x, b, t, (uint32_t)c);
         count++;
-        count_push(x, t, chunk_lo(n, x->N, c + 1) - chunk_lo(n, x->N, c), e);
+        count_push(x, t, exchange_ring_chunk(t_n(x, t), x->N, c, NULL), e);
     }
     put_u32(b->p + 12, count);
     x->coded = 1;
@@ -709,23 +707,22 @@ static void decode_ring(ExchangeCuda *x, float *acc, int c, int slot, int src, l
         return;
     }
     int due = 0;
-    for (int t = 0; t < x->T && !due; t++) due = chunk_lo(t_n(x, t), x->N, c + 1) > chunk_lo(t_n(x, t), x->N, c);
+    for (int t = 0; t < x->T && !due; t++) due = exchange_ring_chunk(t_n(x, t), x->N, c, NULL) > 0;
     if (due && br.left == 0 && x->in.len == BUNDLE_HDR) {
         if (x->quiet_from < 0) x->quiet_from = src;
         return;
     }
     double t0 = mono_seconds();
     for (int t = 0; t < x->T; t++) {
-        size_t n = t_n(x, t), lo = chunk_lo(n, x->N, c), hi = chunk_lo(n, x->N, c + 1), flen = 0;
-        if (hi == lo) continue;
+        size_t lo, m = exchange_ring_chunk(t_n(x, t), x->N, c, &lo), flen = 0;
+        if (m == 0) continue;
         const uint8_t *fp = NULL;
         rc = bundle_next(&br, t, c, &fp, &flen);
         if (!rc) {
             if (x->pol[t].compressed) x->st.comp_down += ENTRY_HDR + (uint64_t)flen;
             CodecCuda *dec = ring_codec(x, x->rdec, t, slot);
             float *out = acc + t_off(x, t) + lo;
-            rc = add ? codec_decode_acc_cuda(dec, out, hi - lo, 1.0f, fp, flen)
-                     : codec_decode_cuda(dec, out, hi - lo, fp, flen);
+            rc = add ? codec_decode_acc_cuda(dec, out, m, 1.0f, fp, flen) : codec_decode_cuda(dec, out, m, fp, flen);
         }
         if (rc) {
             x->st.codec_s += mono_seconds() - t0;
@@ -760,17 +757,8 @@ static int avg_ring(ExchangeCuda *x, const float *d_x, const float *d_lp, const 
                 encode_ring(x, send_c, send_c, 0, acc, d_lp, opt, lr, step);
             } else if (s > 0 && x->failed) {
                 bundle_begin(&x->out, step);
-            } else if (s > 0) { /* forward what arrived last hop unchanged */
-                bytebuf_reserve(&x->out, x->in.len);
-                memcpy(x->out.p, x->in.p, x->in.len);
-                x->out.len = x->in.len;
-                BundleReader br;
-                if (!bundle_open(&br, x->out.p, x->out.len, step))
-                    for (int t = 0; t < x->T; t++) {
-                        int c = (r - s + 1 + 2 * N) % N;
-                        size_t n = t_n(x, t);
-                        x->st.raw_up += 4 * (uint64_t)(chunk_lo(n, N, c + 1) - chunk_lo(n, N, c));
-                    }
+            } else if (s > 0) { /* forward what arrived last hop unchanged, its values counted as sent */
+                x->st.raw_up += exchange_ring_forward(&x->out, &x->in, step, x->pt, N, (r - s + 1 + 2 * N) % N);
             }
             x->st.up_bytes += x->out.len;
             comm_sendrecv(x->comm, &x->in, left, x->out.p, x->out.len, right);
