@@ -58,16 +58,6 @@
 #include "gcomp_state.h"
 #include "huffman.h"
 
-#define GP_MAGIC0 'G'
-#define GP_MAGIC1 'P'
-#define GP_DTYPE_FP32 1
-#define GP_BLOCK_HDR 28
-#define GP_CHUNK_HDR 20
-#define GP_FLAG_TABLE 0x1u /* the frame carries its Huffman table */
-#define GP_FLAG_ZSIGN 0x2u /* exponent-0 values carry a sign bit */
-#define GP_FLAGS_ALL (GP_FLAG_TABLE | GP_FLAG_ZSIGN)
-#define GP_MAN_BITS 24 /* sign + 23 mantissa bits */
-#define GP_LEVEL_SHIFT 6 /* level L truncates 6*L bits (Section 5.1) */
 
 static const CodecParamDesc gcomp_params[] = {
     {"ntheta", 8, 1, HUFF_MAX_NTHETA, 1,
@@ -76,13 +66,7 @@ static const CodecParamDesc gcomp_params[] = {
     {"chunk", 16384, 64, 1 << 24, 1, "values per chunk; chunks are coded in parallel (6.1, 6.2)", 0},
 };
 
-typedef struct {
-    uint32_t start, count, nnz; /* nnz: values with a nonzero exponent */
-    uint64_t ebits, mbits;      /* exponent and mantissa segment bits */
-    uint64_t levsum;            /* encoder: sum of applied levels */
-    int neg0;                   /* a zero/denormal with its sign bit set */
-    size_t off;                 /* byte offset of the chunk data in the payload */
-} GpChunk;
+typedef GcompChunk GpChunk;
 
 typedef struct {
     int have;
@@ -163,7 +147,6 @@ static void put_u64(uint8_t *p, uint64_t v) {
     put_u32(p, (uint32_t)v);
     put_u32(p + 4, (uint32_t)(v >> 32));
 }
-static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | ((uint64_t)get_u32(p + 4) << 32); }
 static inline size_t bytes_of(uint64_t bits) { return (size_t)((bits + 7) >> 3); }
 
 /* Hot-loop bit I/O, in the bit order of bitio.h (MSB first: the first bit is
@@ -234,8 +217,8 @@ static size_t gp_max_payload(const Codec *c, size_t n) {
     size_t chunk = (size_t)codec_param(&c->spec, "chunk");
     size_t nch = (n + chunk - 1) / chunk;
     /* per value: escape + raw exponent, level, full mantissa; 3 padded segments per chunk */
-    return GP_BLOCK_HDR + GCOMP_TABLE_MAX + nch * (GP_CHUNK_HDR + 3) +
-           (n * (size_t)(ntheta + HUFF_RAW_BITS + 2 + GP_MAN_BITS) + 7) / 8;
+    return GCOMP_BLOCK_HDR + GCOMP_TABLE_MAX + nch * (GCOMP_CHUNK_HDR + 3) +
+           (n * (size_t)(ntheta + HUFF_RAW_BITS + 2 + GCOMP_MAN_BITS) + 7) / 8;
 }
 
 /* ---------------------------------------------------------------- encode */
@@ -299,13 +282,13 @@ static inline __attribute__((always_inline)) void gp_write_values(uint8_t **pe_,
         /* step (2): the 2-bit level, for a nonzero exponent only; inf/NaN
          * (255) always level 0 so they stay exact */
         uint32_t L = has_lv ? lv[i] & (0u - (uint32_t)(e - 1u < 254u)) : 0;
-        int sh = GP_LEVEL_SHIFT * (int)L;
+        int sh = GCOMP_LEVEL_SHIFT * (int)L;
         GP_PUT32(pl, al, nl, L, (int)(nzm & 2));
         /* step (3): mantissa with the sign, truncated toward zero by 6*L bits;
          * exponent 0 is pruned to its code (Section 5.2), plus the sign when ZSIGN */
         uint32_t sm24 = (((u >> 31) << 23) | (u & 0x7FFFFF)) >> sh;
         uint32_t mv = (sm24 & nzm) | ((u >> 31) & zsign & ~nzm);
-        int mnb = (int)(((uint32_t)(GP_MAN_BITS - sh) & nzm) | (zsign & ~nzm));
+        int mnb = (int)(((uint32_t)(GCOMP_MAN_BITS - sh) & nzm) | (zsign & ~nzm));
         GP_PUT(pm, am, nm, mv, mnb);
         if (has_repr) repr[i] = u2f(u & ((~((1u << sh) - 1) & nzm) | (0x80000000u & ~nzm)));
     }
@@ -349,18 +332,18 @@ static int64_t gp_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flags
     uint64_t every = (uint64_t)codec_param(&c->spec, "every");
     size_t chunk = (size_t)codec_param(&c->spec, "chunk");
     *flags = 0;
-    if (cap < GP_BLOCK_HDR) return -GC_ERR_NOSPACE;
+    if (cap < GCOMP_BLOCK_HDR) return -GC_ERR_NOSPACE;
     uint8_t *h = payload;
-    h[0] = GP_MAGIC0;
-    h[1] = GP_MAGIC1;
-    h[2] = GP_DTYPE_FP32;
+    h[0] = GCOMP_MAGIC0;
+    h[1] = GCOMP_MAGIC1;
+    h[2] = GCOMP_DTYPE_FP32;
     h[3] = (uint8_t)ntheta;
     if (n == 0) { /* nothing to code: no table, no chunks, state untouched */
         put_u32(h + 4, 0);
         put_u32(h + 8, 0);
         put_u64(h + 12, 0);
         put_u64(h + 20, 0);
-        return GP_BLOCK_HDR;
+        return GCOMP_BLOCK_HDR;
     }
     size_t nch = (n + chunk - 1) / chunk;
     gp_grow(st, nch, 1);
@@ -396,7 +379,7 @@ static int64_t gp_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flags
     size_t tablen = plan.tablen;
 
     /* sizes: every chunk's segments, from its histogram alone */
-    size_t off = GP_BLOCK_HDR + tablen + nch * GP_CHUNK_HDR;
+    size_t off = GCOMP_BLOCK_HDR + tablen + nch * GCOMP_CHUNK_HDR;
     uint64_t totbits = 0;
     for (size_t k = 0; k < nch; k++) {
         const uint32_t *ch = st->chist + k * HUFF_NSYM;
@@ -404,7 +387,7 @@ static int64_t gp_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flags
         for (int s = 0; s < HUFF_NSYM; s++) eb += (uint64_t)ch[s] * hc->emit_len[s];
         ck[k].nnz = ck[k].count - ch[0];
         ck[k].ebits = eb;
-        ck[k].mbits = (uint64_t)GP_MAN_BITS * ck[k].nnz - GP_LEVEL_SHIFT * ck[k].levsum + (zsign ? ch[0] : 0);
+        ck[k].mbits = (uint64_t)GCOMP_MAN_BITS * ck[k].nnz - GCOMP_LEVEL_SHIFT * ck[k].levsum + (zsign ? ch[0] : 0);
         ck[k].off = off;
         off += bytes_of(eb) + bytes_of(2ull * ck[k].nnz) + bytes_of(ck[k].mbits);
         totbits += eb + 2ull * ck[k].nnz + ck[k].mbits;
@@ -415,12 +398,12 @@ static int64_t gp_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flags
     put_u32(h + 8, (uint32_t)nch);
     put_u64(h + 12, totbits);
     put_u64(h + 20, 32ull * n);
-    size_t at = GP_BLOCK_HDR;
+    size_t at = GCOMP_BLOCK_HDR;
     if (carry) {
         memcpy(payload + at, plan.tab, tablen);
         at += tablen;
     }
-    for (size_t k = 0; k < nch; k++, at += GP_CHUNK_HDR) {
+    for (size_t k = 0; k < nch; k++, at += GCOMP_CHUNK_HDR) {
         put_u32(payload + at, ck[k].start);
         put_u32(payload + at + 4, ck[k].count);
         put_u32(payload + at + 8, (uint32_t)(ck[k].ebits + 2ull * ck[k].nnz + ck[k].mbits));
@@ -455,7 +438,7 @@ static int64_t gp_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flags
 
     /* commit the state only once the frame is complete */
     gcomp_table_commit(&st->enc, &plan, fh);
-    *flags = (uint16_t)((carry ? GP_FLAG_TABLE : 0) | (zsign ? GP_FLAG_ZSIGN : 0));
+    *flags = (uint16_t)((carry ? GCOMP_FLAG_TABLE : 0) | (zsign ? GCOMP_FLAG_ZSIGN : 0));
     return (int64_t)off;
 }
 
@@ -489,8 +472,8 @@ static int gp_pad_ok(const uint8_t *p, uint64_t bits) {
         uint32_t L = (uint32_t)(PEEK(pl) >> 62) & nzm;                                                  \
         pl += 2 & nzm;                                                                                  \
         bad |= (e == 0xFF) & (L != 0); /* inf/NaN are always level 0 */                                 \
-        int sh = GP_LEVEL_SHIFT * (int)L;                                                               \
-        int nb = (int)(((uint32_t)(GP_MAN_BITS - sh) & nzm) | (zs & ~nzm));                             \
+        int sh = GCOMP_LEVEL_SHIFT * (int)L;                                                               \
+        int nb = (int)(((uint32_t)(GCOMP_MAN_BITS - sh) & nzm) | (zs & ~nzm));                             \
         uint32_t mv = (uint32_t)((PEEK(pm) >> 1) >> (63 - nb)); /* top nb bits, nb may be 0 */          \
         pm += (uint64_t)nb;                                                                             \
         uint32_t sm = mv << sh;                                                                         \
@@ -601,66 +584,30 @@ static int gp_state_load(Codec *c, const uint8_t *buf, size_t len) {
 static int gp_decode(Codec *c, float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len,
                      uint16_t flags) {
     GcompState *st = c->state;
-    if (flags & ~GP_FLAGS_ALL) return -GC_ERR_CORRUPT;
-    if (len < GP_BLOCK_HDR) return -GC_ERR_TRUNCATED;
-    const uint8_t *h = payload;
-    if (h[0] != GP_MAGIC0 || h[1] != GP_MAGIC1) return -GC_ERR_MAGIC;
-    if (h[2] != GP_DTYPE_FP32) return -GC_ERR_CORRUPT;
-    int ntheta = h[3];
-    if (ntheta < 1 || ntheta > HUFF_MAX_NTHETA) return -GC_ERR_CORRUPT;
-    uint32_t id = get_u32(h + 4);
-    uint64_t nch = get_u32(h + 8), cbits = get_u64(h + 12), obits = get_u64(h + 20);
-    if (obits != 32ull * n) return -GC_ERR_CORRUPT;
-    if (n == 0) {
-        if (flags || id || nch || cbits) return -GC_ERR_CORRUPT;
-        return len > GP_BLOCK_HDR ? -GC_ERR_OVERSIZED : 0;
-    }
-    if (nch == 0 || nch > n) return -GC_ERR_CORRUPT;
-    int zsign = (flags & GP_FLAG_ZSIGN) != 0;
-    size_t at = GP_BLOCK_HDR;
+    GcompBlock b;
+    int err = gcomp_block_parse(&b, payload, len, n, flags);
+    if (err || n == 0) return err;
+    int ntheta = b.ntheta, zsign = b.zsign;
+    size_t nch = (size_t)b.nch, at = GCOMP_BLOCK_HDR;
 
     /* the table: carried, or the one this decoder already holds */
     GpDecTable *t;
-    if (flags & GP_FLAG_TABLE) {
+    if (b.table) {
         size_t used = 0;
-        int rc = gp_table_read(&st->pend, &used, payload + at, len - at, ntheta, id);
-        if (rc) return rc;
+        err = gp_table_read(&st->pend, &used, payload + at, len - at, ntheta, b.id);
+        if (err) return err;
         at += used;
         t = &st->pend;
     } else {
-        if (!st->cur.have || st->cur.id != id || st->cur.hc.ntheta != ntheta) return -GC_ERR_STATE;
+        if (!st->cur.have || st->cur.id != b.id || st->cur.hc.ntheta != ntheta) return -GC_ERR_STATE;
         t = &st->cur;
     }
 
     /* chunk headers (Section 6.1): contiguous, consistent, adding up */
-    if ((uint64_t)(len - at) < nch * GP_CHUNK_HDR) return -GC_ERR_TRUNCATED;
-    gp_grow(st, (size_t)nch, 0);
+    gp_grow(st, nch, 0);
     GpChunk *ck = st->ck;
-    uint64_t expect = 0, sumbits = 0, off = at + nch * GP_CHUNK_HDR;
-    for (size_t k = 0; k < nch; k++, at += GP_CHUNK_HDR) {
-        const uint8_t *q = payload + at;
-        uint64_t start = get_u32(q), count = get_u32(q + 4), bits = get_u32(q + 8), ebits = get_u32(q + 12),
-                 nnz = get_u32(q + 16);
-        if (start != expect || count == 0 || count > n - start || nnz > count) return -GC_ERR_CORRUPT;
-        if (ebits < count || ebits > count * (uint64_t)(ntheta + HUFF_RAW_BITS)) return -GC_ERR_CORRUPT;
-        if (bits < ebits + 2 * nnz) return -GC_ERR_CORRUPT;
-        uint64_t mbits = bits - ebits - 2 * nnz;
-        if (mbits < (uint64_t)(GP_MAN_BITS - 3 * GP_LEVEL_SHIFT) * nnz ||
-            mbits > (uint64_t)GP_MAN_BITS * nnz + (zsign ? count - nnz : 0))
-            return -GC_ERR_CORRUPT;
-        ck[k].start = (uint32_t)start;
-        ck[k].count = (uint32_t)count;
-        ck[k].nnz = (uint32_t)nnz;
-        ck[k].ebits = ebits;
-        ck[k].mbits = mbits;
-        ck[k].off = (size_t)off;
-        off += bytes_of(ebits) + bytes_of(2 * nnz) + bytes_of(mbits);
-        sumbits += bits;
-        expect += count;
-    }
-    if (expect != n || sumbits != cbits) return -GC_ERR_CORRUPT;
-    if (off > len) return -GC_ERR_TRUNCATED;
-    if (off < len) return -GC_ERR_OVERSIZED;
+    err = gcomp_chunks_parse(ck, payload, len, at, &b, n);
+    if (err) return err;
 
     /* the chunks, in parallel, into the scratch: a chunk can fail after
      * others (and its own first values) have been decoded */
@@ -730,18 +677,18 @@ int gcomp_frame_parts(GcompParts *p, const uint8_t *frame, size_t len) {
     if (rc) return rc;
     if (fh.codec != CODEC_GCOMP) return -GC_ERR_CODEC;
     const uint8_t *pl = frame + CODEC_HEADER_SIZE;
-    size_t plen = len - CODEC_HEADER_SIZE, at = GP_BLOCK_HDR;
-    if (plen < GP_BLOCK_HDR) return -GC_ERR_TRUNCATED;
+    size_t plen = len - CODEC_HEADER_SIZE, at = GCOMP_BLOCK_HDR;
+    if (plen < GCOMP_BLOCK_HDR) return -GC_ERR_TRUNCATED;
     uint64_t nch = get_u32(pl + 8);
-    if (fh.flags & GP_FLAG_TABLE) {
+    if (fh.flags & GCOMP_FLAG_TABLE) {
         if (plen - at < 2) return -GC_ERR_TRUNCATED;
         at += 2 + 2 * (size_t)get_u16(pl + at);
     }
-    if (at > plen || (uint64_t)(plen - at) / GP_CHUNK_HDR < nch) return -GC_ERR_TRUNCATED;
+    if (at > plen || (uint64_t)(plen - at) / GCOMP_CHUNK_HDR < nch) return -GC_ERR_TRUNCATED;
     GcompParts add = {.values = fh.count, .bytes = len};
-    uint64_t off = at + nch * GP_CHUNK_HDR;
+    uint64_t off = at + nch * GCOMP_CHUNK_HDR;
     for (uint64_t k = 0; k < nch; k++) {
-        const uint8_t *q = pl + at + k * GP_CHUNK_HDR;
+        const uint8_t *q = pl + at + k * GCOMP_CHUNK_HDR;
         uint64_t count = get_u32(q + 4), bits = get_u32(q + 8), ebits = get_u32(q + 12), nnz = get_u32(q + 16);
         if (nnz > count || bits < ebits + 2 * nnz) return -GC_ERR_CORRUPT;
         uint64_t mbits = bits - ebits - 2 * nnz, lev = off + bytes_of(ebits);

@@ -45,13 +45,6 @@ extern "C" {
 
 #include "common/cuda_check.h"
 
-#define GP_BLOCK_HDR 28
-#define GP_CHUNK_HDR 20
-#define GP_FLAG_TABLE 0x1u
-#define GP_FLAG_ZSIGN 0x2u
-#define GP_FLAGS_ALL (GP_FLAG_TABLE | GP_FLAG_ZSIGN)
-#define GP_MAN_BITS 24
-#define GP_LEVEL_SHIFT 6
 #define GP_THREADS 256
 
 static void *host_alloc(size_t bytes) {
@@ -68,7 +61,6 @@ static void put_u64(uint8_t *p, uint64_t v) {
     put_u32(p, (uint32_t)v);
     put_u32(p + 4, (uint32_t)(v >> 32));
 }
-static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | ((uint64_t)get_u32(p + 4) << 32); }
 
 /* ---------------------------------------------------------------- state */
 
@@ -248,7 +240,7 @@ __device__ __forceinline__ void gp_value_bits(uint32_t *eb, uint32_t *lb, uint32
     uint32_t L = (e - 1u < 254u) ? lv0 : 0u;
     *eb = emit[e] >> 24;
     *lb = e != 0 ? 2u : 0u;
-    *mb = e != 0 ? (uint32_t)(GP_MAN_BITS - GP_LEVEL_SHIFT * (int)L) : zsign;
+    *mb = e != 0 ? (uint32_t)(GCOMP_MAN_BITS - GCOMP_LEVEL_SHIFT * (int)L) : zsign;
 }
 
 /* pass 2, one block of GP_THREADS per chunk.
@@ -287,11 +279,11 @@ __global__ void k_gp_write(uint32_t *buf32, uint32_t *err, float *repr, const fl
         uint32_t u = __float_as_uint(xc[i]), e = (u >> 23) & 0xFFu, c = emit[e];
         uint32_t nz = e != 0;
         uint32_t Lv = (lc && e - 1u < 254u) ? lc[i] : 0u;
-        int sh = GP_LEVEL_SHIFT * (int)Lv;
+        int sh = GCOMP_LEVEL_SHIFT * (int)Lv;
         bo_put(oe, c & 0xFFFFFFu, (int)(c >> 24)); /* step (1): code, or escape + raw exponent */
         if (nz) bo_put(ol, Lv, 2);                  /* step (2): the level, nonzero exponents only */
         uint32_t sm24 = (((u >> 31) << 23) | (u & 0x7FFFFFu)) >> sh;
-        if (nz) bo_put(om, sm24, GP_MAN_BITS - sh); /* step (3): truncated mantissa with sign */
+        if (nz) bo_put(om, sm24, GCOMP_MAN_BITS - sh); /* step (3): truncated mantissa with sign */
         else if (zsign) bo_put(om, u >> 31, 1);     /* exponent 0: the sign in ZSIGN frames only */
         if (repr) repr[lo + i] = __uint_as_float(nz ? (u & ~((1u << sh) - 1u)) : (u & 0x80000000u));
     }
@@ -307,16 +299,16 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
     uint64_t every = (uint64_t)codec_param(&g->spec, "every");
     size_t chunk = (size_t)codec_param(&g->spec, "chunk");
     *flags = 0;
-    if (cap < GP_BLOCK_HDR) return -GC_ERR_NOSPACE;
-    uint8_t h[GP_BLOCK_HDR];
+    if (cap < GCOMP_BLOCK_HDR) return -GC_ERR_NOSPACE;
+    uint8_t h[GCOMP_BLOCK_HDR];
     memset(h, 0, sizeof h);
-    h[0] = 'G';
-    h[1] = 'P';
-    h[2] = 1;
+    h[0] = GCOMP_MAGIC0;
+    h[1] = GCOMP_MAGIC1;
+    h[2] = GCOMP_DTYPE_FP32;
     h[3] = (uint8_t)ntheta;
     if (n == 0) { /* no table, no chunks, state untouched */
-        cudaCheck(cudaMemcpy(pay, h, GP_BLOCK_HDR, cudaMemcpyHostToDevice));
-        return GP_BLOCK_HDR;
+        cudaCheck(cudaMemcpy(pay, h, GCOMP_BLOCK_HDR, cudaMemcpyHostToDevice));
+        return GCOMP_BLOCK_HDR;
     }
     const size_t nch = (n + chunk - 1) / chunk;
     const uint8_t *lv = side->levels;
@@ -379,13 +371,13 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
         gcx_dfree(deb);
         gcx_dfree(dz0);
         lay = (GpWrite *)host_alloc(nch * sizeof(GpWrite));
-        size_t hdr_end = GP_BLOCK_HDR + tablen + nch * GP_CHUNK_HDR;
+        size_t hdr_end = GCOMP_BLOCK_HDR + tablen + nch * GCOMP_CHUNK_HDR;
         off = hdr_end;
         uint8_t *hbuf = (uint8_t *)host_alloc(hdr_end);
         for (size_t k = 0; k < nch; k++) {
             uint64_t count = n - k * chunk < chunk ? n - k * chunk : chunk;
             uint64_t nnz = count - z0[k];
-            uint64_t mbits = (uint64_t)GP_MAN_BITS * nnz - GP_LEVEL_SHIFT * levsum[k] + (zsign ? z0[k] : 0);
+            uint64_t mbits = (uint64_t)GCOMP_MAN_BITS * nnz - GCOMP_LEVEL_SHIFT * levsum[k] + (zsign ? z0[k] : 0);
             uint64_t eb = ebits[k];
             lay[k].epos = 8ull * off;
             lay[k].lpos = 8ull * (off + bytes_of(eb));
@@ -393,7 +385,7 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
             lay[k].ebits = eb;
             lay[k].lbits = 2 * nnz;
             lay[k].mbits = mbits;
-            uint8_t *q = hbuf + GP_BLOCK_HDR + tablen + k * GP_CHUNK_HDR;
+            uint8_t *q = hbuf + GCOMP_BLOCK_HDR + tablen + k * GCOMP_CHUNK_HDR;
             put_u32(q, (uint32_t)(k * chunk));
             put_u32(q + 4, (uint32_t)count);
             put_u32(q + 8, (uint32_t)(eb + 2 * nnz + mbits));
@@ -408,8 +400,8 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
             put_u32(h + 8, (uint32_t)nch);
             put_u64(h + 12, totbits);
             put_u64(h + 20, 32ull * n);
-            memcpy(hbuf, h, GP_BLOCK_HDR);
-            if (carry) memcpy(hbuf + GP_BLOCK_HDR, plan.tab, tablen);
+            memcpy(hbuf, h, GCOMP_BLOCK_HDR);
+            if (carry) memcpy(hbuf + GCOMP_BLOCK_HDR, plan.tab, tablen);
             /* the chunk data is ORed into a zeroed scratch with a word of slack,
              * then copied: pay itself may end inside a word */
             uint8_t *buf = (uint8_t *)gcx_dmalloc(off + 8);
@@ -443,16 +435,13 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
     if (rc) return rc;
     /* commit the state only once the frame is complete */
     gcomp_table_commit(&st->enc, &plan, fh);
-    *flags = (uint16_t)((carry ? GP_FLAG_TABLE : 0) | (zsign ? GP_FLAG_ZSIGN : 0));
+    *flags = (uint16_t)((carry ? GCOMP_FLAG_TABLE : 0) | (zsign ? GCOMP_FLAG_ZSIGN : 0));
     return (int64_t)off;
 }
 
 /* ---------------------------------------------------------------- decode */
 
-typedef struct {
-    uint32_t start, count, nnz;
-    unsigned long long ebits, mbits, off;
-} GpChunkD;
+typedef GcompChunk GpChunkD;
 
 /* the 64 bits at bit pos of buf[len], MSB-aligned; bytes past len read as 0 (gp_peek) */
 __device__ __forceinline__ unsigned long long d_peek(const uint8_t *buf, size_t len, unsigned long long pos) {
@@ -499,8 +488,8 @@ __global__ void k_gp_dec(float *out, int *rc, uint32_t *neg, const uint8_t *pay,
         uint32_t L = (uint32_t)(d_peek(pay, len, pl) >> 62) & nzm;
         pl += 2 & nzm;
         bad |= (e == 0xFFu) & (L != 0);
-        int sh = GP_LEVEL_SHIFT * (int)L;
-        int nb = (int)(((uint32_t)(GP_MAN_BITS - sh) & nzm) | (zs & ~nzm));
+        int sh = GCOMP_LEVEL_SHIFT * (int)L;
+        int nb = (int)(((uint32_t)(GCOMP_MAN_BITS - sh) & nzm) | (zs & ~nzm));
         uint32_t mv = (uint32_t)((d_peek(pay, len, pm) >> 1) >> (63 - nb));
         pm += (unsigned long long)nb;
         uint32_t sm = mv << sh;
@@ -560,65 +549,24 @@ static int gp_table_read(GpTab *t, size_t *used, const uint8_t *p, size_t len, i
 int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len,
                      uint16_t flags) {
     GpState *st = (GpState *)g->gp;
-    if (flags & ~GP_FLAGS_ALL) return -GC_ERR_CORRUPT;
-    if (len < GP_BLOCK_HDR) return -GC_ERR_TRUNCATED;
-    const uint8_t *h = payload;
-    if (h[0] != 'G' || h[1] != 'P') return -GC_ERR_MAGIC;
-    if (h[2] != 1) return -GC_ERR_CORRUPT;
-    int ntheta = h[3];
-    if (ntheta < 1 || ntheta > HUFF_MAX_NTHETA) return -GC_ERR_CORRUPT;
-    uint32_t id = get_u32(h + 4);
-    uint64_t nch = get_u32(h + 8), cbits = get_u64(h + 12), obits = get_u64(h + 20);
-    if (obits != 32ull * n) return -GC_ERR_CORRUPT;
-    if (n == 0) {
-        if (flags || id || nch || cbits) return -GC_ERR_CORRUPT;
-        return len > GP_BLOCK_HDR ? -GC_ERR_OVERSIZED : 0;
-    }
-    if (nch == 0 || nch > n) return -GC_ERR_CORRUPT;
-    int zsign = (flags & GP_FLAG_ZSIGN) != 0;
-    size_t at = GP_BLOCK_HDR;
+    GcompBlock b;
+    int rc = gcomp_block_parse(&b, payload, len, n, flags);
+    if (rc || n == 0) return rc;
+    int ntheta = b.ntheta, zsign = b.zsign;
+    size_t nch = (size_t)b.nch, at = GCOMP_BLOCK_HDR;
     GpTab *t;
-    if (flags & GP_FLAG_TABLE) {
+    if (b.table) {
         size_t used = 0;
-        int rc = gp_table_read(&st->pend, &used, payload + at, len - at, ntheta, id);
+        rc = gp_table_read(&st->pend, &used, payload + at, len - at, ntheta, b.id);
         if (rc) return rc;
         at += used;
         t = &st->pend;
     } else {
-        if (!st->cur.have || st->cur.id != id || st->cur.hc.ntheta != ntheta) return -GC_ERR_STATE;
+        if (!st->cur.have || st->cur.id != b.id || st->cur.hc.ntheta != ntheta) return -GC_ERR_STATE;
         t = &st->cur;
     }
-    if ((uint64_t)(len - at) < nch * GP_CHUNK_HDR) return -GC_ERR_TRUNCATED;
-    GpChunkD *ck = (GpChunkD *)host_alloc((size_t)nch * sizeof(GpChunkD));
-    uint64_t expect = 0, sumbits = 0, off = at + nch * GP_CHUNK_HDR;
-    int rc = 0;
-    for (size_t k = 0; k < nch && !rc; k++, at += GP_CHUNK_HDR) {
-        const uint8_t *q = payload + at;
-        uint64_t start = get_u32(q), count = get_u32(q + 4), bits = get_u32(q + 8), ebits = get_u32(q + 12),
-                 nnz = get_u32(q + 16);
-        if (start != expect || count == 0 || count > n - start || nnz > count) rc = -GC_ERR_CORRUPT;
-        else if (ebits < count || ebits > count * (uint64_t)(ntheta + HUFF_RAW_BITS)) rc = -GC_ERR_CORRUPT;
-        else if (bits < ebits + 2 * nnz) rc = -GC_ERR_CORRUPT;
-        if (rc) break;
-        uint64_t mbits = bits - ebits - 2 * nnz;
-        if (mbits < (uint64_t)(GP_MAN_BITS - 3 * GP_LEVEL_SHIFT) * nnz ||
-            mbits > (uint64_t)GP_MAN_BITS * nnz + (zsign ? count - nnz : 0)) {
-            rc = -GC_ERR_CORRUPT;
-            break;
-        }
-        ck[k].start = (uint32_t)start;
-        ck[k].count = (uint32_t)count;
-        ck[k].nnz = (uint32_t)nnz;
-        ck[k].ebits = ebits;
-        ck[k].mbits = mbits;
-        ck[k].off = off;
-        off += bytes_of(ebits) + bytes_of(2 * nnz) + bytes_of(mbits);
-        sumbits += bits;
-        expect += count;
-    }
-    if (!rc && (expect != n || sumbits != cbits)) rc = -GC_ERR_CORRUPT;
-    if (!rc && off > len) rc = -GC_ERR_TRUNCATED;
-    if (!rc && off < len) rc = -GC_ERR_OVERSIZED;
+    GpChunkD *ck = (GpChunkD *)host_alloc(nch * sizeof(GpChunkD));
+    rc = gcomp_chunks_parse(ck, payload, len, at, &b, n);
     if (!rc) {
         uint8_t *dpay = (uint8_t *)gcx_dmalloc(len);
         GpChunkD *dck = (GpChunkD *)gcx_dmalloc((size_t)nch * sizeof(GpChunkD));

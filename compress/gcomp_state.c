@@ -135,3 +135,56 @@ void gcomp_table_commit(GcompEnc *enc, const GcompTablePlan *p, const uint64_t *
     for (int s = 0; s < HUFF_NSYM; s++) enc->hist[s] += fh[s];
     enc->since++;
 }
+
+static uint64_t bytes_of(uint64_t bits) { return (bits + 7) >> 3; }
+
+int gcomp_block_parse(GcompBlock *b, const uint8_t *payload, size_t len, size_t n, uint16_t flags) {
+    if (flags & ~GCOMP_FLAGS_ALL) return -GC_ERR_CORRUPT;
+    if (len < GCOMP_BLOCK_HDR) return -GC_ERR_TRUNCATED;
+    const uint8_t *h = payload;
+    if (h[0] != GCOMP_MAGIC0 || h[1] != GCOMP_MAGIC1) return -GC_ERR_MAGIC;
+    if (h[2] != GCOMP_DTYPE_FP32) return -GC_ERR_CORRUPT;
+    b->ntheta = h[3];
+    if (b->ntheta < 1 || b->ntheta > HUFF_MAX_NTHETA) return -GC_ERR_CORRUPT;
+    b->id = get_u32(h + 4);
+    b->nch = get_u32(h + 8);
+    b->cbits = get_u64(h + 12);
+    if (get_u64(h + 20) != 32ull * n) return -GC_ERR_CORRUPT;
+    b->table = (flags & GCOMP_FLAG_TABLE) != 0;
+    b->zsign = (flags & GCOMP_FLAG_ZSIGN) != 0;
+    if (n == 0) {
+        if (flags || b->id || b->nch || b->cbits) return -GC_ERR_CORRUPT;
+        return len > GCOMP_BLOCK_HDR ? -GC_ERR_OVERSIZED : 0;
+    }
+    if (b->nch == 0 || b->nch > n) return -GC_ERR_CORRUPT;
+    return 0;
+}
+
+int gcomp_chunks_parse(GcompChunk *ck, const uint8_t *payload, size_t len, size_t at, const GcompBlock *b, size_t n) {
+    if ((uint64_t)(len - at) < b->nch * GCOMP_CHUNK_HDR) return -GC_ERR_TRUNCATED;
+    uint64_t expect = 0, sumbits = 0, off = at + b->nch * GCOMP_CHUNK_HDR;
+    for (uint64_t k = 0; k < b->nch; k++, at += GCOMP_CHUNK_HDR) {
+        const uint8_t *q = payload + at;
+        uint64_t start = get_u32(q), count = get_u32(q + 4), bits = get_u32(q + 8), ebits = get_u32(q + 12), nnz = get_u32(q + 16);
+        if (start != expect || count == 0 || count > n - start || nnz > count) return -GC_ERR_CORRUPT;
+        if (ebits < count || ebits > count * (uint64_t)(b->ntheta + HUFF_RAW_BITS)) return -GC_ERR_CORRUPT;
+        if (bits < ebits + 2 * nnz) return -GC_ERR_CORRUPT;
+        uint64_t mbits = bits - ebits - 2 * nnz;
+        if (mbits < (uint64_t)(GCOMP_MAN_BITS - 3 * GCOMP_LEVEL_SHIFT) * nnz ||
+            mbits > (uint64_t)GCOMP_MAN_BITS * nnz + (b->zsign ? count - nnz : 0))
+            return -GC_ERR_CORRUPT;
+        ck[k].start = (uint32_t)start;
+        ck[k].count = (uint32_t)count;
+        ck[k].nnz = (uint32_t)nnz;
+        ck[k].ebits = ebits;
+        ck[k].mbits = mbits;
+        ck[k].off = off;
+        off += bytes_of(ebits) + bytes_of(2 * nnz) + bytes_of(mbits);
+        sumbits += bits;
+        expect += count;
+    }
+    if (expect != n || sumbits != b->cbits) return -GC_ERR_CORRUPT;
+    if (off > len) return -GC_ERR_TRUNCATED;
+    if (off < len) return -GC_ERR_OVERSIZED;
+    return 0;
+}

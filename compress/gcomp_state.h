@@ -25,6 +25,18 @@
 
 #include "compress/huffman.h"
 
+/* The frame's layout (docs/FORMAT.md section 10, Layout) */
+#define GCOMP_MAGIC0 'G'
+#define GCOMP_MAGIC1 'P'
+#define GCOMP_DTYPE_FP32 1
+#define GCOMP_BLOCK_HDR 28
+#define GCOMP_CHUNK_HDR 20
+#define GCOMP_FLAG_TABLE 0x1u /* the frame carries its Huffman table */
+#define GCOMP_FLAG_ZSIGN 0x2u /* exponent-0 values carry a sign bit */
+#define GCOMP_FLAGS_ALL (GCOMP_FLAG_TABLE | GCOMP_FLAG_ZSIGN)
+#define GCOMP_MAN_BITS 24    /* sign + 23 mantissa bits */
+#define GCOMP_LEVEL_SHIFT 6  /* level L truncates 6*L bits (Section 5.1) */
+
 #define GCOMP_TABLE_MAX (2 + 2 * HUFF_NSYM)
 #define GCOMP_STATE_VERSION 1
 #define GCOMP_STATE_MAX (1 + 2 * (1 + 1 + 4 + GCOMP_TABLE_MAX) + 8 + 8 * HUFF_NSYM)
@@ -37,6 +49,37 @@ size_t gcomp_table_write(uint8_t *tab, const HuffCode *hc);
  * (huff_code_build). Returns 0, -GC_ERR_TRUNCATED or -GC_ERR_CORRUPT.
  * hc: out; *used: the section's bytes (on 0); p: [len] */
 int gcomp_table_parse(HuffCode *hc, size_t *used, const uint8_t *p, size_t len, int ntheta, uint32_t id);
+
+/* A frame's block header, as its decoder reads it */
+typedef struct {
+    int ntheta;     /* the table's n_theta */
+    uint32_t id;    /* the table's id */
+    uint64_t nch;   /* chunks; 0 only for n = 0, when the frame is complete */
+    uint64_t cbits; /* the chunks' bits */
+    int table;      /* flag TABLE: a table section follows the block header */
+    int zsign;      /* flag ZSIGN */
+} GcompBlock;
+
+/* One chunk (Section 6.1, Figure 7): from its header when decoding (start .. off);
+ * levsum and neg0 are the encoder's */
+typedef struct {
+    uint32_t start, count, nnz; /* nnz: values with a nonzero exponent */
+    uint64_t ebits, mbits;      /* exponent and mantissa segment bits */
+    uint64_t off;               /* byte offset of the chunk data in the payload */
+    uint64_t levsum;            /* encoder: sum of applied levels */
+    int neg0;                   /* encoder: a zero/denormal with its sign bit set */
+} GcompChunk;
+
+/* the block header of a frame of n values (payload [len], the frame header's flags):
+ * magic, type, n_theta, size and flags checked. Returns 0, -GC_ERR_CORRUPT,
+ * -GC_ERR_TRUNCATED, -GC_ERR_MAGIC or -GC_ERR_OVERSIZED (bytes after an empty frame) */
+int gcomp_block_parse(GcompBlock *b, const uint8_t *payload, size_t len, size_t n, uint16_t flags);
+
+/* the b->nch chunk headers at payload + at (after the table section, if any), checked
+ * against each other, n, the block's bits and n_theta, and the payload's length, into
+ * ck[b->nch] (start, count, nnz, ebits, mbits, off). Returns 0, -GC_ERR_CORRUPT,
+ * -GC_ERR_TRUNCATED or -GC_ERR_OVERSIZED; ck is then written only in part */
+int gcomp_chunks_parse(GcompChunk *ck, const uint8_t *payload, size_t len, size_t at, const GcompBlock *b, size_t n);
 
 /* An encoder's state: its table, the exponent counts and encodes since the
  * last rebuild (GCOMP Section 4.4); the CPU and the GPU codec each hold one.
