@@ -1,8 +1,9 @@
-/* GCOMP's Huffman table section and its checkpoint state blob, one writer and
- * one parser of each, and the encoder's table schedule (when to rebuild, when a
- * frame carries its table), shared by the CPU codec (compress/gcomp.c) and the
- * GPU codec (compress/gcomp_cuda.cu) so their frames' tables and their blobs are
- * the same bytes (docs/FORMAT.md section 10: Layout, Checkpointed state).
+/* What GCOMP's CPU codec (compress/gcomp.c) and GPU codec (compress/gcomp_cuda.cu)
+ * share, so that their frames and their blobs are the same bytes and their decoders
+ * refuse the same frames (docs/FORMAT.md section 10: Layout, Checkpointed state): the
+ * frame's layout and the decoder's checks of its block and chunk headers; the Huffman
+ * table section and the checkpoint state blob, one writer and one parser of each; and
+ * the encoder's table schedule (when to rebuild, when a frame carries its table).
  *
  * Table section (in a frame when it carries its table, and in a state blob):
  *   u16 k, then k (symbol, length) pairs in increasing symbol order;
