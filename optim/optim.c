@@ -296,7 +296,7 @@ static float *alloc_state(size_t n, float fill) {
     return s;
 }
 
-int optim_init(Optim *o, const OptConfig *cfg, size_t n_floats) {
+int optim_layout(Optim *o, const OptConfig *cfg, size_t n_floats, float fill[OPT_MAX_STATE]) {
     memset(o, 0, sizeof *o);
     char err[256];
     int rc = opt_config_validate(cfg, err, sizeof err);
@@ -307,10 +307,10 @@ int optim_init(Optim *o, const OptConfig *cfg, size_t n_floats) {
     o->cfg = *cfg;
     o->n = n_floats;
     const OptConfig *c = cfg;
-#define ADD_STATE(nm, fill)                                   \
-    do {                                                      \
-        o->state_name[o->n_state] = (nm);                     \
-        o->state[o->n_state++] = alloc_state(n_floats, fill); \
+#define ADD_STATE(nm, f)                      \
+    do {                                      \
+        o->state_name[o->n_state] = (nm);     \
+        fill[o->n_state++] = (f);             \
     } while (0)
     switch (c->kind) {
     case OPT_SGD:
@@ -331,6 +331,13 @@ int optim_init(Optim *o, const OptConfig *cfg, size_t n_floats) {
     }
 #undef ADD_STATE
     return 0;
+}
+
+int optim_init(Optim *o, const OptConfig *cfg, size_t n_floats) {
+    float fill[OPT_MAX_STATE];
+    int rc = optim_layout(o, cfg, n_floats, fill);
+    for (int i = 0; !rc && i < o->n_state; i++) o->state[i] = alloc_state(n_floats, fill[i]);
+    return rc;
 }
 
 void optim_free(Optim *o) {

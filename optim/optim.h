@@ -113,6 +113,10 @@ void opt_help(FILE *f);
 /* Allocate zeroed (AdaGrad: initial_accumulator_value) state arenas of n_floats.
  * 0, or -GC_ERR_PARAM for an invalid config (message on stderr). */
 int optim_init(Optim *o, const OptConfig *cfg, size_t n_floats);
+/* What optim_init and optim_init_cuda (optim/optim_cuda.h) share: o zeroed, its
+ * config, size, and its states' names, count and initial values (fill[o->n_state]),
+ * no arena allocated. 0, or -GC_ERR_PARAM for an invalid config (message on stderr). */
+int optim_layout(Optim *o, const OptConfig *cfg, size_t n_floats, float fill[OPT_MAX_STATE]);
 void optim_free(Optim *o);
 /* step t <- t + 1; call once per optimizer step, before the optim_update calls */
 void optim_begin_step(Optim *o);

@@ -60,41 +60,11 @@ static float *dstate(size_t n, float fill) {
 }
 
 int optim_init_cuda(Optim *o, const OptConfig *cfg, size_t n_floats) {
-    memset(o, 0, sizeof *o);
-    char err[256];
-    int rc = opt_config_validate(cfg, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "error: optimizer: %s\n", err);
-        return rc;
-    }
-    o->cfg = *cfg;
-    o->n = n_floats;
-    const OptConfig *c = cfg;
-#define ADD_STATE(nm, fill)                               \
-    do {                                                  \
-        o->state_name[o->n_state] = (nm);                 \
-        o->state[o->n_state++] = dstate(n_floats, fill);  \
-    } while (0)
-    switch (c->kind) { /* the names, order and fills of optim_init */
-    case OPT_SGD:
-        if (c->momentum != 0) ADD_STATE("momentum_buffer", 0.0f);
-        break;
-    case OPT_ADAM:
-    case OPT_ADAMW:
-        ADD_STATE("exp_avg", 0.0f);
-        ADD_STATE("exp_avg_sq", 0.0f);
-        break;
-    case OPT_ADAGRAD: ADD_STATE("sum", (float)c->initial_accumulator_value); break;
-    case OPT_RMSPROP:
-        ADD_STATE("square_avg", 0.0f);
-        if (c->momentum > 0) ADD_STATE("momentum_buffer", 0.0f);
-        if (c->centered) ADD_STATE("grad_avg", 0.0f);
-        break;
-    default: break;
-    }
-#undef ADD_STATE
-    cudaCheck(cudaDeviceSynchronize());
-    return 0;
+    float fill[OPT_MAX_STATE];
+    int rc = optim_layout(o, cfg, n_floats, fill); /* the names, order and fills of optim_init */
+    for (int i = 0; !rc && i < o->n_state; i++) o->state[i] = dstate(n_floats, fill[i]);
+    if (!rc) cudaCheck(cudaDeviceSynchronize());
+    return rc;
 }
 
 void optim_free_cuda(Optim *o) {
