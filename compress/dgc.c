@@ -55,20 +55,10 @@ static int64_t dgc_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flag
                           const CodecSide *side) {
     *flags = 0;
     double density;
-    if (select_density(&density, c->spec.v[0], side->density)) return -GC_ERR_PARAM;
-    size_t k = select_count(density, n);
-    uint32_t *idx = malloc((k ? k : 1) * sizeof *idx);
-    if (!idx) return -GC_ERR_NOMEM;
-    int64_t got = select_topk(idx, NULL, x, n, k, SELECT_MAG);
-    if (got < 0) {
-        free(idx);
-        return got;
-    }
+    uint32_t *idx;
+    int64_t got = select_for_encode(&idx, &density, c->spec.v[0], side->density, x, n, SELECT_MAG);
+    if (got < 0) return got;
     size_t cnt = (size_t)got;
-    if (!select_all_finite(x, idx, cnt)) {
-        free(idx);
-        return -GC_ERR_PARAM;
-    }
     /* size: one entry per value plus the skip entries of long runs */
     size_t entries = cnt;
     uint64_t prev_end = 0; /* index after the previous value */

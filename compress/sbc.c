@@ -68,24 +68,14 @@ static int64_t sbc_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *flag
                           const CodecSide *side) {
     *flags = 0;
     double p;
-    if (select_density(&p, c->spec.v[0], side->density)) return -GC_ERR_PARAM;
-    size_t k = select_count(p, n);
-    uint32_t *ipos = malloc((k ? k : 1) * sizeof *ipos), *ineg = malloc((k ? k : 1) * sizeof *ineg);
-    if (!ipos || !ineg) {
+    uint32_t *ipos, *ineg = NULL;
+    int64_t cp = select_for_encode(&ipos, &p, c->spec.v[0], side->density, x, n, SELECT_POS);
+    int64_t cn = cp < 0 ? cp : select_for_encode(&ineg, &p, c->spec.v[0], side->density, x, n, SELECT_NEG);
+    if (cp < 0 || cn < 0) {
         free(ipos);
-        free(ineg);
-        return -GC_ERR_NOMEM;
+        return cp < 0 ? cp : cn;
     }
-    int64_t cp = select_topk(ipos, NULL, x, n, k, SELECT_POS);
-    int64_t cn = cp < 0 ? cp : select_topk(ineg, NULL, x, n, k, SELECT_NEG);
     int64_t rc = 0;
-    if (cp < 0 || cn < 0) rc = cp < 0 ? cp : cn;
-    else if (!select_all_finite(x, ipos, (size_t)cp) || !select_all_finite(x, ineg, (size_t)cn)) rc = -GC_ERR_PARAM;
-    if (rc) {
-        free(ipos);
-        free(ineg);
-        return rc;
-    }
     /* Algorithm 2: the two means, keep the side with the larger magnitude */
     double mu_pos = cp ? sum_at(x, ipos, (size_t)cp) / (double)cp : 0.0;
     double mu_neg = cn ? -sum_at(x, ineg, (size_t)cn) / (double)cn : 0.0; /* |mu-| */

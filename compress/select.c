@@ -248,3 +248,20 @@ int64_t select_topk(uint32_t *idx, SelectInfo *info, const float *x, size_t n, s
     if (info) *info = inf;
     return (int64_t)cnt;
 }
+
+int64_t select_for_encode(uint32_t **idx, double *density, double spec, double side, const float *x, size_t n,
+                          SelectKey mode) {
+    *idx = NULL;
+    if (select_density(density, spec, side)) return -GC_ERR_PARAM;
+    size_t k = select_count(*density, n);
+    uint32_t *ix = malloc((k ? k : 1) * sizeof *ix);
+    if (!ix) return -GC_ERR_NOMEM;
+    int64_t got = select_topk(ix, NULL, x, n, k, mode);
+    if (got >= 0 && !select_all_finite(x, ix, (size_t)got)) got = -GC_ERR_PARAM;
+    if (got < 0) {
+        free(ix);
+        return got;
+    }
+    *idx = ix;
+    return got;
+}

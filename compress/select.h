@@ -132,4 +132,13 @@ static inline int select_density(double *out, double spec, double side) {
     return 0;
 }
 
+/* A sparsifying encoder's selection (topk, dgc, sbc): the density of this encode
+ * (select_density of the spec's and CodecSide's), k = select_count of it, and the top
+ * k of x[n] by mode, every one finite. *idx receives a malloc'd array of their
+ * indices (at least 1 entry; the caller frees it; NULL on error), *density the
+ * density. Returns their count, or -GC_ERR_PARAM (a density outside (0, 1], a
+ * selected value not finite) or -GC_ERR_NOMEM. */
+int64_t select_for_encode(uint32_t **idx, double *density, double spec, double side, const float *x, size_t n,
+                          SelectKey mode);
+
 #endif

@@ -45,20 +45,10 @@ static int64_t topk_encode(Codec *c, uint8_t *payload, size_t cap, uint16_t *fla
                            const CodecSide *side) {
     *flags = 0;
     double ratio;
-    if (select_density(&ratio, c->spec.v[0], side->density)) return -GC_ERR_PARAM;
-    size_t k = select_count(ratio, n);
-    uint32_t *idx = malloc((k ? k : 1) * sizeof *idx);
-    if (!idx) return -GC_ERR_NOMEM;
-    int64_t got = select_topk(idx, NULL, x, n, k, SELECT_MAG);
-    if (got < 0) {
-        free(idx);
-        return got;
-    }
+    uint32_t *idx;
+    int64_t got = select_for_encode(&idx, &ratio, c->spec.v[0], side->density, x, n, SELECT_MAG);
+    if (got < 0) return got;
     size_t cnt = (size_t)got, bm = (n + 7) / 8;
-    if (!select_all_finite(x, idx, cnt)) {
-        free(idx);
-        return -GC_ERR_PARAM;
-    }
     size_t len = 4 + bm + 4 * cnt;
     if (cap < len) {
         free(idx);
