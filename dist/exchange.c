@@ -61,6 +61,23 @@ const LayerStats *exchange_layer_stats(const Exchange *ex) { return ex->layers; 
 void exchange_layer_stats_reset(Exchange *ex) {
     if (ex->layers) memset(ex->layers, 0, (size_t)ex->T * sizeof *ex->layers);
 }
+void exchange_layer_add(Exchange *ex, int t, double bytes, double values, double sent, double sq_in, double sq_err,
+                        double seconds) {
+    if (!ex->layers) return;
+    LayerStats *ls = &ex->layers[t]; /* each tensor's own slot: no other thread writes it */
+    ls->seconds += seconds;
+    ls->frames += 1;
+    ls->bytes += bytes;
+    ls->values += values;
+    ls->sq_in += sq_in;
+    ls->sq_err += sq_err;
+    if (sent >= 0) ls->sent = (ls->sent < 0 ? 0 : ls->sent) + sent;
+    else if (ls->sent == 0) ls->sent = -1;
+}
+int exchange_codec_sparse(const CodecSpec *spec) {
+    int id = spec->ops->id;
+    return id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC;
+}
 
 /* TernGrad's scalar sharing (TernGrad section 3.1) for tensor t: by default
  * for terngrad only; 3LC's stoch3 baseline quantizes with each worker's own
@@ -478,29 +495,21 @@ static void enc_tensor(Exchange *ex, int t, void *arg) {
     double t0 = ex->layers ? mono_seconds() : 0;
     ex->flen[t] = codec_encode(c, e + ENTRY_HDR, codec_max_frame(c, hi - lo), v + lo, hi - lo, &side);
     if (ex->flen[t] < 0) return;
-    if (ex->layers && p->kind != SIDE_PULL) { /* each tensor's own slot: no other thread writes it */
-        LayerStats *ls = &ex->layers[t];
-        ls->seconds += mono_seconds() - t0;
-        ls->frames += 1;
-        ls->bytes += (double)(ENTRY_HDR + ex->flen[t]);
-        ls->values += (double)(hi - lo);
+    if (ex->layers && p->kind != SIDE_PULL) {
+        double seconds = mono_seconds() - t0;
         const float *repr = ex->repr + off;
-        double in = 0, err = 0;
+        double in = 0, err = 0, sent = -1;
         for (size_t i = lo; i < hi; i++) {
             double d = (double)v[i] - (double)repr[i];
             in += (double)v[i] * v[i];
             err += d * d;
         }
-        ls->sq_in += in;
-        ls->sq_err += err;
-        int sparse = c->spec.ops->id == CODEC_TOPK || c->spec.ops->id == CODEC_DGC || c->spec.ops->id == CODEC_SBC;
-        if (sparse && side.mask) {
+        if (exchange_codec_sparse(&c->spec)) {
             size_t k = 0;
             for (size_t i = 0; i < hi - lo; i++) k += side.mask[i] != 0;
-            ls->sent = (ls->sent < 0 ? 0 : ls->sent) + (double)k;
-        } else if (ls->sent == 0 && !sparse) {
-            ls->sent = -1;
+            sent = (double)k;
         }
+        exchange_layer_add(ex, t, (double)(ENTRY_HDR + ex->flen[t]), (double)(hi - lo), sent, in, err, seconds);
     }
     if (p->kind == SIDE_PULL) {
         if (!ex->grad_pull && ex->mem[t] != MEM_NONE) {

@@ -262,5 +262,13 @@ int exchange_ckpt_server_only(const char *name);
 void exchange_track_layers(Exchange *ex, int on);
 const LayerStats *exchange_layer_stats(const Exchange *ex);
 void exchange_layer_stats_reset(Exchange *ex);
+/* one encode of tensor t added to those statistics when they are tracked (the host's
+ * encodes and the device exchange's): its frame's bytes (entry header included), its
+ * values, of those the values a sparsifier sent (-1: a dense codec), the sums of x^2
+ * and of (x - what the frame represents)^2, the seconds it took */
+void exchange_layer_add(Exchange *ex, int t, double bytes, double values, double sent, double sq_in, double sq_err,
+                        double seconds);
+/* 1 for a codec that sends some of the values (topk, dgc, sbc): its statistics count them */
+int exchange_codec_sparse(const CodecSpec *spec);
 
 #endif

@@ -77,6 +77,7 @@ struct ExchangeCuda {
     size_t nrange;
     size_t *d_lo, *d_hi;
     double *d_part;     /* [nrange + 1] their sums, and the total */
+    double *d_lsum;     /* [3 * 65] --log-layers' sums (exchange_cuda_layer_sums), with frames */
     /* allreduce */
     float *h_stage;     /* [total] pinned host memory: over a host backend (mpi), the gradient
                          * staged for the Comm's allreduce (else NULL) */
@@ -173,6 +174,7 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
         bad = !(x->h_stage = cuda_host_arena_alloc(pt->total));
     if (!bad && frames) {
         bad = cuda_dev_alloc((void **)&x->d_repr, bytes, "what the frames represent") ||
+              cuda_dev_alloc((void **)&x->d_lsum, 3 * 65 * sizeof(double), "--log-layers' sums") ||
               cuda_dev_alloc((void **)&x->d_mask, bytes / sizeof(float), "the sparsifiers' masks") ||
               (x->h_resid && cuda_dev_alloc((void **)&x->d_resid, bytes, "the residual")) ||
               (x->h_vel && cuda_dev_alloc((void **)&x->d_vel, bytes, "DGC's momentum"));
@@ -257,6 +259,7 @@ void exchange_cuda_free(ExchangeCuda *x) {
     if (x->d_lo) cudaCheck(cudaFree(x->d_lo));
     if (x->d_hi) cudaCheck(cudaFree(x->d_hi));
     if (x->d_part) cudaCheck(cudaFree(x->d_part));
+    if (x->d_lsum) cudaCheck(cudaFree(x->d_lsum));
     for (int t = 0; t < x->T && x->enc; t++) {
         codec_cuda_free(x->enc[t]);
         for (int src = 0; src < x->N; src++) codec_cuda_free(x->dec[(size_t)t * (size_t)x->N + (size_t)src]);
@@ -497,6 +500,19 @@ static void count_push(ExchangeCuda *x, int t, size_t m, const uint8_t *e) {
     if (x->pol[t].spec.ops->id == CODEC_GCOMP) gcomp_frame_parts(&x->st.gcomp, e + ENTRY_HDR, len);
 }
 
+/* --log-layers (exchange_layer_add), as exchange.c's encode_pass counts a push or a
+ * ring hop: tensor t's frame of flen bytes from the m values at v, d_repr and d_mask at
+ * the same offset `at` holding what it represents and what a sparsifier sent */
+static void layer_add(ExchangeCuda *x, int t, const CodecCuda *enc, const float *v, size_t at, size_t m, int64_t flen,
+                      double seconds) {
+    if (!exchange_layer_stats(x->ex)) return;
+    int sparse = exchange_codec_sparse(codec_cuda_spec(enc));
+    double s[3];
+    exchange_cuda_layer_sums(s, v, x->d_repr + at, sparse ? x->d_mask + at : NULL, m, x->d_lsum);
+    exchange_layer_add(x->ex, t, (double)(ENTRY_HDR + (uint64_t)flen), (double)m, sparse ? s[2] : -1, s[0], s[1],
+                       seconds);
+}
+
 /* one bundle of every tensor's frame of d_x into x->out: exchange.c's encode_pass
  * with make_side's side inputs. A push (pull = 0, x = d_work) is this worker's,
  * and memory_out follows each frame; the server's pull (pull = 1, x = d_agg:
@@ -533,6 +549,7 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
             gcomp_levels(x, pull, t, 0, n, v, d_lp, opt, lr);
             side.levels = x->d_levels + off;
         }
+        double t1 = mono_seconds();
         x->flen[t] = codec_encode_cuda(enc[t], b->p + x->at[t] + ENTRY_HDR, codec_cuda_max_frame(enc[t], n), v, n,
                                        &side);
         if (x->flen[t] < 0) break;
@@ -540,6 +557,7 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
             if (pull_mem && x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_pullres + off, v, x->d_repr + off, n);
             continue;
         }
+        layer_add(x, t, enc[t], v, off, n, x->flen[t], mono_seconds() - t1);
         /* memory_out: the residual keeps what the frame did not represent; DGC masks its momentum */
         if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + off, v, x->d_repr + off, n);
         if (x->mem[t] == MEM_DGC) exchange_cuda_mask_zero(x->d_vel + off, x->d_mask + off, n);
@@ -673,8 +691,10 @@ static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, 
             gcomp_levels(x, 0, t, lo, m, v, d_lp, opt, lr);
             side.levels = x->d_levels + at;
         }
+        double t1 = mono_seconds();
         x->flen[t] = codec_encode_cuda(enc, b->p + x->at[t] + ENTRY_HDR, codec_cuda_max_frame(enc, m), v, m, &side);
         if (x->flen[t] < 0) break;
+        layer_add(x, t, enc, v, at, m, x->flen[t], mono_seconds() - t1);
         if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + at, v, x->d_repr + at, m);
         if (fold) cudaCheck(cudaMemcpy(acc + at, x->d_repr + at, m * sizeof(float), cudaMemcpyDeviceToDevice));
     }

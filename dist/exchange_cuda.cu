@@ -19,8 +19,11 @@ extern "C" void exchange_cuda_div(float *d, const float *a, float s, size_t n);
 extern "C" void exchange_cuda_delta_levels(unsigned char *lv, const float *p, const float *x, float mul, float div,
                                            int guard, size_t n);
 extern "C" double exchange_cuda_sumsq(const float *a, const size_t *lo, const size_t *hi, size_t m, double *part);
+extern "C" void exchange_cuda_layer_sums(double out[3], const float *v, const float *repr, const unsigned char *mask,
+                                         size_t n, double *part);
 
 #define TPB 256
+#define EXCHANGE_LAYER_BLOCKS 64 /* exchange_cuda_layer_sums' blocks at most (dist/exchange_cuda.h) */
 #define GRID_STRIDE(i, n) \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
 
@@ -104,6 +107,40 @@ __global__ void k_ex_sum_ordered(double *part, size_t m) {
     part[m] = acc;
 }
 
+/* part: [3 * gridDim.x]: each block's sums of v[i]^2, of (v[i] - repr[i])^2 and of
+ * mask[i] != 0 (mask may be NULL) over its grid-stride share, in double, tree-reduced
+ * in shared memory (blockDim.x == TPB) */
+__global__ void k_ex_layer_sums(double *part, const float *v, const float *repr, const unsigned char *mask, size_t n) {
+    __shared__ double s[3][TPB];
+    double in = 0, err = 0, k = 0;
+    GRID_STRIDE(i, n) {
+        double x = v[i], d = x - (double)repr[i];
+        in += x * x;
+        err += d * d;
+        if (mask) k += mask[i] != 0;
+    }
+    s[0][threadIdx.x] = in;
+    s[1][threadIdx.x] = err;
+    s[2][threadIdx.x] = k;
+    __syncthreads();
+    for (unsigned h = TPB / 2; h > 0; h >>= 1) {
+        if (threadIdx.x < h)
+            for (int j = 0; j < 3; j++) s[j][threadIdx.x] += s[j][threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        for (int j = 0; j < 3; j++) part[3 * blockIdx.x + j] = s[j][0];
+}
+
+/* part: [3 * (blocks + 1)]; the blocks' three sums added in block order into the last three */
+__global__ void k_ex_layer_total(double *part, unsigned blocks) {
+    for (int j = 0; j < 3; j++) {
+        double acc = 0;
+        for (unsigned k = 0; k < blocks; k++) acc += part[3 * k + j];
+        part[3 * blocks + j] = acc;
+    }
+}
+
 /* ema: [n], p: [n]; ema - a * (ema - p), as examples/trainer.c's ema_update */
 __global__ void k_ex_ema(float *ema, const float *p, float a, size_t n) {
     GRID_STRIDE(i, n) ema[i] = __fsub_rn(ema[i], __fmul_rn(a, __fsub_rn(ema[i], p[i])));
@@ -165,4 +202,14 @@ extern "C" double exchange_cuda_sumsq(const float *a, const size_t *lo, const si
     double sum = 0;
     cudaCheck(cudaMemcpy(&sum, part + m, sizeof sum, cudaMemcpyDeviceToHost));
     return sum;
+}
+
+extern "C" void exchange_cuda_layer_sums(double out[3], const float *v, const float *repr, const unsigned char *mask,
+                                         size_t n, double *part) {
+    size_t b = (n + TPB - 1) / TPB;
+    unsigned blocks = b < EXCHANGE_LAYER_BLOCKS ? (b ? (unsigned)b : 1u) : EXCHANGE_LAYER_BLOCKS;
+    k_ex_layer_sums<<<blocks, TPB>>>(part, v, repr, mask, n);
+    k_ex_layer_total<<<1, 1>>>(part, blocks);
+    cudaCheckLast();
+    cudaCheck(cudaMemcpy(out, part + 3 * blocks, 3 * sizeof(double), cudaMemcpyDeviceToHost));
 }

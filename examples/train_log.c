@@ -71,7 +71,8 @@ void layers_rows(Worker *w, long steps) {
         const LayerStats *x = &ls[t];
         char spec[160];
         codec_spec_str(spec, sizeof spec, &pol[t].spec);
-        fprintf(sh->layers, "%ld,%s,%zu,%s,%.4g,%.1f,", w->step, w->m->pt.t[t].name, w->m->pt.t[t].numel, spec,
+        /* the codec in quotes: its parameters are separated by commas (gcomp:ntheta=8,every=50,...) */
+        fprintf(sh->layers, "%ld,%s,%zu,\"%s\",%.4g,%.1f,", w->step, w->m->pt.t[t].name, w->m->pt.t[t].numel, spec,
                 x->frames / (double)steps, x->bytes / (double)steps);
         if (x->bytes > 0) fprintf(sh->layers, "%.6g", 4 * x->values / x->bytes);
         fputc(',', sh->layers);

@@ -536,9 +536,8 @@ static int worker_setup(Worker *w, long *total) {
 #ifdef HAVE_CUDA
     if (!fail && o->cuda) { /* the same decision on every worker */
         const char *host = getenv("GCX_HOST_STEP");
-        w->dev_why = o->log_layers[0]                       ? "--log-layers"
-                     : host && host[0] && strcmp(host, "0") ? "GCX_HOST_STEP is set"
-                                                            : exchange_cuda_unsupported(w->ex, &w->m->pt, comm);
+        w->dev_why = host && host[0] && strcmp(host, "0") ? "GCX_HOST_STEP is set"
+                                                          : exchange_cuda_unsupported(w->ex, &w->m->pt, comm);
         if (!w->dev_why) {
             if (optim_init_cuda(&w->dopt, &sh->oc, w->m->pt.total)) fail = 1;
             else if (!(w->dx = exchange_cuda_new(w->ex, comm, &w->m->pt, err, sizeof err))) {

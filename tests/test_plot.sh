@@ -52,6 +52,14 @@ check "$([ "$(echo "$out" | grep -c '; copies 0 B up + 0 B down in 0.00 ms$')" -
 rows=$(($(wc -l <"$TMP/layers.csv") - 1))
 prints=$(grep -c '^train,' "$TMP/a.csv")
 check "$([ "$(head -1 "$TMP/layers.csv")" = "step,tensor,numel,codec,frames_per_step,bytes_per_step,ratio,density,rel_error,codec_ms_per_step" ] &&
-         [ "$rows" -eq $((8 * prints)) ] && grep -q '^40,conv1.weight,[0-9]*,3lc' "$TMP/layers.csv"; echo $?)" "--log-layers rows: $rows for $prints progress lines"
+         [ "$rows" -eq $((8 * prints)) ] && grep -q '^40,conv1.weight,[0-9]*,"3lc' "$TMP/layers.csv"; echo $?)" "--log-layers rows: $rows for $prints progress lines"
+# a codec whose spec holds commas (gcomp:ntheta=8,every=50,chunk=16384) stays one CSV field
+$L --steps 10 --codec gcomp --log-layers "$TMP/gl.csv" >/dev/null 2>&1
+out=$(python3 -c 'import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+bad = [r for r in rows if None in r or float(r["bytes_per_step"]) <= 0 or
+       (r["tensor"] == "conv1.weight" and r["codec"] != "gcomp:ntheta=8,every=50,chunk=16384")]
+print(len(rows) > 0 and len(rows) % 8 == 0, len(bad))' "$TMP/gl.csv" 2>&1)
+check "$([ "$out" = "True 0" ]; echo $?)" "--log-layers with gcomp: every row 10 fields, the codec whole (rows, bad: $out)"
 echo "RESULT $passed $failed"
 [ "$failed" -eq 0 ]

@@ -57,6 +57,7 @@ int main(void) {
 #else
 
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,7 @@ int main(void) {
 #define W 3
 #define STEPS 5        /* at most */
 #define MAXB 65536 /* bytes of a bundle kept per worker and step */
+#define NT 6       /* the table's tensors (build_table) */
 
 static ParamTable pt;
 static void build_table(void) {
@@ -111,6 +113,7 @@ typedef struct {
     uint8_t *codecs[W]; /* the checkpoint's "codecs" section (gcomp's tables), clen[k] bytes */
     size_t clen[W];
     unsigned long long sent;     /* bytes of every bundle sent, all workers and steps */
+    LayerStats layers[W][NT];           /* --log-layers' statistics of the whole run */
     unsigned long long pageable[W];     /* emulation: bytes the steps copied between the GPU and pageable host memory */
     unsigned long long pageable_max[W]; /* ... the largest such copy's */
 } Run;
@@ -164,6 +167,7 @@ static void worker(int rank, void *arg) {
     cfg.dgc_nesterov = nesterov;
     Exchange *ex = exchange_new(&cfg, comm, &pt, &oc, err, sizeof err);
     CHECK(ex != NULL, "%s: exchange_new: %s", r->codec, err);
+    exchange_track_layers(ex, 1); /* --log-layers: the host's encodes or the device exchange's */
     Optim opt;
     optim_init(&opt, &oc, pt.total);
     float *params = r->params[rank], *g = param_arena_alloc(&pt);
@@ -234,6 +238,7 @@ static void worker(int rank, void *arg) {
     if (vel) memcpy(r->vel[rank], vel, pt.total * sizeof(float));
     if (anchor) memcpy(r->anchor[rank], anchor, pt.total * sizeof(float));
     r->started[rank] = exchange_started(ex);
+    memcpy(r->layers[rank], exchange_layer_stats(ex), NT * sizeof(LayerStats));
     CkptSection cs[10];
     int ncs = exchange_ckpt_sections(ex, cs, 10, "");
     for (int i = 0; i < ncs; i++)
@@ -311,6 +316,9 @@ static int frames_only(const char *codec) {
     return 0;
 }
 
+/* sums of the same values in another order (the device's tree against the host's loop) */
+static int close_rel(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(a) + 1e-30; }
+
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
 
 static void compare(const char *codec, int topology) {
@@ -351,6 +359,15 @@ static void compare(const char *codec, int topology) {
               k, h.clen[k], d.clen[k]);
         CHECK(same_bits(h.anchor[k], d.anchor[k], pt.total) && h.started[k] && d.started[k],
               "%s %s worker %d: the anchor bit-identical, the exchange started", codec, name, k);
+        for (int t = 0; t < NT; t++) {
+            const LayerStats *x = &h.layers[k][t], *y = &d.layers[k][t];
+            CHECK(x->frames == y->frames && x->bytes == y->bytes && x->values == y->values && x->sent == y->sent &&
+                      close_rel(x->sq_in, y->sq_in) && close_rel(x->sq_err, y->sq_err),
+                  "%s %s worker %d %s: --log-layers' statistics (frames %g | %g, bytes %g | %g, sent %g | %g, "
+                  "sq_in %.12g | %.12g, sq_err %.12g | %.12g)",
+                  codec, name, k, pt.t[t].name, x->frames, y->frames, x->bytes, y->bytes, x->sent, y->sent, x->sq_in,
+                  y->sq_in, x->sq_err, y->sq_err);
+        }
         const ExchangeStats *a = &h.st[k], *b = &d.st[k];
         CHECK(a->up_bytes == b->up_bytes && a->down_bytes == b->down_bytes && a->raw_up == b->raw_up &&
                   a->comp_raw == b->comp_raw && a->comp_bytes == b->comp_bytes && a->comp_down == b->comp_down &&
@@ -406,6 +423,7 @@ int main(void) {
         TEST_END();
     }
     build_table();
+    CHECK(pt.n == NT, "the table has NT tensors");
     compare("fp32", TOPO_ALLREDUCE);
     const char *codecs[] = {"fp16", "int8", "3lc", "onebit", "topk:ratio=0.05", "fp32"};
     for (size_t i = 0; i < sizeof codecs / sizeof codecs[0]; i++) compare(codecs[i], TOPO_ALLGATHER);

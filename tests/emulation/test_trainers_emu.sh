@@ -176,9 +176,25 @@ $(head -n 8 "$TMP/$name.diff")"
     echo "$name: 4 steps straight and 2 + --resume 2: $(head -n 1 "$TMP/$name.diff")"
 }
 
+# --log-layers' rows of two runs (host | device) apart: every column but the last two equal, the
+# frames' relative error (its sums in another order on the device) within 1e-5, the time ignored
+layers_apart() { # host.csv, device.csv
+    [ -s "$1" ] || { echo "no rows in $1"; return; }
+    paste -d'|' "$1" "$2" | awk -F'|' '{
+        nh = split($1, h, ","); nd = split($2, d, ",")
+        bad = nh != nd
+        for (i = 1; i <= nh - 2 && !bad; i++) bad = h[i] != d[i]
+        e = h[nh - 1] - d[nh - 1]; if (e < 0) e = -e
+        m = h[nh - 1] < 0 ? -h[nh - 1] : h[nh - 1]
+        if (bad || e > 1e-5 * m + 1e-12) { print "  " $1 " | " $2; if (++n == 6) exit }
+    }'
+}
+
 device_vs_host() { # name, command...: checkpoints equal to the bit, the same losses and bytes per step
     local name=$1 bad; shift
-    "$@" --save "$TMP/$name.dev" --log "$TMP/$name.dev.csv" >"$TMP/$name.rdev" 2>&1 &&
+    local ldev=() lhost=() # LAYERS=1: --log-layers on both, their rows compared
+    [ -n "${LAYERS:-}" ] && ldev=(--log-layers "$TMP/$name.dev.layers") lhost=(--log-layers "$TMP/$name.host.layers")
+    "$@" "${ldev[@]}" --save "$TMP/$name.dev" --log "$TMP/$name.dev.csv" >"$TMP/$name.rdev" 2>&1 &&
         grep -q '^device: the step stays on the GPU' "$TMP/$name.rdev"
     check $? "$name: the device-resident run failed or went through the host: $(tail -n 3 "$TMP/$name.rdev")"
     if [ -n "${COPIES:-}" ]; then # every step, also after an evaluation or a checkpoint, on the device
@@ -187,7 +203,7 @@ device_vs_host() { # name, command...: checkpoints equal to the bit, the same lo
         check $? "$name: the device-resident run's log does not report its host<->device copies as expected ($COPIES):
 $bad"
     fi
-    GCX_HOST_STEP=1 "$@" --save "$TMP/$name.host" --log "$TMP/$name.host.csv" >"$TMP/$name.rhost" 2>&1 &&
+    GCX_HOST_STEP=1 "$@" "${lhost[@]}" --save "$TMP/$name.host" --log "$TMP/$name.host.csv" >"$TMP/$name.rhost" 2>&1 &&
         grep -q '^device: the step goes through the host: GCX_HOST_STEP' "$TMP/$name.rhost"
     check $? "$name: the run with GCX_HOST_STEP=1 failed or stayed on the device: $(tail -n 3 "$TMP/$name.rhost")"
     cmp -s <(digest "$TMP/$name.rhost") <(digest "$TMP/$name.rdev") && grep -q '^step' "$TMP/$name.rdev"
@@ -197,6 +213,12 @@ $(diff <(digest "$TMP/$name.rhost") <(digest "$TMP/$name.rdev") | head -n 8)"
     [ -z "$bad" ]
     check $? "$name: the bytes per step differ from the host step's (host | device):
 $bad"
+    if [ -n "${LAYERS:-}" ]; then
+        bad=$(layers_apart "$TMP/$name.host.layers" "$TMP/$name.dev.layers")
+        [ -z "$bad" ] && [ "$(wc -l <"$TMP/$name.host.layers")" = "$(wc -l <"$TMP/$name.dev.layers")" ]
+        check $? "$name: --log-layers' rows differ from the host step's (host | device):
+$bad"
+    fi
     python3 "$REPO/scripts/ckpt_diff.py" "$TMP/$name.host" "$TMP/$name.dev" >"$TMP/$name.diff" 2>&1
     check $? "$name: the device-resident step's checkpoint differs from the host step's on the same GPU model:
 $(head -n 8 "$TMP/$name.diff")"
@@ -251,7 +273,8 @@ lane_a() {
         "$BIN/train_lenet_emu" --codec fp16 "${IMG[@]}" --device cuda
     RN8AG=("${RN8[@]}" --codec int8 --topology allgather)
     DEVICE_STEP=1 pair resnet8_int8_dev "${RN8AG[@]}" --device cpu -- "${RN8AG[@]}" --device cuda
-    COPIES=0 device_vs_host lenet_topk_dev_vs_host "$BIN/train_lenet_emu" --codec topk --topology allgather --lr 0.01 \
+    # (with --log-layers: the device exchange's per-tensor statistics, against the host step's)
+    LAYERS=1 COPIES=0 device_vs_host lenet_topk_dev_vs_host "$BIN/train_lenet_emu" --codec topk --topology allgather --lr 0.01 \
         "${IMG[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
     # DGC's memory on the device (momentum correction and masking, warm-up density, weight decay
     # folded in): ResNet-8 against the CPU, LeNet against the host step
@@ -296,7 +319,8 @@ lane_b() {
     # parameter server, and across --save/--resume on the ring (the resumed half codes with
     # the saved tables)
     GC=("$BIN/train_lenet_emu" --codec gcomp:every=2 --optim momentum --lr 0.01 "${IMG[@]}")
-    COPIES=0 device_vs_host lenet_gcomp_dev_vs_host "${GC[@]}" --steps 6 --eval-every 1 --save-every 2 --device cuda
+    LAYERS=1 COPIES=0 device_vs_host lenet_gcomp_dev_vs_host "${GC[@]}" --steps 6 --eval-every 1 --save-every 2 \
+        --print-every 2 --device cuda
     grep -q '^exchange: .*topology ring' "$TMP/lenet_gcomp_dev_vs_host.rdev"
     check $? "lenet_gcomp_dev_vs_host: gcomp's run is not on the ring"
     COPIES=0 device_vs_host lenet_gcomp_ag_dev_vs_host "${GC[@]}" --topology allgather --steps 4 --eval-every -1 --device cuda
