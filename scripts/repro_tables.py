@@ -139,6 +139,8 @@ RESNET_TABLE = [
     ("fp32 (ring allreduce)", "fp32", "", ""),
     ("3LC s=1.0 (ps)", "3lc_s1.0", "-0.05", "3LC Table 1, ResNet-110"),
     ("3LC s=1.9 (ps)", "3lc_s1.9", "-0.27", "3LC Table 1"),
+    ("3LC s=1.9 (allgather: no compressed pull)", "3lc_s1.9_allgather", "none",
+     "not a paper configuration: isolates the pull's share of the s=1.9 row"),
     ("TernGrad (ps)", "terngrad", "-0.92 / -0.39", "TernGrad Table 1, CifarNet, 2 / 16 workers (no ResNet in the paper)"),
     ("DGC (warm-up 4 epochs)", "dgc", "+0.12", "DGC Table 2, ResNet-110, 4 GPUs"),
     ("SBC (1) p=0.001", "sbc1", "-0.3", "SBC Table II, ResNet-32"),
