@@ -201,7 +201,5 @@ static void lenet_free(Model *m) {
     free(m);
 }
 
-static void no_reset(Model *m) { (void)m; }
-
 static const ModelOps lenet_ops = {
-    .name = "lenet5", .forward = lenet_forward, .backward = lenet_backward, .reset_state = no_reset, .free = lenet_free};
+    .name = "lenet5", .forward = lenet_forward, .backward = lenet_backward, .free = lenet_free};

@@ -239,18 +239,12 @@ static void lenet_cuda_free(Model *m) {
         free(r->h_logits);
         free(r);
     }
-    cuda_host_arena_free(m->params);
-    cuda_host_arena_free(m->grads);
-    param_table_free(&m->pt);
-    free(m);
+    cuda_model_free_host(m);
 }
-
-static void no_reset(Model *m) { (void)m; }
 
 static const ModelOps lenet_cuda_ops = {.name = "lenet5_cuda",
                                         .forward = lenet_cuda_forward,
                                         .backward = lenet_cuda_backward,
-                                        .reset_state = no_reset,
                                         .free = lenet_cuda_free};
 
 #else /* built without CUDA */

@@ -347,10 +347,7 @@ static void lstm_lm_cuda_free(Model *m) {
         lstm_lm_core_free(&lm->k);
         free(lm);
     }
-    cuda_host_arena_free(m->params);
-    cuda_host_arena_free(m->grads);
-    param_table_free(&m->pt);
-    free(m);
+    cuda_model_free_host(m);
 }
 
 /* the CPU model's sections (nn/lstm_lm.c), host memory: a checkpoint moves

@@ -43,7 +43,8 @@ typedef struct {
     float (*forward)(Model *m, const Batch *b, int train, BatchStats *st);
     /* backward of the last training forward; overwrites m->grads */
     void (*backward)(Model *m);
-    /* language models: reset the carried hidden state (start of an epoch / evaluation) */
+    /* language models: reset the carried hidden state (start of an epoch / evaluation);
+     * NULL for a model that carries nothing between batches */
     void (*reset_state)(Model *m);
     /* optional: training state beyond params and state that a checkpoint must
      * keep for an exact resume (an LSTM's carried hidden state and dropout

@@ -58,6 +58,9 @@ int cuda_dev_alloc(void **p, size_t bytes, const char *what);
  * failure. cuda_host_free takes NULL. */
 void *cuda_host_alloc(size_t bytes);
 void cuda_host_free(void *p);
+/* the end of a GPU model's free: its page-locked host arenas (params, grads, state),
+ * its table and the Model itself */
+void cuda_model_free_host(Model *m);
 /* page-locked, zeroed host arena of n floats (at least 1); NULL after printing on failure */
 float *cuda_host_arena_alloc(size_t n);
 void cuda_host_arena_free(float *p);

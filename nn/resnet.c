@@ -644,11 +644,7 @@ static void resnet_free(Model *m) {
     free(m);
 }
 
-static void no_reset(Model *m) { (void)m; }
-
 static const ModelOps resnet_cifar_ops = {
-    .name = "resnet_cifar", .forward = resnet_forward, .backward = resnet_backward, .reset_state = no_reset,
-    .free = resnet_free};
+    .name = "resnet_cifar", .forward = resnet_forward, .backward = resnet_backward, .free = resnet_free};
 static const ModelOps resnet50_ops = {
-    .name = "resnet50", .forward = resnet_forward, .backward = resnet_backward, .reset_state = no_reset,
-    .free = resnet_free};
+    .name = "resnet50", .forward = resnet_forward, .backward = resnet_backward, .free = resnet_free};

@@ -514,24 +514,16 @@ static void resnet_cuda_free(Model *m) {
         free(r->h_logits);
         free(r);
     }
-    cuda_host_arena_free(m->params);
-    cuda_host_arena_free(m->grads);
-    cuda_host_arena_free(m->state);
-    param_table_free(&m->pt);
-    free(m);
+    cuda_model_free_host(m);
 }
-
-static void no_reset(Model *m) { (void)m; }
 
 static const ModelOps resnet_cifar_cuda_ops = {.name = "resnet_cifar_cuda",
                                                .forward = resnet_cuda_forward,
                                                .backward = resnet_cuda_backward,
-                                               .reset_state = no_reset,
                                                .free = resnet_cuda_free};
 static const ModelOps resnet50_cuda_ops = {.name = "resnet50_cuda",
                                            .forward = resnet_cuda_forward,
                                            .backward = resnet_cuda_backward,
-                                           .reset_state = no_reset,
                                            .free = resnet_cuda_free};
 
 #else /* built without CUDA: the entry points exist and say so */

@@ -54,13 +54,13 @@ $CCS $CF -O2 -march=native -c "$HERE/emu_cudnn.c" -o "$O/emu_cudnn.o"
 $CCS $CF -c "$HERE/emu_device.c" -o "$O/emu_device.o"
 $CCS $CF -DEMU_NO_PROTECT -c "$HERE/emu_device.c" -o "$O/emu_device_open.o"
 $CCS $CF -c "$HERE/perturb_shim.c" -o "$O/perturb_shim.o"
-for f in nn/lstm_lm_cuda nn/resnet_cuda nn/lenet_cuda dist/exchange_cuda tests/cuda/test_lstm_lm_cuda tests/cuda/test_nn_cuda_ops \
+for f in nn/model_cuda nn/lstm_lm_cuda nn/resnet_cuda nn/lenet_cuda dist/exchange_cuda tests/cuda/test_lstm_lm_cuda tests/cuda/test_nn_cuda_ops \
          tests/cuda/test_resnet_cuda tests/cuda/test_nn_cuda_lenet; do
   $CCS $CF -c "$REPO/$f.c" -o "$O/$(basename $f)_c.o"
 done
 EMU_OBJS="$O/emu_sched.o $O/emu_cublas.o $O/emu_cudnn.o $O/emu_device.o"
 KERNELS="$O/activation.o $O/layout.o $O/pool.o $O/resnet_cuda.o $O/linear.o $O/softmax_ce.o $O/conv2d.o $O/batchnorm.o"
-KERNELS="$KERNELS $O/cuda_ctx.o $O/model_cuda.o $O/optim_cuda.o"
+KERNELS="$KERNELS $O/cuda_ctx.o $O/model_cuda.o $O/model_cuda_c.o $O/optim_cuda.o"
 $CXX -fopenmp $O/test_lstm_lm_cuda_c.o $O/lstm_lm_cuda_c.o $O/lstm_cuda.o $KERNELS $EMU_OBJS "$LIB" $LIBS \
   -o "$OUT/test_lstm_lm_emu"
 $CCS -fopenmp $O/test_lstm_lm_cuda_c.o $O/perturb_shim.o $O/emu_device_open.o "$LIB" $LIBS -o "$OUT/test_lstm_lm_calib"
