@@ -96,9 +96,11 @@ endif
 # (kernels + extern "C" host wrappers keeping the CPU signatures)
 ifeq ($(HAVE_NVCC),1)
   CUDA_ARCH ?= -gencode=arch=compute_90,code=[sm_90,compute_90]
+  # every host thread (a local worker) its own default stream, so workers sharing a GPU
+  # run at once; stream 0 in our calls is that stream (docs/GPU.md, Streams)
   NVCC_FLAGS := -O3 -std=c++17 $(CUDA_ARCH) -I. -DHAVE_CUDA -Xcompiler -fPIC,-Wall -MMD -MP \
-                -Xptxas -warn-spills,-warn-lmem-usage
-  CFLAGS += -DHAVE_CUDA -I$(CUDA_HOME)/include
+                -Xptxas -warn-spills,-warn-lmem-usage --default-stream per-thread
+  CFLAGS += -DHAVE_CUDA -I$(CUDA_HOME)/include -DCUDA_API_PER_THREAD_DEFAULT_STREAM
   CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
   ifeq ($(HAVE_CUDNN),1)
     NVCC_FLAGS += -DHAVE_CUDNN

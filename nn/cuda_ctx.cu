@@ -76,13 +76,13 @@ NnCudaCtx *nn_cuda_ctx(void) {
         c = (NnCudaCtx *)callocCheck(1, sizeof(NnCudaCtx));
         c->device = dev;
         cublasCheck(cublasCreate(&c->cublas));
-        cublasCheck(cublasSetStream(c->cublas, 0));
+        cublasCheck(cublasSetStream(c->cublas, cudaStreamPerThread)); /* this thread's stream (Makefile) */
         cublasCheck(cublasSetPointerMode(c->cublas, CUBLAS_POINTER_MODE_HOST));
         cublasCheck(cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH));
         c->cublas_tf32 = 0;
 #ifdef HAVE_CUDNN
         cudnnCheck(cudnnCreate(&c->cudnn));
-        cudnnCheck(cudnnSetStream(c->cudnn, 0));
+        cudnnCheck(cudnnSetStream(c->cudnn, cudaStreamPerThread));
 #endif
         t_ctx = c;
     }

@@ -16,6 +16,9 @@
 typedef int cudaError_t;
 #define cudaSuccess 0
 typedef void *cudaStream_t;
+/* the calling thread's default stream (the emulation runs every operation when it is
+ * called, on any stream: it cannot show what streams running at once would do) */
+#define cudaStreamPerThread ((cudaStream_t)0x2)
 typedef void *cudaMemPool_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold };

@@ -16,7 +16,7 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
 #endif
 static inline cublasStatus_t cublasCreate(cublasHandle_t *h) { *h = (void *)1; return 0; }
 static inline cublasStatus_t cublasDestroy(cublasHandle_t h) { (void)h; return 0; }
-static inline cublasStatus_t cublasSetStream(cublasHandle_t h, int s) { (void)h; (void)s; return 0; }
+static inline cublasStatus_t cublasSetStream(cublasHandle_t h, void *s) { (void)h; (void)s; return 0; }
 static inline cublasStatus_t cublasSetPointerMode(cublasHandle_t h, int m) { (void)h; (void)m; return 0; }
 static inline cublasStatus_t cublasSetMathMode(cublasHandle_t h, int m) { (void)h; (void)m; return 0; }
 static inline const char *cublasGetStatusString(cublasStatus_t s) { (void)s; return "emulated cublas error"; }
