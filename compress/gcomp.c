@@ -604,6 +604,8 @@ static int gp_decode(Codec *c, float *out, size_t n, float weight, int acc, cons
     }
 
     /* chunk headers (Section 6.1): contiguous, consistent, adding up */
+    err = gcomp_chunks_fit(len, at, &b); /* before the per-chunk memory */
+    if (err) return err;
     gp_grow(st, nch, 0);
     GpChunk *ck = st->ck;
     err = gcomp_chunks_parse(ck, payload, len, at, &b, n);

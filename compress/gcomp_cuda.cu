@@ -565,6 +565,8 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         if (!st->cur.have || st->cur.id != b.id || st->cur.hc.ntheta != ntheta) return -GC_ERR_STATE;
         t = &st->cur;
     }
+    rc = gcomp_chunks_fit(len, at, &b); /* before the per-chunk memory */
+    if (rc) return rc;
     GpChunkD *ck = (GpChunkD *)host_alloc(nch * sizeof(GpChunkD));
     rc = gcomp_chunks_parse(ck, payload, len, at, &b, n);
     if (!rc) {

@@ -160,8 +160,12 @@ int gcomp_block_parse(GcompBlock *b, const uint8_t *payload, size_t len, size_t 
     return 0;
 }
 
+int gcomp_chunks_fit(size_t len, size_t at, const GcompBlock *b) {
+    return (uint64_t)(len - at) < b->nch * GCOMP_CHUNK_HDR ? -GC_ERR_TRUNCATED : 0;
+}
+
 int gcomp_chunks_parse(GcompChunk *ck, const uint8_t *payload, size_t len, size_t at, const GcompBlock *b, size_t n) {
-    if ((uint64_t)(len - at) < b->nch * GCOMP_CHUNK_HDR) return -GC_ERR_TRUNCATED;
+    if (gcomp_chunks_fit(len, at, b)) return -GC_ERR_TRUNCATED;
     uint64_t expect = 0, sumbits = 0, off = at + b->nch * GCOMP_CHUNK_HDR;
     for (uint64_t k = 0; k < b->nch; k++, at += GCOMP_CHUNK_HDR) {
         const uint8_t *q = payload + at;

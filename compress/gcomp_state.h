@@ -76,6 +76,9 @@ typedef struct {
  * -GC_ERR_TRUNCATED, -GC_ERR_MAGIC or -GC_ERR_OVERSIZED (bytes after an empty frame) */
 int gcomp_block_parse(GcompBlock *b, const uint8_t *payload, size_t len, size_t n, uint16_t flags);
 
+/* whether the b->nch chunk headers fit in payload [len] from at: 0 or -GC_ERR_TRUNCATED
+ * (checked before a decoder allocates anything per chunk) */
+int gcomp_chunks_fit(size_t len, size_t at, const GcompBlock *b);
 /* the b->nch chunk headers at payload + at (after the table section, if any), checked
  * against each other, n, the block's bits and n_theta, and the payload's length, into
  * ck[b->nch] (start, count, nnz, ebits, mbits, off). Returns 0, -GC_ERR_CORRUPT,

@@ -77,7 +77,7 @@ struct ExchangeCuda {
     size_t nrange;
     size_t *d_lo, *d_hi;
     double *d_part;     /* [nrange + 1] their sums, and the total */
-    double *d_lsum;     /* [3 * 65] --log-layers' sums (exchange_cuda_layer_sums), with frames */
+    double *d_lsum;     /* [3 * (EXCHANGE_LAYER_BLOCKS + 1)] --log-layers' sums, with frames */
     /* allreduce */
     float *h_stage;     /* [total] pinned host memory: over a host backend (mpi), the gradient
                          * staged for the Comm's allreduce (else NULL) */
@@ -174,7 +174,8 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
         bad = !(x->h_stage = cuda_host_arena_alloc(pt->total));
     if (!bad && frames) {
         bad = cuda_dev_alloc((void **)&x->d_repr, bytes, "what the frames represent") ||
-              cuda_dev_alloc((void **)&x->d_lsum, 3 * 65 * sizeof(double), "--log-layers' sums") ||
+              cuda_dev_alloc((void **)&x->d_lsum, 3 * (EXCHANGE_LAYER_BLOCKS + 1) * sizeof(double),
+                             "--log-layers' sums") ||
               cuda_dev_alloc((void **)&x->d_mask, bytes / sizeof(float), "the sparsifiers' masks") ||
               (x->h_resid && cuda_dev_alloc((void **)&x->d_resid, bytes, "the residual")) ||
               (x->h_vel && cuda_dev_alloc((void **)&x->d_vel, bytes, "DGC's momentum"));

@@ -23,7 +23,7 @@ extern "C" void exchange_cuda_layer_sums(double out[3], const float *v, const fl
                                          size_t n, double *part);
 
 #define TPB 256
-#define EXCHANGE_LAYER_BLOCKS 64 /* exchange_cuda_layer_sums' blocks at most (dist/exchange_cuda.h) */
+#define EXCHANGE_LAYER_BLOCKS 64 /* exchange_cuda_layer_sums' blocks at most: as dist/exchange_cuda.h */
 #define GRID_STRIDE(i, n) \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
 

@@ -189,11 +189,12 @@ void exchange_cuda_delta_levels(unsigned char *lv, const float *p, const float *
  * (optim/clip.c's blocks of grad_norm; dist/exchange.c's tensors of DGC's clipping).
  * a: device arena; lo, hi: [m] device; part: [m + 1] device scratch. Returns the sum */
 double exchange_cuda_sumsq(const float *a, const size_t *lo, const size_t *hi, size_t m, double *part);
+#define EXCHANGE_LAYER_BLOCKS 64 /* exchange_cuda_layer_sums' blocks at most */
 /* --log-layers on the device: out[0] = the sum of v[i]^2, out[1] of (v[i] - repr[i])^2,
  * out[2] the count of mask[i] != 0 (0 when mask is NULL), each in double, summed in
  * another order than the host's (exchange.c's encode_pass; equal to rounding).
- * v, repr: [n] floats, mask: [n] bytes or NULL, device; part: [3 * 65] doubles of
- * device scratch */
+ * v, repr: [n] floats, mask: [n] bytes or NULL, device; part: [3 *
+ * (EXCHANGE_LAYER_BLOCKS + 1)] doubles of device scratch */
 void exchange_cuda_layer_sums(double out[3], const float *v, const float *repr, const unsigned char *mask, size_t n,
                               double *part);
 
