@@ -395,6 +395,15 @@ static void test_malformed(void) {
     CHECK(dec(d, &p, 1, 1) == -GC_ERR_CORRUPT, "more chunks than values");
     p = v, put_u32(p.b + 12, 28);
     CHECK(dec(d, &p, 1, 1) == -GC_ERR_CORRUPT, "compressed bits do not add up");
+    {   /* 2^32 - 1 chunks claimed for as many values, with room for no chunk header: refused
+         * as truncated before the decoder allocates anything per chunk (some 200 GB; a
+         * decoder that allocated first would end the program here) */
+        uint64_t big = 0xFFFFFFFFu;
+        p = v, p.len = 28 + 4; /* the block header and the table */
+        put_u32(p.b + 8, (uint32_t)big);
+        put_u32(p.b + 20, (uint32_t)(32 * big)), put_u32(p.b + 24, (uint32_t)((32 * big) >> 32));
+        CHECK(dec(d, &p, (size_t)big, 1) == -GC_ERR_TRUNCATED, "2^32 - 1 chunk headers claimed, none there");
+    }
 
     /* table section */
     p = v, p.b[28] = 2; /* k = 2 but one entry follows, then the chunk header */
