@@ -58,7 +58,6 @@
 #include "gcomp_state.h"
 #include "huffman.h"
 
-
 static const CodecParamDesc gcomp_params[] = {
     {"ntheta", 8, 1, HUFF_MAX_NTHETA, 1,
      "max Huffman code length n_theta; longer codes -> escape + raw exponent (4.3, Table 1 uses 8)", 0},

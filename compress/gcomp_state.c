@@ -169,7 +169,8 @@ int gcomp_chunks_parse(GcompChunk *ck, const uint8_t *payload, size_t len, size_
     uint64_t expect = 0, sumbits = 0, off = at + b->nch * GCOMP_CHUNK_HDR;
     for (uint64_t k = 0; k < b->nch; k++, at += GCOMP_CHUNK_HDR) {
         const uint8_t *q = payload + at;
-        uint64_t start = get_u32(q), count = get_u32(q + 4), bits = get_u32(q + 8), ebits = get_u32(q + 12), nnz = get_u32(q + 16);
+        uint64_t start = get_u32(q), count = get_u32(q + 4), bits = get_u32(q + 8), ebits = get_u32(q + 12),
+                 nnz = get_u32(q + 16);
         if (start != expect || count == 0 || count > n - start || nnz > count) return -GC_ERR_CORRUPT;
         if (ebits < count || ebits > count * (uint64_t)(b->ntheta + HUFF_RAW_BITS)) return -GC_ERR_CORRUPT;
         if (bits < ebits + 2 * nnz) return -GC_ERR_CORRUPT;

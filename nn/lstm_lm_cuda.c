@@ -188,7 +188,7 @@ Model *lstm_lm_create_cuda(const LstmLmConfig *cfg, int max_batch, int max_T) {
         ok = cuda_mirror_init(&lm->mr, m) == 0;
         lm->mr.follow_master = carry_follow_master;
     }
-    const size_t carry_bytes = (size_t)L * max_batch * H * sizeof(float);
+    const size_t carry_bytes = carry_floats(lm) * sizeof(float);
     if (ok) ok = cuda_dev_alloc((void **)&lm->d_carry_h, carry_bytes, "the carried state") == 0 &&
                  cuda_dev_alloc((void **)&lm->d_carry_c, carry_bytes, "the carried state") == 0;
     model_free(twin);

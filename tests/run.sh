@@ -7,9 +7,9 @@
 # stopped (TERM, KILL 10 s later) and counts as a failure, so a hang costs one test,
 # not the whole run.
 # A binary whose run ends in LeakSanitizer's own crash ("Tracer caught signal":
-# its stop-the-world thread faulted, as it did in a stale stack the emulation's
-# fibers had left it, tests/emulation/emu_sched.cpp; no leak was reported and the
-# binary's output may be lost) runs again, up to three runs in all, and says so.
+# its stop-the-world thread faulted, e.g. in a stale thread stack, which the
+# emulation's fibers avoid, tests/emulation/emu_sched.cpp; no leak was reported and
+# the binary's output may be lost) runs again, up to three runs in all, and says so.
 set -u
 limit=${TEST_TIMEOUT:-1200}
 passed=0

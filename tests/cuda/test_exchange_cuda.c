@@ -391,7 +391,8 @@ static void compare(const char *codec, int topology) {
               "%s %s worker %d: the device exchange's copies (%llu up, %llu down; %llu expected)", codec, name, k,
               (unsigned long long)b->h2d_bytes, (unsigned long long)b->d2h_bytes, (unsigned long long)copied);
     }
-    printf("  %-8s %-9s%s%s%s%s%s %s (bundles %llu bytes; pageable copies %llu bytes, largest %llu)\n", codec, name, nesterov ? " (Nesterov)" : "", delay > 1 ? " --delay 2" : "",
+    printf("  %-8s %-9s%s%s%s%s%s %s (bundles %llu bytes; pageable copies %llu bytes, largest %llu)\n", codec, name,
+           nesterov ? " (Nesterov)" : "", delay > 1 ? " --delay 2" : "",
            clip > 0 ? " --clip 1" : "", staged ? " staged" : "", recreate ? " recreated" : "",
            test_failed_ ? "(failures so far)" : "bit-identical", d.sent, sum_u64(d.pageable), max_u64(d.pageable_max));
     run_free(&h);

@@ -75,9 +75,9 @@ static void to_fiber(int t) {
 /* The fibers outlive a launch and serve the next one, which another host thread may make:
  * a fiber resumed by to_fiber takes the bounds of the stack it was resumed from (that
  * launch's thread), so that its next to_sched tells AddressSanitizer that thread's stack.
- * With the bounds of the thread that made the fiber instead, a later launch from another
- * thread left ASan holding a stack of a thread that had ended, and LeakSanitizer's scan at
- * exit faulted in it ("Tracer caught signal 11", now and then). */
+ * The bounds of the thread that made the fiber would leave ASan holding the stack of a
+ * thread that may have ended, and LeakSanitizer's scan at exit would fault in it
+ * ("Tracer caught signal 11"). */
 static void to_sched(void) {
     void *fake = NULL;
     __sanitizer_start_switch_fiber(&fake, sched_bottom, sched_size);
