@@ -1,5 +1,6 @@
 #include "common/crc32c.h"
 
+#include <pthread.h>
 #include <string.h>
 
 static inline uint32_t rd_u32(const uint8_t *p) {
@@ -26,7 +27,6 @@ uint32_t crc32c(uint32_t crc, const void *data, size_t len) {
     return ~(uint32_t)c;
 }
 #else
-#include <pthread.h>
 
 static uint32_t crc_table[8][256];
 static void crc_init(void) {
@@ -55,3 +55,34 @@ uint32_t crc32c(uint32_t crc, const void *data, size_t len) {
     return ~c;
 }
 #endif
+
+/* ---- pieces (common/crc32c.h) ---- */
+
+uint32_t crc32c_raw(const void *data, size_t len) { return ~crc32c(~0u, data, len); }
+
+uint32_t crc32c_apply_op(const uint32_t op[32], uint32_t s) {
+    uint32_t r = 0;
+    for (int i = 0; s; i++, s >>= 1)
+        if (s & 1) r ^= op[i];
+    return r;
+}
+
+static uint32_t zpow[64][32]; /* Z_(2^k): one zero byte, then squared */
+static void zpow_init(void) {
+    const uint8_t zero = 0;
+    for (int i = 0; i < 32; i++) zpow[0][i] = ~crc32c(~(1u << i), &zero, 1); /* R(bit i, one zero byte) */
+    for (int k = 1; k < 64; k++)
+        for (int i = 0; i < 32; i++) zpow[k][i] = crc32c_apply_op(zpow[k - 1], zpow[k - 1][i]);
+}
+static pthread_once_t zpow_once = PTHREAD_ONCE_INIT;
+
+uint32_t crc32c_zeros(uint32_t s, uint64_t nbytes) {
+    pthread_once(&zpow_once, zpow_init);
+    for (int k = 0; nbytes; k++, nbytes >>= 1)
+        if (nbytes & 1) s = crc32c_apply_op(zpow[k], s);
+    return s;
+}
+
+void crc32c_zeros_op(uint32_t op[32], uint64_t nbytes) {
+    for (int i = 0; i < 32; i++) op[i] = crc32c_zeros(1u << i, nbytes);
+}

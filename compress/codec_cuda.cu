@@ -23,6 +23,7 @@
  */
 #define GC_CODEC_CUDA_INTERNAL
 extern "C" {
+#include "common/check.h"
 #include "common/crc32c.h"
 #include "common/errors.h"
 #include "common/rng.h"
@@ -32,6 +33,7 @@ extern "C" {
 #include "compress/codec_cuda.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include <cub/cub.cuh>
@@ -339,6 +341,18 @@ static uint8_t *upload(const uint8_t *p, size_t len) {
     return d;
 }
 
+/* A frame's payload as the dense decoders read it: on the device, 8-byte aligned (the
+ * kernels load 16-, 32- and 64-bit words), with host copies of its first and last bytes,
+ * the only ones read on the host (scales, means, the padding of the last byte). */
+typedef struct {
+    const uint8_t *d; /* [len] device */
+    size_t len;
+    uint8_t head[8];  /* bytes 0 .. min(len, 8) - 1 */
+    uint8_t tail[8];  /* the last min(len, 8) bytes, right-aligned: tail[8 - k] is byte len - k */
+} Pay;
+/* byte i of the payload, one of its last 8 */
+static uint8_t pay_tail(const Pay *p, size_t i) { return p->tail[8 - (p->len - i)]; }
+
 /* ================================================================ fp32 ==== */
 
 __global__ void k_acc_f32(float *out, const float *v, size_t n, float weight) {
@@ -353,18 +367,16 @@ static int64_t fp32_enc(uint8_t *pay, size_t cap, const float *x, size_t n, cons
     return (int64_t)(4 * n);
 }
 
-static int fp32_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+static int fp32_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
     if (flags) return -GC_ERR_CORRUPT;
-    if (len != 4 * n) return len < 4 * n ? -GC_ERR_TRUNCATED : -GC_ERR_OVERSIZED;
+    if (p->len != 4 * n) return p->len < 4 * n ? -GC_ERR_TRUNCATED : -GC_ERR_OVERSIZED;
     if (n == 0) return 0;
     if (!acc) {
-        cudaCheck(cudaMemcpy(out, p, 4 * n, cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpyAsync(out, p->d, 4 * n, cudaMemcpyDeviceToDevice, 0));
         return 0;
     }
-    float *v = (float *)upload(p, 4 * n);
-    k_acc_f32<<<gcx_grid(n), TPB>>>(out, v, n, weight);
+    k_acc_f32<<<gcx_grid(n), TPB>>>(out, (const float *)p->d, n, weight);
     cudaCheckLast();
-    gcx_dfree(v);
     return 0;
 }
 
@@ -428,15 +440,13 @@ static int64_t fp16_enc(uint8_t *pay, size_t cap, const float *x, size_t n, cons
     return (int64_t)(2 * n);
 }
 
-static int fp16_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+static int fp16_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
     if (flags) return -GC_ERR_CORRUPT;
     if (n > SIZE_MAX / 2) return -GC_ERR_COUNT;
-    if (len != 2 * n) return len < 2 * n ? -GC_ERR_TRUNCATED : -GC_ERR_OVERSIZED;
+    if (p->len != 2 * n) return p->len < 2 * n ? -GC_ERR_TRUNCATED : -GC_ERR_OVERSIZED;
     if (n == 0) return 0;
-    uint8_t *d = upload(p, len);
-    k_fp16_dec<<<gcx_grid(n), TPB>>>(out, (const uint16_t *)d, n, weight, acc);
+    k_fp16_dec<<<gcx_grid(n), TPB>>>(out, (const uint16_t *)p->d, n, weight, acc);
     cudaCheckLast();
-    gcx_dfree(d);
     return 0;
 }
 
@@ -478,23 +488,19 @@ static int64_t int8_enc(uint8_t *pay, size_t cap, const float *x, size_t n, cons
     return (int64_t)(4 + n);
 }
 
-static int int8_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+static int int8_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    size_t len = p->len;
     if (flags) return -GC_ERR_CORRUPT;
     if (len < 4 || len - 4 < n) return -GC_ERR_TRUNCATED;
     if (len - 4 > n) return -GC_ERR_OVERSIZED;
-    uint32_t sb = get_u32(p);
+    uint32_t sb = get_u32(p->head);
     if (sb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
     if (isinf(127.0f * bits2f(sb))) return -GC_ERR_CORRUPT;
     if (n == 0) return 0;
-    uint8_t *d = upload(p + 4, n);
-    int rc = 0;
-    if (any_bad_bytes(d, n, BAD_I8)) rc = -GC_ERR_CORRUPT;
-    else {
-        k_int8_dec<<<gcx_grid(n), TPB>>>(out, (const int8_t *)d, n, bits2f(sb), weight, acc);
-        cudaCheckLast();
-    }
-    gcx_dfree(d);
-    return rc;
+    if (any_bad_bytes(p->d + 4, n, BAD_I8)) return -GC_ERR_CORRUPT;
+    k_int8_dec<<<gcx_grid(n), TPB>>>(out, (const int8_t *)(p->d + 4), n, bits2f(sb), weight, acc);
+    cudaCheckLast();
+    return 0;
 }
 
 /* ===================================================== terngrad, stoch3 ==== */
@@ -628,24 +634,20 @@ static int64_t terngrad_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, 
     return (int64_t)(4 + nb);
 }
 
-static int terngrad_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+static int terngrad_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    size_t len = p->len;
     if (flags) return -GC_ERR_CORRUPT;
     size_t nb = n / 4 + (n % 4 != 0);
     if (len < 4 || len - 4 < nb) return -GC_ERR_TRUNCATED;
     if (len - 4 > nb) return -GC_ERR_OVERSIZED;
-    uint32_t sb = get_u32(p);
+    uint32_t sb = get_u32(p->head);
     if (sb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
     if (nb == 0) return 0;
-    uint8_t *d = upload(p + 4, nb);
-    int rc = 0;
-    if (any_bad_bytes(d, nb, BAD_TERN)) rc = -GC_ERR_CORRUPT;
-    else if (n % 4 && (p[4 + nb - 1] >> (2 * (n % 4)))) rc = -GC_ERR_CORRUPT; /* padding codes not 0 */
-    else {
-        k_tern_dec<<<gcx_grid(n), TPB>>>(out, d, n, bits2f(sb), weight, acc);
-        cudaCheckLast();
-    }
-    gcx_dfree(d);
-    return rc;
+    if (any_bad_bytes(p->d + 4, nb, BAD_TERN)) return -GC_ERR_CORRUPT;
+    if (n % 4 && (pay_tail(p, 4 + nb - 1) >> (2 * (n % 4)))) return -GC_ERR_CORRUPT; /* padding codes not 0 */
+    k_tern_dec<<<gcx_grid(n), TPB>>>(out, p->d + 4, n, bits2f(sb), weight, acc);
+    cudaCheckLast();
+    return 0;
 }
 
 static int64_t stoch3_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
@@ -664,25 +666,21 @@ static int64_t stoch3_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, si
     return (int64_t)(4 + L);
 }
 
-static int stoch3_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+static int stoch3_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    size_t len = p->len;
     if (flags) return -GC_ERR_CORRUPT;
     size_t L = b3_len(n), full = b3_full(n, L);
     if (len < 4 || len - 4 < L) return -GC_ERR_TRUNCATED;
     if (len - 4 > L) return -GC_ERR_OVERSIZED;
-    uint32_t sb = get_u32(p);
+    uint32_t sb = get_u32(p->head);
     if (sb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
     if (L == 0) return 0;
-    uint8_t *d = upload(p + 4, L);
-    int rc = 0;
-    if (any_bad_bytes(d, L, BAD_B3)) rc = -GC_ERR_CORRUPT;
-    for (size_t j = full; j < L && !rc; j++) /* at most 5 bytes hold padding digits */
-        if (!b3_pad_ok(p[4 + j], j, n, L)) rc = -GC_ERR_CORRUPT;
-    if (!rc) {
-        k_b3_dec<<<gcx_grid(L), TPB>>>(out, d, n, L, bits2f(sb), weight, acc);
-        cudaCheckLast();
-    }
-    gcx_dfree(d);
-    return rc;
+    if (any_bad_bytes(p->d + 4, L, BAD_B3)) return -GC_ERR_CORRUPT;
+    for (size_t j = full; j < L; j++) /* at most 5 bytes, the last ones, hold padding digits */
+        if (!b3_pad_ok(pay_tail(p, 4 + j), j, n, L)) return -GC_ERR_CORRUPT;
+    k_b3_dec<<<gcx_grid(L), TPB>>>(out, p->d + 4, n, L, bits2f(sb), weight, acc);
+    cudaCheckLast();
+    return 0;
 }
 
 /* terngrad/stoch3 local scalar (codec_local_scalar) */
@@ -827,16 +825,17 @@ __global__ void k_zre_expand(uint8_t *B, const uint8_t *z, const uint64_t *pos, 
     }
 }
 
-static int tlc_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    size_t len = p->len;
     if (flags) return -GC_ERR_CORRUPT;
     if (len < 4) return -GC_ERR_TRUNCATED;
-    uint32_t mb = get_u32(p);
+    uint32_t mb = get_u32(p->head);
     if (mb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
     float m = bits2f(mb);
     size_t L = b3_len(n), full = b3_full(n, L);
     size_t zlen = len - 4;
     if (zlen == 0) return L ? -GC_ERR_TRUNCATED : 0;
-    uint8_t *z = upload(p + 4, zlen);
+    const uint8_t *z = p->d + 4;
     uint64_t *e = (uint64_t *)gcx_dmalloc((zlen + 1) * 8), *pos = (uint64_t *)gcx_dmalloc((zlen + 1) * 8);
     uint32_t *bad = (uint32_t *)gcx_dmalloc(4);
     cudaCheck(cudaMemsetAsync(bad, 0, 4, 0));
@@ -861,7 +860,6 @@ static int tlc_dec(float *out, size_t n, float weight, int acc, const uint8_t *p
         cudaCheckLast();
         gcx_dfree(B);
     }
-    gcx_dfree(z);
     gcx_dfree(e);
     gcx_dfree(pos);
     gcx_dfree(bad);
@@ -908,20 +906,19 @@ static int64_t onebit_enc(uint8_t *pay, size_t cap, const float *x, size_t n, co
     return (int64_t)(8 + nb);
 }
 
-static int onebit_dec(float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len, uint16_t flags) {
+static int onebit_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    size_t len = p->len;
     if (flags) return -GC_ERR_CORRUPT;
     size_t nb = n / 8 + (n % 8 != 0);
     if (len < 8 || len - 8 < nb) return -GC_ERR_TRUNCATED;
     if (len - 8 > nb) return -GC_ERR_OVERSIZED;
-    uint32_t pb = get_u32(p), qb = get_u32(p + 4);
+    uint32_t pb = get_u32(p->head), qb = get_u32(p->head + 4);
     if (pb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
     if (qb != 0 && (qb < 0x80000000u || qb > 0x80000000u + DENSE_FINITE_MAX_GPU)) return -GC_ERR_CORRUPT;
-    if (n % 8 && (p[8 + nb - 1] >> (n % 8))) return -GC_ERR_CORRUPT;
+    if (n % 8 && (pay_tail(p, 8 + nb - 1) >> (n % 8))) return -GC_ERR_CORRUPT;
     if (n == 0) return 0;
-    uint8_t *d = upload(p + 8, nb);
-    k_onebit_dec<<<gcx_grid(n), TPB>>>(out, d, n, bits2f(pb), bits2f(qb), weight, acc);
+    k_onebit_dec<<<gcx_grid(n), TPB>>>(out, p->d + 8, n, bits2f(pb), bits2f(qb), weight, acc);
     cudaCheckLast();
-    gcx_dfree(d);
     return 0;
 }
 
@@ -1051,8 +1048,8 @@ static int64_t ternsum_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, s
     return (int64_t)(8 + 8 * nw);
 }
 
-static int ternsum_dec(const Codec *c, float *out, size_t n, float weight, int acc, const uint8_t *p, size_t len,
-                       uint16_t flags) {
+static int ternsum_dec(const Codec *c, float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    size_t len = p->len;
     int tn = (int)c->spec.v[0];
     uint64_t B = 2 * (uint64_t)tn + 1;
     int K = ts_digits_h(B);
@@ -1060,11 +1057,11 @@ static int ternsum_dec(const Codec *c, float *out, size_t n, float weight, int a
     if (flags) return -GC_ERR_CORRUPT;
     if (len < 8 || (len - 8) / 8 < nw) return -GC_ERR_TRUNCATED;
     if (len - 8 > 8 * nw) return -GC_ERR_OVERSIZED;
-    uint32_t sb = get_u32(p);
+    uint32_t sb = get_u32(p->head);
     if (sb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
-    if (get_u16(p + 4) != tn || get_u16(p + 6) != 0) return -GC_ERR_CORRUPT;
+    if (get_u16(p->head + 4) != tn || get_u16(p->head + 6) != 0) return -GC_ERR_CORRUPT;
     if (nw == 0) return 0;
-    uint64_t *d = (uint64_t *)upload(p + 8, 8 * nw);
+    const uint64_t *d = (const uint64_t *)(p->d + 8);
     uint32_t *bad = (uint32_t *)gcx_dmalloc(4);
     cudaCheck(cudaMemsetAsync(bad, 0, 4, 0));
     k_ternsum_check<<<gcx_grid(nw), TPB>>>(bad, d, nw, ts_pow_h(B, (size_t)K), ts_pow_h(B, n - (nw - 1) * (size_t)K));
@@ -1078,7 +1075,6 @@ static int ternsum_dec(const Codec *c, float *out, size_t n, float weight, int a
         k_ternsum_dec<<<gcx_grid(nw), TPB>>>(out, d, n, tn, B, K, nw, bits2f(sb), weight, acc);
         cudaCheckLast();
     }
-    gcx_dfree(d);
     return rc;
 }
 
@@ -1125,6 +1121,17 @@ int64_t codec_encode_cuda_payload(CodecCuda *g, uint8_t *payload, size_t cap, ui
     return len;
 }
 
+/* the common header (compress/codec.c codec_encode) of a payload of len bytes */
+static void put_header(uint8_t *h, const CodecCuda *g, uint16_t flags, size_t n, int64_t len, uint32_t crc) {
+    memcpy(h, CODEC_MAGIC, 4);
+    h[4] = CODEC_VERSION;
+    h[5] = (uint8_t)g->spec.ops->id;
+    put_u16(h + 6, flags);
+    put_u32(h + 8, (uint32_t)n);
+    put_u32(h + 12, (uint32_t)len);
+    put_u32(h + 16, crc);
+}
+
 int64_t codec_encode_cuda(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
                           const CodecSide *side) {
     static const CodecSide none = CodecSide();
@@ -1140,43 +1147,184 @@ int64_t codec_encode_cuda(CodecCuda *g, uint8_t *frame, size_t cap, const float 
     gcx_dfree(pay);
     cudaCheck(cudaStreamSynchronize(0));
     if (len < 0) return len;
-    /* the common header (compress/codec.c codec_encode) */
-    memcpy(frame, CODEC_MAGIC, 4);
-    frame[4] = CODEC_VERSION;
-    frame[5] = (uint8_t)g->spec.ops->id;
-    put_u16(frame + 6, flags);
-    put_u32(frame + 8, (uint32_t)n);
-    put_u32(frame + 12, (uint32_t)len);
-    put_u32(frame + 16, crc32c(0, frame + CODEC_HEADER_SIZE, (size_t)len));
+    put_header(frame, g, flags, n, len, crc32c(0, frame + CODEC_HEADER_SIZE, (size_t)len));
     return CODEC_HEADER_SIZE + len;
 }
 
-static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
-                        size_t len) {
-    FrameHeader h;
-    int rc = frame_header_read(&h, frame, len);
-    if (rc) return rc;
-    if (h.codec != (uint8_t)g->spec.ops->id) return -GC_ERR_CODEC;
-    if ((size_t)h.count != n) return -GC_ERR_COUNT;
-    const uint8_t *p = frame + CODEC_HEADER_SIZE;
-    if (crc32c(0, p, h.payload_len) != h.crc) return -GC_ERR_CHECKSUM;
-    size_t pl = h.payload_len;
+/* ---- CRC-32C on the device (common/crc32c.h's pieces) ----
+ * Each thread takes CRC_PIECE bytes and computes their register from 0; each block folds
+ * its TPB registers (a power of 2) pairwise with the zero-byte operators Z_(CRC_PIECE 2^k),
+ * a tree of log2(TPB) levels, into the register of its CRC_SPAN bytes; the host folds the
+ * blocks'.
+ * The bytes are taken as if preceded by zeros up to a whole number of spans, which leaves
+ * the register from 0 unchanged, so every piece and every block has its full length. */
+#define CRC_PIECE 1024
+#define CRC_SPAN ((size_t)CRC_PIECE * TPB)
+#define CRC_LEVELS 10 /* log2(TPB), and more */
+typedef struct {
+    uint32_t z[CRC_LEVELS][32]; /* Z_(CRC_PIECE 2^k), those with 2^k < TPB */
+} CrcOps;
+static_assert((1u << CRC_LEVELS) >= TPB, "CrcOps holds every level of the block's tree");
+
+__device__ __forceinline__ uint32_t d_apply_op(const uint32_t *op, uint32_t s) {
+    uint32_t r = 0;
+    for (int i = 0; i < 32; i++)
+        if ((s >> i) & 1u) r ^= op[i];
+    return r;
+}
+
+/* part[b] = the register from 0 of block b's span of the bytes p[len] behind pad zeros */
+__global__ void k_crc_spans(uint32_t *part, const uint8_t *p, size_t len, size_t pad, CrcOps ops) {
+    __shared__ uint32_t tab[256];
+    __shared__ uint32_t reg[TPB];
+    for (uint32_t i = threadIdx.x; i < 256; i += TPB) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+        tab[i] = c;
+    }
+    __syncthreads();
+    size_t v0 = ((size_t)blockIdx.x * TPB + threadIdx.x) * CRC_PIECE, v1 = v0 + CRC_PIECE;
+    uint32_t r = 0;
+    for (size_t v = v0 > pad ? v0 : pad; v < v1; v++) r = (r >> 8) ^ tab[(r ^ p[v - pad]) & 0xFFu];
+    reg[threadIdx.x] = r;
+    __syncthreads();
+    for (int k = 0; (1u << k) < TPB; k++) {
+        unsigned step = 1u << k;
+        if ((threadIdx.x & (2 * step - 1)) == 0)
+            reg[threadIdx.x] = d_apply_op(ops.z[k], reg[threadIdx.x]) ^ reg[threadIdx.x + step];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) part[blockIdx.x] = reg[0];
+}
+
+static CrcOps crc_ops;
+static uint32_t crc_span_op[32];
+static void crc_ops_init(void) {
+    for (int k = 0; (1u << k) < TPB && k < CRC_LEVELS; k++) crc32c_zeros_op(crc_ops.z[k], (uint64_t)CRC_PIECE << k);
+    crc32c_zeros_op(crc_span_op, CRC_SPAN);
+}
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+uint32_t crc32c_cuda(uint32_t crc, const void *data, size_t len) {
+    if (len == 0) return crc;
+    pthread_once(&crc_once, crc_ops_init);
+    size_t nb = (len - 1) / CRC_SPAN + 1;
+    uint32_t *d = (uint32_t *)gcx_dmalloc(nb * sizeof(uint32_t)), *h = (uint32_t *)mallocCheck(nb * sizeof(uint32_t));
+    k_crc_spans<<<(unsigned)nb, TPB>>>(d, (const uint8_t *)data, len, nb * CRC_SPAN - len, crc_ops);
+    cudaCheckLast();
+    cudaCheck(cudaMemcpy(h, d, nb * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+    gcx_dfree(d);
+    uint32_t r = 0; /* the register from 0 of the padded bytes, which is that of the bytes */
+    for (size_t b = 0; b < nb; b++) r = crc32c_apply_op(crc_span_op, r) ^ h[b];
+    free(h);
+    return ~(crc32c_zeros(~crc, len) ^ r);
+}
+
+int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
+                              const CodecSide *side) {
+    if (n > CODEC_MAX_COUNT) return -GC_ERR_PARAM;
+    if (cap < CODEC_HEADER_SIZE) return -GC_ERR_NOSPACE;
+    uint16_t flags = 0;
+    int64_t len = codec_encode_cuda_payload(g, frame + CODEC_HEADER_SIZE, cap - CODEC_HEADER_SIZE, &flags, x, n, side);
+    if (len >= 0 && (uint64_t)len > 0xFFFFFFFFu) len = -GC_ERR_NOSPACE;
+    if (len < 0) return len;
+    uint8_t h[CODEC_HEADER_SIZE];
+    put_header(h, g, flags, n, len, crc32c_cuda(0, frame + CODEC_HEADER_SIZE, (size_t)len));
+    cudaCheck(cudaMemcpy(frame, h, CODEC_HEADER_SIZE, cudaMemcpyHostToDevice));
+    return CODEC_HEADER_SIZE + len;
+}
+
+/* the payload decoded by the codec: dense codecs read pay (device), the sparsifiers and
+ * gcomp, whose frames are parsed on the host, read host (pay->len bytes) */
+static int decode_payload(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *pay,
+                          const uint8_t *host, uint16_t flags) {
+    int rc;
     switch (g->spec.ops->id) {
-    case CODEC_FP32: rc = fp32_dec(out, n, weight, acc, p, pl, h.flags); break;
-    case CODEC_FP16: rc = fp16_dec(out, n, weight, acc, p, pl, h.flags); break;
-    case CODEC_INT8: rc = int8_dec(out, n, weight, acc, p, pl, h.flags); break;
-    case CODEC_TERNGRAD: rc = terngrad_dec(out, n, weight, acc, p, pl, h.flags); break;
-    case CODEC_STOCH3: rc = stoch3_dec(out, n, weight, acc, p, pl, h.flags); break;
-    case CODEC_3LC: rc = tlc_dec(out, n, weight, acc, p, pl, h.flags); break;
-    case CODEC_ONEBIT: rc = onebit_dec(out, n, weight, acc, p, pl, h.flags); break;
+    case CODEC_FP32: rc = fp32_dec(out, n, weight, acc, pay, flags); break;
+    case CODEC_FP16: rc = fp16_dec(out, n, weight, acc, pay, flags); break;
+    case CODEC_INT8: rc = int8_dec(out, n, weight, acc, pay, flags); break;
+    case CODEC_TERNGRAD: rc = terngrad_dec(out, n, weight, acc, pay, flags); break;
+    case CODEC_STOCH3: rc = stoch3_dec(out, n, weight, acc, pay, flags); break;
+    case CODEC_3LC: rc = tlc_dec(out, n, weight, acc, pay, flags); break;
+    case CODEC_ONEBIT: rc = onebit_dec(out, n, weight, acc, pay, flags); break;
     case CODEC_TOPK:
     case CODEC_DGC:
-    case CODEC_SBC: rc = gcx_sparse_decode(g, out, n, weight, acc, p, pl, h.flags); break;
-    case CODEC_GCOMP: rc = gcx_gcomp_decode(g, out, n, weight, acc, p, pl, h.flags); break;
-    case CODEC_TERNSUM: rc = ternsum_dec(g->cpu, out, n, weight, acc, p, pl, h.flags); break;
+    case CODEC_SBC: rc = gcx_sparse_decode(g, out, n, weight, acc, host, pay->len, flags); break;
+    case CODEC_GCOMP: rc = gcx_gcomp_decode(g, out, n, weight, acc, host, pay->len, flags); break;
+    case CODEC_TERNSUM: rc = ternsum_dec(g->cpu, out, n, weight, acc, pay, flags); break;
     default: rc = -GC_ERR_CODEC;
     }
     cudaCheck(cudaStreamSynchronize(0));
+    return rc;
+}
+
+static int host_parsed(const CodecCuda *g) {
+    CodecId id = g->spec.ops->id;
+    return id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC || id == CODEC_GCOMP;
+}
+
+/* the header checks of compress/codec.c decode_frame, before the CRC */
+static int check_header(const CodecCuda *g, FrameHeader *h, const uint8_t *hdr, size_t len, size_t n) {
+    int rc = frame_header_read(h, hdr, len);
+    if (rc) return rc;
+    if (h->codec != (uint8_t)g->spec.ops->id) return -GC_ERR_CODEC;
+    if ((size_t)h->count != n) return -GC_ERR_COUNT;
+    return 0;
+}
+
+/* a host frame: the payload uploaded once for the dense decoders */
+static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
+                        size_t len) {
+    FrameHeader h;
+    int rc = check_header(g, &h, frame, len, n);
+    if (rc) return rc;
+    const uint8_t *p = frame + CODEC_HEADER_SIZE;
+    size_t pl = h.payload_len;
+    if (crc32c(0, p, pl) != h.crc) return -GC_ERR_CHECKSUM;
+    Pay pay;
+    memset(&pay, 0, sizeof pay);
+    pay.len = pl;
+    memcpy(pay.head, p, pl < 8 ? pl : 8);
+    memcpy(pay.tail + 8 - (pl < 8 ? pl : 8), p + pl - (pl < 8 ? pl : 8), pl < 8 ? pl : 8);
+    uint8_t *d = host_parsed(g) ? NULL : upload(p, pl);
+    pay.d = d;
+    rc = decode_payload(g, out, n, weight, acc, &pay, p, h.flags);
+    if (d) gcx_dfree(d);
+    return rc;
+}
+
+/* a device frame: its header and its payload's first and last bytes copied to the host,
+ * the CRC computed on the device, the payload read in place (moved when it is not 8-byte
+ * aligned); the sparsifiers' and gcomp's payloads are copied to the host, where they are
+ * parsed */
+static int decode_frame_dev(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
+                            size_t len) {
+    uint8_t hb[CODEC_HEADER_SIZE + 8];
+    size_t k = len < sizeof hb ? len : sizeof hb;
+    if (k) cudaCheck(cudaMemcpy(hb, frame, k, cudaMemcpyDeviceToHost));
+    FrameHeader h;
+    int rc = check_header(g, &h, hb, len, n);
+    if (rc) return rc;
+    const uint8_t *p = frame + CODEC_HEADER_SIZE;
+    size_t pl = h.payload_len, e = pl < 8 ? pl : 8;
+    if (crc32c_cuda(0, p, pl) != h.crc) return -GC_ERR_CHECKSUM;
+    Pay pay;
+    memset(&pay, 0, sizeof pay);
+    pay.len = pl;
+    memcpy(pay.head, hb + CODEC_HEADER_SIZE, e);
+    if (e) cudaCheck(cudaMemcpy(pay.tail + 8 - e, p + pl - e, e, cudaMemcpyDeviceToHost));
+    uint8_t *moved = NULL, *host = NULL;
+    if (host_parsed(g)) {
+        host = (uint8_t *)mallocCheck(pl ? pl : 1);
+        if (pl) cudaCheck(cudaMemcpy(host, p, pl, cudaMemcpyDeviceToHost));
+    } else if ((uintptr_t)p & 7) {
+        moved = (uint8_t *)gcx_dmalloc(pl);
+        if (pl) cudaCheck(cudaMemcpyAsync(moved, p, pl, cudaMemcpyDeviceToDevice, 0));
+    }
+    pay.d = moved ? moved : p;
+    rc = decode_payload(g, out, n, weight, acc, &pay, host, h.flags);
+    if (moved) gcx_dfree(moved);
+    free(host);
     return rc;
 }
 
@@ -1186,6 +1334,14 @@ int codec_decode_cuda(CodecCuda *g, float *out, size_t n, const uint8_t *frame, 
 
 int codec_decode_acc_cuda(CodecCuda *g, float *out, size_t n, float weight, const uint8_t *frame, size_t len) {
     return decode_frame(g, out, n, weight, 1, frame, len);
+}
+
+int codec_decode_cuda_dev(CodecCuda *g, float *out, size_t n, const uint8_t *frame, size_t len) {
+    return decode_frame_dev(g, out, n, 1.0f, 0, frame, len);
+}
+
+int codec_decode_acc_cuda_dev(CodecCuda *g, float *out, size_t n, float weight, const uint8_t *frame, size_t len) {
+    return decode_frame_dev(g, out, n, weight, 1, frame, len);
 }
 
 float codec_local_scalar_cuda(CodecCuda *g, const float *x, size_t n) {

@@ -23,8 +23,9 @@
  * are the CPU's: encode returns the frame length or a negative GcError, decode
  * 0 or a negative GcError.
  *
- * Work runs on the legacy default CUDA stream; each call returns when its
- * results are complete (the frame in host memory, out/repr/mask on the device).
+ * Work runs on the calling thread's default stream (the build's per-thread default
+ * streams, docs/GPU.md "Streams"); each call returns when its results are complete
+ * (the frame in host memory, out/repr/mask on the device).
  * Scratch memory comes from the stream-ordered allocator (cudaMallocAsync).
  * CUDA failures (out of memory, a bad pointer) print file and line and exit,
  * like every other checking macro of the project. Not thread-safe per
@@ -94,6 +95,23 @@ int64_t codec_encode_cuda_payload(CodecCuda *g, uint8_t *payload, size_t cap, ui
 int codec_decode_cuda(CodecCuda *g, float *out, size_t n, const uint8_t *frame, size_t len);
 /* out += weight * decode(frame), as codec_decode_acc.  out: [n] device */
 int codec_decode_acc_cuda(CodecCuda *g, float *out, size_t n, float weight, const uint8_t *frame, size_t len);
+
+/* The same with the whole frame in DEVICE memory (the exchange's bundles over NCCL,
+ * dist/exchange_cuda.c): the same bytes and the same results and error codes as the
+ * host-frame calls. Encoding writes the payload in place, computes its CRC on the device
+ * and copies the 20-byte header up; decoding copies the header and the payload's first
+ * and last 8 bytes down, checks the CRC on the device and decodes the payload where it
+ * lies (a payload that is not 8-byte aligned is first moved, device to device). The
+ * sparsifiers' and gcomp's decoders parse their payloads on the host: for them the
+ * payload is copied down.  frame: [cap] / [len] device, any alignment */
+int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
+                              const CodecSide *side);
+int codec_decode_cuda_dev(CodecCuda *g, float *out, size_t n, const uint8_t *frame, size_t len);
+int codec_decode_acc_cuda_dev(CodecCuda *g, float *out, size_t n, float weight, const uint8_t *frame, size_t len);
+
+/* crc32c(crc, data, len) (common/crc32c.h) of len bytes of DEVICE memory, computed on the
+ * device in pieces of 1 KiB folded with the zero-byte operators; the same value */
+uint32_t crc32c_cuda(uint32_t crc, const void *data, size_t len);
 
 /* terngrad/stoch3: the scalar the codec would use for x (TernGrad 3.1), as
  * codec_local_scalar; NaN for other codecs or non-finite input.  x: [n] device */

@@ -18,6 +18,31 @@ static void test_crc(void) {
     CHECK(a == 0xE3069283u, "crc32c incremental");
 }
 
+/* a CRC in pieces, each from register 0, folded with the zero-byte operators
+ * (common/crc32c.h): the GPU's CRC of a frame (compress/codec_cuda.cu) is computed so */
+static void test_crc_pieces(void) {
+    static uint8_t buf[70000];
+    Rng r;
+    rng_init(&r, 5, 0);
+    for (size_t i = 0; i < sizeof buf; i++) buf[i] = (uint8_t)rng_u64(&r);
+    for (int trial = 0; trial < 60; trial++) {
+        size_t len = trial < 3 ? (size_t)trial : (size_t)(rng_u64(&r) % sizeof buf);
+        size_t piece = 1 + (size_t)(rng_u64(&r) % (trial & 1 ? 64 : 9000));
+        uint32_t c0 = trial % 3 ? (uint32_t)rng_u64(&r) : 0, s = 0, op[32];
+        for (size_t at = 0; at < len; at += piece) {
+            size_t k = len - at < piece ? len - at : piece;
+            crc32c_zeros_op(op, k);
+            s = crc32c_apply_op(op, s) ^ crc32c_raw(buf + at, k);
+        }
+        uint32_t got = ~(crc32c_zeros(~c0, len) ^ s), want = crc32c(c0, buf, len);
+        CHECK(got == want, "crc32c of %zu bytes in pieces of %zu from 0x%08x: 0x%08x, whole 0x%08x", len, piece, c0,
+              got, want);
+    }
+    uint8_t pad[40] = {0};
+    memcpy(pad + 9, "123456789", 9);
+    CHECK(crc32c_raw(pad, 18) == crc32c_raw("123456789", 9), "zero bytes in front do not change the register from 0");
+}
+
 static void test_bitio(void) {
     uint8_t buf[8];
     BitWriter w;
@@ -177,6 +202,7 @@ static void test_refused_untouched(void) {
 
 int main(void) {
     test_crc();
+    test_crc_pieces();
     test_bitio();
     test_parse();
     test_frame();

@@ -164,6 +164,27 @@ static void cmp_decode(const CodecSpec *spec, const char *text, const uint8_t *f
         SAME(rc == rg, CASEF " %s %s: decode rc cpu %d gpu %d", CASEA(text, n, d, seed), what, acc ? "acc" : "plain",
              rc, rg);
         down(og, dout, n * sizeof(float));
+        /* the frame in device memory, at an offset that is not 8-byte aligned (as in a bundle),
+         * decoded by a third decoder: the same code and the same floats as the host frame's
+         * (accumulating only: the decoders after the frame's checks are the host frame's) */
+        if (acc) {
+            CodecCuda *gv = codec_cuda_new(spec);
+            float *vout = dalloc_f(n), *ov = malloc((n ? n : 1) * sizeof(float));
+            size_t off = 1 + len % 7;
+            uint8_t *dframe = dalloc_b(len + off);
+            up(dframe + off, frame, len);
+            up(vout, init, n * sizeof(float));
+            int rv = acc ? codec_decode_acc_cuda_dev(gv, vout, n, w, dframe + off, len)
+                         : codec_decode_cuda_dev(gv, vout, n, dframe + off, len);
+            down(ov, vout, n * sizeof(float));
+            SAME(rv == rg && memcmp(ov, og, n * sizeof(float)) == 0,
+                 CASEF " %s %s: device frame: rc %d, floats %s the host frame's (rc %d)", CASEA(text, n, d, seed), what,
+                 acc ? "acc" : "plain", rv, memcmp(ov, og, n * sizeof(float)) ? "differ from" : "equal to", rg);
+            codec_cuda_free(gv);
+            free(ov);
+            cudaCheck(cudaFree(vout));
+            cudaCheck(cudaFree(dframe));
+        }
         /* a refused frame leaves out untouched, on both */
         if (rc != 0 || rg != 0)
             SAME((rc == 0 || memcmp(oc, init, n * sizeof(float)) == 0) &&
@@ -305,6 +326,23 @@ static void one_case(const char *text, size_t n, int d, uint64_t seed, int corru
             down(pay, dpay, (size_t)lp);
             SAME(first_diff(pay, fc + CODEC_HEADER_SIZE, (size_t)lp) < 0 && fl == get_u16(fc + 6),
                  CASEF ": payload variant bytes/flags differ", CASEA(text, n, d, seed));
+        }
+        /* the whole frame in device memory, not 8-byte aligned, from a fresh GPU codec */
+        {
+            CodecCuda *gv = codec_cuda_new(&spec);
+            uint8_t *dframe = dalloc_b(cap + 3);
+            CodecSide sv = {0};
+            sv.seed = sg.seed;
+            sv.levels = sg.levels;
+            int64_t lv = codec_encode_cuda_dev(gv, dframe + 3, cap, dx, n, &sv);
+            SAME(lv == lc, CASEF ": device frame length %lld", CASEA(text, n, d, seed), (long long)lv);
+            if (lv == lc) {
+                down(pay, dframe + 3, (size_t)lv);
+                long at = first_diff(pay, fc, (size_t)lv);
+                SAME(at < 0, CASEF ": device frame differs at byte %ld", CASEA(text, n, d, seed), at);
+            }
+            codec_cuda_free(gv);
+            cudaCheck(cudaFree(dframe));
         }
         /* decodes of the (common) frame */
         cmp_decode(&spec, text, fc, (size_t)lc, n, d, seed, "valid");
@@ -647,6 +685,27 @@ int main(void) {
         printf("  %-28s %6d checks, %d failed\n", "misaligned payload", test_passed_ + test_failed_ - p0 - f0,
                test_failed_ - f0);
         fflush(stdout);
+    }
+    { /* the device CRC (crc32c_cuda): lengths around its 1 KiB pieces and 256 KiB blocks, any alignment */
+        static const size_t crc_n[] = {0, 1, 7, 8, 1023, 1024, 1025, 4096 + 3, 262143, 262144, 262145, 600001};
+        size_t most = 600001 + 8;
+        uint8_t *h = malloc(most), *dbuf = dalloc_b(most);
+        Rng r;
+        rng_init(&r, 31, 0);
+        for (size_t i = 0; i < most; i++) h[i] = (uint8_t)rng_u64(&r);
+        up(dbuf, h, most);
+        int f0 = test_failed_, p0 = test_passed_;
+        for (size_t k = 0; k < sizeof crc_n / sizeof crc_n[0]; k++)
+            for (size_t off = 0; off < 8; off += 3) {
+                uint32_t c0 = off == 3 ? 0xDEADBEEFu : 0;
+                uint32_t want = crc32c(c0, h + off, crc_n[k]), got = crc32c_cuda(c0, dbuf + off, crc_n[k]);
+                CHECK(got == want, "crc32c_cuda of %zu bytes at offset %zu from 0x%08x: 0x%08x, want 0x%08x", crc_n[k],
+                      off, c0, got, want);
+            }
+        printf("  %-28s %6d checks, %d failed\n", "device crc32c", test_passed_ + test_failed_ - p0 - f0,
+               test_failed_ - f0);
+        free(h);
+        cudaCheck(cudaFree(dbuf));
     }
     gcomp_sequence("gcomp:ntheta=4,every=2,chunk=100");
     gcomp_sequence("gcomp:every=3,chunk=4096");
