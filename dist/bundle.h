@@ -20,6 +20,8 @@
  * bytes u32 tensor, u32 chunk, u32 length, then the frame; the count at offset
  * 12 is set by the caller) */
 void bundle_begin(ByteBuf *b, long step);
+/* the BUNDLE_HDR bytes of a bundle header into h */
+void bundle_header(uint8_t *h, long step, uint32_t entries);
 
 typedef struct {
     const uint8_t *p;
@@ -27,11 +29,18 @@ typedef struct {
     uint32_t left;
 } BundleReader;
 
-/* 0, or a negative GcError: too short, bad magic or version, another step */
+/* 0, or a negative GcError: too short, bad magic or version, another step. Reads only
+ * the first BUNDLE_HDR bytes of p (and none when len is shorter) */
 int bundle_open(BundleReader *r, const uint8_t *p, size_t len, long step);
 /* the next entry, which must be tensor t's chunk (0 for whole tensors): its
  * frame and length; 0 or a negative GcError */
 int bundle_next(BundleReader *r, int t, int chunk, const uint8_t **frame, size_t *flen);
+/* bundle_next in two halves, for a bundle the caller cannot read in place (the device
+ * exchange's, in GPU memory, dist/exchange_cuda.c): bundle_room says whether another
+ * entry's header fits (0 or a negative GcError); bundle_take checks e, a copy of the
+ * ENTRY_HDR bytes at r->p + r->at, and moves on as bundle_next does */
+int bundle_room(const BundleReader *r);
+int bundle_take(BundleReader *r, int t, int chunk, const uint8_t *e, const uint8_t **frame, size_t *flen);
 /* after the last expected entry: 0, or a negative GcError for entries left over
  * or bytes after them */
 int bundle_close(const BundleReader *r);

@@ -21,10 +21,14 @@ typedef enum { COMM_SUM, COMM_MAX } CommOp;
 
 /* Where a ByteBuf's bytes live. NULL (a zeroed ByteBuf's) is malloc's memory; the
  * device exchange keeps its bundles in page-locked host memory (dist/exchange_cuda.c),
- * so that its frames' copies to and from the GPU go straight by DMA. */
+ * so that its frames' copies to and from the GPU go straight by DMA, and over NCCL in
+ * device memory (device = 1), where the frames are encoded, sent and decoded. */
 typedef struct {
     void *(*alloc)(size_t bytes); /* NULL when out of memory */
     void (*free)(void *p);
+    void (*copy)(void *dst, const void *src, size_t bytes); /* between two blocks (NULL: memcpy) */
+    int device; /* GPU memory: only the nccl backend takes such buffers, and then the data
+                 * of the same call is GPU memory too */
 } ByteAlloc;
 
 typedef struct {

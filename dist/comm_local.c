@@ -27,7 +27,10 @@ void bytebuf_reserve(ByteBuf *b, size_t cap) {
     uint8_t *p;
     if (b->mem) { /* an allocator without realloc: a new block, the old bytes copied */
         p = b->mem->alloc(nc);
-        if (p && b->cap) memcpy(p, b->p, b->cap);
+        if (p && b->cap) {
+            if (b->mem->copy) b->mem->copy(p, b->p, b->cap);
+            else memcpy(p, b->p, b->cap);
+        }
         if (p) b->mem->free(b->p);
     } else {
         p = realloc(b->p, nc);

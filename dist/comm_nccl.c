@@ -4,7 +4,10 @@
  * Every call takes host buffers, copies them to device staging buffers on the
  * backend's stream, runs the NCCL collective or grouped point-to-point
  * operations, copies the result back and synchronizes the stream before it
- * returns, so the Comm behaves like the local and MPI backends:
+ * returns, so the Comm behaves like the local and MPI backends. A ByteBuf in
+ * device memory (its allocator's device flag: the device exchange's bundles,
+ * dist/exchange_cuda.c) is sent from and received into where it lies, with
+ * no staging and no copy through the host:
  *   allreduce  ncclAllReduce in place (float / double, sum or max)
  *   allgatherv ncclAllGather of every rank's length (u64), then grouped
  *              ncclSend/ncclRecv of the frames between every pair of ranks
@@ -119,8 +122,8 @@ int comm_nccl_allreduce_dev(Comm *c, float *dbuf, size_t n) {
     if (strcmp(c->ops->name, "nccl") != 0) return -1;
     NcclImpl *m = impl(c);
     if (n) {
-        /* the caller's kernels ran on the legacy default stream, which this
-         * non-blocking stream does not wait for */
+        /* the caller's kernels ran on its own stream, which this non-blocking
+         * stream does not wait for */
         cudaCheckN(cudaDeviceSynchronize());
         ncclCheckN(ncclAllReduce(dbuf, dbuf, n, ncclFloat32, ncclSum, m->nccl, m->stream));
         sync_stream(m);
@@ -147,9 +150,51 @@ static void gather_lengths(Comm *c, size_t len) {
     sync_stream(m);
 }
 
+/* A ByteBuf in device memory (dist/comm.h ByteAlloc.device; the device exchange's bundles):
+ * the call's data is device memory too, and the frames go from it and into the buffer
+ * with no staging. The caller's kernels and copies ran on its own stream, which this one
+ * does not wait for: the device is synchronized first (as comm_nccl_allreduce_dev). */
+static int on_device(const ByteBuf *b) {
+    if (!b->mem || !b->mem->device) return 0;
+    cudaCheckN(cudaDeviceSynchronize());
+    return 1;
+}
+
+/* the bytes to send: data itself (device) or its copy in the send staging */
+static const uint8_t *send_from(NcclImpl *m, int dev, const uint8_t *data, size_t len) {
+    if (dev || !len) return data;
+    grow(&m->dsend, &m->send_cap, len);
+    cudaCheckN(cudaMemcpyAsync(m->dsend, data, len, cudaMemcpyHostToDevice, m->stream));
+    return m->dsend;
+}
+
+/* where received bytes land: the buffer itself (device) or the receive staging */
+static uint8_t *recv_into(NcclImpl *m, int dev, ByteBuf *out, size_t total) {
+    if (dev) return out->p;
+    grow(&m->drecv, &m->recv_cap, total);
+    return m->drecv;
+}
+
+/* the received bytes from the staging into out (host buffers), then the stream synchronized */
+static void recv_done(NcclImpl *m, int dev, ByteBuf *out, const uint8_t *staged, size_t total) {
+    if (!dev && total) cudaCheckN(cudaMemcpyAsync(out->p, staged, total, cudaMemcpyDeviceToHost, m->stream));
+    sync_stream(m);
+}
+
+/* this rank's own bytes into its place in out: not sent through NCCL */
+static void copy_own(NcclImpl *m, int dev, uint8_t *dst, const uint8_t *data, size_t len) {
+    if (!len) return;
+    if (dev) {
+        cudaCheckN(cudaMemcpyAsync(dst, data, len, cudaMemcpyDeviceToDevice, m->stream));
+        sync_stream(m);
+    } else {
+        memcpy(dst, data, len);
+    }
+}
+
 static void n_allgatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, size_t len) {
     NcclImpl *m = impl(c);
-    int N = c->size, r = c->rank;
+    int N = c->size, r = c->rank, dev = on_device(out);
     gather_lengths(c, len);
     size_t total = 0, at_mine = 0;
     for (int k = 0; k < N; k++) {
@@ -160,40 +205,28 @@ static void n_allgatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *dat
     }
     bytebuf_reserve(out, total);
     out->len = total;
-    if (total > len) { /* something comes from a peer */
-        grow(&m->drecv, &m->recv_cap, total);
-        if (len) {
-            grow(&m->dsend, &m->send_cap, len);
-            cudaCheckN(cudaMemcpyAsync(m->dsend, data, len, cudaMemcpyHostToDevice, m->stream));
-        }
+    if (total > len || len) { /* something comes from a peer, or ours goes to them */
+        const uint8_t *src = send_from(m, dev, data, len);
+        uint8_t *dst = total > len ? recv_into(m, dev, out, total) : NULL;
         ncclCheckN(ncclGroupStart());
         size_t at = 0;
         for (int k = 0; k < N; k++) {
             if (k != r) {
-                if (len) ncclCheckN(ncclSend(m->dsend, len, ncclUint8, k, m->nccl, m->stream));
-                if (lens[k]) ncclCheckN(ncclRecv(m->drecv + at, lens[k], ncclUint8, k, m->nccl, m->stream));
+                if (len) ncclCheckN(ncclSend(src, len, ncclUint8, k, m->nccl, m->stream));
+                if (lens[k]) ncclCheckN(ncclRecv(dst + at, lens[k], ncclUint8, k, m->nccl, m->stream));
             }
             at += lens[k];
         }
         ncclCheckN(ncclGroupEnd());
-        cudaCheckN(cudaMemcpyAsync(out->p, m->drecv, total, cudaMemcpyDeviceToHost, m->stream));
-        sync_stream(m);
-    } else if (len) { /* every peer sends nothing, still everybody must send ours */
-        grow(&m->dsend, &m->send_cap, len);
-        cudaCheckN(cudaMemcpyAsync(m->dsend, data, len, cudaMemcpyHostToDevice, m->stream));
-        ncclCheckN(ncclGroupStart());
-        for (int k = 0; k < N; k++)
-            if (k != r) ncclCheckN(ncclSend(m->dsend, len, ncclUint8, k, m->nccl, m->stream));
-        ncclCheckN(ncclGroupEnd());
-        sync_stream(m);
+        recv_done(m, dev, out, dst, total > len ? total : 0);
     }
-    if (len) memcpy(out->p + at_mine, data, len); /* own frame: not staged back */
+    copy_own(m, dev, out->p + at_mine, data, len); /* own frame: not staged back */
     c->sent += (uint64_t)len * (uint64_t)(N - 1);
 }
 
 static void n_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, size_t len, int root) {
     NcclImpl *m = impl(c);
-    int N = c->size, r = c->rank;
+    int N = c->size, r = c->rank, dev = on_device(out);
     gather_lengths(c, len);
     size_t total = 0, at_root = 0;
     for (int k = 0; k < N; k++) {
@@ -205,25 +238,22 @@ static void n_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, 
         bytebuf_reserve(out, total);
         out->len = total;
         if (total > len) {
-            grow(&m->drecv, &m->recv_cap, total);
+            uint8_t *dst = recv_into(m, dev, out, total);
             ncclCheckN(ncclGroupStart());
             size_t at = 0;
             for (int k = 0; k < N; k++) {
-                if (k != r && lens[k]) ncclCheckN(ncclRecv(m->drecv + at, lens[k], ncclUint8, k, m->nccl, m->stream));
+                if (k != r && lens[k]) ncclCheckN(ncclRecv(dst + at, lens[k], ncclUint8, k, m->nccl, m->stream));
                 at += lens[k];
             }
             ncclCheckN(ncclGroupEnd());
-            cudaCheckN(cudaMemcpyAsync(out->p, m->drecv, total, cudaMemcpyDeviceToHost, m->stream));
-            sync_stream(m);
+            recv_done(m, dev, out, dst, total);
         }
-        if (len) memcpy(out->p + at_root, data, len);
+        copy_own(m, dev, out->p + at_root, data, len);
         for (int k = 0; k < N; k++)
             if (k != root) c->received += m->hlen[k];
     } else {
         if (len) {
-            grow(&m->dsend, &m->send_cap, len);
-            cudaCheckN(cudaMemcpyAsync(m->dsend, data, len, cudaMemcpyHostToDevice, m->stream));
-            ncclCheckN(ncclSend(m->dsend, len, ncclUint8, root, m->nccl, m->stream));
+            ncclCheckN(ncclSend(send_from(m, dev, data, len), len, ncclUint8, root, m->nccl, m->stream));
             sync_stream(m);
         }
         c->sent += len;
@@ -232,6 +262,7 @@ static void n_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, 
 
 static void n_bcast(Comm *c, ByteBuf *buf, int root) {
     NcclImpl *m = impl(c);
+    int dev = on_device(buf);
     uint64_t len = c->rank == root ? buf->len : 0;
     cudaCheckN(cudaMemcpyAsync(m->dlen, &len, sizeof len, cudaMemcpyHostToDevice, m->stream));
     ncclCheckN(ncclBroadcast(m->dlen, m->dlen, 1, ncclUint64, root, m->nccl, m->stream));
@@ -240,12 +271,16 @@ static void n_bcast(Comm *c, ByteBuf *buf, int root) {
     bytebuf_reserve(buf, (size_t)len);
     buf->len = (size_t)len;
     if (len) {
-        grow(&m->dsend, &m->send_cap, (size_t)len);
-        if (c->rank == root)
-            cudaCheckN(cudaMemcpyAsync(m->dsend, buf->p, (size_t)len, cudaMemcpyHostToDevice, m->stream));
-        ncclCheckN(ncclBroadcast(m->dsend, m->dsend, (size_t)len, ncclUint8, root, m->nccl, m->stream));
-        if (c->rank != root)
-            cudaCheckN(cudaMemcpyAsync(buf->p, m->dsend, (size_t)len, cudaMemcpyDeviceToHost, m->stream));
+        uint8_t *d = buf->p;
+        if (!dev) {
+            grow(&m->dsend, &m->send_cap, (size_t)len);
+            d = m->dsend;
+            if (c->rank == root)
+                cudaCheckN(cudaMemcpyAsync(d, buf->p, (size_t)len, cudaMemcpyHostToDevice, m->stream));
+        }
+        ncclCheckN(ncclBroadcast(d, d, (size_t)len, ncclUint8, root, m->nccl, m->stream));
+        if (!dev && c->rank != root)
+            cudaCheckN(cudaMemcpyAsync(buf->p, d, (size_t)len, cudaMemcpyDeviceToHost, m->stream));
         sync_stream(m);
     }
     if (c->rank == root) c->sent += len * (uint64_t)(c->size - 1);
@@ -254,12 +289,13 @@ static void n_bcast(Comm *c, ByteBuf *buf, int root) {
 
 static void n_sendrecv(Comm *c, ByteBuf *out, int src, const uint8_t *data, size_t len, int dst) {
     NcclImpl *m = impl(c);
-    int r = c->rank;
+    int r = c->rank, dev = on_device(out);
     uint64_t theirs = 0;
     if (src == r && dst == r) { /* a ring of one */
         theirs = len;
         bytebuf_reserve(out, len);
-        if (len) memmove(out->p, data, len);
+        if (len && dev) copy_own(m, dev, out->p, data, len);
+        else if (len) memmove(out->p, data, len);
     } else {
         uint64_t mine = len;
         cudaCheckN(cudaMemcpyAsync(m->dlen, &mine, sizeof mine, cudaMemcpyHostToDevice, m->stream));
@@ -271,16 +307,13 @@ static void n_sendrecv(Comm *c, ByteBuf *out, int src, const uint8_t *data, size
         sync_stream(m);
         bytebuf_reserve(out, (size_t)theirs);
         if (len || theirs) {
-            grow(&m->dsend, &m->send_cap, len);
-            grow(&m->drecv, &m->recv_cap, (size_t)theirs);
-            if (len) cudaCheckN(cudaMemcpyAsync(m->dsend, data, len, cudaMemcpyHostToDevice, m->stream));
+            const uint8_t *from = send_from(m, dev, data, len);
+            uint8_t *into = theirs ? recv_into(m, dev, out, (size_t)theirs) : NULL;
             ncclCheckN(ncclGroupStart());
-            if (len) ncclCheckN(ncclSend(m->dsend, len, ncclUint8, dst, m->nccl, m->stream));
-            if (theirs) ncclCheckN(ncclRecv(m->drecv, (size_t)theirs, ncclUint8, src, m->nccl, m->stream));
+            if (len) ncclCheckN(ncclSend(from, len, ncclUint8, dst, m->nccl, m->stream));
+            if (theirs) ncclCheckN(ncclRecv(into, (size_t)theirs, ncclUint8, src, m->nccl, m->stream));
             ncclCheckN(ncclGroupEnd());
-            if (theirs)
-                cudaCheckN(cudaMemcpyAsync(out->p, m->drecv, (size_t)theirs, cudaMemcpyDeviceToHost, m->stream));
-            sync_stream(m);
+            recv_done(m, dev, out, into, (size_t)theirs);
         }
     }
     out->len = (size_t)theirs;

@@ -5,6 +5,9 @@
  * distributed layer keeps host arenas): each call stages through device
  * buffers and runs ncclAllReduce, ncclAllGather (frame sizes), grouped
  * ncclSend/ncclRecv (frames, ring hops) and ncclBroadcast on its own stream.
+ * The frame calls (allgatherv, gatherv, bcast, sendrecv) also take ByteBufs in
+ * DEVICE memory (dist/comm.h ByteAlloc.device, with the call's data on the
+ * device too): the device exchange's bundles go from and into them directly.
  * Byte accounting is identical to comm_local.c / comm_mpi.c (docs/DIST.md).
  *
  * Built with CUDA, NCCL and MPI (HAVE_CUDA, HAVE_NCCL, HAVE_MPI); otherwise
@@ -29,7 +32,7 @@ Comm *comm_nccl_new(int *argc, char ***argv);
 /* The sum over all ranks of a DEVICE buffer, in place (ncclAllReduce on it, no
  * staging; the device exchange of dist/exchange_cuda.h): collective, counted
  * as comm_allreduce_f32. Synchronizes the device first (the caller's kernels
- * on the legacy default stream) and its stream after. 0, or -1 when c is not
+ * on its own stream) and its stream after. 0, or -1 when c is not
  * an NCCL Comm (nothing done).  dbuf: [n] device */
 int comm_nccl_allreduce_dev(Comm *c, float *dbuf, size_t n);
 

@@ -389,7 +389,10 @@ uint64_t exchange_ring_forward(ByteBuf *out, const ByteBuf *in, long step, const
     memcpy(out->p, in->p, in->len);
     out->len = in->len;
     BundleReader br;
-    if (bundle_open(&br, out->p, out->len, step)) return 0;
+    return bundle_open(&br, out->p, out->len, step) ? 0 : exchange_ring_raw(pt, N, c);
+}
+
+uint64_t exchange_ring_raw(const ParamTable *pt, int N, int c) {
     uint64_t raw = 0;
     for (int t = 0; t < pt->n; t++) raw += 4 * (uint64_t)exchange_ring_chunk(pt->t[t].numel, N, c, NULL);
     return raw;

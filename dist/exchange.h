@@ -127,9 +127,11 @@ uint64_t exchange_frame_seed(const Exchange *ex, long step, int t, int slot);
  * (0..N-1) of a tensor of n values among N workers. Returns its values; *lo (when not
  * NULL) receives its first */
 size_t exchange_ring_chunk(size_t n, int N, int c, size_t *lo);
+/* the raw bytes (4 per value) of chunk c of every tensor of pt */
+uint64_t exchange_ring_raw(const ParamTable *pt, int N, int c);
 /* an allgather hop's forward: out := the bundle that arrived (in) unchanged; returns
- * the raw bytes (4 per value) of chunk c of every tensor of pt that it carries, which
- * the forwarder counts as sent, or 0 when in is not a valid bundle of step */
+ * the raw bytes of chunk c (exchange_ring_raw) that it carries, which the forwarder
+ * counts as sent, or 0 when in is not a valid bundle of step */
 uint64_t exchange_ring_forward(ByteBuf *out, const ByteBuf *in, long step, const ParamTable *pt, int N, int c);
 /* rank 0 of a parameter server with model-delta pulls: the global model and the
  * error accumulation of the pulled deltas ([pt->total]; NULL elsewhere), likewise

@@ -70,8 +70,7 @@ struct ExchangeCuda {
     float *d_pullres;   /* [total] device: the server's error accumulation of the pulled deltas */
     CodecCuda **penc, **pdec; /* [T] the pull's encoder (the server's) and decoder (exchange_pull_spec) */
     ByteBuf out, in;    /* this worker's bundle; everyone's */
-    size_t *at;         /* [T] staged entry offsets in out */
-    int64_t *flen;      /* [T] frame lengths, or negative GcError */
+    int devb;           /* out and in are device memory (over nccl), else page-locked host memory */
     /* clipping: the ranges whose sums of squares make the norm (--clip: optim/clip.c's
      * blocks of the arena; DGC's local clipping: each tensor's blocks), device */
     size_t nrange;
@@ -133,10 +132,26 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
     return NULL;
 }
 
-/* the bundles in page-locked host memory: each frame is copied between the GPU and
- * them once (the encoder's download, each decoder's upload), by DMA, with no pageable
- * staging; the Comm moves them from there */
-static const ByteAlloc pinned = {cuda_host_alloc, cuda_host_free};
+/* The bundles' memory. Over nccl: device memory, where each frame is encoded in place
+ * (codec_encode_cuda_dev), which NCCL sends from and receives into, and where each
+ * frame is decoded (codec_decode_cuda_dev); only headers, a few scalars and the
+ * payloads that are parsed on the host (the sparsifiers' and gcomp's decoders, gcomp's
+ * size breakdown) cross to the host. Over any other backend (or with GCX_HOST_FRAMES=1):
+ * page-locked host memory, each frame copied between the GPU and it once (the
+ * encoder's download, each decoder's upload), by DMA, with no pageable staging; the
+ * Comm moves them from there. */
+static const ByteAlloc pinned = {cuda_host_alloc, cuda_host_free, NULL, 0};
+static void *gpu_bytes_alloc(size_t bytes) {
+    void *p = NULL;
+    return cudaMalloc(&p, bytes) == cudaSuccess ? p : NULL;
+}
+static void gpu_bytes_free(void *p) {
+    if (p) cudaCheck(cudaFree(p));
+}
+static void gpu_bytes_copy(void *dst, const void *src, size_t bytes) {
+    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+}
+static const ByteAlloc on_gpu = {gpu_bytes_alloc, gpu_bytes_free, gpu_bytes_copy, 1};
 
 ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, char *err, size_t errlen) {
     const char *why = exchange_cuda_unsupported(ex, pt, comm);
@@ -153,7 +168,9 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     x->N = comm->size;
     x->rank = comm->rank;
     x->T = pt->n;
-    x->out.mem = x->in.mem = &pinned;
+    const char *hf = getenv("GCX_HOST_FRAMES");
+    x->devb = !strcmp(comm->ops->name, "nccl") && !(hf && !strcmp(hf, "1"));
+    x->out.mem = x->in.mem = x->devb ? &on_gpu : &pinned;
     x->lens = callocCheck((size_t)x->N, sizeof *x->lens);
     x->mem = callocCheck((size_t)x->T + 1, sizeof *x->mem);
     for (int t = 0; t < x->T; t++) x->mem[t] = exchange_memory_kind(ex, t);
@@ -202,8 +219,6 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
                     bad = !(x->renc[(size_t)t * ns + k] = codec_cuda_new(&x->pol[t].spec)) ||
                           !(x->rdec[(size_t)t * ns + k] = codec_cuda_new(&x->pol[t].spec));
         }
-        x->at = callocCheck((size_t)x->T + 1, sizeof *x->at);
-        x->flen = callocCheck((size_t)x->T + 1, sizeof *x->flen);
         x->scalars = callocCheck((size_t)x->T + 1, sizeof *x->scalars);
         x->share = callocCheck((size_t)x->T + 1, sizeof *x->share);
         for (int t = 0; t < x->T; t++) {
@@ -277,8 +292,6 @@ void exchange_cuda_free(ExchangeCuda *x) {
     free(x->dec);
     free(x->penc);
     free(x->pdec);
-    free(x->at);
-    free(x->flen);
     free(x->scalars);
     free(x->share);
     free(x->mem);
@@ -428,7 +441,6 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
 }
 
 /* ---- allgather ---- */
-#define NO_ENTRY INT64_MAX
 
 /* d_work: g (DGC: clipped by dgc_clip) or the weight delta on entry; x = that
  * (+ residual), or DGC's corrected accumulation after dgc_prepare's weight decay:
@@ -478,27 +490,94 @@ static void gcomp_levels(ExchangeCuda *x, int pull, int t, size_t lo, size_t n, 
     }
 }
 
-/* tensor t's frame (x->flen[t] bytes, staged at x->at[t]) as the next entry of b,
- * chunk c: moved behind the entries before it (never to the right); the entry */
-static const uint8_t *put_entry(ExchangeCuda *x, ByteBuf *b, int t, uint32_t c) {
-    size_t len = (size_t)x->flen[t];
-    uint8_t *e = b->p + b->len;
-    memmove(e + ENTRY_HDR, b->p + x->at[t] + ENTRY_HDR, len);
-    put_u32(e, (uint32_t)t);
-    put_u32(e + 4, c);
-    put_u32(e + 8, (uint32_t)len);
-    b->len += ENTRY_HDR + len;
-    return e;
+/* n bytes from the host into a bundle (x->out or x->in, wherever they live), and back */
+static void to_bundle(const ExchangeCuda *x, uint8_t *dst, const void *src, size_t n) {
+    if (x->devb) cudaCheck(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+    else memcpy(dst, src, n);
+}
+static void from_bundle(const ExchangeCuda *x, void *dst, const uint8_t *src, size_t n) {
+    if (x->devb) cudaCheck(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
+    else memcpy(dst, src, n);
 }
 
-/* a pushed entry e of m values of tensor t in this step's byte counts */
-static void count_push(ExchangeCuda *x, int t, size_t m, const uint8_t *e) {
-    size_t len = get_u32(e + 8);
+/* b = an empty bundle of step (bundle_begin, wherever b lives) */
+static void begin(ExchangeCuda *x, ByteBuf *b, long step) {
+    uint8_t h[BUNDLE_HDR];
+    bundle_header(h, step, 0);
+    bytebuf_reserve(b, BUNDLE_HDR);
+    to_bundle(x, b->p, h, BUNDLE_HDR);
+    b->len = BUNDLE_HDR;
+}
+
+/* the bundle's entry count */
+static void set_count(ExchangeCuda *x, ByteBuf *b, uint32_t count) {
+    uint8_t c[4];
+    put_u32(c, count);
+    to_bundle(x, b->p + 12, c, 4);
+}
+
+/* tensor t's frame of chunk c (0 for whole tensors) of the m values at v, by enc, as the
+ * next entry of b, in place (b has room for its largest frame); the frame's length, or a
+ * negative GcError with b unchanged */
+static int64_t put_frame(ExchangeCuda *x, ByteBuf *b, int t, uint32_t c, CodecCuda *enc, const float *v, size_t m,
+                         const CodecSide *side) {
+    uint8_t *e = b->p + b->len;
+    size_t cap = codec_cuda_max_frame(enc, m);
+    int64_t flen = x->devb ? codec_encode_cuda_dev(enc, e + ENTRY_HDR, cap, v, m, side)
+                           : codec_encode_cuda(enc, e + ENTRY_HDR, cap, v, m, side);
+    if (flen < 0) return flen;
+    uint8_t h[ENTRY_HDR];
+    put_u32(h, (uint32_t)t);
+    put_u32(h + 4, c);
+    put_u32(h + 8, (uint32_t)flen);
+    to_bundle(x, e, h, ENTRY_HDR);
+    b->len += ENTRY_HDR + (size_t)flen;
+    return flen;
+}
+
+/* frame fp of flen bytes (in a bundle) decoded by dec into out[n] (acc: added) */
+static int get_frame(const ExchangeCuda *x, CodecCuda *dec, float *out, size_t n, int acc, const uint8_t *fp,
+                     size_t flen) {
+    if (!x->devb)
+        return acc ? codec_decode_acc_cuda(dec, out, n, 1.0f, fp, flen) : codec_decode_cuda(dec, out, n, fp, flen);
+    return acc ? codec_decode_acc_cuda_dev(dec, out, n, 1.0f, fp, flen) : codec_decode_cuda_dev(dec, out, n, fp, flen);
+}
+
+/* bundle_open and bundle_next on a bundle wherever it lives: the headers of a device
+ * bundle are copied to the host to be checked */
+static int open_bundle(const ExchangeCuda *x, BundleReader *br, const uint8_t *p, size_t len, long step) {
+    if (!x->devb) return bundle_open(br, p, len, step);
+    uint8_t h[BUNDLE_HDR];
+    if (len >= BUNDLE_HDR) from_bundle(x, h, p, BUNDLE_HDR);
+    int rc = bundle_open(br, h, len, step);
+    br->p = p;
+    return rc;
+}
+static int next_entry(const ExchangeCuda *x, BundleReader *br, int t, int chunk, const uint8_t **fp, size_t *flen) {
+    if (!x->devb) return bundle_next(br, t, chunk, fp, flen);
+    int rc = bundle_room(br);
+    if (rc) return rc;
+    uint8_t e[ENTRY_HDR];
+    from_bundle(x, e, br->p + br->at, ENTRY_HDR);
+    return bundle_take(br, t, chunk, e, fp, flen);
+}
+
+/* a pushed frame (flen bytes at fp in x->out) of m values of tensor t in this step's
+ * byte counts; gcomp's size breakdown reads the frame on the host */
+static void count_push(ExchangeCuda *x, int t, size_t m, const uint8_t *fp, int64_t flen) {
     x->st.raw_up += 4 * (uint64_t)m;
     if (!x->pol[t].compressed) return;
     x->st.comp_raw += 4 * (uint64_t)m;
-    x->st.comp_bytes += ENTRY_HDR + (uint64_t)len;
-    if (x->pol[t].spec.ops->id == CODEC_GCOMP) gcomp_frame_parts(&x->st.gcomp, e + ENTRY_HDR, len);
+    x->st.comp_bytes += ENTRY_HDR + (uint64_t)flen;
+    if (x->pol[t].spec.ops->id != CODEC_GCOMP) return;
+    if (!x->devb) {
+        gcomp_frame_parts(&x->st.gcomp, fp, (size_t)flen);
+        return;
+    }
+    uint8_t *h = mallocCheck((size_t)flen);
+    from_bundle(x, h, fp, (size_t)flen);
+    gcomp_frame_parts(&x->st.gcomp, h, (size_t)flen);
+    free(h);
 }
 
 /* --log-layers (exchange_layer_add), as exchange.c's encode_pass counts a push or a
@@ -524,19 +603,16 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
     ByteBuf *b = &x->out;
     CodecCuda **enc = pull ? x->penc : x->enc;
     int pull_mem = pull && !x->grad_pull;
-    bundle_begin(b, step);
+    begin(x, b, step);
     size_t cap = BUNDLE_HDR;
-    for (int t = 0; t < x->T; t++) {
-        x->flen[t] = t_n(x, t) == 0 ? NO_ENTRY : 0;
-        if (t_n(x, t) == 0) continue;
-        x->at[t] = cap;
-        cap += ENTRY_HDR + codec_cuda_max_frame(enc[t], t_n(x, t));
-    }
+    for (int t = 0; t < x->T; t++)
+        if (t_n(x, t)) cap += ENTRY_HDR + codec_cuda_max_frame(enc[t], t_n(x, t));
     bytebuf_reserve(b, cap);
     double t0 = mono_seconds();
+    uint32_t count = 0;
     for (int t = 0; t < x->T; t++) {
-        if (x->flen[t] == NO_ENTRY) continue;
         size_t off = t_off(x, t), n = t_n(x, t);
+        if (n == 0) continue;
         float *v = d_x + off;
         if (pull_mem && x->mem[t] != MEM_NONE) exchange_cuda_add(v, x->d_pullres + off, n);
         CodecSide side;
@@ -551,36 +627,30 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
             side.levels = x->d_levels + off;
         }
         double t1 = mono_seconds();
-        x->flen[t] = codec_encode_cuda(enc[t], b->p + x->at[t] + ENTRY_HDR, codec_cuda_max_frame(enc[t], n), v, n,
-                                       &side);
-        if (x->flen[t] < 0) break;
+        int64_t flen = put_frame(x, b, t, 0, enc[t], v, n, &side);
+        if (flen < 0) { /* keep taking part in the collectives; agree() stops every worker */
+            if (pull)
+                set_err(x, "server: encoding the pull of tensor %s failed: %s", x->pt->t[t].name,
+                        gc_strerror((int)flen));
+            else
+                set_err(x, "worker %d: encoding tensor %s failed: %s", x->rank, x->pt->t[t].name,
+                        gc_strerror((int)flen));
+            break;
+        }
+        count++;
         if (pull) { /* the server's error accumulation keeps what the pulled frame did not represent */
             if (pull_mem && x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_pullres + off, v, x->d_repr + off, n);
             continue;
         }
-        layer_add(x, t, enc[t], v, off, n, x->flen[t], mono_seconds() - t1);
+        layer_add(x, t, enc[t], v, off, n, flen, mono_seconds() - t1);
+        /* the server's pull is everyone's down traffic, not its up */
+        count_push(x, t, n, b->p + b->len - (size_t)flen, flen);
         /* memory_out: the residual keeps what the frame did not represent; DGC masks its momentum */
         if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + off, v, x->d_repr + off, n);
         if (x->mem[t] == MEM_DGC) exchange_cuda_mask_zero(x->d_vel + off, x->d_mask + off, n);
     }
     x->st.codec_s += mono_seconds() - t0;
-    uint32_t count = 0;
-    for (int t = 0; t < x->T; t++) {
-        if (x->flen[t] == NO_ENTRY) continue;
-        if (x->flen[t] < 0) { /* keep taking part in the collectives; agree() stops every worker */
-            if (pull)
-                set_err(x, "server: encoding the pull of tensor %s failed: %s", x->pt->t[t].name,
-                        gc_strerror((int)x->flen[t]));
-            else
-                set_err(x, "worker %d: encoding tensor %s failed: %s", x->rank, x->pt->t[t].name,
-                        gc_strerror((int)x->flen[t]));
-            break;
-        }
-        const uint8_t *e = put_entry(x, b, t, 0);
-        count++;
-        if (!pull) count_push(x, t, t_n(x, t), e); /* the server's pull is everyone's down traffic, not its up */
-    }
-    put_u32(b->p + 12, count);
+    set_count(x, b, count);
     if (!pull) x->st.up_bytes += b->len;
     if (!pull) x->coded = 1;
 }
@@ -591,7 +661,7 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
 static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes, size_t len, int src, long step,
                               int acc, int pull) {
     BundleReader br;
-    int rc = bundle_open(&br, bytes, len, step);
+    int rc = open_bundle(x, &br, bytes, len, step);
     if (rc) {
         if (pull) set_err(x, "worker %d: pull from the server is not a valid frame bundle: %s", x->rank, gc_strerror(rc));
         else set_err(x, "worker %d: message from worker %d is not a valid frame bundle: %s", x->rank, src, gc_strerror(rc));
@@ -603,12 +673,11 @@ static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes,
         size_t n = t_n(x, t), flen = 0;
         if (n == 0) continue;
         const uint8_t *fp = NULL;
-        rc = bundle_next(&br, t, 0, &fp, &flen);
+        rc = next_entry(x, &br, t, 0, &fp, &flen);
         if (!rc) {
             if (x->pol[t].compressed) comp += ENTRY_HDR + (uint64_t)flen;
-            float *out = dst + t_off(x, t);
             CodecCuda *dec = pull ? x->pdec[t] : dec_of(x, t, src); /* the pull's, or src's */
-            rc = acc ? codec_decode_acc_cuda(dec, out, n, 1.0f, fp, flen) : codec_decode_cuda(dec, out, n, fp, flen);
+            rc = get_frame(x, dec, dst + t_off(x, t), n, acc, fp, flen);
         }
         if (rc) {
             x->st.codec_s += mono_seconds() - t0;
@@ -663,21 +732,19 @@ static int avg_allgather(ExchangeCuda *x, const float *d_lp, const Optim *opt, d
 static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, const float *d_lp, const Optim *opt,
                         double lr, long step) {
     ByteBuf *b = &x->out;
-    bundle_begin(b, step);
+    begin(x, b, step);
     if (x->failed) return;
     size_t cap = BUNDLE_HDR;
     for (int t = 0; t < x->T; t++) {
         size_t m = exchange_ring_chunk(t_n(x, t), x->N, c, NULL);
-        x->flen[t] = m == 0 ? NO_ENTRY : 0;
-        if (m == 0) continue;
-        x->at[t] = cap;
-        cap += ENTRY_HDR + codec_cuda_max_frame(ring_codec(x, x->renc, t, slot), m);
+        if (m) cap += ENTRY_HDR + codec_cuda_max_frame(ring_codec(x, x->renc, t, slot), m);
     }
     bytebuf_reserve(b, cap);
     double t0 = mono_seconds();
+    uint32_t count = 0;
     for (int t = 0; t < x->T; t++) {
-        if (x->flen[t] == NO_ENTRY) continue;
         size_t lo, m = exchange_ring_chunk(t_n(x, t), x->N, c, &lo);
+        if (m == 0) continue;
         size_t at = t_off(x, t) + lo;
         float *v = x->d_work + at;
         cudaCheck(cudaMemcpy(v, acc + at, m * sizeof(float), cudaMemcpyDeviceToDevice));
@@ -693,26 +760,19 @@ static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, 
             side.levels = x->d_levels + at;
         }
         double t1 = mono_seconds();
-        x->flen[t] = codec_encode_cuda(enc, b->p + x->at[t] + ENTRY_HDR, codec_cuda_max_frame(enc, m), v, m, &side);
-        if (x->flen[t] < 0) break;
-        layer_add(x, t, enc, v, at, m, x->flen[t], mono_seconds() - t1);
+        int64_t flen = put_frame(x, b, t, (uint32_t)c, enc, v, m, &side);
+        if (flen < 0) {
+            set_err(x, "worker %d: encoding tensor %s failed: %s", x->rank, x->pt->t[t].name, gc_strerror((int)flen));
+            break;
+        }
+        count++;
+        layer_add(x, t, enc, v, at, m, flen, mono_seconds() - t1);
+        count_push(x, t, m, b->p + b->len - (size_t)flen, flen);
         if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + at, v, x->d_repr + at, m);
         if (fold) cudaCheck(cudaMemcpy(acc + at, x->d_repr + at, m * sizeof(float), cudaMemcpyDeviceToDevice));
     }
     x->st.codec_s += mono_seconds() - t0;
-    uint32_t count = 0;
-    for (int t = 0; t < x->T; t++) {
-        if (x->flen[t] == NO_ENTRY) continue;
-        if (x->flen[t] < 0) {
-            set_err(x, "worker %d: encoding tensor %s failed: %s", x->rank, x->pt->t[t].name,
-                    gc_strerror((int)x->flen[t]));
-            break;
-        }
-        const uint8_t *e = put_entry(x, b, t, (uint32_t)c);
-        count++;
-        count_push(x, t, exchange_ring_chunk(t_n(x, t), x->N, c, NULL), e);
-    }
-    put_u32(b->p + 12, count);
+    set_count(x, b, count);
     x->coded = 1;
 }
 
@@ -722,7 +782,7 @@ static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, 
  * an empty bundle (the sender failed and says so in agree) */
 static void decode_ring(ExchangeCuda *x, float *acc, int c, int slot, int src, long step, int add) {
     BundleReader br;
-    int rc = bundle_open(&br, x->in.p, x->in.len, step);
+    int rc = open_bundle(x, &br, x->in.p, x->in.len, step);
     if (rc) {
         set_err(x, "worker %d: message from worker %d is not a valid frame bundle: %s", x->rank, src, gc_strerror(rc));
         return;
@@ -738,12 +798,10 @@ static void decode_ring(ExchangeCuda *x, float *acc, int c, int slot, int src, l
         size_t lo, m = exchange_ring_chunk(t_n(x, t), x->N, c, &lo), flen = 0;
         if (m == 0) continue;
         const uint8_t *fp = NULL;
-        rc = bundle_next(&br, t, c, &fp, &flen);
+        rc = next_entry(x, &br, t, c, &fp, &flen);
         if (!rc) {
             if (x->pol[t].compressed) x->st.comp_down += ENTRY_HDR + (uint64_t)flen;
-            CodecCuda *dec = ring_codec(x, x->rdec, t, slot);
-            float *out = acc + t_off(x, t) + lo;
-            rc = add ? codec_decode_acc_cuda(dec, out, m, 1.0f, fp, flen) : codec_decode_cuda(dec, out, m, fp, flen);
+            rc = get_frame(x, ring_codec(x, x->rdec, t, slot), acc + t_off(x, t) + lo, m, add, fp, flen);
         }
         if (rc) {
             x->st.codec_s += mono_seconds() - t0;
@@ -755,6 +813,17 @@ static void decode_ring(ExchangeCuda *x, float *acc, int c, int slot, int src, l
     x->st.codec_s += mono_seconds() - t0;
     rc = bundle_close(&br);
     if (rc) set_err(x, "worker %d: bundle from worker %d: %s", x->rank, src, gc_strerror(rc));
+}
+
+/* exchange_ring_forward wherever the bundles live: x->out := x->in; the raw bytes of
+ * chunk c it carries, or 0 when x->in is not a valid bundle of step */
+static uint64_t forward(ExchangeCuda *x, long step, int c) {
+    if (!x->devb) return exchange_ring_forward(&x->out, &x->in, step, x->pt, x->N, c);
+    bytebuf_reserve(&x->out, x->in.len);
+    if (x->in.len) cudaCheck(cudaMemcpy(x->out.p, x->in.p, x->in.len, cudaMemcpyDeviceToDevice));
+    x->out.len = x->in.len;
+    BundleReader br;
+    return open_bundle(x, &br, x->out.p, x->out.len, step) ? 0 : exchange_ring_raw(x->pt, x->N, c);
 }
 
 /* d_agg = the average of every worker's d_x by the ring with the codec at every hop:
@@ -777,9 +846,9 @@ static int avg_ring(ExchangeCuda *x, const float *d_x, const float *d_lp, const 
             if (phase == 0) {
                 encode_ring(x, send_c, send_c, 0, acc, d_lp, opt, lr, step);
             } else if (s > 0 && x->failed) {
-                bundle_begin(&x->out, step);
+                begin(x, &x->out, step);
             } else if (s > 0) { /* forward what arrived last hop unchanged, its values counted as sent */
-                x->st.raw_up += exchange_ring_forward(&x->out, &x->in, step, x->pt, N, (r - s + 1 + 2 * N) % N);
+                x->st.raw_up += forward(x, step, (r - s + 1 + 2 * N) % N);
             }
             x->st.up_bytes += x->out.len;
             comm_sendrecv(x->comm, &x->in, left, x->out.p, x->out.len, right);

@@ -1,5 +1,5 @@
 /* Per-thread CUDA context of the nn/ GPU ops (see nn/cuda_ops.h, nn/ctx_cuda.h):
- * cuBLAS and cuDNN handles bound to the legacy default stream, the cuDNN
+ * cuBLAS and cuDNN handles bound to the thread's default stream, the cuDNN
  * workspace, scratch buffers, and the process-wide numeric settings. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -23,8 +23,9 @@
  *
  * Libraries: convolutions and batch normalization go through cuDNN (legacy
  * API), GEMMs through cuBLAS, the rest are plain CUDA kernels. Everything runs
- * on the legacy default stream (stream 0), so ops are ordered with each other
- * and with plain cudaMemcpy calls; a result is ready for the host after any
+ * on the calling thread's default stream (the build's per-thread default streams,
+ * docs/GPU.md "Streams"), so a thread's ops are ordered with each other and with
+ * its plain cudaMemcpy calls; a result is ready for the host after any
  * synchronizing copy.
  *
  * Context. Each host thread has its own cuDNN and cuBLAS handles, convolution

@@ -11,9 +11,9 @@
  * state with optim_cuda_download first (and back with optim_cuda_upload).
  *
  * The functions keep the signatures of their CPU twins with device pointers
- * for params, grads, update, levels and delta. They run on the legacy default
- * stream and return when the kernels are queued (a later cudaMemcpy on that
- * stream sees the results). Parameter grads are only read; params and state
+ * for params, grads, update, levels and delta. They run on the calling thread's
+ * default stream and return when the kernels are queued (a later cudaMemcpy on
+ * that stream sees the results). Parameter grads are only read; params and state
  * are overwritten in range, as on the CPU.
  *
  * Only built with CUDA (HAVE_CUDA); without it optim_cuda_available() is 0 and

@@ -6,7 +6,10 @@
  * barrier. Results must be identical (with 2 ranks every sum is a + b, so
  * even the floating-point sums agree bit for bit) and equal the values
  * computed from the known inputs, and the byte counters of the two Comms must
- * match exactly (the shared accounting model). Each child prints its RESULT
+ * match exactly (the shared accounting model). Then the frame calls again with
+ * ByteBufs in device memory (the device exchange's bundles): the same bytes and
+ * counts as with host buffers, and (on the emulation, which counts them) no
+ * copy between host and device but the lengths'. Each child prints its RESULT
  * line; the parent adds them up.
  * First, in this process without MPI, the same sequence on a NCCL communicator of
  * one rank against the local backend of one worker (NCCL init, allreduce,
@@ -144,11 +147,114 @@ static void sequence(Comm *nc, Comm *mc) {
     free(db);
 }
 
+/* ---- the frame calls on device buffers (dist/comm.h ByteAlloc.device) ---- */
+static void *gpu_alloc(size_t n) {
+    void *p = NULL;
+    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
+}
+static void gpu_free(void *p) { cudaFree(p); }
+static void gpu_copy(void *d, const void *s, size_t n) { cudaMemcpy(d, s, n, cudaMemcpyDeviceToDevice); }
+static const ByteAlloc on_gpu = {gpu_alloc, gpu_free, gpu_copy, 1};
+
+static unsigned long long host_copies(void) {
+#ifdef EMU_COUNT_COPIES
+    return emu_host_copy_bytes;
+#else
+    return 0;
+#endif
+}
+
+/* the device buffer's bytes equal the host buffer's */
+static int same_on_device(const ByteBuf *dv, const ByteBuf *h) {
+    if (dv->len != h->len) return 0;
+    if (!h->len) return 1;
+    uint8_t *b = malloc(h->len);
+    cudaMemcpy(b, dv->p, h->len, cudaMemcpyDeviceToHost);
+    int same = memcmp(b, h->p, h->len) == 0;
+    free(b);
+    return same;
+}
+
+static void device_sequence(Comm *nc) {
+    int r = nc->rank, N = nc->size;
+    unsigned long long lengths = 8 * (unsigned long long)(N + 2); /* the most a call copies: its lengths */
+    size_t lens_r[5][2] = {{10, 3}, {0, 5}, {7, 0}, {0, 0}, {5u << 20, 3u << 20}};
+    for (int round = 0; round < 5; round++) {
+        size_t len = lens_r[round][r % 2] + (size_t)(r / 2);
+        uint8_t *h = malloc(len ? len : 1), *d = NULL;
+        fill_bytes(h, len, r, round);
+        cudaMalloc((void **)&d, len ? len : 1);
+        cudaMemcpy(d, h, len, cudaMemcpyHostToDevice);
+        ByteBuf hb = {0}, db = {0};
+        db.mem = &on_gpu;
+        size_t lh[8], ld[8];
+        uint64_t s0 = nc->sent, r0 = nc->received;
+        comm_allgatherv(nc, &hb, lh, h, len);
+        uint64_t s1 = nc->sent, r1 = nc->received;
+        unsigned long long c0 = host_copies();
+        comm_allgatherv(nc, &db, ld, d, len);
+        unsigned long long copied = host_copies() - c0;
+        CHECK(same_on_device(&db, &hb) && memcmp(lh, ld, (size_t)N * sizeof(size_t)) == 0 &&
+                  nc->sent - s1 == s1 - s0 && nc->received - r1 == r1 - r0,
+              "rank %d: allgatherv round %d on device buffers: the host buffers' bytes and counts", r, round);
+        CHECK(copied <= lengths, "rank %d: allgatherv round %d on device buffers copied %llu bytes through the host", r,
+              round, copied);
+        for (int root = 0; root < N; root++) {
+            ByteBuf gh = {0}, gd = {0};
+            gd.mem = &on_gpu;
+            comm_gatherv(nc, &gh, lh, h, len, root);
+            c0 = host_copies();
+            comm_gatherv(nc, &gd, ld, d, len, root);
+            copied = host_copies() - c0;
+            CHECK(r != root || same_on_device(&gd, &gh), "rank %d: gatherv round %d root %d on device buffers", r,
+                  round, root);
+            CHECK(copied <= lengths, "rank %d: gatherv round %d root %d copied %llu bytes through the host", r, round,
+                  root, copied);
+            bytebuf_free(&gh);
+            bytebuf_free(&gd);
+            ByteBuf bh = {0}, bd = {0};
+            bd.mem = &on_gpu;
+            if (r == root) {
+                bytebuf_reserve(&bh, len + 1);
+                bytebuf_reserve(&bd, len + 1);
+                memcpy(bh.p, h, len);
+                cudaMemcpy(bd.p, d, len, cudaMemcpyDeviceToDevice);
+                bh.len = bd.len = len;
+            }
+            comm_bcast(nc, &bh, root);
+            c0 = host_copies();
+            comm_bcast(nc, &bd, root);
+            copied = host_copies() - c0;
+            CHECK(same_on_device(&bd, &bh) && copied <= lengths,
+                  "rank %d: bcast round %d root %d on device buffers (%llu bytes through the host)", r, round, root,
+                  copied);
+            bytebuf_free(&bh);
+            bytebuf_free(&bd);
+        }
+        ByteBuf sh = {0}, sd = {0};
+        sd.mem = &on_gpu;
+        int dst = (r + 1) % N, src = (r + N - 1) % N;
+        comm_sendrecv(nc, &sh, src, h, len, dst);
+        c0 = host_copies();
+        comm_sendrecv(nc, &sd, src, d, len, dst);
+        copied = host_copies() - c0;
+        CHECK(same_on_device(&sd, &sh) && copied <= lengths,
+              "rank %d: sendrecv round %d on device buffers (%llu bytes through the host)", r, round, copied);
+        bytebuf_free(&sh);
+        bytebuf_free(&sd);
+        bytebuf_free(&hb);
+        bytebuf_free(&db);
+        cudaFree(d);
+        free(h);
+    }
+}
+
 /* one of the ranks under mpirun: NCCL against MPI */
 static int child(int *argc, char ***argv) {
     Comm *nc = comm_nccl_new(argc, argv);
     Comm *mc = comm_mpi_new(argc, argv); /* MPI is up: the same world */
     sequence(nc, mc);
+    device_sequence(nc);
     comm_free(nc);
     comm_free(mc);
     comm_mpi_finalize();
@@ -163,6 +269,7 @@ static void single(int *argc, char ***argv) {
     Comm *lc = comm_local_new(g, 0);
     CHECK(nc->size == 1 && nc->rank == 0, "one process: a communicator of one rank");
     sequence(nc, lc);
+    device_sequence(nc);
     comm_free(nc);
     comm_free(lc);
     comm_local_group_free(g);

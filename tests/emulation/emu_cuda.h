@@ -28,8 +28,19 @@ static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
 static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { (void)s; free(p); return 0; }
 static inline cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return 0; }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { (void)s; memset(p, v, n); return 0; }
-static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) { (void)k; memmove(d, s, n); return 0; }
-static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) { (void)k; (void)st; memmove(d, s, n); return 0; }
+/* EMU_COUNT_COPIES (the NCCL tests): the bytes copied between host and device, in emu_host_copy_bytes */
+#ifdef EMU_COUNT_COPIES
+extern unsigned long long emu_host_copy_bytes;
+#define EMU_COUNT_COPY(k, n) (emu_host_copy_bytes += (k) != cudaMemcpyDeviceToDevice ? (n) : 0)
+#else
+#define EMU_COUNT_COPY(k, n) ((void)(k), (void)(n))
+#endif
+/* EMU_MEMMOVE: how a copy moves the bytes (the NCCL tests': opening tracked device memory) */
+#ifndef EMU_MEMMOVE
+#define EMU_MEMMOVE memmove
+#endif
+static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) { EMU_COUNT_COPY(k, n); EMU_MEMMOVE(d, s, n); return 0; }
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) { EMU_COUNT_COPY(k, n); (void)st; EMU_MEMMOVE(d, s, n); return 0; }
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return 0; }
 static inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
 static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return 0; }

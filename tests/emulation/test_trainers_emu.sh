@@ -359,18 +359,22 @@ lane_b() {
         export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
         NC=(--image-size 32 --depth 8 --lr 0.01 --codec 3lc "${DATA[@]}")
         MP=(mpirun -np 2 "$BIN/train_resnet_nccl_emu")
-        # (3lc's parameter server on the device: its pushes and pulls host bytes over NCCL)
+        # (3lc's parameter server on the device: its pushes and pulls, device bundles, over NCCL)
         BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_3lc_nccl "${MP[@]}" --backend mpi --device cpu "${NC[@]}" -- \
             "${MP[@]}" --backend nccl --device cuda "${NC[@]}"
         # the device-resident step across processes: fp32's allreduce by NCCL on the device
-        # arenas, int8's allgather frames over NCCL and over MPI (host bytes), against MPI on
-        # the CPU; and fp32 over NCCL against its host step on the same GPU models (the same
-        # NCCL sums: checkpoints equal to the bit)
+        # arenas, int8's allgather frames over NCCL (bundles in device memory) and over MPI
+        # (page-locked host bundles), gcomp's ring over NCCL (device bundles forwarded on
+        # the device, its frames parsed on the host), against MPI on the CPU; and fp32 over
+        # NCCL against its host step on the same GPU models (the same NCCL sums:
+        # checkpoints equal to the bit)
         NCD=(--image-size 32 --depth 8 --lr 0.01 --optim momentum "${DATA[@]}")
         DEVICE_STEP=1 pair resnet8_fp32_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec fp32 "${NCD[@]}" -- \
             "${MP[@]}" --backend nccl --device cuda --codec fp32 "${NCD[@]}"
         DEVICE_STEP=1 pair resnet8_int8_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \
             "${NCD[@]}" -- "${MP[@]}" --backend nccl --device cuda --codec int8 --topology allgather "${NCD[@]}"
+        BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_gcomp_ring_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec gcomp \
+            --topology ring "${NCD[@]}" -- "${MP[@]}" --backend nccl --device cuda --codec gcomp --topology ring "${NCD[@]}"
         DEVICE_STEP=1 pair resnet8_int8_mpi_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \
             "${NCD[@]}" -- "${MP[@]}" --backend mpi --device cuda --codec int8 --topology allgather "${NCD[@]}"
         device_vs_host resnet8_nccl_dev_vs_host "${MP[@]}" --backend nccl --device cuda --codec fp32 "${NCD[@]}" --eval-every -1
