@@ -21,7 +21,9 @@
  *   backend    any. allreduce: local (the workers are threads of one process
  *              sharing one GPU) on the device arenas, nccl (one GPU per process)
  *              on a device copy, any other (mpi) staged through pinned host
- *              memory; allgather, ps and the ring: their frames are host bytes
+ *              memory; allgather, ps and the ring: their bundles live in device
+ *              memory over nccl (encoded, sent, received and decoded there) and
+ *              in page-locked host memory over local and mpi
  * exchange_cuda_unsupported refuses only a codec with state between steps and no
  * GPU twin of that state (every codec of the registry has one now: gcomp's is
  * codec_cuda_state_save) and a build without CUDA; the trainer adds its own
@@ -53,26 +55,27 @@
  *      workers by the Comm's allreduce of the T floats (counted as traffic, as
  *      on the host), passed to the GPU codec as its scalar
  *   2. each tensor's frame by its GPU codec (compress/codec_cuda.h: the CPU
- *      codec's bytes for the same input and seed) into the host bundle, the
+ *      codec's bytes for the same input and seed) into the bundle (over nccl in
+ *      device memory, codec_encode_cuda_dev; else page-locked host memory), the
  *      entries and the bundle exactly as encode_pass lays them out; the
  *      residual keeps x - what the frame represents (on the device; DGC:
  *      u = 0 where the frame sent the value)
- *   3. the bundles go to every worker (Comm allgatherv of host bytes; MPI
- *      sends them from host memory, NCCL stages them through its device buffers)
+ *   3. the bundles go to every worker (Comm allgatherv: MPI sends them from host
+ *      memory, NCCL from and into device memory, with no host bounce)
  *   4. every bundle decoded in rank order into the average buffer on the
  *      device (the first overwrites, the others accumulate), then x 1/N; a bad
  *      bundle or frame gives exchange_step's message, and every worker stops
  * ps, as exchange_step's ps_exchange (3LC sections 2-3; TernGrad section 3):
  *   1. x as for the allgather (1, 1b), every worker's push bundle encoded as
- *      there (2), gathered to rank 0 (Comm gatherv of host bytes), which
+ *      there (2), gathered to rank 0 (Comm gatherv), which
  *      decodes and averages them as 4 (a bad frame: every worker stops)
  *   2a. model-delta pulls (3LC section 3.1): the server's global model (on the
  *      device, set from the parameters at the first step) takes the server's
  *      GPU optimizer step on the average (with weight deltas: the average delta
  *      added); the model delta + the server's pull memory is encoded once by
  *      the GPU codecs (seed slot of a pull, no mask), the pull memory keeps what
- *      the frame did not represent; the bundle is broadcast (Comm bcast of host
- *      bytes) and every worker adds the decoded delta to its parameters (with
+ *      the frame did not represent; the bundle is broadcast (Comm bcast) and
+ *      every worker adds the decoded delta to its parameters (with
  *      weight deltas: to the anchor, which the parameters become)
  *   2b. gradient pulls (TernGrad section 3, Figure 1; terngrad with the shared
  *      scalar): the server encodes the average itself (ternsum, 2N+1 levels
@@ -88,7 +91,7 @@
  * ring (GCOMP section 6.2), as exchange.c's avg_ring: each tensor in N chunks; N - 1
  * reduce-scatter hops, each worker encoding one chunk's running sum with its memory
  * (the residual per chunk; gcomp's levels of the partial sum at every hop) for its
- * right neighbour (Comm sendrecv of host bytes) and adding the decoded frame from its
+ * right neighbour (Comm sendrecv) and adding the decoded frame from its
  * left one on the device; N - 1 allgather hops, the owner's frame of its reduced
  * chunk (which the running sum becomes) forwarded unchanged; then x 1/N. Slots:
  * chunk c's reduce-scatter frames c, its allgather frames N + c (gcomp: a codec each).
