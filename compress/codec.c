@@ -195,14 +195,19 @@ int64_t codec_encode(Codec *c, uint8_t *frame, size_t cap, const float *x, size_
                                       side ? side : &none);
     if (len < 0) return len;
     if ((uint64_t)len > 0xFFFFFFFFu) return -GC_ERR_NOSPACE;
-    memcpy(frame, CODEC_MAGIC, 4);
-    frame[4] = CODEC_VERSION;
-    frame[5] = (uint8_t)c->spec.ops->id;
-    put_u16(frame + 6, flags);
-    put_u32(frame + 8, (uint32_t)n);
-    put_u32(frame + 12, (uint32_t)len);
-    put_u32(frame + 16, crc32c(0, frame + CODEC_HEADER_SIZE, (size_t)len));
+    frame_header_write(frame, (uint8_t)c->spec.ops->id, flags, (uint32_t)n, (uint32_t)len,
+                       crc32c(0, frame + CODEC_HEADER_SIZE, (size_t)len));
     return CODEC_HEADER_SIZE + len;
+}
+
+void frame_header_write(uint8_t *h, uint8_t codec, uint16_t flags, uint32_t count, uint32_t len, uint32_t crc) {
+    memcpy(h, CODEC_MAGIC, 4);
+    h[4] = CODEC_VERSION;
+    h[5] = codec;
+    put_u16(h + 6, flags);
+    put_u32(h + 8, count);
+    put_u32(h + 12, len);
+    put_u32(h + 16, crc);
 }
 
 int frame_header_read(FrameHeader *h, const uint8_t *frame, size_t len) {

@@ -1123,13 +1123,7 @@ int64_t codec_encode_cuda_payload(CodecCuda *g, uint8_t *payload, size_t cap, ui
 
 /* the common header (compress/codec.c codec_encode) of a payload of len bytes */
 static void put_header(uint8_t *h, const CodecCuda *g, uint16_t flags, size_t n, int64_t len, uint32_t crc) {
-    memcpy(h, CODEC_MAGIC, 4);
-    h[4] = CODEC_VERSION;
-    h[5] = (uint8_t)g->spec.ops->id;
-    put_u16(h + 6, flags);
-    put_u32(h + 8, (uint32_t)n);
-    put_u32(h + 12, (uint32_t)len);
-    put_u32(h + 16, crc);
+    frame_header_write(h, (uint8_t)g->spec.ops->id, flags, (uint32_t)n, (uint32_t)len, crc);
 }
 
 int64_t codec_encode_cuda(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
