@@ -9,6 +9,10 @@
  *            table schedule of gcomp, the Golomb coding of sbc)
  *   frame    codec_encode_cuda: payload copied to a host frame, header + CRC
  *   decode   codec_decode_cuda: host frame to device floats
+ *   dframe   codec_encode_cuda_dev: the whole frame in device memory, its CRC
+ *            computed there (the exchange's bundles over NCCL)
+ *   ddecode  codec_decode_cuda_dev: device frame to device floats
+ * and per size the device CRC-32C of the 4n input bytes (crc32c_cuda),
  * next to cudaMemcpy device-to-device of the same 4n bytes measured in the same
  * run ("copy", counted as 4n bytes per copy, i.e. half the DRAM traffic), the
  * kernels column as a fraction of it, and bits per value (frame bytes * 8 / n).
@@ -104,7 +108,7 @@ static double best_time(RunFn fn, void *ctx, double min_time, int *fail) {
 typedef struct {
     CodecCuda *g;
     float *dx, *dout;
-    uint8_t *dpay, *frame;
+    uint8_t *dpay, *frame, *dframe;
     size_t n, cap;
     int64_t len;
     uint64_t seed;
@@ -139,6 +143,26 @@ static int run_frame(void *p) {
 static int run_decode(void *p) {
     Ctx *c = p;
     return codec_decode_cuda(c->g, c->dout, c->n, c->frame, (size_t)c->len) != 0;
+}
+
+/* the whole frame in device memory (the exchange's bundles over NCCL) */
+static int run_frame_dev(void *p) {
+    Ctx *c = p;
+    CodecSide s = {0};
+    s.seed = c->seed++;
+    c->len = codec_encode_cuda_dev(c->g, c->dframe, c->cap, c->dx, c->n, &s);
+    return c->len < 0;
+}
+
+static int run_decode_dev(void *p) {
+    Ctx *c = p;
+    return codec_decode_cuda_dev(c->g, c->dout, c->n, c->dframe, (size_t)c->len) != 0;
+}
+
+static int run_crc(void *p) {
+    Ctx *c = p;
+    c->seed ^= crc32c_cuda(0, c->src, 4 * c->n);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -212,8 +236,8 @@ int main(int argc, char **argv) {
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     printf("GPU codec throughput on %s; GB/s of float32 input (4 bytes/value), best of runs >= %.2f s\n", prop.name,
            min_time);
-    printf("%-36s %9s %9s %9s %9s %9s %7s %10s\n", "codec", "values", "copy", "kernels", "frame", "decode",
-           "k/copy", "bits/value");
+    printf("%-36s %9s %9s %9s %9s %9s %9s %9s %7s %10s\n", "codec", "values", "copy", "kernels", "frame", "decode",
+           "dframe", "ddecode", "k/copy", "bits/value");
     for (int si = 0; si < nsizes; si++) {
         size_t n = sizes[si];
         float *x = malloc(n * sizeof(float));
@@ -233,10 +257,13 @@ int main(int argc, char **argv) {
         int fail = 0;
         double tcopy = best_time(run_copy, &c, min_time, &fail);
         double copy_gbs = 4.0 * (double)n / tcopy / 1e9;
+        double tcrc = best_time(run_crc, &c, min_time, &fail);
+        printf("%-36s %9zu %9.1f %9.1f\n", "crc32c on the device", n, copy_gbs, 4.0 * (double)n / tcrc / 1e9);
         for (int s = 0; s < nspecs; s++) {
             c.g = codec_cuda_new(&parsed[s]);
             c.cap = codec_cuda_max_frame(c.g, n);
             cudaCheck(cudaMalloc((void **)&c.dpay, c.cap));
+            cudaCheck(cudaMalloc((void **)&c.dframe, c.cap));
             c.frame = malloc(c.cap);
             fail = 0;
             double tk = best_time(run_payload, &c, min_time, &fail);
@@ -249,18 +276,30 @@ int main(int argc, char **argv) {
                 codec_cuda_free(ge);
             }
             double td = fail ? 0 : best_time(run_decode, &c, min_time, &fail);
+            double tfd = 0, tdd = 0;
+            if (!fail) { /* the same in device memory */
+                CodecCuda *ge = codec_cuda_new(&parsed[s]);
+                CodecSide s0 = {0};
+                int64_t l0 = codec_encode_cuda_dev(ge, c.dframe, c.cap, c.dx, n, &s0);
+                fail = l0 != c.len;
+                codec_cuda_free(ge);
+                tdd = fail ? 0 : best_time(run_decode_dev, &c, min_time, &fail);
+                tfd = fail ? 0 : best_time(run_frame_dev, &c, min_time, &fail);
+            }
             char name[64];
             codec_spec_str(name, sizeof name, &parsed[s]);
             if (fail) {
                 printf("%-36s %9zu  (failed)\n", name, n);
             } else {
                 double gk = 4.0 * (double)n / tk / 1e9, gf = 4.0 * (double)n / tf / 1e9,
-                       gd = 4.0 * (double)n / td / 1e9;
-                printf("%-36s %9zu %9.1f %9.1f %9.1f %9.1f %7.2f %10.3f\n", name, n, copy_gbs, gk, gf, gd,
-                       gk / copy_gbs, 8.0 * (double)c.len / (double)n);
+                       gd = 4.0 * (double)n / td / 1e9, gfd = 4.0 * (double)n / tfd / 1e9,
+                       gdd = 4.0 * (double)n / tdd / 1e9;
+                printf("%-36s %9zu %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %7.2f %10.3f\n", name, n, copy_gbs, gk, gf, gd,
+                       gfd, gdd, gk / copy_gbs, 8.0 * (double)c.len / (double)n);
             }
             fflush(stdout);
             cudaCheck(cudaFree(c.dpay));
+            cudaCheck(cudaFree(c.dframe));
             free(c.frame);
             codec_cuda_free(c.g);
         }
