@@ -341,9 +341,9 @@ static uint8_t *upload(const uint8_t *p, size_t len) {
     return d;
 }
 
-/* A frame's payload as the dense decoders read it: on the device, 8-byte aligned (the
- * kernels load 16-, 32- and 64-bit words), with host copies of its first and last bytes,
- * the only ones read on the host (scales, means, the padding of the last byte). */
+/* A frame's payload as the dense decoders read it: on the device, aligned as the codec's
+ * kernels need (pay_align), with host copies of its first and last bytes, the only ones
+ * read on the host (scales, means, the padding of the last byte). */
 typedef struct {
     const uint8_t *d; /* [len] device */
     size_t len;
@@ -1225,6 +1225,7 @@ int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const fl
     uint8_t h[CODEC_HEADER_SIZE];
     put_header(h, g, flags, n, len, crc32c_cuda(0, frame + CODEC_HEADER_SIZE, (size_t)len));
     cudaCheck(cudaMemcpy(frame, h, CODEC_HEADER_SIZE, cudaMemcpyHostToDevice));
+    cudaCheck(cudaStreamSynchronize(0)); /* from pageable memory the copy may still be under way */
     return CODEC_HEADER_SIZE + len;
 }
 
@@ -1255,6 +1256,17 @@ static int decode_payload(CodecCuda *g, float *out, size_t n, float weight, int 
 static int host_parsed(const CodecCuda *g) {
     CodecId id = g->spec.ops->id;
     return id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC || id == CODEC_GCOMP;
+}
+
+/* the alignment the dense decoders' kernels need of the payload: fp32 loads floats,
+ * fp16 halves, ternsum 64-bit words at offset 8; the others read bytes */
+static uintptr_t pay_align(const CodecCuda *g) {
+    switch (g->spec.ops->id) {
+    case CODEC_FP32: return 4;
+    case CODEC_FP16: return 2;
+    case CODEC_TERNSUM: return 8;
+    default: return 1;
+    }
 }
 
 /* the header checks of compress/codec.c decode_frame, before the CRC */
@@ -1288,9 +1300,9 @@ static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int ac
 }
 
 /* a device frame: its header and its payload's first and last bytes copied to the host,
- * the CRC computed on the device, the payload read in place (moved when it is not 8-byte
- * aligned); the sparsifiers' and gcomp's payloads are copied to the host, where they are
- * parsed */
+ * the CRC computed on the device, the payload read in place (moved when it is not aligned
+ * as the codec's kernels need, pay_align); the sparsifiers' and gcomp's payloads are
+ * copied to the host, where they are parsed */
 static int decode_frame_dev(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
                             size_t len) {
     uint8_t hb[CODEC_HEADER_SIZE + 8];
@@ -1311,7 +1323,7 @@ static int decode_frame_dev(CodecCuda *g, float *out, size_t n, float weight, in
     if (host_parsed(g)) {
         host = (uint8_t *)mallocCheck(pl ? pl : 1);
         if (pl) cudaCheck(cudaMemcpy(host, p, pl, cudaMemcpyDeviceToHost));
-    } else if ((uintptr_t)p & 7) {
+    } else if ((uintptr_t)p & (pay_align(g) - 1)) {
         moved = (uint8_t *)gcx_dmalloc(pl);
         if (pl) cudaCheck(cudaMemcpyAsync(moved, p, pl, cudaMemcpyDeviceToDevice, 0));
     }

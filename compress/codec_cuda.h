@@ -101,7 +101,8 @@ int codec_decode_acc_cuda(CodecCuda *g, float *out, size_t n, float weight, cons
  * host-frame calls. Encoding writes the payload in place, computes its CRC on the device
  * and copies the 20-byte header up; decoding copies the header and the payload's first
  * and last 8 bytes down, checks the CRC on the device and decodes the payload where it
- * lies (a payload that is not 8-byte aligned is first moved, device to device). The
+ * lies (moved first, device to device, when it is not aligned for the codec's loads:
+ * 4 bytes for fp32, 2 for fp16, 8 for ternsum). The
  * sparsifiers' and gcomp's decoders parse their payloads on the host: for them the
  * payload is copied down.  frame: [cap] / [len] device, any alignment */
 int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,

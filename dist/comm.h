@@ -26,9 +26,10 @@ typedef enum { COMM_SUM, COMM_MAX } CommOp;
 typedef struct {
     void *(*alloc)(size_t bytes); /* NULL when out of memory */
     void (*free)(void *p);
-    void (*copy)(void *dst, const void *src, size_t bytes); /* between two blocks (NULL: memcpy) */
-    int device; /* GPU memory: only the nccl backend takes such buffers, and then the data
-                 * of the same call is GPU memory too */
+    /* bytes from and to this allocator's blocks or host memory, either way (NULL: memcpy) */
+    void (*copy)(void *dst, const void *src, size_t bytes);
+    int device; /* GPU memory: the nccl and local backends take such buffers (the data of
+                 * the same call is then GPU memory too), the mpi backend does not */
 } ByteAlloc;
 
 typedef struct {
@@ -37,6 +38,9 @@ typedef struct {
     const ByteAlloc *mem; /* NULL: malloc and free */
 } ByteBuf;
 
+/* n bytes to dst from src, one of them in b's memory and the other there or in host
+ * memory (b's allocator's copy, or memcpy) */
+void bytebuf_copy(const ByteBuf *b, void *dst, const void *src, size_t n);
 /* grows b to at least cap bytes, keeping its bytes; ends the program when out of memory */
 void bytebuf_reserve(ByteBuf *b, size_t cap);
 /* frees b's bytes; b is then empty, with the same allocator */

@@ -27,10 +27,7 @@ void bytebuf_reserve(ByteBuf *b, size_t cap) {
     uint8_t *p;
     if (b->mem) { /* an allocator without realloc: a new block, the old bytes copied */
         p = b->mem->alloc(nc);
-        if (p && b->cap) {
-            if (b->mem->copy) b->mem->copy(p, b->p, b->cap);
-            else memcpy(p, b->p, b->cap);
-        }
+        if (p && b->cap) bytebuf_copy(b, p, b->p, b->cap);
         if (p) b->mem->free(b->p);
     } else {
         p = realloc(b->p, nc);
@@ -40,6 +37,12 @@ void bytebuf_reserve(ByteBuf *b, size_t cap) {
     }
     b->p = p;
     b->cap = nc;
+}
+
+void bytebuf_copy(const ByteBuf *b, void *dst, const void *src, size_t n) {
+    if (!n) return;
+    if (b->mem && b->mem->copy) b->mem->copy(dst, src, n);
+    else memcpy(dst, src, n);
 }
 
 void bytebuf_free(ByteBuf *b) {
@@ -183,7 +186,7 @@ static void local_allgatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t 
     size_t at = 0;
     for (int k = 0; k < N; k++) {
         lens[k] = g->len[k];
-        if (g->len[k]) memcpy(out->p + at, g->ptr[k], g->len[k]);
+        bytebuf_copy(out, out->p + at, g->ptr[k], g->len[k]);
         at += g->len[k];
         if (k != r) c->received += g->len[k];
     }
@@ -205,7 +208,7 @@ static void local_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *da
         size_t at = 0;
         for (int k = 0; k < N; k++) {
             lens[k] = g->len[k];
-            if (g->len[k]) memcpy(out->p + at, g->ptr[k], g->len[k]);
+            bytebuf_copy(out, out->p + at, g->ptr[k], g->len[k]);
             at += g->len[k];
             if (k != r) c->received += g->len[k];
         }
@@ -227,7 +230,7 @@ static void local_bcast(Comm *c, ByteBuf *buf, int root) {
     if (r != root) {
         size_t len = g->len[root];
         bytebuf_reserve(buf, len);
-        if (len) memcpy(buf->p, g->ptr[root], len);
+        bytebuf_copy(buf, buf->p, g->ptr[root], len);
         buf->len = len;
         c->received += len;
     } else {
@@ -245,7 +248,7 @@ static void local_sendrecv(Comm *c, ByteBuf *out, int src, const uint8_t *data, 
     meet(c, "send/receive");
     size_t n = g->len[src];
     bytebuf_reserve(out, n);
-    if (n) memcpy(out->p, g->ptr[src], n);
+    bytebuf_copy(out, out->p, g->ptr[src], n);
     out->len = n;
     c->sent += len;
     c->received += n;

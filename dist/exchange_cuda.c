@@ -123,7 +123,7 @@ static void set_err(ExchangeCuda *x, const char *fmt, ...) {
 const char *exchange_cuda_error(const ExchangeCuda *x) { return x->err; }
 
 const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, const Comm *comm) {
-    (void)comm; /* the frames are host bytes, allreduce stages through pinned memory: any Comm */
+    (void)comm; /* frames in device or pinned memory, allreduce staged through pinned memory: any Comm */
     const TensorPolicy *pol = exchange_policy(ex);
     for (int t = 0; t < pt->n; t++) { /* gcomp's GPU twin keeps its state (codec_cuda_state_save) */
         const CodecOps *ops = pol[t].spec.ops;
@@ -132,15 +132,21 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
     return NULL;
 }
 
-/* The bundles' memory. Over nccl: device memory, where each frame is encoded in place
- * (codec_encode_cuda_dev), which NCCL sends from and receives into, and where each
- * frame is decoded (codec_decode_cuda_dev); only headers, a few scalars and the
- * payloads that are parsed on the host (the sparsifiers' and gcomp's decoders, gcomp's
- * size breakdown) cross to the host. Over any other backend (or with GCX_HOST_FRAMES=1):
- * page-locked host memory, each frame copied between the GPU and it once (the
- * encoder's download, each decoder's upload), by DMA, with no pageable staging; the
- * Comm moves them from there. */
+/* The bundles' memory. Over nccl and local, when every codec of the exchange decodes on
+ * the device (the dense ones): device memory, where each frame is encoded in place
+ * (codec_encode_cuda_dev), which NCCL sends from and receives into (local workers,
+ * threads sharing the GPU, copy device to device), and where each frame is decoded
+ * (codec_decode_cuda_dev); only headers and a few scalars cross to the host. Otherwise
+ * (over mpi; the sparsifiers and gcomp, whose decoders parse their frames on the host;
+ * GCX_HOST_FRAMES=1): page-locked host memory, each frame copied between the GPU and it
+ * once (the encoder's download, each decoder's upload), by DMA, with no pageable
+ * staging; the Comm moves them from there. */
 static const ByteAlloc pinned = {cuda_host_alloc, cuda_host_free, NULL, 0};
+/* the sparsifiers' and gcomp's decoders parse their frames on the host */
+static int parsed_on_host(const CodecSpec *s) {
+    CodecId id = s->ops->id;
+    return id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC || id == CODEC_GCOMP;
+}
 static void *gpu_bytes_alloc(size_t bytes) {
     void *p = NULL;
     return cudaMalloc(&p, bytes) == cudaSuccess ? p : NULL;
@@ -148,8 +154,11 @@ static void *gpu_bytes_alloc(size_t bytes) {
 static void gpu_bytes_free(void *p) {
     if (p) cudaCheck(cudaFree(p));
 }
+/* either way (a device-to-device copy, or a test's look from the host), complete when it
+ * returns: a peer's next step or NCCL's stream may use the bytes next */
 static void gpu_bytes_copy(void *dst, const void *src, size_t bytes) {
-    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+    cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+    cudaCheck(cudaStreamSynchronize(0));
 }
 static const ByteAlloc on_gpu = {gpu_bytes_alloc, gpu_bytes_free, gpu_bytes_copy, 1};
 
@@ -169,7 +178,9 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     x->rank = comm->rank;
     x->T = pt->n;
     const char *hf = getenv("GCX_HOST_FRAMES");
-    x->devb = !strcmp(comm->ops->name, "nccl") && !(hf && !strcmp(hf, "1"));
+    x->devb = (!strcmp(comm->ops->name, "nccl") || !strcmp(comm->ops->name, "local")) && !(hf && !strcmp(hf, "1"));
+    for (int t = 0; t < x->T && x->devb; t++)
+        x->devb = !parsed_on_host(&x->pol[t].spec) && !parsed_on_host(exchange_pull_spec(ex, t));
     x->out.mem = x->in.mem = x->devb ? &on_gpu : &pinned;
     x->lens = callocCheck((size_t)x->N, sizeof *x->lens);
     x->mem = callocCheck((size_t)x->T + 1, sizeof *x->mem);
@@ -492,8 +503,12 @@ static void gcomp_levels(ExchangeCuda *x, int pull, int t, size_t lo, size_t n, 
 
 /* n bytes from the host into a bundle (x->out or x->in, wherever they live), and back */
 static void to_bundle(const ExchangeCuda *x, uint8_t *dst, const void *src, size_t n) {
-    if (x->devb) cudaCheck(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
-    else memcpy(dst, src, n);
+    if (!x->devb) {
+        memcpy(dst, src, n);
+        return;
+    }
+    cudaCheck(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+    cudaCheck(cudaStreamSynchronize(0)); /* from pageable memory the copy may still be under way */
 }
 static void from_bundle(const ExchangeCuda *x, void *dst, const uint8_t *src, size_t n) {
     if (x->devb) cudaCheck(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
@@ -563,21 +578,13 @@ static int next_entry(const ExchangeCuda *x, BundleReader *br, int t, int chunk,
 }
 
 /* a pushed frame (flen bytes at fp in x->out) of m values of tensor t in this step's
- * byte counts; gcomp's size breakdown reads the frame on the host */
+ * byte counts; gcomp's size breakdown reads the frame (in host bundles: gcomp's are) */
 static void count_push(ExchangeCuda *x, int t, size_t m, const uint8_t *fp, int64_t flen) {
     x->st.raw_up += 4 * (uint64_t)m;
     if (!x->pol[t].compressed) return;
     x->st.comp_raw += 4 * (uint64_t)m;
     x->st.comp_bytes += ENTRY_HDR + (uint64_t)flen;
-    if (x->pol[t].spec.ops->id != CODEC_GCOMP) return;
-    if (!x->devb) {
-        gcomp_frame_parts(&x->st.gcomp, fp, (size_t)flen);
-        return;
-    }
-    uint8_t *h = mallocCheck((size_t)flen);
-    from_bundle(x, h, fp, (size_t)flen);
-    gcomp_frame_parts(&x->st.gcomp, h, (size_t)flen);
-    free(h);
+    if (x->pol[t].spec.ops->id == CODEC_GCOMP) gcomp_frame_parts(&x->st.gcomp, fp, (size_t)flen);
 }
 
 /* --log-layers (exchange_layer_add), as exchange.c's encode_pass counts a push or a
@@ -643,8 +650,11 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
             continue;
         }
         layer_add(x, t, enc[t], v, off, n, flen, mono_seconds() - t1);
-        /* the server's pull is everyone's down traffic, not its up */
+        /* the server's pull is everyone's down traffic, not its up; the counting is not the
+         * codec's time (t0 moves past it, as the host exchange counts after its timer) */
+        double tc = mono_seconds();
         count_push(x, t, n, b->p + b->len - (size_t)flen, flen);
+        t0 += mono_seconds() - tc;
         /* memory_out: the residual keeps what the frame did not represent; DGC masks its momentum */
         if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + off, v, x->d_repr + off, n);
         if (x->mem[t] == MEM_DGC) exchange_cuda_mask_zero(x->d_vel + off, x->d_mask + off, n);
@@ -767,7 +777,9 @@ static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, 
         }
         count++;
         layer_add(x, t, enc, v, at, m, flen, mono_seconds() - t1);
+        double tc = mono_seconds();
         count_push(x, t, m, b->p + b->len - (size_t)flen, flen);
+        t0 += mono_seconds() - tc;
         if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + at, v, x->d_repr + at, m);
         if (fold) cudaCheck(cudaMemcpy(acc + at, x->d_repr + at, m * sizeof(float), cudaMemcpyDeviceToDevice));
     }
@@ -832,8 +844,8 @@ static uint64_t forward(ExchangeCuda *x, long step, int c) {
  * neighbour, which adds the decoded frame to its own; then the allgather, each chunk's
  * owner encoding its fully reduced chunk once (acc takes what the frame represents) and
  * the frames forwarded unchanged for N - 1 hops; then x 1/N. Slots: chunk c's
- * reduce-scatter frames c, its allgather frames N + c. Only frames cross to the host
- * (the Comm's sendrecv of host bytes) */
+ * reduce-scatter frames c, its allgather frames N + c; the bundles go by the Comm's
+ * sendrecv */
 static int avg_ring(ExchangeCuda *x, const float *d_x, const float *d_lp, const Optim *opt, double lr, long step) {
     int N = x->N, r = x->rank, left = (r + N - 1) % N, right = (r + 1) % N;
     float *acc = x->d_agg;
@@ -905,8 +917,7 @@ static void apply_gradient(ExchangeCuda *x, float *d_params, Optim *opt, double 
  * which the parameters then become). Gradient pulls (TernGrad section 3, Figure 1):
  * the server encodes the average itself (ternsum, 2N+1 levels with the shared
  * scalars) into every worker's d_agg, on which each runs its optimizer
- * (exchange_cuda_optimize). Only frames cross to the host; the global model and the
- * pull memory stay on the device. */
+ * (exchange_cuda_optimize). The global model and the pull memory stay on the device. */
 static int ps_exchange(ExchangeCuda *x, float *d_params, Optim *opt, double lr, long step, double density) {
     size_t total = x->pt->total;
     int server = x->rank == 0;

@@ -166,8 +166,9 @@ static void cmp_decode(const CodecSpec *spec, const char *text, const uint8_t *f
         down(og, dout, n * sizeof(float));
         /* the frame in device memory, at an offset that is not 8-byte aligned (as in a bundle),
          * decoded by a third decoder: the same code and the same floats as the host frame's
-         * (accumulating only: the decoders after the frame's checks are the host frame's) */
-        if (acc) {
+         * (in one of the two modes, by the frame's length: the decoders after the frame's
+         * checks are the host frame's) */
+        if (acc == (int)(len & 1)) {
             CodecCuda *gv = codec_cuda_new(spec);
             float *vout = dalloc_f(n), *ov = malloc((n ? n : 1) * sizeof(float));
             size_t off = 1 + len % 7;
@@ -330,14 +331,15 @@ static void one_case(const char *text, size_t n, int d, uint64_t seed, int corru
         /* the whole frame in device memory, not 8-byte aligned, from a fresh GPU codec */
         {
             CodecCuda *gv = codec_cuda_new(&spec);
+            size_t fo = seed & 1 ? 3 : 0; /* the payload misaligned (staged), or 4-byte aligned (in place) */
             uint8_t *dframe = dalloc_b(cap + 3);
             CodecSide sv = {0};
             sv.seed = sg.seed;
             sv.levels = sg.levels;
-            int64_t lv = codec_encode_cuda_dev(gv, dframe + 3, cap, dx, n, &sv);
+            int64_t lv = codec_encode_cuda_dev(gv, dframe + fo, cap, dx, n, &sv);
             SAME(lv == lc, CASEF ": device frame length %lld", CASEA(text, n, d, seed), (long long)lv);
             if (lv == lc) {
-                down(pay, dframe + 3, (size_t)lv);
+                down(pay, dframe + fo, (size_t)lv);
                 long at = first_diff(pay, fc, (size_t)lv);
                 SAME(at < 0, CASEF ": device frame differs at byte %ld", CASEA(text, n, d, seed), at);
             }

@@ -145,9 +145,19 @@ static void keep_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
     *(k ? &r->plen[step] : &r->blen[rank][step]) = len;
 }
 
+/* page-locked memory for the tamper Comm's look at the device bundles, which is not the
+ * exchange's traffic through pageable memory */
+static void *pinned_alloc(size_t n) {
+    void *p = NULL;
+    return cudaMallocHost(&p, n) == cudaSuccess ? p : NULL;
+}
+static void pinned_free(void *p) { cudaFreeHost(p); }
+static const ByteAlloc pinned = {pinned_alloc, pinned_free, NULL, 0};
+
 static void worker(int rank, void *arg) {
     Run *r = arg;
     Comm *comm = tamper_comm_new(comm_local_new(group, rank), keep_fn, r); /* sees the bundles */
+    tamper_comm_host_memory(comm, &pinned);
     if (staged) tc_of(comm)->ops.name = "staged"; /* a host backend's path (mpi's) */
     DistConfig cfg;
     dist_config_default(&cfg);

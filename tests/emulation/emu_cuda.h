@@ -20,7 +20,8 @@ typedef void *cudaStream_t;
  * called, on any stream: it cannot show what streams running at once would do) */
 #define cudaStreamPerThread ((cudaStream_t)0x2)
 typedef void *cudaMemPool_t;
-enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
+/* cudaMemcpyDefault: the direction from where the pointers live (unified addressing) */
+enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
 enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold };
 static inline cudaError_t cudaMalloc(void **p, size_t n) { *p = malloc(n ? n : 1); memset(*p, 0xA5, n ? n : 1); return 0; }
 static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { (void)s; return cudaMalloc(p, n); }

@@ -364,8 +364,9 @@ lane_b() {
             "${MP[@]}" --backend nccl --device cuda "${NC[@]}"
         # the device-resident step across processes: fp32's allreduce by NCCL on the device
         # arenas, int8's allgather frames over NCCL (bundles in device memory) and over MPI
-        # (page-locked host bundles), gcomp's ring over NCCL (device bundles forwarded on
-        # the device, its frames parsed on the host), against MPI on the CPU; and fp32 over
+        # (page-locked host bundles), int8's ring over NCCL (device bundles, forwarded on the
+        # device) and gcomp's (host bundles: its decoders parse on the host), against MPI on
+        # the CPU; and fp32 over
         # NCCL against its host step on the same GPU models (the same NCCL sums:
         # checkpoints equal to the bit)
         NCD=(--image-size 32 --depth 8 --lr 0.01 --optim momentum "${DATA[@]}")
@@ -373,6 +374,8 @@ lane_b() {
             "${MP[@]}" --backend nccl --device cuda --codec fp32 "${NCD[@]}"
         DEVICE_STEP=1 pair resnet8_int8_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \
             "${NCD[@]}" -- "${MP[@]}" --backend nccl --device cuda --codec int8 --topology allgather "${NCD[@]}"
+        DEVICE_STEP=1 pair resnet8_int8_ring_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec int8 \
+            --topology ring "${NCD[@]}" -- "${MP[@]}" --backend nccl --device cuda --codec int8 --topology ring "${NCD[@]}"
         BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_gcomp_ring_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec gcomp \
             --topology ring "${NCD[@]}" -- "${MP[@]}" --backend nccl --device cuda --codec gcomp --topology ring "${NCD[@]}"
         DEVICE_STEP=1 pair resnet8_int8_mpi_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \

@@ -273,7 +273,8 @@ void emu_pageable_copies(unsigned long long *bytes, unsigned long long *largest)
 
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
     int dd = emu_is_dev(d), sd = emu_is_dev(s);
-    int ok = k == cudaMemcpyHostToDevice ? dd && !sd : k == cudaMemcpyDeviceToHost ? !dd && sd : dd && sd;
+    int ok = k == cudaMemcpyHostToDevice ? dd && !sd : k == cudaMemcpyDeviceToHost ? !dd && sd
+           : k == cudaMemcpyDeviceToDevice ? dd && sd : 1;
 #ifdef EMU_NO_PROTECT
     ok = 1;
 #endif
