@@ -22,8 +22,9 @@
  *              sharing one GPU) on the device arenas, nccl (one GPU per process)
  *              on a device copy, any other (mpi) staged through pinned host
  *              memory; allgather, ps and the ring: their bundles live in device
- *              memory over nccl (encoded, sent, received and decoded there) and
- *              in page-locked host memory over local and mpi
+ *              memory over nccl and local when every codec decodes on the device
+ *              (encoded, sent, received and decoded there), else in page-locked
+ *              host memory
  * exchange_cuda_unsupported refuses only a codec with state between steps and no
  * GPU twin of that state (every codec of the registry has one now: gcomp's is
  * codec_cuda_state_save) and a build without CUDA; the trainer adds its own
@@ -55,13 +56,13 @@
  *      workers by the Comm's allreduce of the T floats (counted as traffic, as
  *      on the host), passed to the GPU codec as its scalar
  *   2. each tensor's frame by its GPU codec (compress/codec_cuda.h: the CPU
- *      codec's bytes for the same input and seed) into the bundle (over nccl in
- *      device memory, codec_encode_cuda_dev; else page-locked host memory), the
+ *      codec's bytes for the same input and seed) into the bundle (in device
+ *      memory, codec_encode_cuda_dev, or page-locked host memory: above), the
  *      entries and the bundle exactly as encode_pass lays them out; the
  *      residual keeps x - what the frame represents (on the device; DGC:
  *      u = 0 where the frame sent the value)
  *   3. the bundles go to every worker (Comm allgatherv: MPI sends them from host
- *      memory, NCCL from and into device memory, with no host bounce)
+ *      memory; NCCL and the local workers move device bundles with no host bounce)
  *   4. every bundle decoded in rank order into the average buffer on the
  *      device (the first overwrites, the others accumulate), then x 1/N; a bad
  *      bundle or frame gives exchange_step's message, and every worker stops
