@@ -1253,10 +1253,11 @@ static int decode_payload(CodecCuda *g, float *out, size_t n, float weight, int 
     return rc;
 }
 
-static int host_parsed(const CodecCuda *g) {
-    CodecId id = g->spec.ops->id;
+int codec_cuda_parses_on_host(const CodecSpec *spec) {
+    CodecId id = spec->ops->id;
     return id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC || id == CODEC_GCOMP;
 }
+static int host_parsed(const CodecCuda *g) { return codec_cuda_parses_on_host(&g->spec); }
 
 /* the alignment the dense decoders' kernels need of the payload: fp32 loads floats,
  * fp16 halves, ternsum 64-bit words at offset 8; the others read bytes */

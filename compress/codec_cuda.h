@@ -110,6 +110,11 @@ int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const fl
 int codec_decode_cuda_dev(CodecCuda *g, float *out, size_t n, const uint8_t *frame, size_t len);
 int codec_decode_acc_cuda_dev(CodecCuda *g, float *out, size_t n, float weight, const uint8_t *frame, size_t len);
 
+/* 1 for the codecs whose decoders parse the frame on the host (topk, dgc, sbc: the
+ * positions' Golomb codes; gcomp: chunk headers and Huffman tables): their device
+ * frames are copied to the host to be decoded */
+int codec_cuda_parses_on_host(const CodecSpec *spec);
+
 /* crc32c(crc, data, len) (common/crc32c.h) of len bytes of DEVICE memory, computed on the
  * device in pieces of 1 KiB folded with the zero-byte operators; the same value */
 uint32_t crc32c_cuda(uint32_t crc, const void *data, size_t len);

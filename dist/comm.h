@@ -20,9 +20,10 @@
 typedef enum { COMM_SUM, COMM_MAX } CommOp;
 
 /* Where a ByteBuf's bytes live. NULL (a zeroed ByteBuf's) is malloc's memory; the
- * device exchange keeps its bundles in page-locked host memory (dist/exchange_cuda.c),
- * so that its frames' copies to and from the GPU go straight by DMA, and over NCCL in
- * device memory (device = 1), where the frames are encoded, sent and decoded. */
+ * device exchange (dist/exchange_cuda.c) keeps its bundles in device memory (device = 1)
+ * over nccl and local, where the frames are encoded, moved and decoded, or else in
+ * page-locked host memory, so that its frames' copies to and from the GPU go straight
+ * by DMA. */
 typedef struct {
     void *(*alloc)(size_t bytes); /* NULL when out of memory */
     void (*free)(void *p);

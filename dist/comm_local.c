@@ -2,7 +2,10 @@
  * shared memory. Each collective publishes a pointer per rank, meets at a
  * barrier, copies or reduces, and meets again before the published buffers may
  * change. Sums are taken in rank order, so results are deterministic and equal
- * to the MPI backend's wherever the MPI backend also sums in rank order.
+ * to the MPI backend's wherever the MPI backend also sums in rank order. Bytes
+ * are copied through the receiving ByteBuf's allocator (bytebuf_copy): the device
+ * exchange's bundles in GPU memory go device to device between the workers, which
+ * share one GPU.
  *
  * Byte accounting (identical on every backend, docs/DIST.md):
  *   allreduce  ring model: 2 (N-1)/N * bytes sent and received per rank

@@ -70,7 +70,7 @@ struct ExchangeCuda {
     float *d_pullres;   /* [total] device: the server's error accumulation of the pulled deltas */
     CodecCuda **penc, **pdec; /* [T] the pull's encoder (the server's) and decoder (exchange_pull_spec) */
     ByteBuf out, in;    /* this worker's bundle; everyone's */
-    int devb;           /* out and in are device memory (over nccl), else page-locked host memory */
+    int devb;           /* out and in are device memory (nccl, local; dense codecs), else page-locked host memory */
     /* clipping: the ranges whose sums of squares make the norm (--clip: optim/clip.c's
      * blocks of the arena; DGC's local clipping: each tensor's blocks), device */
     size_t nrange;
@@ -142,11 +142,6 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
  * once (the encoder's download, each decoder's upload), by DMA, with no pageable
  * staging; the Comm moves them from there. */
 static const ByteAlloc pinned = {cuda_host_alloc, cuda_host_free, NULL, 0};
-/* the sparsifiers' and gcomp's decoders parse their frames on the host */
-static int parsed_on_host(const CodecSpec *s) {
-    CodecId id = s->ops->id;
-    return id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC || id == CODEC_GCOMP;
-}
 static void *gpu_bytes_alloc(size_t bytes) {
     void *p = NULL;
     return cudaMalloc(&p, bytes) == cudaSuccess ? p : NULL;
@@ -180,7 +175,7 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     const char *hf = getenv("GCX_HOST_FRAMES");
     x->devb = (!strcmp(comm->ops->name, "nccl") || !strcmp(comm->ops->name, "local")) && !(hf && !strcmp(hf, "1"));
     for (int t = 0; t < x->T && x->devb; t++)
-        x->devb = !parsed_on_host(&x->pol[t].spec) && !parsed_on_host(exchange_pull_spec(ex, t));
+        x->devb = !codec_cuda_parses_on_host(&x->pol[t].spec) && !codec_cuda_parses_on_host(exchange_pull_spec(ex, t));
     x->out.mem = x->in.mem = x->devb ? &on_gpu : &pinned;
     x->lens = callocCheck((size_t)x->N, sizeof *x->lens);
     x->mem = callocCheck((size_t)x->T + 1, sizeof *x->mem);
@@ -832,7 +827,7 @@ static void decode_ring(ExchangeCuda *x, float *acc, int c, int slot, int src, l
 static uint64_t forward(ExchangeCuda *x, long step, int c) {
     if (!x->devb) return exchange_ring_forward(&x->out, &x->in, step, x->pt, x->N, c);
     bytebuf_reserve(&x->out, x->in.len);
-    if (x->in.len) cudaCheck(cudaMemcpy(x->out.p, x->in.p, x->in.len, cudaMemcpyDeviceToDevice));
+    bytebuf_copy(&x->out, x->out.p, x->in.p, x->in.len); /* complete when it returns */
     x->out.len = x->in.len;
     BundleReader br;
     return open_bundle(x, &br, x->out.p, x->out.len, step) ? 0 : exchange_ring_raw(x->pt, x->N, c);

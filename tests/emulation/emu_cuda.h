@@ -29,7 +29,9 @@ static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
 static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { (void)s; free(p); return 0; }
 static inline cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return 0; }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { (void)s; memset(p, v, n); return 0; }
-/* EMU_COUNT_COPIES (the NCCL tests): the bytes copied between host and device, in emu_host_copy_bytes */
+/* EMU_COUNT_COPIES (the NCCL tests): the bytes copied between host and device, in
+ * emu_host_copy_bytes (the device is host memory here, so cudaMemcpyDefault, whose
+ * direction comes from the pointers, counts as such a copy) */
 #ifdef EMU_COUNT_COPIES
 extern unsigned long long emu_host_copy_bytes;
 #define EMU_COUNT_COPY(k, n) (emu_host_copy_bytes += (k) != cudaMemcpyDeviceToDevice ? (n) : 0)
