@@ -315,6 +315,9 @@ phase_train() {
         step_share "${SHARE_NAME}_$c" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 \
             "${SHARE[@]}" --lr 0.01 --eval-every 0 --codec "$c" --quiet
     done
+    # 3lc's frames in page-locked host bundles instead of device memory: which costs less
+    step_share "${SHARE_NAME}_3lc_hostframes" env GCX_HOST_FRAMES=1 ./train_resnet --dataset "folder:$folder" \
+        --image-size 32 --workers 1 "${SHARE[@]}" --lr 0.01 --eval-every 0 --codec 3lc --quiet
     if [ -d "$DATA_DIR/ptb" ] && ! late train wordlstm; then
         local t0=$EPOCHREALTIME
         lim ./train_lstm --model word "${WORD_ARGS[@]}" --eval-every -1 --workers 1 --steps "$WORD_STEPS" --print-every $((WORD_STEPS / 5 > 0 ? WORD_STEPS / 5 : 1)) \
