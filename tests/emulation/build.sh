@@ -5,7 +5,8 @@
 # OUT/test_codec_emu (tests/cuda/test_codec_cuda.c against compress/*.cu),
 # OUT/test_optim_emu (tests/cuda/test_optim_cuda.c against optim/optim_cuda.cu),
 # OUT/fuzz_gcomp_state_emu (tests/fuzz/fuzz_gcomp_state.c's corpus replayed, the GPU
-# codec's state loader against the CPU's) and
+# codec's state loader against the CPU's), OUT/fuzz_frame_emu (tests/fuzz/fuzz_frame.c's,
+# the GPU decoders of device frames against the CPU's) and
 # OUT/codecs_gpu_emu (bench/codecs_gpu.c; it runs, its timings mean nothing), the .cu
 # files rewritten to C++ by transform.py (each block's threads run as fibers), linked
 # to a NO_CUDA build of the library made in OUT; with MPI, OUT/test_comm_nccl_emu
@@ -51,7 +52,12 @@ $CCS $CF "$REPO/bench/codecs_gpu.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cu
 $CCS $CF -DCORPUS_DIR='"tests/fuzz/corpus/fuzz_gcomp_state"' "$REPO/tests/fuzz/fuzz_gcomp_state.c" \
   "$REPO/tests/fuzz/replay_main.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $EMU_OBJS "$LIB" $LIBS $LF \
   -fopenmp -o "$OUT/fuzz_gcomp_state_emu"
+# the frames' fuzz target, its corpus replayed, with the GPU decoders of device frames against the CPU's
+$CCS $CF -DCORPUS_DIR='"tests/fuzz/corpus/fuzz_frame"' "$REPO/tests/fuzz/fuzz_frame.c" \
+  "$REPO/tests/fuzz/replay_main.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $EMU_OBJS "$LIB" $LIBS $LF \
+  -fopenmp -o "$OUT/fuzz_frame_emu"
 built="$OUT/test_emu_sched $OUT/test_codec_emu $OUT/test_optim_emu $OUT/codecs_gpu_emu $OUT/fuzz_gcomp_state_emu"
+built="$built $OUT/fuzz_frame_emu"
 if [ -n "$NCCL_CF" ]; then
   NF="$NCCL_CF -fopenmp"
   $CCS $NF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"

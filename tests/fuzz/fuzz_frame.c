@@ -10,12 +10,57 @@
  *      so a mutated payload reaches the codec's decoder through the header.
  * ASan/UBSan catch any out-of-bounds access; a positive return aborts, and so
  * does a refused frame that changed the output.
+ * Built with CUDA (HAVE_CUDA: the host emulation's fuzz_frame_emu,
+ * tests/emulation/build.sh) and a device present, the frame of 2. is also decoded
+ * from device memory by the GPU codec (codec_decode_cuda_dev: the exchange's
+ * bundles), from an allocation of exactly its size: the CPU decoder's return code,
+ * the same floats (any NaN for any NaN), out untouched when refused.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compress/codec.h"
+#ifdef HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "compress/codec_cuda.h"
+
+/* the frame g[size] decoded by a fresh GPU codec of spec s from device memory into out
+ * (starting as was[n]) must give rc and cpu_out[n] */
+static void device_decode(const CodecSpec *s, const uint8_t *g, size_t size, size_t n, const float *was,
+                          const float *cpu_out, int rc) {
+    CodecCuda *gd = codec_cuda_new(s);
+    uint8_t *dframe = NULL;
+    float *dout = NULL, *back = malloc(4 * n + 4);
+    if (!gd || cudaMalloc((void **)&dframe, size ? size : 1) != cudaSuccess ||
+        cudaMalloc((void **)&dout, 4 * n + 4) != cudaSuccess)
+        abort();
+    if (size) cudaMemcpy(dframe, g, size, cudaMemcpyHostToDevice);
+    if (n) cudaMemcpy(dout, was, 4 * n, cudaMemcpyHostToDevice);
+    int rg = codec_decode_cuda_dev(gd, dout, n, dframe, size);
+    if (n) cudaMemcpy(back, dout, 4 * n, cudaMemcpyDeviceToHost);
+    if (rg != rc) abort();
+    for (size_t i = 0; i < n; i++) {
+        const float *want = rc ? was : cpu_out;
+        if (memcmp(&back[i], &want[i], 4) != 0 && !(isnan(back[i]) && isnan(want[i]))) abort();
+    }
+    free(back);
+    cudaFree(dout);
+    cudaFree(dframe);
+    codec_cuda_free(gd);
+}
+
+static int have_device(void) {
+    static int have = -1;
+    if (have < 0) {
+        int k = 0;
+        have = cudaGetDeviceCount(&k) == cudaSuccess && k > 0;
+    }
+    return have;
+}
+#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < CODEC_HEADER_SIZE) {
@@ -34,6 +79,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     float *out = malloc(4 * n + 4), *was = malloc(4 * n + 4);
     for (size_t i = 0; i < n; i++) out[i] = (float)(i % 89) * 0.5f - 11.0f;
     uint8_t *g = malloc(size);
+#ifdef HAVE_CUDA
+    int on_device = have_device();
+#endif
     for (int k = 0; k < codec_count(); k++) {
         const CodecOps *o = codec_ops_at(k);
         CodecSpec s;
@@ -51,6 +99,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memcpy(was, out, 4 * n);
         rc = codec_decode(c, out, n, g, size);
         if (rc > 0 || (rc < 0 && memcmp(out, was, 4 * n) != 0)) abort();
+#ifdef HAVE_CUDA
+        if (on_device) device_decode(&s, g, size, n, was, out, rc);
+#endif
         memcpy(was, out, 4 * n);
         rc = codec_decode_acc(c, out, n, 0.25f, g, size); /* a second frame: stateful decoders continue */
         if (rc > 0 || (rc < 0 && memcmp(out, was, 4 * n) != 0)) abort();
