@@ -13,14 +13,16 @@
 #include <string.h>
 #include <unistd.h>
 
+/* counted atomically: tests check from several threads (the exchange's workers) */
 static int test_passed_, test_failed_;
+#define TEST_COUNT_(c) __atomic_add_fetch(&(c), 1, __ATOMIC_RELAXED)
 
 #define CHECK(cond, ...)                                                   \
     do {                                                                   \
         if (cond) {                                                        \
-            test_passed_++;                                                \
+            TEST_COUNT_(test_passed_);                                     \
         } else {                                                           \
-            test_failed_++;                                                \
+            TEST_COUNT_(test_failed_);                                     \
             fprintf(stdout, "FAIL %s:%d: ", __FILE__, __LINE__);           \
             fprintf(stdout, __VA_ARGS__);                                  \
             fprintf(stdout, "\n");                                         \
@@ -45,12 +47,12 @@ static inline int check_close_(const char *what, const float *a, const float *b,
     }
     printf("  %-40s n=%-8zu max|diff|=%.3e max rel=%.3e %s\n", what, n, maxabs, maxrel, bad ? "FAIL" : "ok");
     if (bad) {
-        test_failed_++;
+        TEST_COUNT_(test_failed_);
         printf("FAIL %s:%d: %s: %zu of %zu elements out of tolerance; first at %zu: got %.9g want %.9g\n", file,
                line, what, bad, n, worst, a[worst], b[worst]);
         return 0;
     }
-    test_passed_++;
+    TEST_COUNT_(test_passed_);
     return 1;
 }
 #define CHECK_CLOSE(what, a, b, n, rtol, atol) check_close_((what), (a), (b), (n), (rtol), (atol), __FILE__, __LINE__)
