@@ -227,12 +227,18 @@ int frame_header_read(FrameHeader *h, const uint8_t *frame, size_t len) {
     return 0;
 }
 
+int frame_header_expect(FrameHeader *h, const uint8_t *frame, size_t len, uint8_t codec, size_t n) {
+    int rc = frame_header_read(h, frame, len);
+    if (rc) return rc;
+    if (h->codec != codec) return -GC_ERR_CODEC;
+    if ((size_t)h->count != n) return -GC_ERR_COUNT;
+    return 0;
+}
+
 static int decode_frame(Codec *c, float *out, size_t n, float weight, int acc, const uint8_t *frame, size_t len) {
     FrameHeader h;
-    int rc = frame_header_read(&h, frame, len);
+    int rc = frame_header_expect(&h, frame, len, (uint8_t)c->spec.ops->id, n);
     if (rc) return rc;
-    if (h.codec != (uint8_t)c->spec.ops->id) return -GC_ERR_CODEC;
-    if ((size_t)h.count != n) return -GC_ERR_COUNT;
     if (crc32c(0, frame + CODEC_HEADER_SIZE, h.payload_len) != h.crc) return -GC_ERR_CHECKSUM;
     return c->spec.ops->decode(c, out, n, weight, acc, frame + CODEC_HEADER_SIZE, h.payload_len, h.flags);
 }

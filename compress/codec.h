@@ -178,6 +178,9 @@ typedef struct {
 /* parse and validate the header of a frame of len bytes (magic, version, known
  * codec, payload length == len - header); does not check the CRC */
 int frame_header_read(FrameHeader *h, const uint8_t *frame, size_t len);
+/* frame_header_read, then the frame must be codec's and hold n values (GC_ERR_CODEC,
+ * GC_ERR_COUNT): the checks a decoder makes before the CRC (the CPU's and the GPU's) */
+int frame_header_expect(FrameHeader *h, const uint8_t *frame, size_t len, uint8_t codec, size_t n);
 /* the CODEC_HEADER_SIZE bytes of the header of a frame of codec id with a payload of
  * len bytes whose CRC-32C is crc, into h */
 void frame_header_write(uint8_t *h, uint8_t codec, uint16_t flags, uint32_t count, uint32_t len, uint32_t crc);

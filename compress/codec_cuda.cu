@@ -1270,29 +1270,20 @@ static uintptr_t pay_align(const CodecCuda *g) {
     }
 }
 
-/* the header checks of compress/codec.c decode_frame, before the CRC */
-static int check_header(const CodecCuda *g, FrameHeader *h, const uint8_t *hdr, size_t len, size_t n) {
-    int rc = frame_header_read(h, hdr, len);
-    if (rc) return rc;
-    if (h->codec != (uint8_t)g->spec.ops->id) return -GC_ERR_CODEC;
-    if ((size_t)h->count != n) return -GC_ERR_COUNT;
-    return 0;
-}
-
 /* a host frame: the payload uploaded once for the dense decoders */
 static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
                         size_t len) {
     FrameHeader h;
-    int rc = check_header(g, &h, frame, len, n);
+    int rc = frame_header_expect(&h, frame, len, (uint8_t)g->spec.ops->id, n);
     if (rc) return rc;
     const uint8_t *p = frame + CODEC_HEADER_SIZE;
-    size_t pl = h.payload_len;
+    size_t pl = h.payload_len, e = pl < 8 ? pl : 8;
     if (crc32c(0, p, pl) != h.crc) return -GC_ERR_CHECKSUM;
     Pay pay;
     memset(&pay, 0, sizeof pay);
     pay.len = pl;
-    memcpy(pay.head, p, pl < 8 ? pl : 8);
-    memcpy(pay.tail + 8 - (pl < 8 ? pl : 8), p + pl - (pl < 8 ? pl : 8), pl < 8 ? pl : 8);
+    memcpy(pay.head, p, e);
+    memcpy(pay.tail + 8 - e, p + pl - e, e);
     uint8_t *d = host_parsed(g) ? NULL : upload(p, pl);
     pay.d = d;
     rc = decode_payload(g, out, n, weight, acc, &pay, p, h.flags);
@@ -1310,7 +1301,7 @@ static int decode_frame_dev(CodecCuda *g, float *out, size_t n, float weight, in
     size_t k = len < sizeof hb ? len : sizeof hb;
     if (k) cudaCheck(cudaMemcpy(hb, frame, k, cudaMemcpyDeviceToHost));
     FrameHeader h;
-    int rc = check_header(g, &h, hb, len, n);
+    int rc = frame_header_expect(&h, hb, len, (uint8_t)g->spec.ops->id, n);
     if (rc) return rc;
     const uint8_t *p = frame + CODEC_HEADER_SIZE;
     size_t pl = h.payload_len, e = pl < 8 ? pl : 8;

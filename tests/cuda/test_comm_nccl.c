@@ -29,6 +29,10 @@
 #include "dist/comm.h"
 #include "dist/comm_nccl.h"
 
+/* the frame calls' rounds: rank r contributes lens_r[round][r % 2] + r / 2 bytes (unequal,
+ * zero and multi-megabyte) */
+static const size_t lens_r[5][2] = {{10, 3}, {0, 5}, {7, 0}, {0, 0}, {5u << 20, 3u << 20}};
+
 static void fill_bytes(uint8_t *p, size_t n, int rank, int round) {
     for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(i * 31 + (size_t)rank * 7 + (size_t)round * 13);
 }
@@ -65,7 +69,6 @@ static void sequence(Comm *nc, Comm *mc) {
     comm_allreduce_f32(nc, a, 0, COMM_SUM); /* empty */
     comm_allreduce_f32(mc, b, 0, COMM_SUM);
     /* allgatherv: rounds with unequal, zero and large contributions */
-    size_t lens_r[5][2] = {{10, 3}, {0, 5}, {7, 0}, {0, 0}, {5u << 20, 3u << 20}};
     ByteBuf on = {0}, om = {0};
     for (int round = 0; round < 5; round++) {
         size_t len = lens_r[round][r % 2] + (size_t)(r / 2);
@@ -178,7 +181,6 @@ static int same_on_device(const ByteBuf *dv, const ByteBuf *h) {
 static void device_sequence(Comm *nc) {
     int r = nc->rank, N = nc->size;
     unsigned long long lengths = 8 * (unsigned long long)(N + 2); /* the most a call copies: its lengths */
-    size_t lens_r[5][2] = {{10, 3}, {0, 5}, {7, 0}, {0, 0}, {5u << 20, 3u << 20}};
     for (int round = 0; round < 5; round++) {
         size_t len = lens_r[round][r % 2] + (size_t)(r / 2);
         uint8_t *h = malloc(len ? len : 1), *d = NULL;
