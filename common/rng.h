@@ -13,11 +13,7 @@
 
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define GC_HD __host__ __device__
-#else
-#define GC_HD
-#endif
+#include "common/hd.h"
 
 typedef struct {
     uint64_t s[4];

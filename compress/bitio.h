@@ -6,12 +6,15 @@
  * The writer never writes past cap: once full it sets overflow and drops bits.
  * The reader never reads past len: peeks beyond the end see zero bits, and a
  * consume beyond the end sets overrun, which decoders turn into
- * GC_ERR_TRUNCATED/GC_ERR_CORRUPT. Both are static inline for speed. */
+ * GC_ERR_TRUNCATED/GC_ERR_CORRUPT. Both are static inline for speed; the reader is
+ * also compiled for the device (GC_HD), where the GPU decoders walk Rice codes. */
 #ifndef GC_BITIO_H
 #define GC_BITIO_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "common/hd.h"
 
 typedef struct {
     uint8_t *buf;
@@ -64,20 +67,20 @@ typedef struct {
     int overrun;
 } BitReader;
 
-static inline void br_init(BitReader *r, const uint8_t *buf, size_t len) {
+GC_HD static inline void br_init(BitReader *r, const uint8_t *buf, size_t len) {
     r->buf = buf;
     r->len = len;
     r->bitpos = 0;
     r->overrun = 0;
 }
 
-static inline uint64_t br_bits_left(const BitReader *r) {
+GC_HD static inline uint64_t br_bits_left(const BitReader *r) {
     uint64_t total = (uint64_t)r->len * 8;
     return r->bitpos >= total ? 0 : total - r->bitpos;
 }
 
 /* next nbits (0..32) without consuming; bits past the end read as 0 */
-static inline uint32_t br_peek(const BitReader *r, int nbits) {
+GC_HD static inline uint32_t br_peek(const BitReader *r, int nbits) {
     if (nbits == 0) return 0;
     size_t byte = (size_t)(r->bitpos >> 3);
     int off = (int)(r->bitpos & 7);
@@ -91,12 +94,12 @@ static inline uint32_t br_peek(const BitReader *r, int nbits) {
     return (uint32_t)((v << off) >> (64 - nbits));
 }
 
-static inline void br_skip(BitReader *r, int nbits) {
+GC_HD static inline void br_skip(BitReader *r, int nbits) {
     r->bitpos += (uint64_t)nbits;
     if (r->bitpos > (uint64_t)r->len * 8) r->overrun = 1;
 }
 
-static inline uint32_t br_get(BitReader *r, int nbits) {
+GC_HD static inline uint32_t br_get(BitReader *r, int nbits) {
     uint32_t v = br_peek(r, nbits);
     br_skip(r, nbits);
     return v;

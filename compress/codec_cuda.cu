@@ -341,15 +341,6 @@ static uint8_t *upload(const uint8_t *p, size_t len) {
     return d;
 }
 
-/* A frame's payload as the dense decoders read it: on the device, aligned as the codec's
- * kernels need (pay_align), with host copies of its first and last bytes, the only ones
- * read on the host (scales, means, the padding of the last byte). */
-typedef struct {
-    const uint8_t *d; /* [len] device */
-    size_t len;
-    uint8_t head[8];  /* bytes 0 .. min(len, 8) - 1 */
-    uint8_t tail[8];  /* the last min(len, 8) bytes, right-aligned: tail[8 - k] is byte len - k */
-} Pay;
 /* byte i of the payload, one of its last 8 */
 static uint8_t pay_tail(const Pay *p, size_t i) { return p->tail[8 - (p->len - i)]; }
 
@@ -1229,8 +1220,8 @@ int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const fl
     return CODEC_HEADER_SIZE + len;
 }
 
-/* the payload decoded by the codec: dense codecs read pay (device), the sparsifiers and
- * gcomp, whose frames are parsed on the host, read host (pay->len bytes) */
+/* the payload decoded by the codec: every codec reads pay (device) but gcomp, whose
+ * frames are parsed on the host: it reads host (pay->len bytes) */
 static int decode_payload(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *pay,
                           const uint8_t *host, uint16_t flags) {
     int rc;
@@ -1244,7 +1235,7 @@ static int decode_payload(CodecCuda *g, float *out, size_t n, float weight, int 
     case CODEC_ONEBIT: rc = onebit_dec(out, n, weight, acc, pay, flags); break;
     case CODEC_TOPK:
     case CODEC_DGC:
-    case CODEC_SBC: rc = gcx_sparse_decode(g, out, n, weight, acc, host, pay->len, flags); break;
+    case CODEC_SBC: rc = gcx_sparse_decode(g, out, n, weight, acc, pay, flags); break;
     case CODEC_GCOMP: rc = gcx_gcomp_decode(g, out, n, weight, acc, host, pay->len, flags); break;
     case CODEC_TERNSUM: rc = ternsum_dec(g->cpu, out, n, weight, acc, pay, flags); break;
     default: rc = -GC_ERR_CODEC;
@@ -1255,12 +1246,12 @@ static int decode_payload(CodecCuda *g, float *out, size_t n, float weight, int 
 
 int codec_cuda_parses_on_host(const CodecSpec *spec) {
     CodecId id = spec->ops->id;
-    return id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC || id == CODEC_GCOMP;
+    return id == CODEC_GCOMP;
 }
 static int host_parsed(const CodecCuda *g) { return codec_cuda_parses_on_host(&g->spec); }
 
-/* the alignment the dense decoders' kernels need of the payload: fp32 loads floats,
- * fp16 halves, ternsum 64-bit words at offset 8; the others read bytes */
+/* the alignment the decoders' kernels need of the payload: fp32 loads floats, fp16
+ * halves, ternsum 64-bit words at offset 8; the others read bytes */
 static uintptr_t pay_align(const CodecCuda *g) {
     switch (g->spec.ops->id) {
     case CODEC_FP32: return 4;
@@ -1270,7 +1261,7 @@ static uintptr_t pay_align(const CodecCuda *g) {
     }
 }
 
-/* a host frame: the payload uploaded once for the dense decoders */
+/* a host frame: the payload uploaded once for the device decoders */
 static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
                         size_t len) {
     FrameHeader h;
@@ -1282,7 +1273,7 @@ static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int ac
     Pay pay;
     memset(&pay, 0, sizeof pay);
     pay.len = pl;
-    memcpy(pay.head, p, e);
+    memcpy(pay.head, p, pl < PAY_HEAD ? pl : PAY_HEAD);
     memcpy(pay.tail + 8 - e, p + pl - e, e);
     uint8_t *d = host_parsed(g) ? NULL : upload(p, pl);
     pay.d = d;
@@ -1293,11 +1284,11 @@ static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int ac
 
 /* a device frame: its header and its payload's first and last bytes copied to the host,
  * the CRC computed on the device, the payload read in place (moved when it is not aligned
- * as the codec's kernels need, pay_align); the sparsifiers' and gcomp's payloads are
- * copied to the host, where they are parsed */
+ * as the codec's kernels need, pay_align); gcomp's payload is copied to the host, where
+ * it is parsed */
 static int decode_frame_dev(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
                             size_t len) {
-    uint8_t hb[CODEC_HEADER_SIZE + 8];
+    uint8_t hb[CODEC_HEADER_SIZE + PAY_HEAD];
     size_t k = len < sizeof hb ? len : sizeof hb;
     if (k) cudaCheck(cudaMemcpy(hb, frame, k, cudaMemcpyDeviceToHost));
     FrameHeader h;
@@ -1309,7 +1300,7 @@ static int decode_frame_dev(CodecCuda *g, float *out, size_t n, float weight, in
     Pay pay;
     memset(&pay, 0, sizeof pay);
     pay.len = pl;
-    memcpy(pay.head, hb + CODEC_HEADER_SIZE, e);
+    memcpy(pay.head, hb + CODEC_HEADER_SIZE, pl < PAY_HEAD ? pl : PAY_HEAD);
     if (e) cudaCheck(cudaMemcpy(pay.tail + 8 - e, p + pl - e, e, cudaMemcpyDeviceToHost));
     uint8_t *moved = NULL, *host = NULL;
     if (host_parsed(g)) {

@@ -32,8 +32,8 @@
  * CodecCuda; different CodecCuda objects may be used from different threads.
  *
  * Every codec of the registry has a GPU path: fp32, fp16, int8, terngrad,
- * stoch3, 3lc, onebit, topk, dgc, sbc (Golomb coding of the O(k) positions on
- * the host), gcomp, ternsum. docs/GPU.md ("Codecs and NCCL") describes the kernels.
+ * stoch3, 3lc, onebit, topk, dgc, sbc (its encoder Rice-codes the O(k) positions
+ * on the host), gcomp, ternsum. docs/GPU.md ("Codecs and NCCL") describes the kernels.
  *
  * Only built with CUDA (HAVE_CUDA): without it codec_cuda_available() is 0 and
  * codec_cuda_new returns NULL with a message.
@@ -100,19 +100,19 @@ int codec_decode_acc_cuda(CodecCuda *g, float *out, size_t n, float weight, cons
  * dist/exchange_cuda.c): the same bytes and the same results and error codes as the
  * host-frame calls. Encoding writes the payload in place, computes its CRC on the device
  * and copies the 20-byte header up; decoding copies the header and the payload's first
- * and last 8 bytes down, checks the CRC on the device and decodes the payload where it
- * lies (moved first, device to device, when it is not aligned for the codec's loads:
- * 4 bytes for fp32, 2 for fp16, 8 for ternsum). The
- * sparsifiers' and gcomp's decoders parse their payloads on the host: for them the
- * payload is copied down.  frame: [cap] / [len] device, any alignment */
+ * 16 and last 8 bytes down, checks the CRC on the device and decodes the payload where
+ * it lies (moved first, device to device, when it is not aligned for the codec's loads:
+ * 4 bytes for fp32, 2 for fp16, 8 for ternsum). gcomp's decoder parses its payload on
+ * the host: for it the payload is copied down.  frame: [cap] / [len] device, any alignment */
 int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
                               const CodecSide *side);
 int codec_decode_cuda_dev(CodecCuda *g, float *out, size_t n, const uint8_t *frame, size_t len);
 int codec_decode_acc_cuda_dev(CodecCuda *g, float *out, size_t n, float weight, const uint8_t *frame, size_t len);
 
-/* 1 for the codecs whose decoders parse the frame on the host (topk, dgc, sbc: the
- * positions' Golomb codes; gcomp: chunk headers and Huffman tables): their device
- * frames are copied to the host to be decoded */
+/* 1 for the codecs whose decoders parse the frame on the host (gcomp: chunk headers and
+ * Huffman tables): their device frames are copied to the host to be decoded. The
+ * others validate and decode on the device, reading only a frame's first 16 and last 8
+ * payload bytes on the host (topk's bitmap, dgc's runs and sbc's Rice codes included) */
 int codec_cuda_parses_on_host(const CodecSpec *spec);
 
 /* crc32c(crc, data, len) (common/crc32c.h) of len bytes of DEVICE memory, computed on the
@@ -131,6 +131,16 @@ struct CodecCuda {
     Codec *cpu; /* CPU twin of the same spec: max_payload, parameters */
     void *gp;   /* gcomp: GPU-side encoder/decoder tables (compress/gcomp_cuda.cu) */
 };
+/* A frame's payload as the GPU decoders read it: on the device, aligned as the codec's
+ * kernels need, with host copies of its first and last bytes, the only ones read on the
+ * host (counts, scales, means, Rice parameters, the padding of the last byte). */
+#define PAY_HEAD 16
+typedef struct {
+    const uint8_t *d; /* [len] device */
+    size_t len;
+    uint8_t head[PAY_HEAD]; /* bytes 0 .. min(len, PAY_HEAD) - 1 */
+    uint8_t tail[8];        /* the last min(len, 8) bytes, right-aligned: tail[8 - k] is byte len - k */
+} Pay;
 /* device scratch from the stream-ordered pool (never NULL; at least 16 bytes) */
 void *gcx_dmalloc(size_t bytes);
 void gcx_dfree(void *p);
@@ -153,8 +163,7 @@ uint32_t gcx_absmax_bits(const float *x, size_t n);
  * cap the payload bytes the caller allows (GC_ERR_NOSPACE beyond) */
 int64_t gcx_sparse_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
                           const CodecSide *side);
-int gcx_sparse_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len,
-                      uint16_t flags);
+int gcx_sparse_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags);
 void *gcx_gcomp_state_new(void);
 void gcx_gcomp_state_free(void *st);
 int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,

@@ -48,32 +48,10 @@ void golomb_put(BitWriter *w, uint64_t v, uint32_t M) {
     else bw_put(w, (uint32_t)(r + u), c);
 }
 
-/* unary part: count one-bits up to the terminating zero; q is bounded by qmax */
-static int get_unary(uint64_t *q, BitReader *r, uint64_t qmax) {
-    uint64_t n = 0;
-    for (;;) {
-        if (br_bits_left(r) == 0) return -GC_ERR_TRUNCATED;
-        uint32_t v = br_peek(r, 32); /* bits past the end read as 0 */
-        if (v == 0xFFFFFFFFu) {
-            n += 32;
-            br_skip(r, 32);
-            if (n > qmax) return -GC_ERR_CORRUPT;
-            continue;
-        }
-        int ones = __builtin_clz(~v);
-        n += (uint64_t)ones;
-        br_skip(r, ones + 1);
-        if (n > qmax) return -GC_ERR_CORRUPT;     /* too large whatever follows */
-        if (r->overrun) return -GC_ERR_TRUNCATED; /* the terminating zero lay past the end */
-        *q = n;
-        return 0;
-    }
-}
-
 int golomb_get(uint64_t *v, BitReader *r, uint32_t M, uint64_t vmax) {
     if (M == 0) return -GC_ERR_CORRUPT;
     uint64_t q;
-    int rc = get_unary(&q, r, vmax / M);
+    int rc = golomb_get_unary(&q, r, vmax / M);
     if (rc) return rc;
     int c = ceil_log2(M);
     uint64_t u = (1ULL << c) - M;
@@ -81,19 +59,6 @@ int golomb_get(uint64_t *v, BitReader *r, uint32_t M, uint64_t vmax) {
     if (c > 0 && x >= u) x = ((x << 1) | br_get(r, 1)) - u;
     if (r->overrun) return -GC_ERR_TRUNCATED;
     uint64_t val = q * M + x;
-    if (val > vmax) return -GC_ERR_CORRUPT;
-    *v = val;
-    return 0;
-}
-
-int rice_get(uint64_t *v, BitReader *r, int b, uint64_t vmax) {
-    if (b < 0 || b > 31) return -GC_ERR_CORRUPT;
-    uint64_t q;
-    int rc = get_unary(&q, r, vmax >> b);
-    if (rc) return rc;
-    uint64_t x = br_get(r, b);
-    if (r->overrun) return -GC_ERR_TRUNCATED;
-    uint64_t val = (q << b) | x;
     if (val > vmax) return -GC_ERR_CORRUPT;
     *v = val;
     return 0;

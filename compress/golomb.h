@@ -22,6 +22,8 @@
 #include <stdint.h>
 
 #include "bitio.h"
+#include "common/errors.h"
+#include "common/hd.h"
 
 /* SBC equation 5: the optimal Rice parameter for gaps between positions kept
  * with probability p (geometric gaps):
@@ -59,6 +61,46 @@ static inline void rice_put(BitWriter *w, uint64_t v, int b) {
 
 static inline uint64_t rice_len(uint64_t v, int b) { return (v >> b) + 1 + (uint64_t)b; }
 
-int rice_get(uint64_t *v, BitReader *r, int b, uint64_t vmax);
+/* the unary part: one-bits up to the terminating zero, at most qmax of them (so a
+ * long run of ones cannot loop for long) */
+GC_HD static inline int golomb_get_unary(uint64_t *q, BitReader *r, uint64_t qmax) {
+    uint64_t n = 0;
+    for (;;) {
+        if (br_bits_left(r) == 0) return -GC_ERR_TRUNCATED;
+        uint32_t v = br_peek(r, 32); /* bits past the end read as 0 */
+        if (v == 0xFFFFFFFFu) {
+            n += 32;
+            br_skip(r, 32);
+            if (n > qmax) return -GC_ERR_CORRUPT;
+            continue;
+        }
+#ifdef __CUDA_ARCH__
+        int ones = __clz(~v);
+#else
+        int ones = __builtin_clz(~v);
+#endif
+        n += (uint64_t)ones;
+        br_skip(r, ones + 1);
+        if (n > qmax) return -GC_ERR_CORRUPT;     /* too large whatever follows */
+        if (r->overrun) return -GC_ERR_TRUNCATED; /* the terminating zero lay past the end */
+        *q = n;
+        return 0;
+    }
+}
+
+/* read one Rice code with parameter b (0..31), as golomb_get with M = 2^b; host and
+ * device (the GPU decoder of sbc walks the same code) */
+GC_HD static inline int rice_get(uint64_t *v, BitReader *r, int b, uint64_t vmax) {
+    if (b < 0 || b > 31) return -GC_ERR_CORRUPT;
+    uint64_t q;
+    int rc = golomb_get_unary(&q, r, vmax >> b);
+    if (rc) return rc;
+    uint64_t x = br_get(r, b);
+    if (r->overrun) return -GC_ERR_TRUNCATED;
+    uint64_t val = (q << b) | x;
+    if (val > vmax) return -GC_ERR_CORRUPT;
+    *v = val;
+    return 0;
+}
 
 #endif

@@ -20,9 +20,20 @@
  * Payloads: topk's bitmap and values and dgc's values and 16-bit runs are
  * written by kernels; sbc's means (double, in index order) and Golomb-Rice
  * positions (SBC Algorithm 3) are computed on the host from the O(k) selected
- * indices and values copied back. Decoders validate on the host where the walk
- * is sequential (dgc runs, sbc Golomb codes: O(k)), on the GPU for topk's
- * bitmap; then a kernel scatters the values into out.
+ * indices and values copied back.
+ *
+ * Decoders read the payload in device memory (a Pay: the host holds only its first 16
+ * and last 8 bytes) and give the CPU decoder's return code for every input:
+ *   topk: the bitmap's popcounts, their exclusive scan (each byte's first value),
+ *         padding bits and values checked by kernels;
+ *   dgc:  the 16-bit run entries in parallel: an entry ends a gap unless it is a skip
+ *         (0xFFFF); with S the inclusive scan of the entries and J the number of gaps
+ *         ended before an entry, the CPU walk's index after entry e is S[e] + J[e],
+ *         nondecreasing in e, so the walk fails (an index >= n) exactly when it fails
+ *         at the last entry it reads, the k-th gap's end or else the last entry;
+ *   sbc:  one device thread walks the Rice codes (SBC Algorithm 4) with the CPU's own
+ *         reader (compress/golomb.h rice_get): O(m) sequential steps, m = p n.
+ * Then a kernel scatters the values into out.
  */
 #define GC_CODEC_CUDA_INTERNAL
 extern "C" {
@@ -348,16 +359,25 @@ static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, 
     return rc;
 }
 
-__global__ void k_popcnt(uint32_t *pc, const uint8_t *bitmap, size_t bm) {
-    GRID_STRIDE(b, bm + 1) pc[b] = b < bm ? (uint32_t)__popc(bitmap[b]) : 0u;
+/* little-endian 32-bit word at any alignment */
+__device__ __forceinline__ uint32_t d_get_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* pc[b] = set bits of bitmap byte b (pc[bm] = 0); *flag |= 1 when the padding bits of
+ * the last byte (pad: their mask) are not zero */
+__global__ void k_popcnt(uint32_t *pc, uint32_t *flag, const uint8_t *bitmap, size_t bm, uint32_t pad) {
+    GRID_STRIDE(b, bm + 1) {
+        pc[b] = b < bm ? (uint32_t)__popc(bitmap[b]) : 0u;
+        if (b + 1 == bm && (bitmap[b] & pad)) atomicOr(flag, 1u);
+    }
 }
 
 /* *flag |= 1 for a value that is +-0, NaN or +-inf. vals: [k] little-endian floats, any alignment */
 __global__ void k_bad_vals(uint32_t *flag, const uint8_t *vals, size_t k) {
     uint32_t f = 0;
     GRID_STRIDE(j, k) {
-        const uint8_t *p = vals + 4 * j;
-        uint32_t u = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+        uint32_t u = d_get_u32(vals + 4 * j);
         f |= (u & 0x7FFFFFFFu) == 0 || (u & 0x7F800000u) == 0x7F800000u;
     }
     if (f) atomicOr(flag, 1u);
@@ -372,52 +392,55 @@ __global__ void k_topk_dec(float *out, const uint8_t *bitmap, const uint8_t *val
         for (int t = 0; t < 8 && w; t++) {
             if (!(w & (0x80u >> t))) continue;
             size_t i = 8 * b + (size_t)t;
-            const uint8_t *p = vals + 4 * (size_t)r++;
-            uint32_t u = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-            if (i < n) out[i] = acc ? __fadd_rn(out[i], __fmul_rn(weight, __uint_as_float(u))) : __uint_as_float(u);
+            float v = __uint_as_float(d_get_u32(vals + 4 * (size_t)r++));
+            if (i < n) out[i] = acc ? __fadd_rn(out[i], __fmul_rn(weight, v)) : v;
         }
     }
 }
 
-static int topk_dec(float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len, uint16_t flags) {
+/* compress/topk.c topk_decode: lengths on the host, the bitmap and values on the device */
+static int topk_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
     if (flags) return -GC_ERR_CORRUPT;
-    if (len < 4) return -GC_ERR_TRUNCATED;
-    uint64_t k = get_u32(payload);
+    if (p->len < 4) return -GC_ERR_TRUNCATED;
+    uint64_t k = get_u32(p->head);
     if (k > n) return -GC_ERR_CORRUPT;
     size_t bm = (n + 7) / 8;
     uint64_t need = 4 + (uint64_t)bm + 4 * k;
-    if ((uint64_t)len < need) return -GC_ERR_TRUNCATED;
-    if ((uint64_t)len > need) return -GC_ERR_OVERSIZED;
-    if ((n & 7) && (payload[4 + bm - 1] & (0xFFu >> (n & 7)))) return -GC_ERR_CORRUPT;
+    if ((uint64_t)p->len < need) return -GC_ERR_TRUNCATED;
+    if ((uint64_t)p->len > need) return -GC_ERR_OVERSIZED;
     if (n == 0) return 0;
-    uint8_t *d = (uint8_t *)gcx_dmalloc(len);
-    cudaCheck(cudaMemcpy(d, payload, len, cudaMemcpyHostToDevice));
-    uint32_t *pc = (uint32_t *)gcx_dmalloc((bm + 1) * 4), *rank = (uint32_t *)gcx_dmalloc((bm + 1) * 4);
-    uint32_t *flag = (uint32_t *)gcx_dmalloc(4);
-    k_popcnt<<<gcx_grid(bm + 1), TPB>>>(pc, d + 4, bm);
+    const uint8_t *bitmap = p->d + 4, *vals = p->d + 4 + bm;
+    /* rank[0..bm]: the scan of the popcounts (rank[bm] = the bitmap's popcount, < 2^32: at
+     * most n bits); rank[bm + 1]: the flag of a set padding bit or a bad value */
+    uint32_t *pc = (uint32_t *)gcx_dmalloc((bm + 1) * 4), *rank = (uint32_t *)gcx_dmalloc((bm + 2) * 4);
+    cudaCheck(cudaMemsetAsync(rank + bm + 1, 0, 4, 0));
+    k_popcnt<<<gcx_grid(bm + 1), TPB>>>(pc, rank + bm + 1, bitmap, bm, (n & 7) ? 0xFFu >> (n & 7) : 0u);
     cudaCheckLast();
-    gcx_exclusive_sum_u32(rank, pc, bm + 1); /* rank[bm] = popcount (< 2^32: at most n bits) */
-    uint32_t pop = 0, bad = 0;
-    cudaCheck(cudaMemcpy(&pop, rank + bm, 4, cudaMemcpyDeviceToHost));
-    int rc = 0;
-    if (pop != k) rc = -GC_ERR_CORRUPT;
-    if (!rc && k) {
-        cudaCheck(cudaMemsetAsync(flag, 0, 4, 0));
-        k_bad_vals<<<gcx_grid(k), TPB>>>(flag, d + 4 + bm, k);
+    gcx_exclusive_sum_u32(rank, pc, bm + 1);
+    if (k) {
+        k_bad_vals<<<gcx_grid(k), TPB>>>(rank + bm + 1, vals, k);
         cudaCheckLast();
-        cudaCheck(cudaMemcpy(&bad, flag, 4, cudaMemcpyDeviceToHost));
-        if (bad) rc = -GC_ERR_CORRUPT;
     }
+    uint32_t got[2]; /* popcount, flag */
+    cudaCheck(cudaMemcpy(got, rank + bm, sizeof got, cudaMemcpyDeviceToHost));
+    int rc = got[1] || got[0] != k ? -GC_ERR_CORRUPT : 0;
     if (!rc) {
         if (!acc) cudaCheck(cudaMemsetAsync(out, 0, n * sizeof(float), 0));
-        k_topk_dec<<<gcx_grid(bm), TPB>>>(out, d + 4, d + 4 + bm, rank, bm, n, weight, acc);
+        k_topk_dec<<<gcx_grid(bm), TPB>>>(out, bitmap, vals, rank, bm, n, weight, acc);
         cudaCheckLast();
     }
-    gcx_dfree(d);
     gcx_dfree(pc);
     gcx_dfree(rank);
-    gcx_dfree(flag);
     return rc;
+}
+
+/* out[idx[j]] = value j of vals (little-endian floats, any alignment), or += weight * it */
+__global__ void k_scatter_le(float *out, const uint32_t *idx, const uint8_t *vals, size_t c, float weight, int acc) {
+    GRID_STRIDE(j, c) {
+        uint32_t i = idx[j];
+        float v = __uint_as_float(d_get_u32(vals + 4 * j));
+        out[i] = acc ? __fadd_rn(out[i], __fmul_rn(weight, v)) : v;
+    }
 }
 
 /* ================================================================= dgc ==== */
@@ -485,53 +508,95 @@ static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     return rc;
 }
 
-/* compress/dgc.c dgc_walk (validation), recording each value's index. pos: [k] host */
-static int dgc_walk_host(uint32_t *pos_out, size_t n, const uint8_t *payload, size_t len, uint64_t k) {
-    size_t p = 4 + 4 * (size_t)k;
-    uint64_t pos = 0;
-    for (uint64_t j = 0; j < k; j++) {
-        for (;;) {
-            if (p + 2 > len) return -GC_ERR_TRUNCATED;
-            uint32_t r = get_u16(payload + p);
-            p += 2;
-            pos += r;
-            if (r != DGC_RUN_SKIP) break;
-            if (pos >= n) return -GC_ERR_CORRUPT;
-        }
-        if (pos >= n) return -GC_ERR_CORRUPT;
-        pos_out[j] = (uint32_t)pos;
-        pos++;
+/* run entry e of runs (little-endian u16, any alignment): r[e], and t[e] = 1 when it ends
+ * a gap (not a skip); r[E] = t[E] = 0 */
+__global__ void k_dgc_entries_dec(uint64_t *r, uint32_t *t, const uint8_t *runs, size_t E) {
+    GRID_STRIDE(e, E + 1) {
+        uint32_t v = e < E ? (uint32_t)runs[2 * e] | ((uint32_t)runs[2 * e + 1] << 8) : 0u;
+        r[e] = v;
+        t[e] = e < E && v != DGC_RUN_SKIP;
     }
-    if (p != len) return -GC_ERR_OVERSIZED;
-    return 0;
 }
 
-static int dgc_dec(float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len, uint16_t flags) {
-    if (flags) return -GC_ERR_CORRUPT;
-    if (len < 4) return -GC_ERR_TRUNCATED;
-    uint64_t k = get_u32(payload);
-    if (k > n) return -GC_ERR_CORRUPT;
-    if ((uint64_t)len < 4 + 6 * k) return -GC_ERR_TRUNCATED;
-    for (uint64_t j = 0; j < k; j++) {
-        uint32_t u = get_u32(payload + 4 + 4 * j);
-        if ((u & 0x7FFFFFFFu) == 0 || (u & 0x7F800000u) == 0x7F800000u) return -GC_ERR_CORRUPT;
+/* the walk's outcome: bad (a bad value), ends (gaps ended in all E entries), last (the
+ * last entry the CPU walk reads) and at (its index after that entry) */
+struct DgcWalk {
+    uint32_t bad, ends;
+    uint64_t last, at;
+};
+
+/* S, J: the exclusive scans of r and t (S[e] = r[0] + ... + r[e - 1]). The entry that
+ * ends gap j (j = J[e]) puts value j at S[e] + r[e] + j; the k-th ends the walk */
+__global__ void k_dgc_positions(uint32_t *pos, DgcWalk *w, const uint64_t *r, const uint32_t *t, const uint64_t *S,
+                                const uint32_t *J, size_t E, uint64_t k) {
+    GRID_STRIDE(e, E) {
+        if (!t[e]) continue;
+        uint64_t j = J[e], at = S[e] + r[e] + j;
+        if (j < k) pos[j] = (uint32_t)at;
+        if (j + 1 == k) {
+            w->last = e;
+            w->at = at;
+        }
     }
-    uint32_t *pos = (uint32_t *)host_alloc(k * 4);
-    int rc = dgc_walk_host(pos, n, payload, len, k);
+}
+
+/* fewer than k gaps: the walk reads every entry; its index after the last is
+ * S[E] + J[E - 1] (the gaps ended before it) */
+__global__ void k_dgc_short(DgcWalk *w, const uint64_t *S, const uint32_t *J, size_t E, uint64_t k) {
+    w->ends = J[E];
+    if (J[E] < k) {
+        w->last = E - 1;
+        w->at = S[E] + J[E - 1];
+    }
+}
+
+/* compress/dgc.c dgc_decode: the count on the host, values and run entries on the device */
+static int dgc_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    if (flags) return -GC_ERR_CORRUPT;
+    if (p->len < 4) return -GC_ERR_TRUNCATED;
+    uint64_t k = get_u32(p->head);
+    if (k > n) return -GC_ERR_CORRUPT;
+    if ((uint64_t)p->len < 4 + 6 * k) return -GC_ERR_TRUNCATED;
+    if (k == 0 && p->len != 4) return -GC_ERR_OVERSIZED;
+    size_t E = (p->len - 4 - 4 * (size_t)k) / 2; /* >= k */
+    int stray = (p->len - 4 - 4 * (size_t)k) & 1;
+    int rc = 0;
+    uint32_t *pos = NULL;
+    if (k) {
+        uint64_t *r = (uint64_t *)gcx_dmalloc((E + 1) * 8), *S = (uint64_t *)gcx_dmalloc((E + 1) * 8);
+        uint32_t *t = (uint32_t *)gcx_dmalloc((E + 1) * 4), *J = (uint32_t *)gcx_dmalloc((E + 1) * 4);
+        DgcWalk *dw = (DgcWalk *)gcx_dmalloc(sizeof(DgcWalk)), w;
+        pos = (uint32_t *)gcx_dmalloc(k * 4);
+        cudaCheck(cudaMemsetAsync(dw, 0, sizeof w, 0));
+        k_bad_vals<<<gcx_grid(k), TPB>>>(&dw->bad, p->d + 4, k);
+        cudaCheckLast();
+        k_dgc_entries_dec<<<gcx_grid(E + 1), TPB>>>(r, t, p->d + 4 + 4 * k, E);
+        cudaCheckLast();
+        gcx_exclusive_sum_u64(S, r, E + 1);
+        gcx_exclusive_sum_u32(J, t, E + 1); /* at most E < 2^31 ends */
+        k_dgc_positions<<<gcx_grid(E), TPB>>>(pos, dw, r, t, S, J, E, k);
+        cudaCheckLast();
+        k_dgc_short<<<1, 1>>>(dw, S, J, E, k);
+        cudaCheckLast();
+        cudaCheck(cudaMemcpy(&w, dw, sizeof w, cudaMemcpyDeviceToHost));
+        if (w.bad) rc = -GC_ERR_CORRUPT;
+        else if (w.at >= n) rc = -GC_ERR_CORRUPT;
+        else if (w.ends < k) rc = -GC_ERR_TRUNCATED;
+        else if (w.last != E - 1 || stray) rc = -GC_ERR_OVERSIZED;
+        gcx_dfree(r);
+        gcx_dfree(S);
+        gcx_dfree(t);
+        gcx_dfree(J);
+        gcx_dfree(dw);
+    }
     if (!rc && n) {
         if (!acc) cudaCheck(cudaMemsetAsync(out, 0, n * sizeof(float), 0));
         if (k) {
-            uint32_t *dpos = (uint32_t *)gcx_dmalloc(k * 4);
-            float *dv = (float *)gcx_dmalloc(k * 4);
-            cudaCheck(cudaMemcpy(dpos, pos, k * 4, cudaMemcpyHostToDevice));
-            cudaCheck(cudaMemcpy(dv, payload + 4, k * 4, cudaMemcpyHostToDevice));
-            k_scatter<<<gcx_grid(k), TPB>>>(out, dpos, dv, 0.0f, k, weight, acc);
+            k_scatter_le<<<gcx_grid(k), TPB>>>(out, pos, p->d + 4, k, weight, acc);
             cudaCheckLast();
-            gcx_dfree(dpos);
-            gcx_dfree(dv);
         }
     }
-    free(pos);
+    if (pos) gcx_dfree(pos);
     return rc;
 }
 
@@ -623,52 +688,60 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     return rc;
 }
 
-/* compress/sbc.c sbc_walk (Algorithm 4, validation), recording the positions. pos: [m] host */
-static int sbc_walk_host(uint32_t *pos_out, size_t n, int b, uint64_t m, const uint8_t *bits, size_t nbytes) {
+/* compress/sbc.c sbc_walk (Algorithm 4, validation) in one device thread, recording the
+ * positions. pos: [m]; *rc: the walk's return code */
+__global__ void k_sbc_walk(uint32_t *pos, int *rc, size_t n, int b, uint64_t m, const uint8_t *bits, size_t nbytes) {
     BitReader r;
     br_init(&r, bits, nbytes);
     uint64_t next = 0;
     for (uint64_t j = 0; j < m; j++) {
         uint64_t gap;
-        if (next >= n) return -GC_ERR_CORRUPT;
-        int rc = rice_get(&gap, &r, b, n - 1 - next);
-        if (rc) return rc;
-        uint64_t pos = next + gap;
-        pos_out[j] = (uint32_t)pos;
-        next = pos + 1;
+        if (next >= n) {
+            *rc = -GC_ERR_CORRUPT;
+            return;
+        }
+        int e = rice_get(&gap, &r, b, n - 1 - next);
+        if (e) {
+            *rc = e;
+            return;
+        }
+        pos[j] = (uint32_t)(next + gap);
+        next += gap + 1;
     }
     uint64_t left = br_bits_left(&r);
-    if (left >= 8) return -GC_ERR_OVERSIZED;
-    if (left && br_peek(&r, (int)left) != 0) return -GC_ERR_CORRUPT;
-    return 0;
+    if (left >= 8) *rc = -GC_ERR_OVERSIZED;
+    else if (left && br_peek(&r, (int)left) != 0) *rc = -GC_ERR_CORRUPT;
+    else *rc = 0;
 }
 
-static int sbc_dec(float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len, uint16_t flags) {
+/* compress/sbc.c sbc_decode: the header on the host, the Rice codes on the device */
+static int sbc_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
     if (flags) return -GC_ERR_CORRUPT;
-    if (len < SBC_HEADER) return -GC_ERR_TRUNCATED;
-    uint64_t m = get_u32(payload);
-    uint32_t mu_bits = get_u32(payload + 4);
-    float mean = get_f32(payload + 4);
-    int b = payload[8];
+    if (p->len < SBC_HEADER) return -GC_ERR_TRUNCATED;
+    uint64_t m = get_u32(p->head);
+    uint32_t mu_bits = get_u32(p->head + 4);
+    float mean = get_f32(p->head + 4);
+    int b = p->head[8];
     if (m > n || b > 31) return -GC_ERR_CORRUPT;
     if (m == 0 && mu_bits != 0) return -GC_ERR_CORRUPT;
     if (m > 0 && (!isfinite(mean) || mean == 0.0f)) return -GC_ERR_CORRUPT;
-    uint64_t have = 8 * (uint64_t)(len - SBC_HEADER);
+    uint64_t have = 8 * (uint64_t)(p->len - SBC_HEADER);
     if (m * (uint64_t)(b + 1) > have) return -GC_ERR_TRUNCATED;
-    uint32_t *pos = (uint32_t *)host_alloc(m * 4);
-    int rc = sbc_walk_host(pos, n, b, m, payload + SBC_HEADER, len - SBC_HEADER);
+    uint32_t *pos = (uint32_t *)gcx_dmalloc(m * 4);
+    int *drc = (int *)gcx_dmalloc(sizeof(int)), rc;
+    k_sbc_walk<<<1, 1>>>(pos, drc, n, b, m, p->d + SBC_HEADER, p->len - SBC_HEADER);
+    cudaCheckLast();
+    cudaCheck(cudaMemcpy(&rc, drc, sizeof rc, cudaMemcpyDeviceToHost));
     if (!rc && n) {
         if (!acc) cudaCheck(cudaMemsetAsync(out, 0, n * sizeof(float), 0));
         if (m) {
-            uint32_t *dpos = (uint32_t *)gcx_dmalloc(m * 4);
-            cudaCheck(cudaMemcpy(dpos, pos, m * 4, cudaMemcpyHostToDevice));
             /* the CPU adds weight * mean, rounded once, to every position */
-            k_scatter<<<gcx_grid(m), TPB>>>(out, dpos, NULL, mean, m, weight, acc);
+            k_scatter<<<gcx_grid(m), TPB>>>(out, pos, NULL, mean, m, weight, acc);
             cudaCheckLast();
-            gcx_dfree(dpos);
         }
     }
-    free(pos);
+    gcx_dfree(pos);
+    gcx_dfree(drc);
     return rc;
 }
 
@@ -685,12 +758,11 @@ int64_t gcx_sparse_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flag
     }
 }
 
-int gcx_sparse_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len,
-                      uint16_t flags) {
+int gcx_sparse_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
     switch (g->spec.ops->id) {
-    case CODEC_TOPK: return topk_dec(out, n, weight, acc, payload, len, flags);
-    case CODEC_DGC: return dgc_dec(out, n, weight, acc, payload, len, flags);
-    case CODEC_SBC: return sbc_dec(out, n, weight, acc, payload, len, flags);
+    case CODEC_TOPK: return topk_dec(out, n, weight, acc, p, flags);
+    case CODEC_DGC: return dgc_dec(out, n, weight, acc, p, flags);
+    case CODEC_SBC: return sbc_dec(out, n, weight, acc, p, flags);
     default: return -GC_ERR_CODEC;
     }
 }

@@ -70,7 +70,7 @@ struct ExchangeCuda {
     float *d_pullres;   /* [total] device: the server's error accumulation of the pulled deltas */
     CodecCuda **penc, **pdec; /* [T] the pull's encoder (the server's) and decoder (exchange_pull_spec) */
     ByteBuf out, in;    /* this worker's bundle; everyone's */
-    int devb;           /* out and in are device memory (nccl, local; dense codecs), else page-locked host memory */
+    int devb;           /* out and in are device memory (nccl, local; no gcomp), else page-locked host memory */
     /* clipping: the ranges whose sums of squares make the norm (--clip: optim/clip.c's
      * blocks of the arena; DGC's local clipping: each tensor's blocks), device */
     size_t nrange;
@@ -133,11 +133,11 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
 }
 
 /* The bundles' memory. Over nccl and local, when every codec of the exchange decodes on
- * the device (the dense ones): device memory, where each frame is encoded in place
+ * the device (all but gcomp): device memory, where each frame is encoded in place
  * (codec_encode_cuda_dev), which NCCL sends from and receives into (local workers,
  * threads sharing the GPU, copy device to device), and where each frame is decoded
  * (codec_decode_cuda_dev); only headers and a few scalars cross to the host. Otherwise
- * (over mpi; the sparsifiers and gcomp, whose decoders parse their frames on the host;
+ * (over mpi; gcomp, whose decoder parses its frames on the host;
  * GCX_HOST_FRAMES=1): page-locked host memory, each frame copied between the GPU and it
  * once (the encoder's download, each decoder's upload), by DMA, with no pageable
  * staging; the Comm moves them from there. */

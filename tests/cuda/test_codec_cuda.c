@@ -40,6 +40,7 @@ int main(void) {
 #include "common/rng.h"
 #include "compress/codec.h"
 #include "compress/codec_cuda.h"
+#include "compress/golomb.h"
 
 static int shown; /* failures printed in detail */
 #define SHOW_MAX 25
@@ -259,6 +260,112 @@ static void cmp_corrupt(const CodecSpec *spec, const char *text, const uint8_t *
     put_u16(m + 6, 0x8000);
     cmp_decode(spec, text, m, len, n, d, seed, "flags 0x8000");
     free(m);
+}
+
+/* ---- crafted sparse payloads: the device walks of topk's bitmap, dgc's run entries and
+ * sbc's Rice codes against the CPU decoders on payloads no encoder writes (values before
+ * or past n, too few or too many entries, skips, stray bytes, bad values, padding bits);
+ * rcs[] counts the CPU's return codes, so the caller can see every outcome was reached */
+
+/* a little-endian float that is nonzero and finite, or (bad) +-0, NaN or inf */
+static void put_value(uint8_t *p, Rng *r, int bad) {
+    static const uint32_t bads[] = {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00001u};
+    uint32_t u = bad ? bads[rng_u64(r) % 5] : (((uint32_t)rng_u64(r) & 0xBFFFFFFFu) | 0x00800000u);
+    put_u32(p, u);
+}
+
+static void crafted_frame(const char *text, uint8_t *frame, size_t plen, size_t n, uint64_t seed, int *rcs) {
+    CodecSpec spec;
+    char err[256];
+    CHECK(codec_parse(&spec, text, err, sizeof err) == 0, "spec %s", text);
+    frame_header_write(frame, (uint8_t)spec.ops->id, 0, (uint32_t)n, (uint32_t)plen,
+                       crc32c(0, frame + CODEC_HEADER_SIZE, plen));
+    Codec *c = codec_new(&spec);
+    float *o = malloc((n ? n : 1) * sizeof(float));
+    int rc = codec_decode(c, o, n, frame, CODEC_HEADER_SIZE + plen);
+    rcs[rc < 0 ? -rc : rc]++;
+    codec_free(c);
+    free(o);
+    cmp_decode(&spec, text, frame, CODEC_HEADER_SIZE + plen, n, 0, seed, "crafted");
+}
+
+static void crafted_dgc(size_t n, uint64_t seed, int *rcs) {
+    Rng r;
+    rng_init(&r, seed, 31);
+    size_t k = (size_t)(rng_u64(&r) % 7);
+    if (k > n) k = n;
+    /* gaps ended: k - 2 .. k + 2; or one short of k with the last at index n - 1 or n,
+     * where only skips (n > 65535) give the k entries the length check asks for */
+    int edge = rng_u64(&r) % 4 == 0;
+    size_t ends = edge ? k - 1 : k + (size_t)(rng_u64(&r) % 5) - 2;
+    if ((long)ends < 0) ends = 0;
+    uint8_t *f = calloc(1, CODEC_HEADER_SIZE + 4 + 4 * k + 2 * 64 + 1), *p = f + CODEC_HEADER_SIZE;
+    put_u32(p, (uint32_t)k);
+    int bad = rng_u64(&r) % 16 == 0;
+    for (size_t j = 0; j < k; j++) put_value(p + 4 + 4 * j, &r, bad && j == k / 2);
+    size_t e = 0, at = 4 + 4 * k;
+    uint64_t spread = 2 * (uint64_t)n / (k + 1) + 1, next = 0; /* sometimes past n */
+    for (size_t j = 0; j < ends && e < 60; j++) {
+        uint64_t gap = rng_u64(&r) % 4 ? rng_u64(&r) % spread : 0, target = n - 1 + rng_u64(&r) % 2;
+        if (edge && j + 1 == ends && target >= next) gap = target - next;
+        next += gap + 1;
+        for (; gap >= 65535 && e < 60; gap -= 65535, e++, at += 2) put_u16(p + at, 0xFFFF);
+        put_u16(p + at, (uint16_t)gap), e++, at += 2;
+    }
+    if (rng_u64(&r) % 8 == 0) put_u16(p + at, 0xFFFF), at += 2; /* a trailing skip */
+    if (rng_u64(&r) % 4 == 0) p[at++] = (uint8_t)rng_u64(&r);  /* a stray byte */
+    crafted_frame("dgc", f, at, n, seed, rcs);
+    free(f);
+}
+
+static void crafted_sbc(size_t n, uint64_t seed, int *rcs) {
+    Rng r;
+    rng_init(&r, seed, 32);
+    size_t m = (size_t)(rng_u64(&r) % 9);
+    if (m > n) m = n;
+    int b = (int)(rng_u64(&r) % 14);
+    if (rng_u64(&r) % 16 == 0) b = 31 + (int)(rng_u64(&r) % 2);
+    size_t cap = 9 + 8 * 40 + 16;
+    uint8_t *f = calloc(1, CODEC_HEADER_SIZE + cap), *p = f + CODEC_HEADER_SIZE;
+    put_u32(p, (uint32_t)m);
+    if (m || rng_u64(&r) % 8 == 0) put_value(p + 4, &r, rng_u64(&r) % 16 == 0);
+    p[8] = (uint8_t)b;
+    BitWriter w;
+    bw_init(&w, p + 9, cap - 9 - 8);
+    size_t codes = m + (size_t)(rng_u64(&r) % 3) - 1; /* m - 1 .. m + 1 */
+    uint64_t spread = 2 * (uint64_t)n / (m + 1) + 1;
+    for (size_t j = 0; j < codes && j <= m && b < 32; j++) {
+        uint64_t gap = rng_u64(&r) % spread;
+        if ((gap >> b) > 64) gap = (gap & ((1ull << b) - 1)) | (64ull << b); /* a unary part of at most 64 */
+        rice_put(&w, gap, b);
+    }
+    if (rng_u64(&r) % 4 == 0) bw_put(&w, (uint32_t)rng_u64(&r), 1 + (int)(rng_u64(&r) % 12)); /* stray bits */
+    size_t plen = 9 + bw_finish(&w);
+    if (rng_u64(&r) % 8 == 0 && plen > 9) plen--; /* cut */
+    crafted_frame("sbc", f, plen, n, seed, rcs);
+    free(f);
+}
+
+static void crafted_topk(size_t n, uint64_t seed, int *rcs) {
+    Rng r;
+    rng_init(&r, seed, 33);
+    size_t bm = (n + 7) / 8, k = 0;
+    uint8_t *f = calloc(1, CODEC_HEADER_SIZE + 4 + bm + 4 * n + 8), *p = f + CODEC_HEADER_SIZE;
+    uint32_t dens = (uint32_t)(rng_u64(&r) % 4);
+    for (size_t i = 0; i < n; i++)
+        if (rng_u64(&r) % 8 < dens) p[4 + i / 8] |= (uint8_t)(0x80u >> (i % 8)), k++;
+    if ((n & 7) && rng_u64(&r) % 4 == 0) p[4 + bm - 1] |= 1; /* a padding bit */
+    size_t kk = k;
+    if (rng_u64(&r) % 8 == 0) kk = k + 1;
+    else if (rng_u64(&r) % 8 == 0 && k) kk = k - 1;
+    put_u32(p, (uint32_t)kk);
+    int bad = rng_u64(&r) % 16 == 0;
+    for (size_t j = 0; j < kk; j++) put_value(p + 4 + bm + 4 * j, &r, bad && j == kk / 2);
+    size_t plen = 4 + bm + 4 * kk;
+    if (rng_u64(&r) % 16 == 0) plen++;
+    else if (rng_u64(&r) % 16 == 0) plen--;
+    crafted_frame("topk", f, plen, n, seed, rcs);
+    free(f);
 }
 
 /* one case: encode on both, compare frames and side outputs, then decodes */
@@ -688,6 +795,27 @@ int main(void) {
         printf("  %-28s %6d checks, %d failed\n", "misaligned payload", test_passed_ + test_failed_ - p0 - f0,
                test_failed_ - f0);
         fflush(stdout);
+    }
+    {
+        /* every return code of the CPU decoders reached, with the device's agreeing */
+        static const size_t cn[] = {1, 5, 8, 9, 64, 1000, 65535, 65536, 70001, 200003};
+        int f0 = test_failed_, p0 = test_passed_;
+        int rd[GC_ERR_COUNT_] = {0}, rs[GC_ERR_COUNT_] = {0}, rt[GC_ERR_COUNT_] = {0};
+        for (uint64_t t = 0; t < 600; t++) {
+            size_t n = cn[t % (sizeof cn / sizeof cn[0])];
+            crafted_dgc(n, 500 + t, rd);
+            crafted_sbc(n, 500 + t, rs);
+            if (n <= 70001 && t % 2) crafted_topk(n, 500 + t, rt);
+        }
+        static const int want[] = {GC_OK, GC_ERR_CORRUPT, GC_ERR_TRUNCATED, GC_ERR_OVERSIZED};
+        for (int w = 0; w < 4; w++)
+            CHECK(rd[want[w]] && rs[want[w]] && rt[want[w]],
+                  "crafted frames: CPU code %s reached by dgc %d, sbc %d, topk %d times", gc_strerror(want[w]),
+                  rd[want[w]], rs[want[w]], rt[want[w]]);
+        printf("  %-28s %6d checks, %d failed (dgc ok/corrupt/truncated/oversized %d/%d/%d/%d, sbc %d/%d/%d/%d)\n",
+               "crafted sparse payloads", test_passed_ + test_failed_ - p0 - f0, test_failed_ - f0, rd[0],
+               rd[GC_ERR_CORRUPT], rd[GC_ERR_TRUNCATED], rd[GC_ERR_OVERSIZED], rs[0], rs[GC_ERR_CORRUPT],
+               rs[GC_ERR_TRUNCATED], rs[GC_ERR_OVERSIZED]);
     }
     { /* the device CRC (crc32c_cuda): lengths around its 1 KiB pieces and 256 KiB blocks, any alignment */
         static const size_t crc_n[] = {0, 1, 7, 8, 1023, 1024, 1025, 4096 + 3, 262143, 262144, 262145, 600001};

@@ -365,7 +365,8 @@ lane_b() {
         # the device-resident step across processes: fp32's allreduce by NCCL on the device
         # arenas, int8's allgather frames over NCCL (bundles in device memory) and over MPI
         # (page-locked host bundles), int8's ring over NCCL (device bundles, forwarded on the
-        # device) and gcomp's (host bundles: its decoders parse on the host), against MPI on
+        # device) and gcomp's (host bundles: its decoders parse on the host), dgc's allgather
+        # (frames of varying size, parsed on the device: device bundles), against MPI on
         # the CPU; and fp32 over
         # NCCL against its host step on the same GPU models (the same NCCL sums:
         # checkpoints equal to the bit)
@@ -378,6 +379,8 @@ lane_b() {
             --topology ring "${NCD[@]}" -- "${MP[@]}" --backend nccl --device cuda --codec int8 --topology ring "${NCD[@]}"
         BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_gcomp_ring_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec gcomp \
             --topology ring "${NCD[@]}" -- "${MP[@]}" --backend nccl --device cuda --codec gcomp --topology ring "${NCD[@]}"
+        BYTES_TOL=0.005 DEVICE_STEP=1 pair resnet8_dgc_nccl_dev "${MP[@]}" --backend mpi --device cpu --codec dgc \
+            "${NCD[@]}" -- "${MP[@]}" --backend nccl --device cuda --codec dgc "${NCD[@]}"
         DEVICE_STEP=1 pair resnet8_int8_mpi_dev "${MP[@]}" --backend mpi --device cpu --codec int8 --topology allgather \
             "${NCD[@]}" -- "${MP[@]}" --backend mpi --device cuda --codec int8 --topology allgather "${NCD[@]}"
         device_vs_host resnet8_nccl_dev_vs_host "${MP[@]}" --backend nccl --device cuda --codec fp32 "${NCD[@]}" --eval-every -1
