@@ -4,14 +4,14 @@
  * Selection (DGC section 5, "sampling to reduce top-k selection time" and the
  * precise threshold "calculated from the already-selected gradients"):
  *   1. tensors above SELECT_EXACT_MAX values: a kernel gathers the keys of the
- *      same strided sample as the CPU (select_sample_index), the host finds
- *      the sample threshold t0 with the CPU's select_kth_largest;
+ *      same strided sample as the CPU (select_sample_index), and the radix
+ *      select of step 3 finds the sample threshold t0 among them;
  *   2. compaction on the GPU (cub::DeviceSelect::If over the indices): the
  *      candidates i with key(x[i]) >= t0, in increasing order; if fewer than k
  *      pass a sampled t0, again with t0 = 1 (every nonzero key);
  *   3. more than k candidates: the exact k-th largest candidate key T by a
  *      radix select on the GPU (digits of 12, 12 and 8 bits as the CPU: one
- *      histogram kernel per digit, the bucket found on the host), then the
+ *      histogram kernel and one bucket-choosing block per digit), then the
  *      candidates with key > T and the first k - #(key > T) with key == T
  *      (lowest indices first: an exclusive scan of the ties), compacted.
  * The set is the definition of select.h (the k largest keys, ties by lowest
@@ -115,11 +115,20 @@ __global__ void k_gather_keys(uint32_t *keys, const uint32_t *idx, const float *
     GRID_STRIDE(j, c) keys[j] = d_key(x[idx[j]], mode);
 }
 
-/* histogram of the digit (key >> sh) & dm over the keys whose bits above
- * hsh equal hpre (all keys when hsh == 32). hist: [dm + 1] accumulated */
+/* the radix select's state between digits, on the device: the digits chosen so far
+ * (prefix), the rank still sought among the keys that share them (k), the keys above
+ * them (greater), and how many digits found their bucket (found) */
+struct KthState {
+    uint32_t prefix, found;
+    uint64_t k, greater;
+};
+
+/* histogram of the digit (key >> sh) & dm over the keys whose bits above hsh equal
+ * those of st->prefix (all keys when hsh == 32). hist: [dm + 1] accumulated */
 __global__ void k_digit_hist(uint32_t *hist, const uint32_t *keys, size_t c, int sh, uint32_t dm, int hsh,
-                             uint32_t hpre) {
+                             const KthState *st) {
     __shared__ uint32_t h[4096];
+    uint32_t hpre = hsh < 32 ? st->prefix >> hsh : 0u;
     for (uint32_t b = threadIdx.x; b <= dm; b += blockDim.x) h[b] = 0;
     __syncthreads();
     GRID_STRIDE(i, c) {
@@ -132,36 +141,69 @@ __global__ void k_digit_hist(uint32_t *hist, const uint32_t *keys, size_t c, int
         if (h[b]) atomicAdd(&hist[b], h[b]);
 }
 
+/* compress/select.c's bucket choice for one digit, in one block of TPB threads: going down
+ * from the top bucket, the first whose count takes the running sum to st->k (bucket 0 if
+ * none above it does); the sum of the buckets above it leaves k and joins greater.
+ * Thread t sums w = nb / TPB buckets (the t-th run from the top), thread 0 scans the
+ * sums, and the thread whose run holds the crossing walks it. nb: 256 or 4096 */
+__global__ void k_digit_pick(KthState *st, const uint32_t *hist, uint32_t nb, int sh) {
+    __shared__ uint64_t sums[TPB];
+    __shared__ uint64_t k;
+    uint32_t t = threadIdx.x, w = nb / TPB, top = nb - 1 - t * w; /* this run: buckets top .. top - w + 1 */
+    uint64_t mine = 0;
+    for (uint32_t q = 0; q < w; q++) mine += hist[top - q];
+    sums[t] = mine;
+    if (t == 0) k = st->k;
+    __syncthreads();
+    if (t == 0) {
+        uint64_t run = 0;
+        for (uint32_t u = 0; u < TPB; u++) {
+            uint64_t v = sums[u];
+            sums[u] = run;
+            run += v;
+        }
+    }
+    __syncthreads();
+    uint64_t cum = sums[t];
+    if (cum < k && cum + mine >= k) {
+        uint32_t b = top;
+        for (uint32_t q = 0; q < w; q++, b--) {
+            if (b == 0 || cum + hist[b] >= k) break;
+            cum += hist[b];
+        }
+        st->greater += cum;
+        st->k = k - cum;
+        st->prefix |= b << sh;
+        st->found++;
+    }
+}
+
 /* the k-th largest of keys[c] (1 <= k <= c) and the number of keys above it:
- * compress/select.c rs_rest, one digit level at a time (bits 31..20, 19..8, 7..0) */
+ * compress/select.c rs_rest, one digit level at a time (bits 31..20, 19..8, 7..0), every
+ * bucket chosen on the device; one copy of the result to the host */
 static uint32_t kth_largest(size_t *above, const uint32_t *keys, size_t c, size_t k) {
     static const int sh[3] = {20, 8, 0}, width[3] = {12, 12, 8};
     uint32_t *dh = (uint32_t *)gcx_dmalloc(4096 * sizeof(uint32_t));
-    uint32_t hist[4096];
-    uint32_t prefix = 0;
-    size_t greater = 0;
+    KthState *dst = (KthState *)gcx_dmalloc(sizeof(KthState)), st = {0, 0, (uint64_t)k, 0};
+    cudaCheck(cudaMemcpy(dst, &st, sizeof st, cudaMemcpyHostToDevice));
     for (int level = 0; level < 3; level++) {
-        int nb = 1 << width[level];
-        uint32_t dm = (uint32_t)nb - 1;
-        int hsh = level == 0 ? 32 : sh[level - 1];
-        uint32_t hpre = level == 0 ? 0 : prefix >> hsh;
-        cudaCheck(cudaMemsetAsync(dh, 0, (size_t)nb * sizeof(uint32_t), 0));
-        k_digit_hist<<<gcx_grid(c), TPB>>>(dh, keys, c, sh[level], dm, hsh, hpre);
+        uint32_t nb = 1u << width[level];
+        cudaCheck(cudaMemsetAsync(dh, 0, nb * sizeof(uint32_t), 0));
+        k_digit_hist<<<gcx_grid(c), TPB>>>(dh, keys, c, sh[level], nb - 1, level == 0 ? 32 : sh[level - 1], dst);
         cudaCheckLast();
-        cudaCheck(cudaMemcpy(hist, dh, (size_t)nb * sizeof(uint32_t), cudaMemcpyDeviceToHost));
-        size_t cum = 0;
-        int b = nb - 1;
-        for (; b > 0; b--) {
-            if (cum + hist[b] >= k) break;
-            cum += hist[b];
-        }
-        greater += cum;
-        k -= cum;
-        prefix |= (uint32_t)b << sh[level];
+        k_digit_pick<<<1, TPB>>>(dst, dh, nb, sh[level]);
+        cudaCheckLast();
     }
+    cudaCheck(cudaMemcpy(&st, dst, sizeof st, cudaMemcpyDeviceToHost));
     gcx_dfree(dh);
-    *above = greater;
-    return prefix;
+    gcx_dfree(dst);
+    if (st.found != 3) {
+        fprintf(stderr, "internal error: GPU radix select found %u of 3 digits at %s:%d\n", st.found, __FILE__,
+                __LINE__);
+        exit(1);
+    }
+    *above = (size_t)st.greater;
+    return st.prefix;
 }
 
 __global__ void k_ties(uint32_t *eq, const uint32_t *keys, size_t c, uint32_t T) {
@@ -189,22 +231,16 @@ static size_t gpu_select(uint32_t *idx, const float *x, size_t n, size_t k, int 
         uint32_t *ds = (uint32_t *)gcx_dmalloc(m * 4);
         k_sample<<<gcx_grid(m), TPB>>>(ds, x, n, m, mode);
         cudaCheckLast();
-        uint32_t *s = (uint32_t *)host_alloc(m * 4);
-        cudaCheck(cudaMemcpy(s, ds, m * 4, cudaMemcpyDeviceToHost));
-        gcx_dfree(ds);
-        size_t nz = 0;
-        for (size_t j = 0; j < m; j++) {
-            uint32_t key = s[j];
-            s[nz] = key;
-            nz += key != 0;
-        }
+        /* select.c: t0 = the jr-th largest nonzero sample key, if there are jr of them;
+         * zeros sort last, so that is the jr-th largest key when that is not 0 */
         double e = (double)k * (double)m / (double)n;
         double jr = ceil(e + 3.0 * sqrt(e) + 1.0);
-        if (jr <= (double)nz) {
+        if (jr <= (double)m) {
             size_t above;
-            t0 = select_kth_largest(&above, s, nz, (size_t)jr);
+            uint32_t t = kth_largest(&above, ds, m, (size_t)jr);
+            if (t) t0 = t;
         }
-        free(s);
+        gcx_dfree(ds);
     }
     uint32_t *cand = (uint32_t *)gcx_dmalloc(n * 4);
     size_t c = compact_ge(cand, x, n, t0, mode);
