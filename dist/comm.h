@@ -44,6 +44,9 @@ typedef struct {
 void bytebuf_copy(const ByteBuf *b, void *dst, const void *src, size_t n);
 /* grows b to at least cap bytes, keeping its bytes; ends the program when out of memory */
 void bytebuf_reserve(ByteBuf *b, size_t cap);
+/* the same for a buffer about to be overwritten (a collective's receive buffer): its
+ * bytes are not kept, and a larger one is not filled with them */
+void bytebuf_reserve_fresh(ByteBuf *b, size_t cap);
 /* frees b's bytes; b is then empty, with the same allocator */
 void bytebuf_free(ByteBuf *b);
 

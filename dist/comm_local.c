@@ -42,6 +42,12 @@ void bytebuf_reserve(ByteBuf *b, size_t cap) {
     b->cap = nc;
 }
 
+void bytebuf_reserve_fresh(ByteBuf *b, size_t cap) {
+    if (cap <= b->cap) return;
+    bytebuf_free(b);
+    bytebuf_reserve(b, cap);
+}
+
 void bytebuf_copy(const ByteBuf *b, void *dst, const void *src, size_t n) {
     if (!n) return;
     if (b->mem && b->mem->copy) b->mem->copy(dst, src, n);
@@ -185,7 +191,7 @@ static void local_allgatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t 
     meet(c, "allgather");
     size_t total = 0;
     for (int k = 0; k < N; k++) total += g->len[k];
-    bytebuf_reserve(out, total);
+    bytebuf_reserve_fresh(out, total);
     size_t at = 0;
     for (int k = 0; k < N; k++) {
         lens[k] = g->len[k];
@@ -207,7 +213,7 @@ static void local_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *da
     if (r == root) {
         size_t total = 0;
         for (int k = 0; k < N; k++) total += g->len[k];
-        bytebuf_reserve(out, total);
+        bytebuf_reserve_fresh(out, total);
         size_t at = 0;
         for (int k = 0; k < N; k++) {
             lens[k] = g->len[k];
@@ -232,7 +238,7 @@ static void local_bcast(Comm *c, ByteBuf *buf, int root) {
     meet(c, "broadcast");
     if (r != root) {
         size_t len = g->len[root];
-        bytebuf_reserve(buf, len);
+        bytebuf_reserve_fresh(buf, len);
         bytebuf_copy(buf, buf->p, g->ptr[root], len);
         buf->len = len;
         c->received += len;
@@ -250,7 +256,7 @@ static void local_sendrecv(Comm *c, ByteBuf *out, int src, const uint8_t *data, 
     g->len[r] = len;
     meet(c, "send/receive");
     size_t n = g->len[src];
-    bytebuf_reserve(out, n);
+    bytebuf_reserve_fresh(out, n);
     bytebuf_copy(out, out->p, g->ptr[src], n);
     out->len = n;
     c->sent += len;

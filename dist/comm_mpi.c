@@ -206,7 +206,7 @@ static void m_allgatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *dat
         if (k != c->rank) c->received += all[k];
     }
     check_int_size(total, "allgather");
-    bytebuf_reserve(out, total);
+    bytebuf_reserve_fresh(out, total);
     mpiCheck(MPI_Iallgatherv(data, (int)len, MPI_BYTE, out->p, counts, displs, MPI_BYTE, MPI_COMM_WORLD, &r));
     wait_reqs(c, &r, 1, "allgather");
     out->len = total;
@@ -236,7 +236,7 @@ static void m_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, 
             if (k != root) c->received += all[k];
         }
         check_int_size(total, "gather");
-        bytebuf_reserve(out, total);
+        bytebuf_reserve_fresh(out, total);
         out->len = total;
     } else {
         c->sent += len;
@@ -255,7 +255,7 @@ static void m_bcast(Comm *c, ByteBuf *buf, int root) {
     mpiCheck(MPI_Ibcast(&len, 1, MPI_UINT64_T, root, MPI_COMM_WORLD, &r));
     wait_reqs(c, &r, 1, "broadcast");
     check_int_size(len, "broadcast");
-    bytebuf_reserve(buf, len);
+    bytebuf_reserve_fresh(buf, len);
     buf->len = len;
     mpiCheck(MPI_Ibcast(buf->p, (int)len, MPI_BYTE, root, MPI_COMM_WORLD, &r));
     wait_reqs(c, &r, 1, "broadcast");
@@ -271,7 +271,7 @@ static void m_sendrecv(Comm *c, ByteBuf *out, int src, const uint8_t *data, size
     mpiCheck(MPI_Isend(&mine, 1, MPI_UINT64_T, dst, 1, MPI_COMM_WORLD, &r[1]));
     wait_reqs(c, r, 2, "send/receive");
     check_int_size(theirs, "receive");
-    bytebuf_reserve(out, theirs);
+    bytebuf_reserve_fresh(out, theirs);
     mpiCheck(MPI_Irecv(out->p, (int)theirs, MPI_BYTE, src, 2, MPI_COMM_WORLD, &r[0]));
     mpiCheck(MPI_Isend(data, (int)len, MPI_BYTE, dst, 2, MPI_COMM_WORLD, &r[1]));
     wait_reqs(c, r, 2, "send/receive");

@@ -203,7 +203,7 @@ static void n_allgatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *dat
         total += lens[k];
         if (k != r) c->received += m->hlen[k];
     }
-    bytebuf_reserve(out, total);
+    bytebuf_reserve_fresh(out, total);
     out->len = total;
     if (total > len || len) { /* something comes from a peer, or ours goes to them */
         const uint8_t *src = send_from(m, dev, data, len);
@@ -235,7 +235,7 @@ static void n_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *data, 
         total += lens[k];
     }
     if (r == root) {
-        bytebuf_reserve(out, total);
+        bytebuf_reserve_fresh(out, total);
         out->len = total;
         if (total > len) {
             uint8_t *dst = recv_into(m, dev, out, total);
@@ -268,7 +268,7 @@ static void n_bcast(Comm *c, ByteBuf *buf, int root) {
     ncclCheckN(ncclBroadcast(m->dlen, m->dlen, 1, ncclUint64, root, m->nccl, m->stream));
     cudaCheckN(cudaMemcpyAsync(&len, m->dlen, sizeof len, cudaMemcpyDeviceToHost, m->stream));
     sync_stream(m);
-    bytebuf_reserve(buf, (size_t)len);
+    bytebuf_reserve_fresh(buf, (size_t)len);
     buf->len = (size_t)len;
     if (len) {
         uint8_t *d = buf->p;
@@ -293,7 +293,7 @@ static void n_sendrecv(Comm *c, ByteBuf *out, int src, const uint8_t *data, size
     uint64_t theirs = 0;
     if (src == r && dst == r) { /* a ring of one */
         theirs = len;
-        bytebuf_reserve(out, len);
+        bytebuf_reserve_fresh(out, len);
         if (len && dev) copy_own(m, dev, out->p, data, len);
         else if (len) memmove(out->p, data, len);
     } else {
@@ -305,7 +305,7 @@ static void n_sendrecv(Comm *c, ByteBuf *out, int src, const uint8_t *data, size
         ncclCheckN(ncclGroupEnd());
         cudaCheckN(cudaMemcpyAsync(&theirs, m->dlen + 1, sizeof theirs, cudaMemcpyDeviceToHost, m->stream));
         sync_stream(m);
-        bytebuf_reserve(out, (size_t)theirs);
+        bytebuf_reserve_fresh(out, (size_t)theirs);
         if (len || theirs) {
             const uint8_t *from = send_from(m, dev, data, len);
             uint8_t *into = theirs ? recv_into(m, dev, out, (size_t)theirs) : NULL;
