@@ -32,8 +32,7 @@
  * CodecCuda; different CodecCuda objects may be used from different threads.
  *
  * Every codec of the registry has a GPU path: fp32, fp16, int8, terngrad,
- * stoch3, 3lc, onebit, topk, dgc, sbc (its encoder Rice-codes the O(k) positions
- * on the host), gcomp, ternsum. docs/GPU.md ("Codecs and NCCL") describes the kernels.
+ * stoch3, 3lc, onebit, topk, dgc, sbc, gcomp, ternsum. docs/GPU.md ("Codecs and NCCL") describes the kernels.
  *
  * Only built with CUDA (HAVE_CUDA): without it codec_cuda_available() is 0 and
  * codec_cuda_new returns NULL with a message.

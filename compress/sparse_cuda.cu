@@ -17,10 +17,10 @@
  * The set is the definition of select.h (the k largest keys, ties by lowest
  * index), so it equals the CPU's whatever the sample.
  *
- * Payloads: topk's bitmap and values and dgc's values and 16-bit runs are
- * written by kernels; sbc's means (double, in index order) and Golomb-Rice
- * positions (SBC Algorithm 3) are computed on the host from the O(k) selected
- * indices and values copied back.
+ * Payloads, written by kernels: topk's bitmap and values, dgc's values and 16-bit
+ * runs, sbc's Golomb-Rice positions (SBC Algorithm 3: each code's length, their scan,
+ * then one thread per code sets its bits); sbc's two means (Algorithm 2: double sums in
+ * index order, the CPU's roundings) are summed by one device thread.
  *
  * Decoders read the payload in device memory (a Pay: the host holds only its first 16
  * and last 8 bytes) and give the CPU decoder's return code for every input:
@@ -58,15 +58,6 @@ extern "C" {
 #define GRID_STRIDE(i, n) \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
 #define DGC_RUN_SKIP 0xFFFFu
-
-static void *host_alloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "error: out of memory allocating %zu bytes at %s:%d\n", bytes, __FILE__, __LINE__);
-        exit(1);
-    }
-    return p;
-}
 
 /* ============================================================ selection ==== */
 
@@ -640,6 +631,58 @@ static int dgc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
 
 #define SBC_HEADER 9
 
+/* Algorithm 2's two sums, double, in index order (the CPU's roundings), in one device
+ * thread; bad: a value is NaN or infinite. v: [cp + cn] the positive side's values,
+ * then the negative side's */
+struct SbcSums {
+    double sp, sn;
+    uint32_t bad;
+};
+__global__ void k_sbc_sums(SbcSums *s, const float *v, size_t cp, size_t cn) {
+    double sp = 0, sn = 0;
+    uint32_t bad = 0;
+    for (size_t j = 0; j < cp + cn; j++) {
+        float f = v[j];
+        bad |= (__float_as_uint(f) & 0x7F800000u) == 0x7F800000u;
+        if (j < cp) sp = __dadd_rn(sp, (double)f);
+        else sn = __dadd_rn(sn, (double)f);
+    }
+    s->sp = sp;
+    s->sn = sn;
+    s->bad = bad;
+}
+
+/* the gap before position j (positions increasing; the first counts from -1) */
+__device__ __forceinline__ uint64_t d_gap(const uint32_t *idx, size_t j) {
+    return (uint64_t)idx[j] - (j ? (uint64_t)idx[j - 1] : (uint64_t)-1) - 1;
+}
+
+/* bits[j] = the length of position j's Rice code (golomb.h rice_len); bits[m] = 0 */
+__global__ void k_rice_len(uint64_t *bits, const uint32_t *idx, size_t m, int b) {
+    GRID_STRIDE(j, m + 1) bits[j] = j < m ? (d_gap(idx, j) >> b) + 1 + (uint64_t)b : 0;
+}
+
+/* sets bit P (MSB first in each byte) of the zeroed payload, through its aligned 32-bit word */
+__device__ __forceinline__ void d_set_bit(uint32_t *pay32, uint64_t P) {
+    uint64_t byte = P >> 3;
+    atomicOr(&pay32[byte >> 2], (0x80u >> (P & 7)) << (8 * (byte & 3)));
+}
+
+/* position j's Rice code (golomb.h rice_put: q ones, a zero, the b low bits of the gap)
+ * at bit off[j] after the 9-byte header */
+__global__ void k_rice_put(uint32_t *pay32, const uint32_t *idx, const uint64_t *off, size_t m, int b) {
+    GRID_STRIDE(j, m) {
+        uint64_t gap = d_gap(idx, j), q = gap >> b, P = 8 * SBC_HEADER + off[j];
+        for (uint64_t t = 0; t < q; t++) d_set_bit(pay32, P + t);
+        P += q + 1;
+        for (int t = 0; t < b; t++)
+            if ((gap >> (b - 1 - t)) & 1) d_set_bit(pay32, P + (uint64_t)t);
+    }
+}
+
+/* compress/sbc.c sbc_encode on the device: the two selections, the sums, the Rice codes;
+ * the host reads the sums and the codes' length. pay: 4-byte aligned (a device
+ * allocation, or codec_encode_cuda_payload's staging) */
 static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
     double p;
     if (select_density(&p, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
@@ -647,7 +690,6 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     uint32_t *dpos = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4), *dneg = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4);
     size_t cp = gpu_select(dpos, x, n, k, SELECT_POS);
     size_t cn = gpu_select(dneg, x, n, k, SELECT_NEG);
-    /* the O(k) selections to the host: positions and values, in index order */
     float *dv = (float *)gcx_dmalloc((cp + cn ? cp + cn : 1) * 4);
     if (cp) {
         k_gather_vals<<<gcx_grid(cp), TPB>>>(dv, dpos, x, cp);
@@ -657,68 +699,57 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
         k_gather_vals<<<gcx_grid(cn), TPB>>>(dv + cp, dneg, x, cn);
         cudaCheckLast();
     }
-    uint32_t *ipos = (uint32_t *)host_alloc((cp + cn) * 4), *ineg = ipos + cp;
-    float *vals = (float *)host_alloc((cp + cn) * 4);
-    if (cp) cudaCheck(cudaMemcpy(ipos, dpos, cp * 4, cudaMemcpyDeviceToHost));
-    if (cn) cudaCheck(cudaMemcpy(ineg, dneg, cn * 4, cudaMemcpyDeviceToHost));
-    if (cp + cn) cudaCheck(cudaMemcpy(vals, dv, (cp + cn) * 4, cudaMemcpyDeviceToHost));
+    SbcSums *ds = (SbcSums *)gcx_dmalloc(sizeof(SbcSums)), sums;
+    k_sbc_sums<<<1, 1>>>(ds, dv, cp, cn);
+    cudaCheckLast();
+    cudaCheck(cudaMemcpy(&sums, ds, sizeof sums, cudaMemcpyDeviceToHost));
+    gcx_dfree(ds);
     gcx_dfree(dv);
-    int64_t rc = 0;
-    for (size_t j = 0; j < cp + cn; j++) {
-        uint32_t u;
-        memcpy(&u, &vals[j], 4);
-        if ((u & 0x7F800000u) == 0x7F800000u) rc = -GC_ERR_PARAM;
-    }
-    /* Algorithm 2: the two means (double, in index order), the larger side */
-    double sp = 0, sn = 0;
-    for (size_t j = 0; j < cp; j++) sp += (double)vals[j];
-    for (size_t j = 0; j < cn; j++) sn += (double)vals[cp + j];
-    double mu_pos = cp ? sp / (double)cp : 0.0;
-    double mu_neg = cn ? -sn / (double)cn : 0.0;
-    const uint32_t *idx = NULL, *didx = NULL;
+    int64_t rc = sums.bad ? -GC_ERR_PARAM : 0;
+    /* Algorithm 2: the two means, the larger side */
+    double mu_pos = cp ? sums.sp / (double)cp : 0.0;
+    double mu_neg = cn ? -sums.sn / (double)cn : 0.0;
+    const uint32_t *didx = NULL;
     size_t m = 0;
     float mean = 0.0f;
     if (cp || cn) {
         if (cp && mu_pos >= mu_neg) {
-            idx = ipos, didx = dpos, m = cp;
+            didx = dpos, m = cp;
             mean = (float)mu_pos;
         } else {
-            idx = ineg, didx = dneg, m = cn;
+            didx = dneg, m = cn;
             mean = -(float)mu_neg;
         }
     }
     if (!rc && m && (!isfinite(mean) || mean == 0.0f)) rc = -GC_ERR_PARAM;
-    /* Algorithm 3: gaps, Golomb-Rice with the optimal parameter (equation 5) */
+    /* Algorithm 3: gaps, Golomb-Rice with the optimal parameter (equation 5): each code's
+     * length, their exclusive scan (each code's bit offset, the total at m) */
     int b = golomb_rice_bits(p);
-    uint64_t bits = 0, prev = (uint64_t)-1;
-    for (size_t j = 0; j < m; j++) {
-        bits += rice_len(idx[j] - prev - 1, b);
-        prev = idx[j];
+    uint64_t *bits = (uint64_t *)gcx_dmalloc((m + 1) * 8), *off = (uint64_t *)gcx_dmalloc((m + 1) * 8), total = 0;
+    if (!rc && m) {
+        k_rice_len<<<gcx_grid(m + 1), TPB>>>(bits, didx, m, b);
+        cudaCheckLast();
+        gcx_exclusive_sum_u64(off, bits, m + 1);
+        cudaCheck(cudaMemcpy(&total, off + m, 8, cudaMemcpyDeviceToHost));
     }
-    size_t len = SBC_HEADER + (size_t)((bits + 7) / 8);
+    size_t len = SBC_HEADER + (size_t)((total + 7) / 8);
     if (!rc && cap < len) rc = -GC_ERR_NOSPACE;
     if (!rc) {
-        uint8_t *hp = (uint8_t *)host_alloc(len);
-        put_u32(hp, (uint32_t)m);
-        put_f32(hp + 4, mean);
-        hp[8] = (uint8_t)b;
-        BitWriter w;
-        bw_init(&w, hp + SBC_HEADER, len - SBC_HEADER);
-        prev = (uint64_t)-1;
-        for (size_t j = 0; j < m; j++) {
-            rice_put(&w, idx[j] - prev - 1, b);
-            prev = idx[j];
+        uint8_t h[SBC_HEADER];
+        put_u32(h, (uint32_t)m);
+        put_f32(h + 4, mean);
+        h[8] = (uint8_t)b;
+        cudaCheck(cudaMemsetAsync(pay, 0, len, 0));
+        if (m) {
+            k_rice_put<<<gcx_grid(m), TPB>>>((uint32_t *)pay, didx, off, m, b);
+            cudaCheckLast();
         }
-        if (bw_finish(&w) != len - SBC_HEADER || w.overflow) rc = -GC_ERR_STATE;
-        else cudaCheck(cudaMemcpy(pay, hp, len, cudaMemcpyHostToDevice));
-        free(hp);
-    }
-    if (!rc) {
+        cudaCheck(cudaMemcpy(pay, h, SBC_HEADER, cudaMemcpyHostToDevice));
         side_outputs(side, didx, NULL, mean, m, n);
         rc = (int64_t)len;
     }
-    free(ipos);
-    free(vals);
+    gcx_dfree(bits);
+    gcx_dfree(off);
     gcx_dfree(dpos);
     gcx_dfree(dneg);
     return rc;

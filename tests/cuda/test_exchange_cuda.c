@@ -320,7 +320,7 @@ static unsigned long long max_u64(const unsigned long long *v) {
 /* the GPU codec copies nothing between the device and the host but its frame and the
  * frame's header words and scalars */
 static int frames_only(const char *codec) {
-    static const char *const only[] = {"fp32", "fp16", "int8", "3lc", "onebit", "terngrad", "stoch3", "topk", "dgc"};
+    static const char *const only[] = {"fp32", "fp16", "int8", "3lc", "onebit", "terngrad", "stoch3", "topk", "dgc", "sbc"};
     for (size_t i = 0; i < sizeof only / sizeof only[0]; i++)
         if (!strncmp(codec, only[i], strlen(only[i]))) return 1;
     return 0;
@@ -390,8 +390,7 @@ static void compare(const char *codec, int topology) {
 #ifdef EMU_PAGEABLE_COPIES
         /* the frames stay in device memory or cross by DMA to page-locked bundles: a
          * codec with no host-side working arrays copies only header words and scalars
-         * through pageable memory (sbc's selected positions, which its encoder Rice-codes
-         * on the host, and gcomp's per-chunk sums and tables do go through it) */
+         * through pageable memory (gcomp's per-chunk sums and tables do go through it) */
         CHECK(!frames_only(codec) || d.pageable_max[k] <= 64,
               "%s %s worker %d: no frame copied through pageable host memory (largest pageable copy %llu bytes)",
               codec, name, k, d.pageable_max[k]);
