@@ -23,7 +23,8 @@
  * promise byte-identical frames and bit-identical decodes.
  * Skips (one passed check) without CUDA or without a GPU.
  * GCX_CODEC_CUDA_BIG=0 leaves out the > 2^24 case (it takes a few seconds);
- * GCX_CODEC_CUDA_MAXN=N leaves out the sizes above N (quick runs). */
+ * GCX_CODEC_CUDA_MAXN=N leaves out the sizes above N (quick runs);
+ * GCX_CODEC_CUDA_ONLY=NAME runs only the specs that start with NAME (e.g. sbc). */
 #include "tests/test.h"
 
 #ifndef HAVE_CUDA
@@ -767,7 +768,9 @@ int main(void) {
     CHECK(codec_cuda_available(), "codec_cuda_available");
     const char *maxs = getenv("GCX_CODEC_CUDA_MAXN");
     size_t maxn = maxs ? (size_t)strtoull(maxs, NULL, 10) : (size_t)-1;
+    const char *only = getenv("GCX_CODEC_CUDA_ONLY");
     for (int s = 0; s < NSPECS; s++) {
+        if (only && strncmp(specs[s], only, strlen(only))) continue;
         int f0 = test_failed_, p0 = test_passed_;
         for (int k = 0; k < NSIZES; k++) {
             size_t n = sizes[k];
