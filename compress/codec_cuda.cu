@@ -334,8 +334,7 @@ static int any_bad_bytes(const uint8_t *p_dev, size_t n, int what) {
     return h != 0;
 }
 
-/* a device copy of host bytes. p: [len] host */
-static uint8_t *upload(const uint8_t *p, size_t len) {
+uint8_t *gcx_upload(const uint8_t *p, size_t len) {
     uint8_t *d = (uint8_t *)gcx_dmalloc(len);
     if (len) cudaCheck(cudaMemcpy(d, p, len, cudaMemcpyHostToDevice));
     return d;
@@ -1220,8 +1219,8 @@ int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const fl
     return CODEC_HEADER_SIZE + len;
 }
 
-/* the payload decoded by the codec: every codec reads pay (device) but gcomp, whose
- * frames are parsed on the host: it reads host (pay->len bytes) */
+/* the payload decoded by the codec from pay (device); gcomp parses its headers on the
+ * host: from host (a host frame, pay->len bytes, not uploaded) or a copy of them */
 static int decode_payload(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *pay,
                           const uint8_t *host, uint16_t flags) {
     int rc;
@@ -1236,7 +1235,7 @@ static int decode_payload(CodecCuda *g, float *out, size_t n, float weight, int 
     case CODEC_TOPK:
     case CODEC_DGC:
     case CODEC_SBC: rc = gcx_sparse_decode(g, out, n, weight, acc, pay, flags); break;
-    case CODEC_GCOMP: rc = gcx_gcomp_decode(g, out, n, weight, acc, host, pay->len, flags); break;
+    case CODEC_GCOMP: rc = gcx_gcomp_decode(g, out, n, weight, acc, pay, host, flags); break;
     case CODEC_TERNSUM: rc = ternsum_dec(g->cpu, out, n, weight, acc, pay, flags); break;
     default: rc = -GC_ERR_CODEC;
     }
@@ -1244,11 +1243,6 @@ static int decode_payload(CodecCuda *g, float *out, size_t n, float weight, int 
     return rc;
 }
 
-int codec_cuda_parses_on_host(const CodecSpec *spec) {
-    CodecId id = spec->ops->id;
-    return id == CODEC_GCOMP;
-}
-static int host_parsed(const CodecCuda *g) { return codec_cuda_parses_on_host(&g->spec); }
 
 /* the alignment the decoders' kernels need of the payload: fp32 loads floats, fp16
  * halves, ternsum 64-bit words at offset 8; the others read bytes */
@@ -1261,7 +1255,8 @@ static uintptr_t pay_align(const CodecCuda *g) {
     }
 }
 
-/* a host frame: the payload uploaded once for the device decoders */
+/* a host frame: the payload uploaded once for the device decoders (gcomp uploads it
+ * itself, once its headers have passed) */
 static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
                         size_t len) {
     FrameHeader h;
@@ -1275,7 +1270,7 @@ static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int ac
     pay.len = pl;
     memcpy(pay.head, p, pl < PAY_HEAD ? pl : PAY_HEAD);
     memcpy(pay.tail + 8 - e, p + pl - e, e);
-    uint8_t *d = host_parsed(g) ? NULL : upload(p, pl);
+    uint8_t *d = g->spec.ops->id == CODEC_GCOMP ? NULL : gcx_upload(p, pl);
     pay.d = d;
     rc = decode_payload(g, out, n, weight, acc, &pay, p, h.flags);
     if (d) gcx_dfree(d);
@@ -1284,8 +1279,7 @@ static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int ac
 
 /* a device frame: its header and its payload's first and last bytes copied to the host,
  * the CRC computed on the device, the payload read in place (moved when it is not aligned
- * as the codec's kernels need, pay_align); gcomp's payload is copied to the host, where
- * it is parsed */
+ * as the codec's kernels need, pay_align) */
 static int decode_frame_dev(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
                             size_t len) {
     uint8_t hb[CODEC_HEADER_SIZE + PAY_HEAD];
@@ -1302,18 +1296,14 @@ static int decode_frame_dev(CodecCuda *g, float *out, size_t n, float weight, in
     pay.len = pl;
     memcpy(pay.head, hb + CODEC_HEADER_SIZE, pl < PAY_HEAD ? pl : PAY_HEAD);
     if (e) cudaCheck(cudaMemcpy(pay.tail + 8 - e, p + pl - e, e, cudaMemcpyDeviceToHost));
-    uint8_t *moved = NULL, *host = NULL;
-    if (host_parsed(g)) {
-        host = (uint8_t *)mallocCheck(pl ? pl : 1);
-        if (pl) cudaCheck(cudaMemcpy(host, p, pl, cudaMemcpyDeviceToHost));
-    } else if ((uintptr_t)p & (pay_align(g) - 1)) {
+    uint8_t *moved = NULL;
+    if ((uintptr_t)p & (pay_align(g) - 1)) {
         moved = (uint8_t *)gcx_dmalloc(pl);
         if (pl) cudaCheck(cudaMemcpyAsync(moved, p, pl, cudaMemcpyDeviceToDevice, 0));
     }
     pay.d = moved ? moved : p;
-    rc = decode_payload(g, out, n, weight, acc, &pay, host, h.flags);
+    rc = decode_payload(g, out, n, weight, acc, &pay, NULL, h.flags);
     if (moved) gcx_dfree(moved);
-    free(host);
     return rc;
 }
 

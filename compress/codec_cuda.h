@@ -44,6 +44,7 @@
 #include <stdint.h>
 
 #include "compress/codec.h"
+#include "compress/gcomp.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -101,18 +102,19 @@ int codec_decode_acc_cuda(CodecCuda *g, float *out, size_t n, float weight, cons
  * and copies the 20-byte header up; decoding copies the header and the payload's first
  * 16 and last 8 bytes down, checks the CRC on the device and decodes the payload where
  * it lies (moved first, device to device, when it is not aligned for the codec's loads:
- * 4 bytes for fp32, 2 for fp16, 8 for ternsum). gcomp's decoder parses its payload on
- * the host: for it the payload is copied down.  frame: [cap] / [len] device, any alignment */
+ * 4 bytes for fp32, 2 for fp16, 8 for ternsum). Every codec validates and decodes on the
+ * device; the host reads only a payload's first 16 and last 8 bytes, and gcomp's block
+ * header, table section and chunk headers (a prefix of 28 + at most 514 + 20 per chunk
+ * bytes), which it parses there.  frame: [cap] / [len] device, any alignment */
 int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
                               const CodecSide *side);
 int codec_decode_cuda_dev(CodecCuda *g, float *out, size_t n, const uint8_t *frame, size_t len);
 int codec_decode_acc_cuda_dev(CodecCuda *g, float *out, size_t n, float weight, const uint8_t *frame, size_t len);
 
-/* 1 for the codecs whose decoders parse the frame on the host (gcomp: chunk headers and
- * Huffman tables): their device frames are copied to the host to be decoded. The
- * others validate and decode on the device, reading only a frame's first 16 and last 8
- * payload bytes on the host (topk's bitmap, dgc's runs and sbc's Rice codes included) */
-int codec_cuda_parses_on_host(const CodecSpec *spec);
+/* compress/gcomp.h gcomp_frame_parts of a gcomp frame in DEVICE memory: the headers read on
+ * the host, the level segments counted by a kernel; the same sums and return code */
+int codec_cuda_gcomp_parts(GcompParts *p, const uint8_t *frame, size_t len);
+
 
 /* crc32c(crc, data, len) (common/crc32c.h) of len bytes of DEVICE memory, computed on the
  * device in pieces of 1 KiB folded with the zero-byte operators; the same value */
@@ -143,6 +145,8 @@ typedef struct {
 /* device scratch from the stream-ordered pool (never NULL; at least 16 bytes) */
 void *gcx_dmalloc(size_t bytes);
 void gcx_dfree(void *p);
+/* a device copy (gcx_dmalloc) of len host bytes */
+uint8_t *gcx_upload(const uint8_t *p, size_t len);
 /* n as CUB's item count; exits with a message when this CUB cannot count that
  * far (CUB before 3.0 may take int counts: at most 2^31 - 1) */
 int64_t gcx_cub_items(size_t n);
@@ -169,7 +173,7 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
                          const CodecSide *side);
 int64_t gcx_gcomp_state_save(const CodecCuda *g, uint8_t *buf, size_t cap);
 int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len);
-int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len,
+int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, const uint8_t *host,
                      uint16_t flags);
 #endif
 

@@ -672,7 +672,25 @@ const CodecOps codec_gcomp_ops = {
     .decode = gp_decode,
 };
 
+/* the 2-bit levels (MSB-first) of a segment of the host frame: ctx is its payload */
+typedef struct {
+    const uint8_t *pl;
+    uint64_t level[4];
+} HostLevels;
+static void host_levels(void *ctx, uint64_t off, uint64_t nnz) {
+    HostLevels *h = ctx;
+    for (uint64_t i = 0; i < nnz; i++) h->level[(h->pl[off + i / 4] >> (6 - 2 * (i % 4))) & 3]++;
+}
+
 int gcomp_frame_parts(GcompParts *p, const uint8_t *frame, size_t len) {
+    HostLevels h = {frame + CODEC_HEADER_SIZE, {0, 0, 0, 0}};
+    int rc = gcomp_frame_parts_headers(p, frame, len, host_levels, &h);
+    if (rc) return rc;
+    for (int l = 0; l < 4; l++) p->level[l] += h.level[l];
+    return 0;
+}
+
+int gcomp_frame_parts_headers(GcompParts *p, const uint8_t *frame, size_t len, GcompLevelSegment level, void *ctx) {
     FrameHeader fh;
     int rc = frame_header_read(&fh, frame, len);
     if (rc) return rc;
@@ -694,8 +712,7 @@ int gcomp_frame_parts(GcompParts *p, const uint8_t *frame, size_t len) {
         if (nnz > count || bits < ebits + 2 * nnz) return -GC_ERR_CORRUPT;
         uint64_t mbits = bits - ebits - 2 * nnz, lev = off + bytes_of(ebits);
         if (lev + bytes_of(2 * nnz) > plen) return -GC_ERR_TRUNCATED;
-        for (uint64_t i = 0; i < nnz; i++) /* 2-bit levels, MSB-first */
-            add.level[(pl[lev + i / 4] >> (6 - 2 * (i % 4))) & 3]++;
+        level(ctx, lev, nnz);
         add.zeros += count - nnz;
         add.exp_bits += ebits;
         add.level_bits += 2 * nnz;
@@ -704,7 +721,6 @@ int gcomp_frame_parts(GcompParts *p, const uint8_t *frame, size_t len) {
     }
     p->values += add.values;
     p->zeros += add.zeros;
-    for (int l = 0; l < 4; l++) p->level[l] += add.level[l];
     p->exp_bits += add.exp_bits;
     p->level_bits += add.level_bits;
     p->man_bits += add.man_bits;

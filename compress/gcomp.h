@@ -25,4 +25,13 @@ typedef struct {
  * headers do not fit in len (p is then unchanged). */
 int gcomp_frame_parts(GcompParts *p, const uint8_t *frame, size_t len);
 
+/* The same with the level segments counted elsewhere: frame holds the frame's headers
+ * (common header, block header, table section, chunk headers) and len is the whole
+ * frame's length; level(ctx, off, nnz) is called for each chunk's level segment (nnz
+ * 2-bit levels at byte off of the payload) as its header is read, and p->level is left
+ * to the caller, whose counts count only when this returns 0 (the GPU's size breakdown
+ * of a frame in device memory, compress/codec_cuda.h) */
+typedef void (*GcompLevelSegment)(void *ctx, uint64_t off, uint64_t nnz);
+int gcomp_frame_parts_headers(GcompParts *p, const uint8_t *frame, size_t len, GcompLevelSegment level, void *ctx);
+
 #endif

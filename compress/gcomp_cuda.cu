@@ -33,6 +33,7 @@
 extern "C" {
 #include "common/errors.h"
 #include "compress/codec.h"
+#include "compress/gcomp.h"
 #include "compress/gcomp_state.h"
 #include "compress/huffman.h"
 }
@@ -546,36 +547,67 @@ static int gp_table_read(GpTab *t, size_t *used, const uint8_t *p, size_t len, i
     return 0;
 }
 
-int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *payload, size_t len,
+/* The payload's parts the host parses (block header, table section, chunk headers: a
+ * prefix of at most 28 + GCOMP_TABLE_MAX + 20 C bytes) are read from host (a host frame)
+ * or copied down from p->d (a device frame); the chunks are decoded on the device, from
+ * p->d, or from one upload of host once the headers have passed */
+int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, const uint8_t *host,
                      uint16_t flags) {
     GpState *st = (GpState *)g->gp;
+    size_t len = p->len;
+    uint8_t *pre = NULL; /* the prefix copied down from a device frame */
+    const uint8_t *payload = host;
+    if (!host) {
+        size_t first = len < GCOMP_BLOCK_HDR + GCOMP_TABLE_MAX ? len : GCOMP_BLOCK_HDR + GCOMP_TABLE_MAX;
+        pre = (uint8_t *)host_alloc(first ? first : 1);
+        if (first) cudaCheck(cudaMemcpy(pre, p->d, first, cudaMemcpyDeviceToHost));
+        payload = pre;
+    }
     GcompBlock b;
     int rc = gcomp_block_parse(&b, payload, len, n, flags);
-    if (rc || n == 0) return rc;
+    if (rc || n == 0) {
+        free(pre);
+        return rc;
+    }
     int ntheta = b.ntheta, zsign = b.zsign;
     size_t nch = (size_t)b.nch, at = GCOMP_BLOCK_HDR;
     GpTab *t;
     if (b.table) {
         size_t used = 0;
-        rc = gp_table_read(&st->pend, &used, payload + at, len - at, ntheta, b.id);
-        if (rc) return rc;
+        rc = gp_table_read(&st->pend, &used, payload + at, len - at, ntheta, b.id); /* < 2 + 2 * 256 bytes */
+        if (rc) {
+            free(pre);
+            return rc;
+        }
         at += used;
         t = &st->pend;
     } else {
-        if (!st->cur.have || st->cur.id != b.id || st->cur.hc.ntheta != ntheta) return -GC_ERR_STATE;
         t = &st->cur;
+        if (!st->cur.have || st->cur.id != b.id || st->cur.hc.ntheta != ntheta) rc = -GC_ERR_STATE;
     }
-    rc = gcomp_chunks_fit(len, at, &b); /* before the per-chunk memory */
-    if (rc) return rc;
+    if (!rc) rc = gcomp_chunks_fit(len, at, &b); /* before the per-chunk memory */
+    if (!rc && pre) { /* the chunk headers too */
+        uint8_t *grown = (uint8_t *)realloc(pre, at + nch * GCOMP_CHUNK_HDR);
+        if (!grown) {
+            fprintf(stderr, "error: out of memory at %s:%d\n", __FILE__, __LINE__);
+            exit(1);
+        }
+        pre = grown;
+        payload = pre;
+        cudaCheck(cudaMemcpy(pre + at, p->d + at, nch * GCOMP_CHUNK_HDR, cudaMemcpyDeviceToHost));
+    }
+    if (rc) {
+        free(pre);
+        return rc;
+    }
     GpChunkD *ck = (GpChunkD *)host_alloc(nch * sizeof(GpChunkD));
     rc = gcomp_chunks_parse(ck, payload, len, at, &b, n);
     if (!rc) {
-        uint8_t *dpay = (uint8_t *)gcx_dmalloc(len);
+        const uint8_t *dpay = host ? gcx_upload(host, len) : p->d;
         GpChunkD *dck = (GpChunkD *)gcx_dmalloc((size_t)nch * sizeof(GpChunkD));
         int *drc = (int *)gcx_dmalloc((size_t)nch * sizeof(int));
         uint32_t *dneg = (uint32_t *)gcx_dmalloc((size_t)nch * 4);
         float *dv = (float *)gcx_dmalloc(n * sizeof(float)); /* the values, before they reach out */
-        cudaCheck(cudaMemcpy(dpay, payload, len, cudaMemcpyHostToDevice));
         cudaCheck(cudaMemcpy(dck, ck, (size_t)nch * sizeof(GpChunkD), cudaMemcpyHostToDevice));
         cudaCheck(cudaMemsetAsync(dneg, 0, (size_t)nch * 4, 0));
         unsigned blocks = (unsigned)((nch + 63) / 64);
@@ -600,19 +632,110 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         }
         free(hrc);
         free(hneg);
-        gcx_dfree(dpay);
+        if (host) gcx_dfree((void *)dpay);
         gcx_dfree(dck);
         gcx_dfree(drc);
         gcx_dfree(dneg);
         gcx_dfree(dv);
     }
     free(ck);
+    free(pre);
     if (rc) return rc;
     if (t == &st->pend) { /* commit the carried table */
         GpTab tmp = st->cur;
         st->cur = st->pend;
         st->pend = tmp;
     }
+    return 0;
+}
+
+/* ------------------------------------------------ size breakdown (device) */
+
+/* the level segments of a frame, as gcomp_frame_parts_headers reads them */
+struct GpSeg {
+    unsigned long long off, nnz;
+};
+typedef struct {
+    GpSeg *seg;
+    size_t n, cap;
+} GpSegs;
+static void gp_seg_add(void *ctx, uint64_t off, uint64_t nnz) {
+    GpSegs *s = (GpSegs *)ctx;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 16;
+        s->seg = (GpSeg *)realloc(s->seg, s->cap * sizeof(GpSeg));
+        if (!s->seg) {
+            fprintf(stderr, "error: out of memory at %s:%d\n", __FILE__, __LINE__);
+            exit(1);
+        }
+    }
+    s->seg[s->n].off = off;
+    s->seg[s->n++].nnz = nnz;
+}
+
+/* one block per segment: its 2-bit levels (MSB-first) counted into cnt[4] */
+__global__ void k_gp_levels(unsigned long long *cnt, const uint8_t *pl, const GpSeg *seg) {
+    GpSeg s = seg[blockIdx.x];
+    unsigned long long c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+    for (unsigned long long i = threadIdx.x; i < s.nnz; i += blockDim.x) {
+        uint32_t v = (pl[s.off + i / 4] >> (6 - 2 * (i % 4))) & 3;
+        c0 += v == 0;
+        c1 += v == 1;
+        c2 += v == 2;
+        c3 += v == 3;
+    }
+    if (c0) atomicAdd(&cnt[0], c0);
+    if (c1) atomicAdd(&cnt[1], c1);
+    if (c2) atomicAdd(&cnt[2], c2);
+    if (c3) atomicAdd(&cnt[3], c3);
+}
+
+int codec_cuda_gcomp_parts(GcompParts *p, const uint8_t *frame, size_t len) {
+    /* the headers to the host: the common and block headers and the table's count first,
+     * then as far as the chunk headers reach (at most the frame) */
+    size_t at = CODEC_HEADER_SIZE + GCOMP_BLOCK_HDR, have = len < at + 2 ? len : at + 2, need = have;
+    uint8_t *h = (uint8_t *)host_alloc(have);
+    if (have) cudaCheck(cudaMemcpy(h, frame, have, cudaMemcpyDeviceToHost));
+    if (have == at + 2) {
+        if (get_u16(h + 6) & GCOMP_FLAG_TABLE) at += 2 + 2 * (size_t)get_u16(h + at);
+        uint64_t end = (uint64_t)at + GCOMP_CHUNK_HDR * (uint64_t)get_u32(h + CODEC_HEADER_SIZE + 8);
+        need = end < len ? (size_t)end : len;
+    }
+    if (need > have) {
+        uint8_t *grown = (uint8_t *)realloc(h, need);
+        if (!grown) {
+            fprintf(stderr, "error: out of memory at %s:%d\n", __FILE__, __LINE__);
+            exit(1);
+        }
+        h = grown;
+        cudaCheck(cudaMemcpy(h + have, frame + have, need - have, cudaMemcpyDeviceToHost));
+    }
+    GpSegs segs = {NULL, 0, 0};
+    GcompParts add;
+    memset(&add, 0, sizeof add);
+    int rc = gcomp_frame_parts_headers(&add, h, len, gp_seg_add, &segs);
+    free(h);
+    if (!rc && segs.n) {
+        GpSeg *dseg = (GpSeg *)gcx_dmalloc(segs.n * sizeof(GpSeg));
+        unsigned long long *dcnt = (unsigned long long *)gcx_dmalloc(4 * sizeof(unsigned long long)), cnt[4];
+        cudaCheck(cudaMemcpy(dseg, segs.seg, segs.n * sizeof(GpSeg), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemsetAsync(dcnt, 0, sizeof cnt, 0));
+        k_gp_levels<<<(unsigned)segs.n, GP_THREADS>>>(dcnt, frame + CODEC_HEADER_SIZE, dseg);
+        cudaCheckLast();
+        cudaCheck(cudaMemcpy(cnt, dcnt, sizeof cnt, cudaMemcpyDeviceToHost));
+        for (int l = 0; l < 4; l++) add.level[l] = cnt[l];
+        gcx_dfree(dseg);
+        gcx_dfree(dcnt);
+    }
+    free(segs.seg);
+    if (rc) return rc;
+    p->values += add.values;
+    p->zeros += add.zeros;
+    for (int l = 0; l < 4; l++) p->level[l] += add.level[l];
+    p->exp_bits += add.exp_bits;
+    p->level_bits += add.level_bits;
+    p->man_bits += add.man_bits;
+    p->bytes += add.bytes;
     return 0;
 }
 

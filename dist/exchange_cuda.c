@@ -70,7 +70,7 @@ struct ExchangeCuda {
     float *d_pullres;   /* [total] device: the server's error accumulation of the pulled deltas */
     CodecCuda **penc, **pdec; /* [T] the pull's encoder (the server's) and decoder (exchange_pull_spec) */
     ByteBuf out, in;    /* this worker's bundle; everyone's */
-    int devb;           /* out and in are device memory (nccl, local; no gcomp), else page-locked host memory */
+    int devb;           /* out and in are device memory (nccl, local), else page-locked host memory */
     /* clipping: the ranges whose sums of squares make the norm (--clip: optim/clip.c's
      * blocks of the arena; DGC's local clipping: each tensor's blocks), device */
     size_t nrange;
@@ -132,15 +132,13 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
     return NULL;
 }
 
-/* The bundles' memory. Over nccl and local, when every codec of the exchange decodes on
- * the device (all but gcomp): device memory, where each frame is encoded in place
- * (codec_encode_cuda_dev), which NCCL sends from and receives into (local workers,
- * threads sharing the GPU, copy device to device), and where each frame is decoded
- * (codec_decode_cuda_dev); only headers and a few scalars cross to the host. Otherwise
- * (over mpi; gcomp, whose decoder parses its frames on the host;
- * GCX_HOST_FRAMES=1): page-locked host memory, each frame copied between the GPU and it
- * once (the encoder's download, each decoder's upload), by DMA, with no pageable
- * staging; the Comm moves them from there. */
+/* The bundles' memory. Over nccl and local: device memory, where each frame is encoded
+ * in place (codec_encode_cuda_dev), which NCCL sends from and receives into (local
+ * workers, threads sharing the GPU, copy device to device), and where each frame is
+ * decoded (codec_decode_cuda_dev); only headers and a few scalars cross to the host.
+ * Otherwise (over mpi, or with GCX_HOST_FRAMES=1): page-locked host memory, each frame
+ * copied between the GPU and it once (the encoder's download, each decoder's upload), by
+ * DMA, with no pageable staging; the Comm moves them from there. */
 static const ByteAlloc pinned = {cuda_host_alloc, cuda_host_free, NULL, 0};
 static void *gpu_bytes_alloc(size_t bytes) {
     void *p = NULL;
@@ -174,8 +172,6 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     x->T = pt->n;
     const char *hf = getenv("GCX_HOST_FRAMES");
     x->devb = (!strcmp(comm->ops->name, "nccl") || !strcmp(comm->ops->name, "local")) && !(hf && !strcmp(hf, "1"));
-    for (int t = 0; t < x->T && x->devb; t++)
-        x->devb = !codec_cuda_parses_on_host(&x->pol[t].spec) && !codec_cuda_parses_on_host(exchange_pull_spec(ex, t));
     x->out.mem = x->in.mem = x->devb ? &on_gpu : &pinned;
     x->lens = callocCheck((size_t)x->N, sizeof *x->lens);
     x->mem = callocCheck((size_t)x->T + 1, sizeof *x->mem);
@@ -573,13 +569,15 @@ static int next_entry(const ExchangeCuda *x, BundleReader *br, int t, int chunk,
 }
 
 /* a pushed frame (flen bytes at fp in x->out) of m values of tensor t in this step's
- * byte counts; gcomp's size breakdown reads the frame (in host bundles: gcomp's are) */
+ * byte counts, with gcomp's size breakdown of the frame */
 static void count_push(ExchangeCuda *x, int t, size_t m, const uint8_t *fp, int64_t flen) {
     x->st.raw_up += 4 * (uint64_t)m;
     if (!x->pol[t].compressed) return;
     x->st.comp_raw += 4 * (uint64_t)m;
     x->st.comp_bytes += ENTRY_HDR + (uint64_t)flen;
-    if (x->pol[t].spec.ops->id == CODEC_GCOMP) gcomp_frame_parts(&x->st.gcomp, fp, (size_t)flen);
+    if (x->pol[t].spec.ops->id != CODEC_GCOMP) return;
+    if (x->devb) codec_cuda_gcomp_parts(&x->st.gcomp, fp, (size_t)flen);
+    else gcomp_frame_parts(&x->st.gcomp, fp, (size_t)flen);
 }
 
 /* --log-layers (exchange_layer_add), as exchange.c's encode_pass counts a push or a

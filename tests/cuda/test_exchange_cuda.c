@@ -382,11 +382,13 @@ static void compare(const char *codec, int topology) {
         CHECK(a->up_bytes == b->up_bytes && a->down_bytes == b->down_bytes && a->raw_up == b->raw_up &&
                   a->comp_raw == b->comp_raw && a->comp_bytes == b->comp_bytes && a->comp_down == b->comp_down &&
                   a->wire_sent == b->wire_sent && a->wire_received == b->wire_received && a->wire_max == b->wire_max &&
-                  a->hops == b->hops && a->exchanged == b->exchanged && a->density == b->density,
-              "%s %s worker %d: the step's statistics equal (up %llu | %llu, down %llu | %llu, wire max %llu | %llu)",
+                  a->hops == b->hops && a->exchanged == b->exchanged && a->density == b->density &&
+                  memcmp(&a->gcomp, &b->gcomp, sizeof a->gcomp) == 0,
+              "%s %s worker %d: the step's statistics equal (up %llu | %llu, down %llu | %llu, wire max %llu | %llu, "
+              "gcomp's size breakdown %s)",
               codec, name, k, (unsigned long long)a->up_bytes, (unsigned long long)b->up_bytes,
               (unsigned long long)a->down_bytes, (unsigned long long)b->down_bytes, (unsigned long long)a->wire_max,
-              (unsigned long long)b->wire_max);
+              (unsigned long long)b->wire_max, memcmp(&a->gcomp, &b->gcomp, sizeof a->gcomp) ? "differs" : "equal");
 #ifdef EMU_PAGEABLE_COPIES
         /* the frames stay in device memory or cross by DMA to page-locked bundles: a
          * codec with no host-side working arrays copies only header words and scalars

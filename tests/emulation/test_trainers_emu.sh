@@ -365,9 +365,8 @@ lane_b() {
         # the device-resident step across processes: fp32's allreduce by NCCL on the device
         # arenas, int8's allgather frames over NCCL (bundles in device memory) and over MPI
         # (page-locked host bundles), int8's ring over NCCL (device bundles, forwarded on the
-        # device) and gcomp's (host bundles: its decoders parse on the host), dgc's allgather
-        # (frames of varying size, parsed on the device: device bundles), against MPI on
-        # the CPU; and fp32 over
+        # device) and gcomp's, dgc's allgather (frames of varying size), against MPI on the
+        # CPU; and fp32 over
         # NCCL against its host step on the same GPU models (the same NCCL sums:
         # checkpoints equal to the bit)
         NCD=(--image-size 32 --depth 8 --lr 0.01 --optim momentum "${DATA[@]}")

@@ -14,7 +14,9 @@
  * tests/emulation/build.sh) and a device present, the frame of 2. is also decoded
  * from device memory by the GPU codec (codec_decode_cuda_dev: the exchange's
  * bundles), from an allocation of exactly its size: the CPU decoder's return code,
- * the same floats (any NaN for any NaN), out untouched when refused.
+ * the same floats (any NaN for any NaN), out untouched when refused; as gcomp's
+ * frame, its size breakdown read from device memory (codec_cuda_gcomp_parts) must
+ * give gcomp_frame_parts's return code and sums.
  */
 #include <math.h>
 #include <stdint.h>
@@ -50,6 +52,19 @@ static void device_decode(const CodecSpec *s, const uint8_t *g, size_t size, siz
     cudaFree(dout);
     cudaFree(dframe);
     codec_cuda_free(gd);
+}
+
+/* gcomp's size breakdown of the frame g[size] from device memory against the host's */
+static void device_parts(const uint8_t *g, size_t size) {
+    uint8_t *dframe = NULL;
+    if (cudaMalloc((void **)&dframe, size ? size : 1) != cudaSuccess) abort();
+    if (size) cudaMemcpy(dframe, g, size, cudaMemcpyHostToDevice);
+    GcompParts want, got;
+    memset(&want, 0, sizeof want);
+    memset(&got, 0, sizeof got);
+    int rc = gcomp_frame_parts(&want, g, size), rg = codec_cuda_gcomp_parts(&got, dframe, size);
+    if (rg != rc || memcmp(&got, &want, sizeof got) != 0) abort();
+    cudaFree(dframe);
 }
 
 static int have_device(void) {
@@ -101,6 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (rc > 0 || (rc < 0 && memcmp(out, was, 4 * n) != 0)) abort();
 #ifdef HAVE_CUDA
         if (on_device) device_decode(&s, g, size, n, was, out, rc);
+        if (on_device && o->id == CODEC_GCOMP) device_parts(g, size);
 #endif
         memcpy(was, out, 4 * n);
         rc = codec_decode_acc(c, out, n, 0.25f, g, size); /* a second frame: stateful decoders continue */
