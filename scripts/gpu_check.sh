@@ -18,7 +18,7 @@
 #          server) must keep the step on the GPU, dist/exchange_cuda.h); whether --resume
 #          continues bit for bit (20 steps against 10 + 10, each --cudnn
 #          ranking); where a GPU step's time goes (ResNet-110,
-#          batch 128, fp32, 3lc and dgc: scripts/step_breakdown.py); WordLSTM
+#          batch 128, fp32, 3lc, dgc and sbc: scripts/step_breakdown.py); WordLSTM
 #          throughput (PTB, 50 steps)
 #   bench  bench/resnet_gpu.sh (gcx against PyTorch eager; once more, one round,
 #          with both ranking cuDNN's algorithms by heuristic), bench/codecs_gpu and
@@ -311,7 +311,7 @@ phase_train() {
         --workers 1 --backend local --lr 0.01 "${RN[@]}" --eval-every 0 --codec 3lc --quiet
     resume_check "$RN_NAME" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 2 --lr 0.01 \
         "${RN[@]}" --eval-every -1 --codec 3lc --quiet
-    for c in fp32 3lc dgc; do
+    for c in fp32 3lc dgc sbc; do
         step_share "${SHARE_NAME}_$c" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 \
             "${SHARE[@]}" --lr 0.01 --eval-every 0 --codec "$c" --quiet
     done
