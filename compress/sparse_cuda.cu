@@ -567,8 +567,8 @@ __global__ void k_dgc_positions(uint32_t *pos, DgcWalk *w, const uint64_t *r, co
     }
 }
 
-/* fewer than k gaps: the walk reads every entry; its index after the last is
- * S[E] + J[E - 1] (the gaps ended before it) */
+/* fewer than k gaps in the E entries scanned: the walk reads them all; its index after
+ * the last is S[E] + J[E - 1] (the gaps ended before it) */
 __global__ void k_dgc_short(DgcWalk *w, const uint64_t *S, const uint32_t *J, size_t E, uint64_t k) {
     w->ends = J[E];
     if (J[E] < k) {
@@ -590,20 +590,26 @@ static int dgc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     int rc = 0;
     uint32_t *pos = NULL;
     if (k) {
-        uint64_t *r = (uint64_t *)gcx_dmalloc((E + 1) * 8), *S = (uint64_t *)gcx_dmalloc((E + 1) * 8);
-        uint32_t *t = (uint32_t *)gcx_dmalloc((E + 1) * 4), *J = (uint32_t *)gcx_dmalloc((E + 1) * 4);
+        /* the CPU walk reads at most k gap ends and (n - 1) / 65535 + 1 skips (each takes the
+         * index 65535 further, and one that reaches n fails it): only those entries are
+         * scanned, so the scratch follows n and k, not a long frame's length; a walk that
+         * ends before the last entry is OVERSIZED whether or not the rest was scanned */
+        uint64_t most = k + (uint64_t)(n - 1) / 65535 + 1;
+        size_t W = (uint64_t)E > most ? (size_t)most : E;
+        uint64_t *r = (uint64_t *)gcx_dmalloc((W + 1) * 8), *S = (uint64_t *)gcx_dmalloc((W + 1) * 8);
+        uint32_t *t = (uint32_t *)gcx_dmalloc((W + 1) * 4), *J = (uint32_t *)gcx_dmalloc((W + 1) * 4);
         DgcWalk *dw = (DgcWalk *)gcx_dmalloc(sizeof(DgcWalk)), w;
         pos = (uint32_t *)gcx_dmalloc(k * 4);
         cudaCheck(cudaMemsetAsync(dw, 0, sizeof w, 0));
         k_bad_vals<<<gcx_grid(k), TPB>>>(&dw->bad, p->d + 4, k);
         cudaCheckLast();
-        k_dgc_entries_dec<<<gcx_grid(E + 1), TPB>>>(r, t, p->d + 4 + 4 * k, E);
+        k_dgc_entries_dec<<<gcx_grid(W + 1), TPB>>>(r, t, p->d + 4 + 4 * k, W);
         cudaCheckLast();
-        gcx_exclusive_sum_u64(S, r, E + 1);
-        gcx_exclusive_sum_u32(J, t, E + 1); /* at most E < 2^31 ends */
-        k_dgc_positions<<<gcx_grid(E), TPB>>>(pos, dw, r, t, S, J, E, k);
+        gcx_exclusive_sum_u64(S, r, W + 1);
+        gcx_exclusive_sum_u32(J, t, W + 1); /* at most W < 2^31 ends */
+        k_dgc_positions<<<gcx_grid(W), TPB>>>(pos, dw, r, t, S, J, W, k);
         cudaCheckLast();
-        k_dgc_short<<<1, 1>>>(dw, S, J, E, k);
+        k_dgc_short<<<1, 1>>>(dw, S, J, W, k);
         cudaCheckLast();
         cudaCheck(cudaMemcpy(&w, dw, sizeof w, cudaMemcpyDeviceToHost));
         if (w.bad) rc = -GC_ERR_CORRUPT;
