@@ -335,10 +335,9 @@ static int by_begin(const void *a, const void *b) {
     return x->i - y->i;
 }
 
-static const StFile *sort_file;
-static int by_name(const void *a, const void *b) {
-    return strcmp(sort_file->t[*(const int *)a].name, sort_file->t[*(const int *)b].name);
-}
+/* names compared through pointers to them: no state outside the array, so workers may
+ * parse files at the same time */
+static int by_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static uint64_t rd64(const uint8_t *b) {
     uint64_t v = 0;
@@ -427,22 +426,21 @@ static int parse_header(Parser *p, StFile *sf, uint64_t **offs, size_t data_size
         t->numel = numel;
     }
     /* names unique */
-    int *idx = malloc((size_t)(sf->n ? sf->n : 1) * sizeof *idx);
+    const char **names = malloc((size_t)(sf->n ? sf->n : 1) * sizeof *names);
     Span *sp = malloc((size_t)(sf->n ? sf->n : 1) * sizeof *sp);
-    if (!idx || !sp) {
-        free(idx), free(sp);
+    if (!names || !sp) {
+        free(names), free(sp);
         return fail(p, "out of memory");
     }
-    for (int i = 0; i < sf->n; i++) idx[i] = i;
-    sort_file = sf;
-    qsort(idx, (size_t)sf->n, sizeof *idx, by_name);
+    for (int i = 0; i < sf->n; i++) names[i] = sf->t[i].name;
+    qsort(names, (size_t)sf->n, sizeof *names, by_name);
     for (int i = 1; i < sf->n; i++)
-        if (!strcmp(sf->t[idx[i]].name, sf->t[idx[i - 1]].name)) {
-            fail(p, "duplicate tensor \"%s\"", sf->t[idx[i]].name);
-            free(idx), free(sp);
+        if (!strcmp(names[i], names[i - 1])) {
+            fail(p, "duplicate tensor \"%s\"", names[i]);
+            free(names), free(sp);
             return -1;
         }
-    free(idx);
+    free(names);
     /* the tensors tile the data buffer */
     for (int i = 0; i < sf->n; i++) sp[i] = (Span){(*offs)[2 * i], (*offs)[2 * i + 1], i};
     qsort(sp, (size_t)sf->n, sizeof *sp, by_begin);
