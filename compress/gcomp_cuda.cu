@@ -711,9 +711,7 @@ int codec_cuda_gcomp_parts(GcompParts *p, const uint8_t *frame, size_t len) {
         cudaCheck(cudaMemcpy(h + have, frame + have, need - have, cudaMemcpyDeviceToHost));
     }
     GpSegs segs = {NULL, 0, 0};
-    GcompParts add;
-    memset(&add, 0, sizeof add);
-    int rc = gcomp_frame_parts_headers(&add, h, len, gp_seg_add, &segs);
+    int rc = gcomp_frame_parts_headers(p, h, len, gp_seg_add, &segs); /* all but the levels, on success */
     free(h);
     if (!rc && segs.n) {
         GpSeg *dseg = (GpSeg *)gcx_dmalloc(segs.n * sizeof(GpSeg));
@@ -723,20 +721,12 @@ int codec_cuda_gcomp_parts(GcompParts *p, const uint8_t *frame, size_t len) {
         k_gp_levels<<<(unsigned)segs.n, GP_THREADS>>>(dcnt, frame + CODEC_HEADER_SIZE, dseg);
         cudaCheckLast();
         cudaCheck(cudaMemcpy(cnt, dcnt, sizeof cnt, cudaMemcpyDeviceToHost));
-        for (int l = 0; l < 4; l++) add.level[l] = cnt[l];
+        for (int l = 0; l < 4; l++) p->level[l] += cnt[l];
         gcx_dfree(dseg);
         gcx_dfree(dcnt);
     }
     free(segs.seg);
-    if (rc) return rc;
-    p->values += add.values;
-    p->zeros += add.zeros;
-    for (int l = 0; l < 4; l++) p->level[l] += add.level[l];
-    p->exp_bits += add.exp_bits;
-    p->level_bits += add.level_bits;
-    p->man_bits += add.man_bits;
-    p->bytes += add.bytes;
-    return 0;
+    return rc;
 }
 
 /* ---------------------------------------------------------- checkpoints */
