@@ -10,6 +10,7 @@
 #ifndef GC_TRAINER_INTERNAL_H
 #define GC_TRAINER_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -29,7 +30,7 @@ typedef struct {
     int log_fresh;        /* the log was empty when opened: it gets the CSV header */
     int stopped;          /* the workers agreed to stop on a SIGINT/SIGTERM after this many steps (0: not) */
     char command[2048];   /* the command line, for the log's first record */
-    int status;           /* exit status (any worker sets it, after the workers agreed) */
+    atomic_int status;    /* exit status: any worker may set it while another reads it (after the workers agreed) */
     LocalGroup *group;
     int threads_per_worker;
 } Shared;
