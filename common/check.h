@@ -40,6 +40,17 @@ static inline void *calloc_check(size_t n, size_t size, const char *file, int li
 }
 #define callocCheck(n, size) calloc_check((n), (size), __FILE__, __LINE__)
 
+/* realloc that ends the process when memory runs out (the old block is then lost
+ * with it); grows tables and buffers whose failure no caller could recover from */
+static inline void *realloc_check(void *ptr, size_t size, const char *file, int line) {
+    void *p = realloc(ptr, size ? size : 1);
+    if (p == NULL) {
+        gc_fatal("error: out of memory growing a block to %zu bytes at %s:%d\n", size, file, line);
+    }
+    return p;
+}
+#define reallocCheck(ptr, size) realloc_check((ptr), (size), __FILE__, __LINE__)
+
 static inline FILE *fopen_check(const char *path, const char *mode, const char *file, int line) {
     FILE *fp = fopen(path, mode);
     if (fp == NULL) {

@@ -587,12 +587,7 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
     }
     if (!rc) rc = gcomp_chunks_fit(len, at, &b); /* before the per-chunk memory */
     if (!rc && pre) { /* the chunk headers too */
-        uint8_t *grown = (uint8_t *)realloc(pre, at + nch * GCOMP_CHUNK_HDR);
-        if (!grown) {
-            fprintf(stderr, "error: out of memory at %s:%d\n", __FILE__, __LINE__);
-            exit(1);
-        }
-        pre = grown;
+        pre = (uint8_t *)reallocCheck(pre, at + nch * GCOMP_CHUNK_HDR);
         payload = pre;
         cudaCheck(cudaMemcpy(pre + at, p->d + at, nch * GCOMP_CHUNK_HDR, cudaMemcpyDeviceToHost));
     }
@@ -663,11 +658,7 @@ static void gp_seg_add(void *ctx, uint64_t off, uint64_t nnz) {
     GpSegs *s = (GpSegs *)ctx;
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 16;
-        s->seg = (GpSeg *)realloc(s->seg, s->cap * sizeof(GpSeg));
-        if (!s->seg) {
-            fprintf(stderr, "error: out of memory at %s:%d\n", __FILE__, __LINE__);
-            exit(1);
-        }
+        s->seg = (GpSeg *)reallocCheck(s->seg, s->cap * sizeof(GpSeg));
     }
     s->seg[s->n].off = off;
     s->seg[s->n++].nnz = nnz;
@@ -702,12 +693,7 @@ int codec_cuda_gcomp_parts(GcompParts *p, const uint8_t *frame, size_t len) {
         need = end < len ? (size_t)end : len;
     }
     if (need > have) {
-        uint8_t *grown = (uint8_t *)realloc(h, need);
-        if (!grown) {
-            fprintf(stderr, "error: out of memory at %s:%d\n", __FILE__, __LINE__);
-            exit(1);
-        }
-        h = grown;
+        h = (uint8_t *)reallocCheck(h, need);
         cudaCheck(cudaMemcpy(h + have, frame + have, need - have, cudaMemcpyDeviceToHost));
     }
     GpSegs segs = {NULL, 0, 0};

@@ -78,11 +78,7 @@ static const BnPlan *bn_plan(int N, int C, int HW) {
     }
     if (t_nbn == t_capbn) {
         t_capbn = t_capbn ? 2 * t_capbn : 32;
-        t_bn = (BnPlan *)realloc(t_bn, (size_t)t_capbn * sizeof(BnPlan));
-        if (!t_bn) {
-            fprintf(stderr, "error: out of memory (batch-norm plans)\n");
-            exit(1);
-        }
+        t_bn = (BnPlan *)reallocCheck(t_bn, (size_t)t_capbn * sizeof(BnPlan));
     }
     BnPlan *p = &t_bn[t_nbn++];
     p->N = N, p->C = C, p->HW = HW;

@@ -123,11 +123,7 @@ static ConvPlan *get_plan(NnCudaCtx *ctx, const Conv2dShape *s) {
     }
     if (t_nplans == t_capplans) {
         t_capplans = t_capplans ? 2 * t_capplans : 16;
-        t_plans = (ConvPlan **)realloc(t_plans, (size_t)t_capplans * sizeof(ConvPlan *));
-        if (!t_plans) {
-            fprintf(stderr, "error: out of memory (conv plans)\n");
-            exit(1);
-        }
+        t_plans = (ConvPlan **)reallocCheck(t_plans, (size_t)t_capplans * sizeof(ConvPlan *));
     }
     t_plans[t_nplans++] = p;
     nn_cuda_on_release(release_plans);

@@ -32,11 +32,7 @@ int param_table_add(ParamTable *pt, const char *name, ParamKind kind, int ndim, 
     }
     if (pt->n == pt->cap) {
         pt->cap = pt->cap ? 2 * pt->cap : 32;
-        ParamInfo *t = realloc(pt->t, (size_t)pt->cap * sizeof *t);
-        if (!t) {
-            gc_fatal("error: out of memory growing the parameter table\n");
-        }
-        pt->t = t;
+        pt->t = reallocCheck(pt->t, (size_t)pt->cap * sizeof *pt->t);
     }
     ParamInfo *p = &pt->t[pt->n];
     memset(p, 0, sizeof *p);

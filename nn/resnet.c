@@ -152,10 +152,7 @@ static void convbn_free(ConvBN *u) {
 }
 
 static Block *add_block(ResNet *r) {
-    r->blocks = realloc(r->blocks, (size_t)(r->nblocks + 1) * sizeof(Block));
-    if (!r->blocks) {
-        gc_fatal("error: out of memory building the ResNet\n");
-    }
+    r->blocks = reallocCheck(r->blocks, (size_t)(r->nblocks + 1) * sizeof(Block));
     Block *b = &r->blocks[r->nblocks++];
     memset(b, 0, sizeof *b);
     return b;

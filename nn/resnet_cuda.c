@@ -145,10 +145,7 @@ static void unit_free(CUnit *u) {
 }
 
 static CBlock *add_block(ResNetCuda *r) {
-    r->blocks = realloc(r->blocks, (size_t)(r->nblocks + 1) * sizeof(CBlock));
-    if (!r->blocks) {
-        gc_fatal("error: out of memory building the GPU ResNet\n");
-    }
+    r->blocks = reallocCheck(r->blocks, (size_t)(r->nblocks + 1) * sizeof(CBlock));
     CBlock *b = &r->blocks[r->nblocks++];
     memset(b, 0, sizeof *b);
     return b;
