@@ -32,16 +32,42 @@ for sp in train val; do
         for i in 1 2; do { printf 'P5\n8 8\n255\n'; head -c 64 /dev/urandom; } >"$TMP/imf/$sp/$c/$i.pgm"; done
     done
 done
-# run CODEC STEPS HOSTS (a run that has not ended after 300 s fails, exit 124): the link bytes tx of host 0, and the sum of the log's up_bytes per step x steps
+# launch CODEC STEPS HOSTS: one run across the lab, stopped after 150 s (a run takes
+# under 30 s); a stopped run prints the processes it left (mpirun, Open MPI's daemons,
+# the ranks) to show where it hung, and returns 124
+launch() {
+    rm -f "$TMP/$1.$2.csv"
+    scripts/netlab.sh mpirun "$3" 20mbit ./train_lenet --dataset "folder:$TMP/imf" --batch 1 --steps "$2" --quiet \
+        --eval-every -1 --print-every 1 --codec "$1" --timeout 60 --log "$TMP/$1.$2.csv" >"$TMP/out" 2>"$TMP/err" &
+    local pid=$! t=0
+    while kill -0 "$pid" 2>/dev/null && [ $t -lt 150 ]; do sleep 1; t=$((t + 1)); done
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "$1, $2 steps on $3 hosts: still running after 150 s; its processes:"
+        ps -eo pid,ppid,stat,etime,args --forest | grep -E "netlab|mpirun|orted|train_lenet" | grep -v grep | cut -c1-200
+        pkill -TERM -P "$pid"; kill -TERM "$pid"; sleep 10
+        pkill -KILL -f "train_lenet --dataset folder:$TMP"; pkill -KILL -f orted; kill -KILL "$pid" 2>/dev/null
+        wait "$pid"
+        scripts/netlab.sh down >/dev/null 2>&1
+        return 124
+    fi
+    wait "$pid"
+}
+# run CODEC STEPS HOSTS: the link bytes tx of host 0, and the sum of the log's up_bytes per
+# step x steps. A launch that hangs before the trainer starts (nothing on its stdout: Open
+# MPI's launch, not this project's code) is tried once more, saying so; any other hang fails.
 run() {
-    timeout --kill-after=10 300 scripts/netlab.sh mpirun "$3" 20mbit ./train_lenet --dataset "folder:$TMP/imf" --batch 1 --steps "$2" --quiet \
-        --eval-every -1 --print-every 1 --codec "$1" --timeout 60 --log "$TMP/$1.$2.csv" >"$TMP/out" 2>"$TMP/err"
+    launch "$@"
     local rc=$?
+    if [ $rc -eq 124 ] && [ ! -s "$TMP/out" ]; then
+        echo "note: $1, $2 steps: the trainer never started (Open MPI's launch hung); launching again"
+        launch "$@"
+        rc=$?
+    fi
     check $rc "$1, $2 steps across the lab: exit $rc: $(grep -v '^netlab' "$TMP/err" | tail -c 300)"
     check "$(grep -q "done: $2 steps" "$TMP/out"; echo $?)" "$1, $2 steps: finished ($(tail -c 200 "$TMP/out"))"
     tx=$(awk '/netlab:   198.18.0.1 / {print $3}' "$TMP/err")
     up=$(awk -F, '/^kind,/ {for (i = 1; i <= NF; i++) if ($i == "up_bytes") c = i; next}
-                  $1 == "train" {s += $c} END {printf "%.0f", s}' "$TMP/$1.$2.csv")
+                  $1 == "train" {s += $c} END {printf "%.0f", s}' "$TMP/$1.$2.csv" 2>/dev/null)
 }
 # sbc's frames are a few KB a step, so it runs longer for the difference to stand out
 for spec in sbc:4:300:2 gcomp:4:12:2 fp32:3:8:4; do
