@@ -210,6 +210,35 @@ def table_resnet():
     return "\n".join(lines)
 
 
+def last_epoch_fit(r):
+    """the training loss and accuracy over the run's last epoch (step-weighted means of its
+    training rows: the workers' own batches, augmented, as the model was updated)"""
+    rows = [x for x in r.train if x["epoch"] > r.train[-1]["epoch"] - 1 + 1e-9]
+    w = sum(x["w"] for x in rows)
+    return sum(x["loss"] * x["w"] for x in rows) / w, sum(x["acc"] * x["w"] for x in rows) / w
+
+
+def table_resnet_fit():
+    """seed 0 of every ResNet-20 row: how far its training loss and accuracy in the last
+    epoch, and its final test accuracy, are from fp32's (seed 0)"""
+    b = run("resnet20", "fp32.s0")
+    if not b.ok():
+        return "fp32 seed 0 has not run yet"
+    bl, ba = last_epoch_fit(b)
+    bt = b.final_acc()
+    lines = ["| method (seed 0) | training loss, last epoch | training accuracy, last epoch | final test accuracy | "
+             "training accuracy vs fp32 | test accuracy vs fp32 |", "|---|---|---|---|---|---|"]
+    for label, name, _, _ in RESNET_TABLE:
+        r = run("resnet20", f"{name}.s0")
+        if not r.ok():
+            continue
+        l, a = last_epoch_fit(r)
+        t = r.final_acc()
+        vs = ("-", "-") if name == "fp32" else (f"{100 * (a - ba):+.2f}", f"{100 * (t - bt):+.2f}")
+        lines.append(f"| {label} | {l:.3f} | {100 * a:.2f}% | {100 * t:.2f}% | {vs[0]} | {vs[1]} |")
+    return "\n".join(lines)
+
+
 def mean_diff(group, name, base="fp32"):
     """final accuracy minus the baseline's with the same seed, averaged over seeds (None: not run)"""
     b = {r.name.split(".s")[1]: r.final_acc() for r in seeds_of(group, base)}
@@ -686,6 +715,7 @@ def table_commands():
 
 TABLES = {
     "resnet20": table_resnet,
+    "resnet20_fit": table_resnet_fit,
     "claims_3lc": table_claims_3lc,
     "claims_dgc": table_claims_dgc,
     "claims_terngrad": table_claims_terngrad,
