@@ -224,7 +224,7 @@ def table_resnet_fit():
     b = run("resnet20", "fp32.s0")
     if not b.ok():
         return "fp32 seed 0 has not run yet"
-    bl, ba = last_epoch_fit(b)
+    _, ba = last_epoch_fit(b)
     bt = b.final_acc()
     lines = ["| method (seed 0) | training loss, last epoch | training accuracy, last epoch | final test accuracy | "
              "training accuracy vs fp32 | test accuracy vs fp32 |", "|---|---|---|---|---|---|"]
