@@ -20,9 +20,11 @@ codec. Checked:
  - the README's example runs as printed and its loss falls.
 Ends with "RESULT passed failed" (tests/run.sh).
 """
+import atexit
 import datetime
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -281,6 +283,7 @@ def main():
     # the training runs
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     tmp = tempfile.mkdtemp()
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     t0 = time.time()
     err = run_workers(tmp)
     secs = time.time() - t0

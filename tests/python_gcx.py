@@ -17,8 +17,10 @@ repository root, after `make` and `make lib`):
    ValueError) for the rest.
 Ends with "RESULT passed failed" (tests/run.sh).
 """
+import atexit
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -54,6 +56,7 @@ def gcf_frames(path):
 
 
 tmp = tempfile.mkdtemp()
+atexit.register(shutil.rmtree, tmp, ignore_errors=True)
 rng = np.random.default_rng(7)
 n = 5000
 x = (rng.standard_normal(n) * 0.01).astype(np.float32)
