@@ -65,6 +65,9 @@ BASELINE_ROWS = [
     ("gcomp_guard0", "--codec gcomp --optim sgd:momentum=0.9,guard=0"),
     # why 3LC at s = 1.9 falls short in 20 epochs: the same pushes without the compressed pull
     ("3lc_s1.9_allgather", "--codec 3lc:s=1.9 --topology allgather"),
+    # why stochastic 3-value loses more than in 3LC's Table 1: the same pushes without the
+    # server's second stochastic rounding of the pull
+    ("stoch3_allgather", "--codec stoch3 --topology allgather"),
 ]
 
 

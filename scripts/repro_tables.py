@@ -149,6 +149,8 @@ RESNET_TABLE = [
     ("GCOMP (ring, guard=0: the paper's rule)", "gcomp_guard0", "none", "GCOMP 7.6"),
     ("int8 (ps)", "int8", "-0.04", "3LC Table 1"),
     ("stoch3 (ps)", "stoch3", "-1.31", "3LC Table 1"),
+    ("stoch3 (allgather: no compressed pull)", "stoch3_allgather", "none",
+     "not a paper configuration: isolates the pull's share of the stoch3 row"),
     ("MQE 1-bit (ps)", "onebit", "-0.16", "3LC Table 1"),
     ("top-k 5% (ps)", "topk", "-0.50", "3LC Table 1"),
     ("Gradient Dropping 0.1%", "graddrop", "-1.00 / +0.1", "DGC Table 2 (4 GPUs) / SBC Table II (column inferred)"),
