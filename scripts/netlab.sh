@@ -5,7 +5,8 @@
 #   scripts/netlab.sh up N RATE            hosts gcx-h0 .. gcx-h{N-1} at 198.18.0.1 .. N, each
 #                                          linked to a bridge (198.18.0.254, where mpirun runs)
 #                                          by a veth pair shaped to RATE in both directions
-#   scripts/netlab.sh down                 remove every namespace, link and file it made
+#   scripts/netlab.sh down                 remove every namespace, link and file it made, ending
+#                                          what still runs in its hosts
 #   scripts/netlab.sh mpirun N RATE ARGS   up, `mpirun -np N ARGS` with one rank per host, down
 #   scripts/netlab.sh stats                bytes each host's link sent and received
 #   scripts/netlab.sh rsh HOST CMD...      Open MPI's launch agent: CMD inside HOST's namespace
@@ -51,7 +52,11 @@ shape() { # namespace-or-empty dev rate
 }
 
 down() {
-    for ns in $(ip netns list 2>/dev/null | awk '/^gcx-h[0-9]+/ {print $1}'); do ip netns del "$ns" 2>/dev/null || true; done
+    # what still runs in a host (a rank, Open MPI's daemon) ends with it
+    for ns in $(ip netns list 2>/dev/null | awk '/^gcx-h[0-9]+/ {print $1}'); do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+        ip netns del "$ns" 2>/dev/null || true
+    done
     ip link del "$BR" 2>/dev/null || true
     for l in $(ip -o link show 2>/dev/null | awk -F': ' '$2 ~ /^gcxv[0-9]+/ {sub(/@.*/, "", $2); print $2}'); do
         ip link del "$l" 2>/dev/null || true
@@ -91,14 +96,19 @@ rsh() {
     local ns
     ns=$(awk -v h="$host" '$1 == h {print $2}' "$STATE/hosts" 2>/dev/null)
     [ -n "$ns" ] || die "no lab host $host (scripts/netlab.sh up first)"
-    exec ip netns exec "$ns" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 sh -c "$*"
+    # each host its own temporary folder, as real hosts have: the lab's hosts share this
+    # machine's /tmp and its host name, so Open MPI's daemons would all create their
+    # session folder (/tmp/ompi.HOST.UID/jf.JOB) at the same path at the same time, and
+    # one of them, now and then, fails on the other's mkdir ("File exists") and dies
+    mkdir -p "$STATE/tmp/$ns"
+    exec ip netns exec "$ns" env TMPDIR="$STATE/tmp/$ns" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 sh -c "$*"
 }
 
 stats() {
     [ -f "$STATE/hosts" ] || die "no lab (scripts/netlab.sh up first)"
     while read -r addr ns; do
-        echo "$addr $(ip netns exec "$ns" cat /sys/class/net/eth0/statistics/tx_bytes) \
-$(ip netns exec "$ns" cat /sys/class/net/eth0/statistics/rx_bytes)"
+        echo "$addr $(ip netns exec "$ns" cat /sys/class/net/eth0/statistics/tx_bytes 2>/dev/null) \
+$(ip netns exec "$ns" cat /sys/class/net/eth0/statistics/rx_bytes 2>/dev/null)"
     done <"$STATE/hosts"
 }
 
@@ -114,9 +124,13 @@ lab_mpirun() {
     # one launch in four here that address is taken and the daemon dies of SIGSEGV in
     # hwloc_shmem_topology_write after its launch agent returned, and mpirun waits for it
     # forever. Without the shared copy each daemon reads the topology itself.
+    # orte_leave_session_attached: the daemons stay attached to their launch agent instead
+    # of detaching (orted --daemonize), so a daemon that dies ends its agent with an error,
+    # which mpirun reports and ends the job on; a detached daemon's death is never seen,
+    # and mpirun waits for it forever.
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     mpirun --hostfile "$STATE/hostfile" -np "$n" --map-by node \
-        --mca plm_rsh_agent "$HERE/netlab.sh rsh" --mca plm_rsh_no_tree_spawn 1 --mca rtc_hwloc_vmhole none \
+        --mca plm_rsh_agent "$HERE/netlab.sh rsh" --mca plm_rsh_no_tree_spawn 1 --mca rtc_hwloc_vmhole none --mca orte_leave_session_attached 1 \
         --mca oob_tcp_if_include "$NET.0/24" --mca btl self,tcp --mca btl_tcp_if_include "$NET.0/24" \
         -x OMP_NUM_THREADS -x OMP_WAIT_POLICY -x DATA_DIR "$@"
     local rc=$?

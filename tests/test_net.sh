@@ -45,9 +45,10 @@ launch() {
         echo "$1, $2 steps on $3 hosts: still running after 150 s; its processes:"
         ps -eo pid,ppid,stat,etime,args --forest | grep -E "netlab|mpirun|orted|train_lenet" | grep -v grep | cut -c1-200
         pkill -TERM -P "$pid"; kill -TERM "$pid"; sleep 10
-        pkill -KILL -f "train_lenet --dataset folder:$TMP"; pkill -KILL -f orted; kill -KILL "$pid" 2>/dev/null
-        wait "$pid"
+        # down kills what still runs in the lab's hosts (the ranks, the daemons)
         scripts/netlab.sh down >/dev/null 2>&1
+        pkill -KILL -P "$pid"; kill -KILL "$pid" 2>/dev/null
+        wait "$pid"
         return 124
     fi
     wait "$pid"
