@@ -54,16 +54,10 @@ launch() {
     wait "$pid"
 }
 # run CODEC STEPS HOSTS: the link bytes tx of host 0, and the sum of the log's up_bytes per
-# step x steps. A launch that hangs before the trainer starts (nothing on its stdout: Open
-# MPI's launch, not this project's code) is tried once more, saying so; any other hang fails.
+# step x steps
 run() {
     launch "$@"
     local rc=$?
-    if [ $rc -eq 124 ] && [ ! -s "$TMP/out" ]; then
-        echo "note: $1, $2 steps: the trainer never started (Open MPI's launch hung); launching again"
-        launch "$@"
-        rc=$?
-    fi
     check $rc "$1, $2 steps across the lab: exit $rc: $(grep -v '^netlab' "$TMP/err" | tail -c 300)"
     check "$(grep -q "done: $2 steps" "$TMP/out"; echo $?)" "$1, $2 steps: finished ($(tail -c 200 "$TMP/out"))"
     tx=$(awk '/netlab:   198.18.0.1 / {print $3}' "$TMP/err")
