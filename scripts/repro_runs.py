@@ -68,6 +68,9 @@ BASELINE_ROWS = [
     # why stochastic 3-value loses more than in 3LC's Table 1: the same pushes without the
     # server's second stochastic rounding of the pull
     ("stoch3_allgather", "--codec stoch3 --topology allgather"),
+    # why SBC (3) falls short in 20 epochs: its 100 local steps between exchanges, without
+    # its sparsification
+    ("fedavg_d100", "--codec fp32 --delay 100"),
 ]
 
 

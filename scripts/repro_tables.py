@@ -156,6 +156,8 @@ RESNET_TABLE = [
     ("Gradient Dropping 0.1%", "graddrop", "-1.00 / +0.1", "DGC Table 2 (4 GPUs) / SBC Table II (column inferred)"),
     ("FedAvg, delay 10", "fedavg", "-0.7", "SBC Table II (column and delay inferred)"),
     ("SBC (3) p=0.01, delay 100", "sbc3", "-0.4", "SBC Table II"),
+    ("FedAvg, delay 100", "fedavg_d100", "none",
+     "not a paper configuration: isolates SBC (3)'s delay from its sparsification"),
     ("3LC s=1.5 (ps)", "3lc_s1.5", "-0.08", "3LC Table 1"),
     ("3LC s=1.75 (ps)", "3lc_s1.75", "+0.14", "3LC Table 1"),
 ]
