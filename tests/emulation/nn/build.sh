@@ -50,7 +50,7 @@ $CXX -std=c++17 -O1 -g -w -I"$EMU" -c "$EMU/emu_sched.cpp" -o "$O/emu_sched.o"
 CF="-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fno-math-errno $DEFS -fopenmp -DHAVE_OPENMP -I$HERE -I$REPO"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
 $CCS $CF -O2 -march=native -c "$HERE/emu_cublas.c" -o "$O/emu_cublas.o" # native: fmaf inline
-$CCS $CF -O2 -march=native -c "$HERE/emu_cudnn.c" -o "$O/emu_cudnn.o"
+$CCS $CF -O3 -march=native -c "$HERE/emu_cudnn.c" -o "$O/emu_cudnn.o"
 $CCS $CF -c "$HERE/emu_device.c" -o "$O/emu_device.o"
 $CCS $CF -DEMU_NO_PROTECT -c "$HERE/emu_device.c" -o "$O/emu_device_open.o"
 $CCS $CF -c "$HERE/perturb_shim.c" -o "$O/perturb_shim.o"

@@ -388,8 +388,9 @@ static int check_algo(const char *fn, int dir, const Shape *s, int algo, const c
     return f->lossy;
 }
 
-/* an operand of a lossy algorithm: rounded to nearest at 10 mantissa bits */
-static inline float operand(float v, int lossy) {
+/* an operand of a lossy algorithm: rounded to nearest at 10 mantissa bits (not under
+ * ASan, like row_mac, so that it inlines there) */
+__attribute__((no_sanitize_address)) static inline float operand(float v, int lossy) {
     if (!lossy || !isfinite(v)) return v;
     uint32_t u;
     memcpy(&u, &v, 4);
@@ -461,6 +462,33 @@ static inline double mac(double acc, float a, float b, int dbl) {
     return dbl ? acc + (double)a * b : (double)fmaf(a, b, (float)acc);
 }
 
+/* the loops below give every output the terms of its sum in the order the comments
+ * name; they run many outputs' sums side by side, in float (af) or in double (ad) */
+
+/* the outputs o = 0, 1, ... of a row whose input o * step + off lies in [0, n):
+ * [*lo, *hi) */
+static inline void in_range(int step, int off, int n, int count, int *lo, int *hi) {
+    int a = off >= 0 ? 0 : (-off + step - 1) / step, b = n - off <= 0 ? 0 : (n - off + step - 1) / step;
+    *lo = a, *hi = b < count ? b : count;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* acc[t * astep] += x[t * xstep] * wv for t < m: one more term of m sums. Not under
+ * AddressSanitizer, which would check every load and triple the emulation's convolution
+ * time while it cannot check them: x is device memory, pages of emu_device.c's own that
+ * ASan does not track (each call checks its tensors' spans, emu_dev_span, and reaches
+ * only their allocations, EMU_DEV_OPEN); the rows are the callers' */
+__attribute__((no_sanitize_address)) static void row_mac(float *restrict af, double *restrict ad, int astep,
+                                                        const float *restrict x, int xstep, int m, float wv,
+                                                        int lossy, int dbl) {
+    if (dbl)
+        for (int t = 0; t < m; t++) ad[t * astep] = mac(ad[t * astep], operand(x[(size_t)t * xstep], lossy), wv, 1);
+    else if (!lossy && astep == 1 && xstep == 1)
+        for (int t = 0; t < m; t++) af[t] = fmaf(x[t], wv, af[t]);
+    else
+        for (int t = 0; t < m; t++) af[t * astep] = fmaf(operand(x[(size_t)t * xstep], lossy), wv, af[t * astep]);
+}
+
 static float blend(float alpha, float v, float beta, const float *old) {
     return beta == 0.0f ? alpha * v : alpha * v + beta * *old;
 }
@@ -482,14 +510,17 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
     int dbl = use_double(), rev = (int)algo & 1;
     EMU_DEV_OPEN(x, w, y, ws);
     /* each output sums over (c, i, j) in that order (c from the last channel down
-     * for an odd algorithm); a row of outputs at a time, so their independent
-     * sums interleave (the same sums, faster) */
+     * for an odd algorithm); a row of outputs at a time, those of [lo[j], hi[j]) for
+     * tap j (ix = ox * v - pw + j inside the row) */
+    int lo[s.KW], hi[s.KW];
+    for (int j = 0; j < s.KW; j++) in_range(s.v, j - s.pw, s.W, s.OW, &lo[j], &hi[j]);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < s.N; n++)
         for (int k = 0; k < s.K; k++) {
-            double acc[s.OW]; /* a row: at most a few thousand values */
+            float af[s.OW]; /* a row: at most a few thousand values */
+            double ad[s.OW];
             for (int oy = 0; oy < s.OH; oy++) {
-                for (int ox = 0; ox < s.OW; ox++) acc[ox] = 0.0;
+                for (int ox = 0; ox < s.OW; ox++) af[ox] = 0.0f, ad[ox] = 0.0;
                 for (int cc = 0; cc < s.C; cc++)
                     for (int i = 0, c = rev ? s.C - 1 - cc : cc; i < s.KH; i++) {
                         int iy = oy * s.u - s.ph + i;
@@ -497,16 +528,13 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
                         const float *xr = &x[(((size_t)n * s.C + c) * s.H + iy) * s.W];
                         for (int j = 0; j < s.KW; j++) {
                             float wv = operand(w[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j], lossy);
-                            for (int ox = 0; ox < s.OW; ox++) {
-                                int ix = ox * s.v - s.pw + j;
-                                if (ix < 0 || ix >= s.W) continue;
-                                acc[ox] = mac(acc[ox], operand(xr[ix], lossy), wv, dbl);
-                            }
+                            row_mac(af + lo[j], ad + lo[j], 1, xr + lo[j] * s.v - s.pw + j, s.v, hi[j] - lo[j], wv,
+                                    lossy, dbl);
                         }
                     }
                 for (int ox = 0; ox < s.OW; ox++) {
                     float *o = &y[(((size_t)n * s.K + k) * s.OH + oy) * s.OW + ox];
-                    *o = blend(a, (float)acc[ox], b, o);
+                    *o = blend(a, dbl ? (float)ad[ox] : af[ox], b, o);
                 }
             }
         }
@@ -533,13 +561,17 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, c
     int dbl = use_double();
     EMU_DEV_OPEN(dx, w, dy, ws);
     /* gather form: dx[n,c,iy,ix] = sum over (k,i,j) with oy*u - ph + i = iy, ox*v - pw + j = ix */
-    /* each output sums over (k, i, j) in that order; a row of outputs at a time */
+    /* each output sums over (k, i, j) in that order; a row of outputs at a time, tap j
+     * reaching those of ix = ox * v - pw + j for ox in [lo[j], hi[j]) */
+    int lo[s.KW], hi[s.KW];
+    for (int j = 0; j < s.KW; j++) in_range(s.v, j - s.pw, s.W, s.OW, &lo[j], &hi[j]);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < s.N; n++)
         for (int c = 0; c < s.C; c++) {
-            double acc[s.W];
+            float af[s.W];
+            double ad[s.W];
             for (int iy = 0; iy < s.H; iy++) {
-                for (int ix = 0; ix < s.W; ix++) acc[ix] = 0.0;
+                for (int ix = 0; ix < s.W; ix++) af[ix] = 0.0f, ad[ix] = 0.0;
                 for (int k = 0; k < s.K; k++)
                     for (int i = 0; i < s.KH; i++) {
                         int t = iy + s.ph - i;
@@ -549,18 +581,13 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, c
                         const float *dyr = &dy[(((size_t)n * s.K + k) * s.OH + oy) * s.OW];
                         for (int j = 0; j < s.KW; j++) {
                             float wv = operand(w[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j], lossy);
-                            for (int ix = 0; ix < s.W; ix++) {
-                                int r = ix + s.pw - j;
-                                if (r < 0 || r % s.v) continue;
-                                int ox = r / s.v;
-                                if (ox >= s.OW) continue;
-                                acc[ix] = mac(acc[ix], operand(dyr[ox], lossy), wv, dbl);
-                            }
+                            int ix = lo[j] * s.v - s.pw + j;
+                            row_mac(af + ix, ad + ix, s.v, dyr + lo[j], 1, hi[j] - lo[j], wv, lossy, dbl);
                         }
                     }
                 for (int ix = 0; ix < s.W; ix++) {
                     float *o = &dx[(((size_t)n * s.C + c) * s.H + iy) * s.W + ix];
-                    *o = blend(a, (float)acc[ix], b, o);
+                    *o = blend(a, dbl ? (float)ad[ix] : af[ix], b, o);
                 }
             }
         }
@@ -586,26 +613,39 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
         fail(fn, "dw overlaps x or dy");
     int dbl = use_double();
     EMU_DEV_OPEN(x, dw, dy, ws);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int k = 0; k < s.K; k++)
-        for (int c = 0; c < s.C; c++)
-            for (int i = 0; i < s.KH; i++)
-                for (int j = 0; j < s.KW; j++) {
-                    double acc = 0.0;
-                    for (int n = 0; n < s.N; n++)
-                        for (int oy = 0; oy < s.OH; oy++) {
-                            int iy = oy * s.u - s.ph + i;
-                            if (iy < 0 || iy >= s.H) continue;
-                            for (int ox = 0; ox < s.OW; ox++) {
-                                int ix = ox * s.v - s.pw + j;
-                                if (ix < 0 || ix >= s.W) continue;
-                                acc = mac(acc, operand(dy[(((size_t)n * s.K + k) * s.OH + oy) * s.OW + ox], lossy),
-                                          operand(x[(((size_t)n * s.C + c) * s.H + iy) * s.W + ix], lossy), dbl);
-                            }
-                        }
+    /* each output dw[k,c,i,j] sums over (n, oy, ox) in that order; the K outputs of one
+     * (c, i, j) at a time, from dy laid out as [n, oy, ox, k] */
+    size_t plane = (size_t)s.OH * s.OW;
+    float *dyt = malloc(ny(&s) * sizeof *dyt);
+    if (!dyt) fail(fn, "out of host memory");
+    for (int n = 0; n < s.N; n++)
+        for (int k = 0; k < s.K; k++)
+            for (size_t p = 0; p < plane; p++)
+                dyt[((size_t)n * plane + p) * s.K + k] = operand(dy[((size_t)n * s.K + k) * plane + p], lossy);
+    int lo[s.KW], hi[s.KW]; /* the outputs ox whose ix = ox * v - pw + j lies in the row */
+    for (int j = 0; j < s.KW; j++) in_range(s.v, j - s.pw, s.W, s.OW, &lo[j], &hi[j]);
+#pragma omp parallel for collapse(3) schedule(static)
+    for (int c = 0; c < s.C; c++)
+        for (int i = 0; i < s.KH; i++)
+            for (int j = 0; j < s.KW; j++) {
+                float af[s.K];
+                double ad[s.K];
+                for (int k = 0; k < s.K; k++) af[k] = 0.0f, ad[k] = 0.0;
+                for (int n = 0; n < s.N; n++)
+                    for (int oy = 0; oy < s.OH; oy++) {
+                        int iy = oy * s.u - s.ph + i;
+                        if (iy < 0 || iy >= s.H) continue;
+                        const float *xr = &x[(((size_t)n * s.C + c) * s.H + iy) * s.W];
+                        for (int ox = lo[j]; ox < hi[j]; ox++)
+                            row_mac(af, ad, 1, &dyt[((size_t)n * plane + (size_t)oy * s.OW + ox) * s.K], 1, s.K,
+                                    operand(xr[ox * s.v - s.pw + j], lossy), 0, dbl);
+                    }
+                for (int k = 0; k < s.K; k++) {
                     float *o = &dw[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j];
-                    *o = blend(a, (float)acc, b, o);
+                    *o = blend(a, dbl ? (float)ad[k] : af[k], b, o);
                 }
+            }
+    free(dyt);
     scribble(ws, ws_bytes);
     emu_dev_close();
     return CUDNN_STATUS_SUCCESS;
