@@ -3,7 +3,7 @@
 # under AddressSanitizer; EMU_ASAN= without) and runs it; OUT (default /tmp/emu_conv) holds
 # the build. Two runs' outputs compared line by line, less the times, show whether a change
 # of the reference loops kept their bits:
-#   sh dev/emu_conv.sh | awk '{NF -= 2; print}' > before.txt
+#   sh dev/emu_conv.sh | awk '/^total/ {next} {NF -= 2; print}' > before.txt
 set -e
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 E=$REPO/tests/emulation/nn

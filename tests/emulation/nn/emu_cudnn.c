@@ -389,7 +389,7 @@ static int check_algo(const char *fn, int dir, const Shape *s, int algo, const c
 }
 
 /* an operand of a lossy algorithm: rounded to nearest at 10 mantissa bits (not under
- * ASan, like row_mac, so that it inlines there) */
+ * ASan, like row_mac, so that it inlines there; the callers under ASan call it) */
 __attribute__((no_sanitize_address)) static inline float operand(float v, int lossy) {
     if (!lossy || !isfinite(v)) return v;
     uint32_t u;
@@ -473,16 +473,19 @@ static inline void in_range(int step, int off, int n, int count, int *lo, int *h
     if (*hi < *lo) *hi = *lo;
 }
 
-/* acc[t * astep] += x[t * xstep] * wv for t < m: one more term of m sums. Not under
- * AddressSanitizer, which would check every load and triple the emulation's convolution
- * time while it cannot check them: x is device memory, pages of emu_device.c's own that
- * ASan does not track (each call checks its tensors' spans, emu_dev_span, and reaches
- * only their allocations, EMU_DEV_OPEN); the rows are the callers' */
+/* acc[t * astep] += x[t * xstep] * wv for t < m: one more term of m sums (in double as
+ * mac() adds). Not under AddressSanitizer, whose check of every load tripled the
+ * emulation's convolution time. What that gives up: ASan's report to the byte of a read
+ * past a device tensor's end inside its allocation's last page (emu_device.c poisons
+ * those bytes) and of a row overrun. What still holds: each call checks that every
+ * tensor's whole extent lies in its allocation (emu_dev_span) and opens only those
+ * allocations (EMU_DEV_OPEN), so a read beyond them faults; the index ranges are
+ * in_range's, and dev/emu_conv.sh checks the outputs bit for bit on odd shapes. */
 __attribute__((no_sanitize_address)) static void row_mac(float *restrict af, double *restrict ad, int astep,
                                                         const float *restrict x, int xstep, int m, float wv,
                                                         int lossy, int dbl) {
     if (dbl)
-        for (int t = 0; t < m; t++) ad[t * astep] = mac(ad[t * astep], operand(x[(size_t)t * xstep], lossy), wv, 1);
+        for (int t = 0; t < m; t++) ad[t * astep] += (double)operand(x[(size_t)t * xstep], lossy) * wv;
     else if (!lossy && astep == 1 && xstep == 1)
         for (int t = 0; t < m; t++) af[t] = fmaf(x[t], wv, af[t]);
     else
@@ -527,6 +530,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
                         if (iy < 0 || iy >= s.H) continue;
                         const float *xr = &x[(((size_t)n * s.C + c) * s.H + iy) * s.W];
                         for (int j = 0; j < s.KW; j++) {
+                            if (hi[j] == lo[j]) continue; /* the tap reaches no input of the row */
                             float wv = operand(w[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j], lossy);
                             row_mac(af + lo[j], ad + lo[j], 1, xr + lo[j] * s.v - s.pw + j, s.v, hi[j] - lo[j], wv,
                                     lossy, dbl);
@@ -580,6 +584,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, c
                         if (oy >= s.OH) continue;
                         const float *dyr = &dy[(((size_t)n * s.K + k) * s.OH + oy) * s.OW];
                         for (int j = 0; j < s.KW; j++) {
+                            if (hi[j] == lo[j]) continue; /* the tap reaches no output of the row */
                             float wv = operand(w[(((size_t)k * s.C + c) * s.KH + i) * s.KW + j], lossy);
                             int ix = lo[j] * s.v - s.pw + j;
                             row_mac(af + ix, ad + ix, s.v, dyr + lo[j], 1, hi[j] - lo[j], wv, lossy, dbl);
