@@ -465,12 +465,15 @@ static inline double mac(double acc, float a, float b, int dbl) {
 /* the loops below give every output the terms of its sum in the order the comments
  * name; they run many outputs' sums side by side, in float (af) or in double (ad) */
 
-/* the outputs o = 0, 1, ... of a row whose input o * step + off lies in [0, n):
- * [*lo, *hi) */
-static inline void in_range(int step, int off, int n, int count, int *lo, int *hi) {
-    int a = off >= 0 ? 0 : (-off + step - 1) / step, b = n - off <= 0 ? 0 : (n - off + step - 1) / step;
-    *lo = a, *hi = b < count ? b : count;
-    if (*hi < *lo) *hi = *lo;
+/* per tap j of a kernel row, the outputs ox of a row whose input ix = ox * v - pw + j
+ * lies in the row [0, W): [lo[j], hi[j]) (empty when the tap reaches none) */
+static void tap_ranges(const Shape *s, int *lo, int *hi) {
+    for (int j = 0; j < s->KW; j++) {
+        int off = j - s->pw, v = s->v;
+        int a = off >= 0 ? 0 : (-off + v - 1) / v, b = s->W - off <= 0 ? 0 : (s->W - off + v - 1) / v;
+        lo[j] = a, hi[j] = b < s->OW ? b : s->OW;
+        if (hi[j] < lo[j]) hi[j] = lo[j];
+    }
 }
 
 /* acc[t * astep] += x[t * xstep] * wv for t < m: one more term of m sums (in double as
@@ -480,7 +483,7 @@ static inline void in_range(int step, int off, int n, int count, int *lo, int *h
  * those bytes) and of a row overrun. What still holds: each call checks that every
  * tensor's whole extent lies in its allocation (emu_dev_span) and opens only those
  * allocations (EMU_DEV_OPEN), so a read beyond them faults; the index ranges are
- * in_range's, and dev/emu_conv.sh checks the outputs bit for bit on odd shapes. */
+ * tap_ranges', and dev/emu_conv.sh checks the outputs bit for bit on odd shapes. */
 __attribute__((no_sanitize_address)) static void row_mac(float *restrict af, double *restrict ad, int astep,
                                                         const float *restrict x, int xstep, int m, float wv,
                                                         int lossy, int dbl) {
@@ -516,7 +519,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t h, const void *alpha, const 
      * for an odd algorithm); a row of outputs at a time, those of [lo[j], hi[j]) for
      * tap j (ix = ox * v - pw + j inside the row) */
     int lo[s.KW], hi[s.KW];
-    for (int j = 0; j < s.KW; j++) in_range(s.v, j - s.pw, s.W, s.OW, &lo[j], &hi[j]);
+    tap_ranges(&s, lo, hi);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < s.N; n++)
         for (int k = 0; k < s.K; k++) {
@@ -568,7 +571,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t h, const void *alpha, c
     /* each output sums over (k, i, j) in that order; a row of outputs at a time, tap j
      * reaching those of ix = ox * v - pw + j for ox in [lo[j], hi[j]) */
     int lo[s.KW], hi[s.KW];
-    for (int j = 0; j < s.KW; j++) in_range(s.v, j - s.pw, s.W, s.OW, &lo[j], &hi[j]);
+    tap_ranges(&s, lo, hi);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int n = 0; n < s.N; n++)
         for (int c = 0; c < s.C; c++) {
@@ -628,7 +631,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void *alpha,
             for (size_t p = 0; p < plane; p++)
                 dyt[((size_t)n * plane + p) * s.K + k] = operand(dy[((size_t)n * s.K + k) * plane + p], lossy);
     int lo[s.KW], hi[s.KW]; /* the outputs ox whose ix = ox * v - pw + j lies in the row */
-    for (int j = 0; j < s.KW; j++) in_range(s.v, j - s.pw, s.W, s.OW, &lo[j], &hi[j]);
+    tap_ranges(&s, lo, hi);
 #pragma omp parallel for collapse(3) schedule(static)
     for (int c = 0; c < s.C; c++)
         for (int i = 0; i < s.KH; i++)
