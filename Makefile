@@ -255,7 +255,7 @@ test-cuda: all $(CUDA_TEST_BINS)
 ifneq ($(HAVE_NVCC),1)
 	@echo "test-cuda: nvcc not found; nothing to run" && exit 1
 endif
-	@tests/run.sh $(CUDA_TEST_BINS)
+	@TEST_JOBS=$${TEST_JOBS:-1} tests/run.sh $(CUDA_TEST_BINS)
 
 build-cuda-tests: $(CUDA_TEST_BINS)
 
@@ -294,8 +294,13 @@ build-emu: $(EMU_BUILT)
 test-emu: $(EMU_BUILT)
 	@$(EMU_ENV) tests/run.sh $(EMU_TEST_BINS)
 
+# tests/run.sh runs TEST_JOBS tests at once (default: the number of cores); these run
+# alone: a stall must be caught within a short --timeout that a neighbour could
+# stretch, and mpirun's ranks poll busily
+TEST_ALONE := $(foreach d,$(BUILD) $(SAN_DIR),$(d)/tests/test_dist_comm $(d)/tests/test_dist_mpi) \
+              tests/test_stall_mpi.sh
 test: all lib $(TEST_BINS) $(TEST_TOOLS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_BUILT)
-	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(EMU_ENV) \
+	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(EMU_ENV) TEST_ALONE="$(TEST_ALONE)" \
 	  tests/run.sh $(TEST_BINS) $(TEST_SCRIPTS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_TEST_BINS)
 
 # libFuzzer with ASan + UBSan, one binary per target, FUZZ_SECONDS each

@@ -181,7 +181,8 @@ phase_env() {
 phase_test() {
     late test "the CUDA tests" && return
     local out rc
-    out=$(LOG_DIR="$LOGS/tests" lim tests/run.sh "${TESTS[@]}" 2>&1)
+    # one at a time: the GPU's first run is no place to find out how the tests share it
+    out=$(TEST_JOBS=1 LOG_DIR="$LOGS/tests" lim tests/run.sh "${TESTS[@]}" 2>&1)
     rc=$?
     echo "$out"
     note test "$(echo "$out" | tail -n 1)$(stopped $rc) (per binary: $(echo "$out" | grep -E '^tests/cuda' | awk '{printf "%s %s/%s; ", $1, $2, ($4 == "FAILED" ? $4 "=" $3 : "ok")}'))"

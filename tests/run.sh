@@ -2,6 +2,10 @@
 # Runs test binaries (arguments), sums their "RESULT passed failed" lines and
 # ends with "N passed, N failed". A binary that exits without a RESULT line, or
 # with a non-zero status but no reported failure, counts as one failure.
+# TEST_JOBS=N (default: the number of cores) runs up to N tests at once; their lines
+# are printed in the order of the arguments, each as soon as it and those before it
+# have ended. TEST_ALONE="T ..." names tests that run with no other test beside them
+# (those whose own timeouts or busy-polling MPI ranks would suffer from a neighbour).
 # LOG_DIR=DIR keeps each binary's whole output in DIR/<name>.log.
 # TEST_TIMEOUT=SECONDS (default 1200, 0 for none): a binary still running then is
 # stopped (TERM, KILL 10 s later) and counts as a failure, so a hang costs one test,
@@ -12,27 +16,47 @@
 # the binary's output may be lost) runs again, up to three runs in all, and says so.
 set -u
 limit=${TEST_TIMEOUT:-1200}
+jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+case $jobs in '' | *[!0-9]* | 0) echo "run.sh: TEST_JOBS must be a positive number, not '$jobs'"; exit 2 ;; esac
+alone=" ${TEST_ALONE:-} "
+work=$(mktemp -d)
+# interrupted: the running tests are stopped too (timeout passes the signal on)
+trap 'rm -rf "$work"' EXIT
+trap 'for f in "$work"/*.pid; do [ -e "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done; wait; exit 130' INT TERM
 passed=0
 failed=0
-for t in "$@"; do
-    name=${t#build/}
-    out=$(mktemp)
+
+# run INDEX TEST: runs one test; leaves its output in $work/INDEX.out, its process in
+# INDEX.pid, any retry notes in INDEX.note, and "exit-status seconds" in INDEX.end
+# (written last)
+run() {
+    local out=$work/$1.out start rc try
     start=$EPOCHREALTIME
     for try in 1 2 3; do
         if [ "$limit" != 0 ]; then
-            timeout --kill-after=10 "$limit" "$t" >"$out" 2>&1
+            timeout --kill-after=10 "$limit" "$2" >"$out" 2>&1 </dev/null &
         else
-            "$t" >"$out" 2>&1
+            "$2" >"$out" 2>&1 </dev/null &
         fi
+        echo $! >"$work/$1.pid"
+        wait $!
         rc=$?
         [ "$rc" -ne 0 ] && [ "$try" -lt 3 ] && grep -q 'Tracer caught signal' "$out" &&
             grep -q 'LeakSanitizer has encountered a fatal error' "$out" || break
-        echo "run.sh: $name: LeakSanitizer's tracer crashed (no leak reported); running it again"
+        echo "run.sh: ${2#build/}: LeakSanitizer's tracer crashed (no leak reported); running it again" >>"$work/$1.note"
     done
     if [ "$limit" != 0 ] && { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; }; then
         echo "run.sh: stopped after ${limit} s (TEST_TIMEOUT)" >>"$out"
     fi
-    secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')
+    echo "$rc $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')" >"$work/$1.end.tmp"
+    mv "$work/$1.end.tmp" "$work/$1.end"
+}
+
+# report INDEX TEST: prints an ended test's line and adds up its counts
+report() {
+    local out=$work/$1.out name=${2#build/} rc secs line p f
+    read -r rc secs <"$work/$1.end"
+    [ -e "$work/$1.note" ] && cat "$work/$1.note"
     line=$(grep -E '^RESULT [0-9]+ [0-9]+$' "$out" | tail -n 1)
     if [ -n "$line" ]; then
         p=$(echo "$line" | cut -d' ' -f2)
@@ -52,9 +76,35 @@ for t in "$@"; do
         [ -n "${VERBOSE:-}" ] && sed 's/^/    | /' "$out"
     fi
     if [ -n "${LOG_DIR:-}" ]; then
-        mkdir -p "$LOG_DIR" && cp "$out" "$LOG_DIR/$(basename "$t").log"
+        mkdir -p "$LOG_DIR" && cp "$out" "$LOG_DIR/$(basename "$2").log"
     fi
-    rm -f "$out"
+}
+
+tests=("$@")
+shown=0
+# show: reports, in order, every test from the first not yet shown whose run has ended
+show() {
+    while [ "$shown" -lt "${#tests[@]}" ] && [ -e "$work/$shown.end" ]; do
+        report "$shown" "${tests[$shown]}"
+        shown=$((shown + 1))
+    done
+}
+for i in "${!tests[@]}"; do
+    t=${tests[$i]}
+    if [[ $alone == *" $t "* ]]; then
+        wait
+        show
+        run "$i" "$t"
+    else
+        while [ "$(jobs -pr | wc -l)" -ge "$jobs" ]; do
+            wait -n
+            show
+        done
+        run "$i" "$t" &
+    fi
+    show
 done
+wait
+show
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
