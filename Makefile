@@ -296,9 +296,10 @@ test-emu: $(EMU_BUILT)
 
 # tests/run.sh runs TEST_JOBS tests at once (default: the number of cores); these run
 # alone: a stall must be caught within a short --timeout that a neighbour could
-# stretch, and mpirun's ranks poll busily
+# stretch, mpirun's ranks poll busily, and test_lib.sh's make install may relink the
+# library that other tests load
 TEST_ALONE := $(foreach d,$(BUILD) $(SAN_DIR),$(d)/tests/test_dist_comm $(d)/tests/test_dist_mpi) \
-              tests/test_stall_mpi.sh
+              tests/test_stall_mpi.sh tests/test_lib.sh
 test: all lib $(TEST_BINS) $(TEST_TOOLS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_BUILT)
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(EMU_ENV) TEST_ALONE="$(TEST_ALONE)" \
 	  tests/run.sh $(TEST_BINS) $(TEST_SCRIPTS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_TEST_BINS)

@@ -17,12 +17,14 @@
 set -u
 limit=${TEST_TIMEOUT:-1200}
 jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+case $jobs in '' | *[!0-9]*) ;; *) jobs=$((10#$jobs)) ;; esac
 case $jobs in '' | *[!0-9]* | 0) echo "run.sh: TEST_JOBS must be a positive number, not '$jobs'"; exit 2 ;; esac
 alone=" ${TEST_ALONE:-} "
 work=$(mktemp -d)
-# interrupted: the running tests are stopped too (timeout passes the signal on)
 trap 'rm -rf "$work"' EXIT
-trap 'for f in "$work"/*.pid; do [ -e "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done; wait; exit 130' INT TERM
+# interrupted: the running tests are stopped too (timeout passes the signal on), in three
+# passes 0.3 s apart: a test just starting may have no .pid yet, or not yet be timeout
+trap 'for _ in 1 2 3; do for f in "$work"/*.pid; do [ -e "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done; sleep 0.3; done; wait; exit 130' INT TERM
 passed=0
 failed=0
 
@@ -33,14 +35,13 @@ run() {
     local out=$work/$1.out start rc try
     start=$EPOCHREALTIME
     for try in 1 2 3; do
-        if [ "$limit" != 0 ]; then
-            timeout --kill-after=10 "$limit" "$2" >"$out" 2>&1 </dev/null &
-        else
-            "$2" >"$out" 2>&1 </dev/null &
-        fi
+        # (timeout 0 sets no limit, but still runs the test in a process group of its own
+        # and passes a TERM or INT on to it)
+        timeout --kill-after=10 "$limit" "$2" >"$out" 2>&1 </dev/null &
         echo $! >"$work/$1.pid"
         wait $!
         rc=$?
+        rm -f "$work/$1.pid"
         [ "$rc" -ne 0 ] && [ "$try" -lt 3 ] && grep -q 'Tracer caught signal' "$out" &&
             grep -q 'LeakSanitizer has encountered a fatal error' "$out" || break
         echo "run.sh: ${2#build/}: LeakSanitizer's tracer crashed (no leak reported); running it again" >>"$work/$1.note"
@@ -94,7 +95,8 @@ for i in "${!tests[@]}"; do
     if [[ $alone == *" $t "* ]]; then
         wait
         show
-        run "$i" "$t"
+        run "$i" "$t" &
+        wait $!
     else
         while [ "$(jobs -pr | wc -l)" -ge "$jobs" ]; do
             wait -n
@@ -104,7 +106,10 @@ for i in "${!tests[@]}"; do
     fi
     show
 done
-wait
+while [ -n "$(jobs -pr)" ]; do
+    wait -n
+    show
+done
 show
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

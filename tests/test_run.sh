@@ -4,10 +4,12 @@
 # printed in the order given although later tests end first, TEST_JOBS=2 running two
 # tests at once and TEST_JOBS=1 one, a TEST_ALONE test with nothing beside it, a test
 # past TEST_TIMEOUT stopped, LeakSanitizer's tracer crash run again, an interrupted run
-# leaving no test behind, and a bad TEST_JOBS refused.
+# leaving no test and no process a test started behind (with a time limit and with
+# TEST_TIMEOUT=0), and a bad TEST_JOBS (0, 00, x, -1) refused.
 # Ends with "RESULT passed failed" (tests/run.sh).
 set -u
 cd "$(dirname "$0")/.." || exit 1
+unset LOG_DIR VERBOSE TEST_TIMEOUT TEST_JOBS TEST_ALONE
 R=$PWD/tests/run.sh
 passed=0 failed=0
 check() { # condition-status, message
@@ -81,25 +83,32 @@ out=$($R ./lsan 2>&1)
 check "$(echo "$out" | grep -q "LeakSanitizer's tracer crashed (no leak reported); running it again" &&
          [ "$(echo "$out" | tail -n 1)" = "6 passed, 0 failed" ]; echo $?)" "a tracer crash runs the test again: $out"
 
-# an interrupted run stops its tests
-printf '#!/bin/sh\necho $$ >pid.$1\nsleep 60\n' >long
+# an interrupted run stops its tests and what they started (a child process), with a time
+# limit and without one (TEST_TIMEOUT=0)
+printf '#!/bin/sh\necho $$ >pid.$1\nsleep 60 &\necho $! >child.$1\nwait\n' >long
 printf '#!/bin/sh\nexec ./long a\n' >long_a
 printf '#!/bin/sh\nexec ./long b\n' >long_b
 chmod +x long long_a long_b
-TEST_JOBS=2 $R ./long_a ./long_b >/dev/null 2>&1 &
-runner=$!
-for _ in $(seq 50); do [ -e pid.a ] && [ -e pid.b ] && break; sleep 0.1; done
-kill -TERM $runner
-wait $runner
-rc=$?
-sleep 0.5
-alive=""
-for p in pid.a pid.b; do [ -e $p ] && kill -0 "$(cat $p)" 2>/dev/null && alive="$alive $p"; done
-check "$([ -e pid.a ] && [ -e pid.b ] && [ -z "$alive" ] && [ "$rc" -ne 0 ]; echo $?)" \
-    "TERM to run.sh stops the running tests (exit $rc; still running:${alive:- none})"
-for p in pid.a pid.b; do [ -e $p ] && kill "$(cat $p)" 2>/dev/null; done
+# running: the process exists and is not a zombie (an orphan's exit status may wait for
+# an init that reaps late)
+running() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null) && [ "${s#Z}" = "$s" ]; }
+for lim in 1200 0; do
+    rm -f pid.* child.*
+    TEST_TIMEOUT=$lim TEST_JOBS=2 $R ./long_a ./long_b >/dev/null 2>&1 &
+    runner=$!
+    for _ in $(seq 50); do [ -e child.a ] && [ -e child.b ] && break; sleep 0.1; done
+    kill -TERM $runner
+    wait $runner
+    rc=$?
+    sleep 0.5
+    alive=""
+    for p in pid.a pid.b child.a child.b; do [ -e $p ] && running "$(cat $p)" && alive="$alive $p"; done
+    check "$([ -e child.a ] && [ -e child.b ] && [ -z "$alive" ] && [ "$rc" -ne 0 ]; echo $?)" \
+        "TEST_TIMEOUT=$lim: TERM to run.sh stops the running tests and their children (exit $rc; still running:${alive:- none})"
+    for p in pid.a pid.b child.a child.b; do [ -e $p ] && kill "$(cat $p)" 2>/dev/null; done
+done
 
-for j in 0 x -1; do
+for j in 0 00 x -1; do
     out=$(TEST_JOBS=$j $R ./fast 2>&1)
     rc=$?
     check "$([ "$rc" -eq 2 ] && echo "$out" | grep -q 'TEST_JOBS must be a positive number'; echo $?)" \
