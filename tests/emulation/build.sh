@@ -34,7 +34,7 @@ for f in compress/codec_cuda compress/sparse_cuda compress/gcomp_cuda optim/opti
   python3 "$HERE/transform.py" "$REPO/$f.cu" "$O/$b.cpp"
   $CXX $ALIGN -std=c++17 -O1 -g -w $TRACK -I"$HERE" -I"$REPO" -c "$O/$b.cpp" -o "$O/$b.o"
 done
-$CXX -std=c++17 -O1 -g -w -I"$HERE" -c "$HERE/emu_sched.cpp" -o "$O/emu_sched.o"
+$CXX -std=c++17 -O2 -g -w -I"$HERE" -c "$HERE/emu_sched.cpp" -o "$O/emu_sched.o"
 # the scheduler's own test: legal warp and block barriers pass, misuse is caught
 $CXX -std=c++17 -O1 -g -Wall -I"$HERE" "$HERE/test_emu_sched.cpp" "$O/emu_sched.o" -o "$OUT/test_emu_sched"
 CF="-std=c11 -O2 -g -D_GNU_SOURCE -fno-math-errno -DHAVE_CUDA $TRACK -I$HERE -I$REPO -fopenmp -DHAVE_OPENMP"

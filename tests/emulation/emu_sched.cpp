@@ -1,14 +1,26 @@
-/* Kernel launches of the host emulation: a block's threads are fibers, each running the
+/* Kernel launches of the host emulation: a block's threads run on fibers, each running the
  * kernel body until it returns or reaches a barrier, where it gives control back to the
  * scheduler. A __syncthreads releases the block's threads once all of them wait there; a
  * warp intrinsic's barrier releases the lanes its mask names once all of them wait at one
  * (other warps, and lanes outside the mask, go their own way, as on a GPU).
+ * The order in which threads run is one sequence per launch (next_thread). A fiber whose
+ * thread returns asks for the next one itself and, if that thread has not started yet,
+ * runs it on the same stack with no switch: a kernel with no barrier runs all its blocks
+ * on one fiber, and a thread takes a fiber of its own only while it waits at a barrier.
  * The fibers are made once and reused by every block and launch; on x86-64 they switch
  * with a few instructions of their own (ucontext's switch makes a system call to save
  * the signal mask, which made the system the emulation's largest cost). */
 #include <stdarg.h>
 #include <vector>
 #include "emu_cuda.h"
+/* the scheduler's own bookkeeping, run between every two threads: not instrumented under
+ * EMU_ASAN=1 (AddressSanitizer's checks made it a third of a launch's time; the kernels,
+ * the tests and the rest of the emulation keep theirs) */
+#if defined(__SANITIZE_ADDRESS__)
+#define SCHED __attribute__((no_sanitize_address))
+#else
+#define SCHED
+#endif
 EmuDim blockIdx, threadIdx, blockDim, gridDim;
 uint64_t emu_slot[1024];
 #define STK (256 * 1024)
@@ -37,9 +49,11 @@ static void ctx_make(Ctx *c, char *stack) {
     top[-1] = 0;                          /* fiber_main's return address: it never returns */
     top[-2] = (uint64_t)(uintptr_t)fiber_main; /* where emu_ctx_switch's ret goes */
     for (int r = 3; r <= 8; r++) top[-r] = 0; /* rbp rbx r12 r13 r14 r15 */
-    uint32_t cw[2];
-    __asm__ volatile("stmxcsr %0" : "=m"(cw[0]));
-    __asm__ volatile("fnstcw %0" : "=m"(*(uint16_t *)&cw[1]));
+    uint32_t mxcsr, cw[2] = {0, 0};
+    uint16_t fpu;
+    __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+    __asm__ volatile("fnstcw %0" : "=m"(fpu));
+    cw[0] = mxcsr, cw[1] = fpu;
     memcpy(&top[-9], cw, 8);
     c->sp = &top[-9];
 }
@@ -56,9 +70,16 @@ static void ctx_switch(Ctx *from, Ctx *to) { swapcontext(&from->u, &to->u); }
 #endif
 
 enum { RUNNING, AT_SYNCTHREADS, AT_WARP };
-struct Fib { Ctx c; char *stack; int done, at; unsigned mask; const char *op; };
-static Fib fibs[1024];
+/* a thread of the running block: fib, the fiber it runs on (-1 until it starts) */
+struct Thr { int done, at, fib; unsigned mask; const char *op; };
+static Thr thr[1024];
+/* the fibers: each started thread that has not returned holds one; free ones wait in spare */
+struct Fib { Ctx c; char *stack; };
+static Fib fiber[1024];
+static int nfiber, spare[1024], nspare, cur_fib;
 static Ctx sched;
+static long handoff; /* what a fiber that ends its run passes the scheduler: the next thread, or -1 */
+static int has_handoff;
 
 /* AddressSanitizer must be told of every stack switch (EMU_ASAN=1 builds) */
 #if defined(__SANITIZE_ADDRESS__)
@@ -68,8 +89,8 @@ static const void *sched_bottom;
 static size_t sched_size;
 static void to_fiber(int t) {
     void *fake = NULL;
-    __sanitizer_start_switch_fiber(&fake, fibs[t].stack, STK);
-    ctx_switch(&sched, &fibs[t].c);
+    __sanitizer_start_switch_fiber(&fake, fiber[t].stack, STK);
+    ctx_switch(&sched, &fiber[t].c);
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
 }
 /* The fibers outlive a launch and serve the next one, which another host thread may make:
@@ -81,32 +102,40 @@ static void to_fiber(int t) {
 static void to_sched(void) {
     void *fake = NULL;
     __sanitizer_start_switch_fiber(&fake, sched_bottom, sched_size);
-    ctx_switch(&fibs[cur].c, &sched);
+    ctx_switch(&fiber[cur_fib].c, &sched);
     __sanitizer_finish_switch_fiber(fake, &sched_bottom, &sched_size);
 }
 static void fiber_entered(void) { __sanitizer_finish_switch_fiber(NULL, &sched_bottom, &sched_size); }
 #else
-static void to_fiber(int t) { ctx_switch(&sched, &fibs[t].c); }
-static void to_sched(void) { ctx_switch(&fibs[cur].c, &sched); }
+static void to_fiber(int t) { ctx_switch(&sched, &fiber[t].c); }
+static void to_sched(void) { ctx_switch(&fiber[cur_fib].c, &sched); }
 static void fiber_entered(void) {}
 #endif
 
+static long next_thread();
 static void fiber_main() {
     fiber_entered();
-    for (;;) { /* one run of the kernel body per block this fiber serves */
+    for (;;) { /* one run of the kernel body per thread this fiber serves */
         (*body)();
-        fibs[cur].done = 1;
+        thr[cur].done = 1;
+        long t = next_thread();
+        if (t >= 0 && thr[t].fib < 0) { /* a thread that has not started: on this stack */
+            thr[t].fib = cur_fib, cur = (int)t, threadIdx = {(unsigned)t, 0, 0};
+            continue;
+        }
+        spare[nspare++] = cur_fib; /* free again (to_sched still saves its context) */
+        handoff = t, has_handoff = 1;
         to_sched();
     }
 }
 void __syncthreads() {
-    fibs[cur].at = AT_SYNCTHREADS;
+    thr[cur].at = AT_SYNCTHREADS;
     to_sched();
 }
 void emu_warp_sync(unsigned mask, const char *op) {
-    fibs[cur].at = AT_WARP;
-    fibs[cur].mask = mask;
-    fibs[cur].op = op;
+    thr[cur].at = AT_WARP;
+    thr[cur].mask = mask;
+    thr[cur].op = op;
     to_sched();
 }
 
@@ -116,7 +145,7 @@ void emu_warp_sync(unsigned mask, const char *op) {
  * "shuffle[:SEED]": the blocks of each launch in a random order, and in a block the warps
  * one at a time, in a random order drawn again after each __syncthreads, each running
  * its lanes (in a random order) through as many warp intrinsics as it can before the
- * next warp moves (run_block). A kernel whose result depends on the order (a missing
+ * next warp moves (block_next). A kernel whose result depends on the order (a missing
  * __syncthreads, a cross-block dependence, a float atomic sum) gives different results
  * under different orders, as it may on a GPU. */
 static int order_mode = -1; /* 0 fwd, 1 rev, 2 shuffle */
@@ -134,13 +163,13 @@ static void order_init() {
     fprintf(stderr, "EMU_ORDER=%s: expected fwd, rev or shuffle[:SEED]\n", e);
     exit(1);
 }
-static uint64_t order_next() { /* splitmix64 */
+SCHED static uint64_t order_next() { /* splitmix64 */
     uint64_t z = (order_rng += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
-static void order_fill(std::vector<size_t> &p, size_t n) {
+SCHED static void order_fill(std::vector<size_t> &p, size_t n) {
     p.resize(n);
     for (size_t i = 0; i < n; i++) p[i] = order_mode == 1 ? n - 1 - i : i;
     if (order_mode == 2)
@@ -173,30 +202,30 @@ static void shared_poison() {
 }
 
 /* thread k waits at the same intrinsic, with the same mask, as thread t */
-static int same_call(size_t t, size_t k) {
-    return fibs[k].at == AT_WARP && fibs[k].mask == fibs[t].mask && !strcmp(fibs[k].op, fibs[t].op);
+SCHED static int same_call(size_t t, size_t k) {
+    return thr[k].at == AT_WARP && thr[k].mask == thr[t].mask && !strcmp(thr[k].op, thr[t].op);
 }
 
 /* Lets through the lanes of each warp intrinsic in the warp at w0 whose mask's lanes
  * all wait at that intrinsic with that mask; 1 if it let any through. A mask naming a
  * lane that returned stops the run: on a GPU a shuffle from it is undefined
  * (__any_sync and __match_any_sync leave exited lanes out there; this is stricter). */
-static int release_warp(size_t w0) {
+SCHED static int release_warp(size_t w0) {
     int released = 0;
     for (size_t t = w0; t < w0 + 32 && t < blockDim.x; t++) {
-        if (fibs[t].done || fibs[t].at != AT_WARP) continue;
-        unsigned m = fibs[t].mask, ready = 1;
+        if (thr[t].done || thr[t].at != AT_WARP) continue;
+        unsigned m = thr[t].mask, ready = 1;
         for (size_t k = 0; k < 32; k++) {
             if (!(m >> k & 1)) continue;
             /* the mask names lanes of the block only (emu_warp_mask) */
-            if (fibs[w0 + k].done)
+            if (thr[w0 + k].done)
                 stuck("thread %zu waits at a warp intrinsic whose mask names thread %zu, which returned", t, w0 + k);
             /* another mask or intrinsic: not ready yet (that lane's own group may go first) */
             if (!same_call(t, w0 + k)) ready = 0;
         }
         if (ready) {
             for (size_t k = 0; k < 32; k++)
-                if (m >> k & 1) fibs[w0 + k].at = RUNNING;
+                if (m >> k & 1) thr[w0 + k].at = RUNNING;
             released = 1;
         }
     }
@@ -209,26 +238,26 @@ static int release_warp(size_t w0) {
  * hang or be undefined: a warp intrinsic waiting for a lane that waits at a
  * __syncthreads, or at another intrinsic or with another mask; a __syncthreads that a
  * returned thread skipped. */
-static int release(size_t block) {
+SCHED static int release(size_t block) {
     int released = 0;
     for (size_t w0 = 0; w0 < block; w0 += 32) released |= release_warp(w0);
     if (released) return 1;
     size_t at_sync = block, returned = block;
     for (size_t t = 0; t < block; t++)
-        if (fibs[t].done) returned = t;
-        else if (fibs[t].at == AT_SYNCTHREADS) at_sync = t;
+        if (thr[t].done) returned = t;
+        else if (thr[t].at == AT_SYNCTHREADS) at_sync = t;
     for (int pass = 0; pass < 2; pass++) /* the lanes at a __syncthreads first: the likelier cause */
         for (size_t t = 0; t < block; t++) {
-            if (fibs[t].done || fibs[t].at != AT_WARP) continue; /* (and not ready) */
+            if (thr[t].done || thr[t].at != AT_WARP) continue; /* (and not ready) */
             for (size_t k = 0, w0 = t & ~(size_t)31; k < 32; k++) {
-                const Fib &f = fibs[w0 + k];
-                if (!(fibs[t].mask >> k & 1)) continue;
+                const Thr &f = thr[w0 + k];
+                if (!(thr[t].mask >> k & 1)) continue;
                 if (pass == 0 && f.at == AT_SYNCTHREADS)
                     stuck("thread %zu waits at a warp intrinsic for thread %zu, which waits at __syncthreads", t,
                           w0 + k);
                 if (pass == 1 && !same_call(t, w0 + k))
                     stuck("thread %zu waits at %s with mask 0x%08X, which names thread %zu, waiting at %s with "
-                          "mask 0x%08X", t, fibs[t].op, fibs[t].mask, w0 + k, f.op, f.mask);
+                          "mask 0x%08X", t, thr[t].op, thr[t].mask, w0 + k, f.op, f.mask);
             }
         }
     if (at_sync == block) return 0; /* every thread returned */
@@ -238,66 +267,102 @@ static int release(size_t block) {
     if (returned < block)
         stuck("thread %zu returned while thread %zu waits at a __syncthreads that not every thread of the block "
               "reaches", returned, at_sync);
-    for (size_t t = 0; t < block; t++) fibs[t].at = RUNNING;
+    for (size_t t = 0; t < block; t++) thr[t].at = RUNNING;
     return 2;
 }
 
-static int runnable(size_t t) { return !fibs[t].done && fibs[t].at == RUNNING; }
+SCHED static int runnable(size_t t) { return !thr[t].done && thr[t].at == RUNNING; }
 
-static void run_thread(size_t t) {
-    cur = (int)t;
-    threadIdx = {(unsigned)t, 0, 0};
-    to_fiber((int)t);
+/* A launch's order as one sequence of threads to run (next_thread; the scheduler and the
+ * fibers both draw from it): the blocks in their order and, in each block: fwd and rev: every thread that
+ * can run runs to its next barrier, in that order, then the barriers let them through;
+ * the warps stay in step. shuffle: the warps go one at a time, in a random order drawn
+ * again after each __syncthreads: the first warp with a thread that can run runs it (its
+ * lanes in a random order) and goes on through its warp intrinsics as far as it can
+ * before the next warp moves, as a GPU may; a read of another warp's write that only a
+ * __syncthreads would order sees the old value when the reader's warp comes first. A
+ * warp that has gone 1024 times in a row since the last __syncthreads moves to the end
+ * of the order (any warp; meant for one that spins on another warp's write with a warp
+ * intrinsic in its loop). A loop with no barrier in it runs on until it ends, in every
+ * order: a thread that spins there on another's write never gives way. */
+static struct {
+    size_t grid, block, bi, ti, nw, last, streak, w, lanes, li, idle;
+    int in_block, ran, in_warp;
+    std::vector<size_t> blocks, threads, warps;
+} L;
+
+SCHED static void block_start() {
+    for (size_t t = 0; t < L.block; t++) thr[t].done = 0, thr[t].at = RUNNING, thr[t].fib = -1;
+    if (order_mode != 2) {
+        order_fill(L.threads, L.block), L.ti = 0, L.ran = 0;
+        return;
+    }
+    L.nw = (L.block + 31) / 32, L.last = L.nw, L.streak = 0, L.in_warp = 0, L.idle = 0;
+    order_fill(L.warps, L.nw);
 }
 
-/* One block. fwd and rev: every thread that can run runs to its next barrier, in that
- * order, then the barriers let them through; the warps stay in step. shuffle: the warps
- * go one at a time, in a random order drawn again after each __syncthreads: the first
- * warp with a thread that can run runs it (its lanes in a random order) and goes on
- * through its warp intrinsics as far as it can before the next warp moves, as a GPU
- * may; a read of another warp's write that only a __syncthreads would order sees the
- * old value when the reader's warp comes first. A warp that has gone 1024 times in a
- * row since the last __syncthreads moves to the end of the order (any warp; meant for
- * one that spins on another warp's write with a warp intrinsic in its loop). A loop
- * with no barrier in it runs on until it ends, in every order: a thread that spins
- * there on another's write never gives way. */
-static void run_block(size_t block, std::vector<size_t> &threads, std::vector<size_t> &warps) {
-    for (size_t t = 0; t < block; t++) fibs[t].done = 0, fibs[t].at = RUNNING;
+/* the block's next thread to run, or -1 once every thread has returned */
+SCHED static long block_next() {
+    size_t block = L.block;
     if (order_mode != 2) {
         for (;;) {
-            order_fill(threads, block);
-            int ran = 0;
-            for (size_t ti = 0; ti < block; ti++)
-                if (runnable(threads[ti])) run_thread(threads[ti]), ran = 1;
-            if (!ran && !release(block)) return;
+            while (L.ti < block) {
+                size_t t = L.threads[L.ti++];
+                if (runnable(t)) { L.ran = 1; return (long)t; }
+            }
+            if (!L.ran && !release(block)) return -1;
+            order_fill(L.threads, block), L.ti = 0, L.ran = 0;
         }
     }
-    size_t nw = (block + 31) / 32, last = nw, streak = 0;
-    order_fill(warps, nw);
     for (;;) {
-        if (streak >= 1024) { /* e.g. a warp spinning on another warp's write (legal): let the others move */
-            size_t i = 0;
-            while (warps[i] != last) i++;
-            warps.erase(warps.begin() + (long)i), warps.push_back(last), streak = 0;
-        }
-        size_t w = nw;
-        for (size_t i = 0; i < nw && w == nw; i++)
-            for (size_t t = warps[i] * 32; t < warps[i] * 32 + 32 && t < block; t++)
-                if (runnable(t)) { w = warps[i]; break; }
-        if (w < nw) {
-            size_t lanes = block - w * 32 < 32 ? block - w * 32 : 32;
-            order_fill(threads, lanes);
-            for (size_t i = 0; i < lanes; i++) {
-                size_t t = w * 32 + threads[i];
-                if (runnable(t)) run_thread(t);
+        if (L.in_warp) {
+            while (L.li < L.lanes) {
+                size_t t = L.w * 32 + L.threads[L.li++];
+                if (runnable(t)) return (long)t;
             }
-            streak = w == last ? streak + 1 : 1, last = w;
-            release_warp(w * 32);
+            L.in_warp = 0;
+            L.streak = L.w == L.last ? L.streak + 1 : 1, L.last = L.w;
+            release_warp(L.w * 32); /* (its lanes only: it lies at L.idle or after) */
+            continue;
+        }
+        if (L.streak >= 1024) { /* e.g. a warp spinning on another warp's write (legal): let the others move */
+            size_t i = 0;
+            while (L.warps[i] != L.last) i++;
+            L.warps.erase(L.warps.begin() + (long)i), L.warps.push_back(L.last), L.streak = 0, L.idle = 0;
+        }
+        /* the first warp in the order with a thread that can run (the first L.idle warps have
+         * none, and get one only from a release) */
+        size_t w = L.nw;
+        for (size_t i = L.idle; i < L.nw && w == L.nw; i++) {
+            for (size_t t = L.warps[i] * 32; t < L.warps[i] * 32 + 32 && t < block; t++)
+                if (runnable(t)) { w = L.warps[i]; break; }
+            if (w == L.nw) L.idle = i + 1;
+        }
+        if (w < L.nw) {
+            L.w = w, L.lanes = block - w * 32 < 32 ? block - w * 32 : 32, L.li = 0, L.in_warp = 1;
+            order_fill(L.threads, L.lanes);
             continue;
         }
         int r = release(block);
-        if (!r) return;
-        if (r == 2) order_fill(warps, nw), streak = 0, last = nw; /* the turns count from the __syncthreads */
+        if (!r) return -1;
+        L.idle = 0;
+        if (r == 2) order_fill(L.warps, L.nw), L.streak = 0, L.last = L.nw; /* the turns count from the __syncthreads */
+    }
+}
+
+/* the launch's next thread to run, or -1 once every block has ended */
+SCHED static long next_thread() {
+    for (;;) {
+        if (!L.in_block) {
+            if (L.bi == L.grid) return -1;
+            blockIdx = {(unsigned)L.blocks[L.bi++], 0, 0};
+            shared_poison();
+            block_start();
+            L.in_block = 1;
+        }
+        long t = block_next();
+        if (t >= 0) return t;
+        L.in_block = 0;
     }
 }
 
@@ -310,20 +375,26 @@ void emu_launch(size_t grid, size_t block, std::function<void()> fn) {
         exit(1);
     }
     if (order_mode < 0) order_init();
-    std::function<void()> *outer = body; /* a launch from host code only, but keep it clean */
-    body = &fn;
+    body = &fn; /* launches come from host code (never from a kernel), one at a time */
     gridDim = {(unsigned)grid, 1, 1}; blockDim = {(unsigned)block, 1, 1};
-    for (size_t t = 0; t < block; t++)
-        if (!fibs[t].stack) {
-            if (!(fibs[t].stack = (char *)malloc(STK))) { fprintf(stderr, "emu: no memory for fibers\n"); exit(1); }
-            ctx_make(&fibs[t].c, fibs[t].stack);
+    L.grid = grid, L.block = block, L.bi = 0, L.in_block = 0;
+    order_fill(L.blocks, grid);
+    long t = next_thread();
+    while (t >= 0) {
+        if (thr[t].fib < 0) { /* its first run: a spare fiber, or a new one */
+            if (nspare) thr[t].fib = spare[--nspare];
+            else {
+                Fib &f = fiber[nfiber];
+                if (!(f.stack = (char *)malloc(STK))) { fprintf(stderr, "emu: no memory for fibers\n"); exit(1); }
+                ctx_make(&f.c, f.stack);
+                thr[t].fib = nfiber++;
+            }
         }
-    std::vector<size_t> blocks, threads, warps;
-    order_fill(blocks, grid);
-    for (size_t bi = 0; bi < grid; bi++) {
-        blockIdx = {(unsigned)blocks[bi], 0, 0};
-        shared_poison();
-        run_block(block, threads, warps);
+        cur = (int)t, cur_fib = thr[t].fib, threadIdx = {(unsigned)t, 0, 0};
+        has_handoff = 0;
+        to_fiber(cur_fib);
+        /* back: the thread waits at a barrier, or its fiber ended a run and asked for the next */
+        t = has_handoff ? handoff : next_thread();
     }
-    body = outer;
+    body = NULL;
 }

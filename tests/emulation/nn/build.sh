@@ -46,7 +46,7 @@ for f in codec_cuda sparse_cuda gcomp_cuda; do
   python3 "$HERE/transform.py" "$REPO/compress/$f.cu" "$O/$f.cpp"
   $CXX -std=c++17 -O1 -g -w -include "$HERE/cuda_runtime.h" -I"$HERE" -I"$EMU" -I"$REPO" -c "$O/$f.cpp" -o "$O/$f.o"
 done
-$CXX -std=c++17 -O1 -g -w -I"$EMU" -c "$EMU/emu_sched.cpp" -o "$O/emu_sched.o"
+$CXX -std=c++17 -O2 -g -w -I"$EMU" -c "$EMU/emu_sched.cpp" -o "$O/emu_sched.o"
 CF="-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fno-math-errno $DEFS -fopenmp -DHAVE_OPENMP -I$HERE -I$REPO"
 CF="$CF -I/usr/include/x86_64-linux-gnu/openblas-openmp"
 $CCS $CF -O2 -march=native -c "$HERE/emu_cublas.c" -o "$O/emu_cublas.o" # native: fmaf inline
