@@ -2,7 +2,7 @@
 # tests/run.sh, the runner of make test, on small fake tests: the counts of their RESULT
 # lines added up, a missing line or a bad exit status counted as a failure, the lines
 # printed in the order given although later tests end first, TEST_JOBS=2 running two
-# tests at once and TEST_JOBS=1 one, a TEST_ALONE test with nothing beside it, a test
+# tests at once and never three, TEST_JOBS=1 one, a TEST_ALONE test with nothing beside it, a test
 # past TEST_TIMEOUT stopped, LeakSanitizer's tracer crash run again, an interrupted run
 # leaving no test and no process a test started behind (with a time limit and with
 # TEST_TIMEOUT=0), and a bad TEST_JOBS (0, 00, x, -1) refused.
@@ -20,14 +20,17 @@ trap 'rm -rf "$TMP"' EXIT
 cd "$TMP" || exit 1
 
 # fake NAME SECONDS PASSED FAILED: a test that marks itself running in run/, sleeps, writes
-# the tests running beside it as it starts and ends into beside.NAME, and reports its counts
+# the tests running beside it as it starts and ends into beside.NAME and how many tests run
+# then into count.NAME, and reports its counts
 fake() {
     cat >"$1" <<EOF
 #!/bin/sh
 mkdir -p run && touch run/$1
 ls run | grep -vx $1 >>beside.$1
+ls run | wc -l >>count.$1
 sleep $2
 ls run | grep -vx $1 >>beside.$1
+ls run | wc -l >>count.$1
 rm run/$1
 echo "RESULT $3 $4"
 EOF
@@ -52,13 +55,15 @@ check "$([ "$order" = "./slow ./fast ./bad ./noline ./badexit ./mid" ]; echo $?)
 check "$(echo "$out" | grep -q '^\./bad .*1 FAILED' && echo "$out" | grep -q '    | RESULT 3 1'; echo $?)" \
     "a failed test's line and its output"
 check "$(grep -qx slow beside.fast || grep -qx fast beside.slow; echo $?)" "TEST_JOBS=2: ./fast ran beside ./slow"
+most=$(cat count.* | sort -n | tail -n 1)
+check "$([ "$most" = 2 ]; echo $?)" "TEST_JOBS=2: at most two tests at once (the most seen: $most)"
 
-rm -f beside.*
+rm -f beside.* count.*
 out=$(TEST_JOBS=1 $R ./slow ./fast 2>&1)
 check "$([ "$(echo "$out" | tail -n 1)" = "3 passed, 0 failed" ] && [ ! -s beside.slow ] && [ ! -s beside.fast ]; echo $?)" \
     "TEST_JOBS=1: one test at a time: $(echo "$out" | tail -n 1), beside: $(cat beside.* 2>/dev/null | paste -sd' ')"
 
-rm -f beside.*
+rm -f beside.* count.*
 out=$(TEST_JOBS=2 TEST_ALONE="./mid" $R ./slow ./mid ./fast 2>&1)
 check "$([ "$(echo "$out" | tail -n 1)" = "7 passed, 0 failed" ] && [ ! -s beside.mid ] && ! grep -qx mid beside.*; echo $?)" \
     "TEST_ALONE: nothing beside ./mid: $(echo "$out" | tail -n 1), beside it: $(cat beside.mid 2>/dev/null)"
