@@ -203,7 +203,7 @@ static void shared_poison() {
 
 /* thread k waits at the same intrinsic, with the same mask, as thread t */
 SCHED static int same_call(size_t t, size_t k) {
-    return thr[k].at == AT_WARP && thr[k].mask == thr[t].mask && !strcmp(thr[k].op, thr[t].op);
+    return thr[k].at == AT_WARP && thr[k].mask == thr[t].mask && (thr[k].op == thr[t].op || !strcmp(thr[k].op, thr[t].op));
 }
 
 /* Lets through the lanes of each warp intrinsic in the warp at w0 whose mask's lanes

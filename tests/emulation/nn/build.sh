@@ -10,7 +10,8 @@
 #   OUT/test_nn_cuda_ops_emu   tests/cuda/test_nn_cuda_ops.c (every image op)
 #   OUT/test_resnet_cuda_emu   tests/cuda/test_resnet_cuda.c
 #   OUT/test_nn_cuda_lenet_emu tests/cuda/test_nn_cuda_lenet.c
-#   OUT/train_resnet_emu, OUT/train_lenet_emu, OUT/train_lstm_emu (with the GPU codecs and
+#   OUT/train_resnet_emu, OUT/train_lenet_emu, OUT/train_lstm_emu (with the GPU codecs, in
+#                              small launches as ../build.sh makes them, and
 #                              dist/exchange_cuda for the device-resident step)
 #                              the trainers, whose --device cuda runs on the emulation
 #                              (several local workers share the emulated device)
@@ -40,11 +41,18 @@ for f in lstm_cuda linear softmax_ce cuda_ctx model_cuda activation layout pool 
 done
 cu optim/optim_cuda.cu
 cu dist/exchange_cuda.cu
-# the GPU codecs, for the trainers' device-resident exchange (as ../build.sh builds them: CUB's
-# stand-ins from ..)
+# the GPU codecs, for the device-resident exchange (CUB's stand-ins from ..): X.o as written
+# (blocks of 256 threads, a thread per value up to 65536 blocks), for test_exchange_cuda_emu;
+# X_small.o with ../build.sh's blocks of 64 threads and at most 3 blocks (as test_codec_emu
+# runs them; their frames do not depend on it), for the trainers and the benchmark: a codec
+# kernel with warp shuffles costs a fiber switch per thread and shuffle, and at a thread per
+# value that made LeNet's 3lc steps 6 times as slow
 for f in codec_cuda sparse_cuda gcomp_cuda; do
   python3 "$HERE/transform.py" "$REPO/compress/$f.cu" "$O/$f.cpp"
-  $CXX -std=c++17 -O1 -g -w -include "$HERE/cuda_runtime.h" -I"$HERE" -I"$EMU" -I"$REPO" -c "$O/$f.cpp" -o "$O/$f.o"
+  python3 "$EMU/transform.py" "$REPO/compress/$f.cu" "$O/${f}_small.cpp"
+  for v in "$f" "${f}_small"; do
+    $CXX -std=c++17 -O1 -g -w -include "$HERE/cuda_runtime.h" -I"$HERE" -I"$EMU" -I"$REPO" -c "$O/$v.cpp" -o "$O/$v.o"
+  done
 done
 $CXX -std=c++17 -O2 -g -w -I"$EMU" -c "$EMU/emu_sched.cpp" -o "$O/emu_sched.o"
 CF="-std=c11 -O1 -g -Wall -Wextra -D_GNU_SOURCE -fno-math-errno $DEFS -fopenmp -DHAVE_OPENMP -I$HERE -I$REPO"
@@ -76,21 +84,23 @@ for f in trainer train_options train_ckpt train_log; do
   $CCS $CF -c "$REPO/examples/$f.c" -o "$O/${f}_cuda.o"
   TRAINER="$TRAINER $O/${f}_cuda.o"
 done
-MODELS="$MODELS $O/exchange_cuda.o $O/exchange_cuda_c.o $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o"
+MODELS="$MODELS $O/exchange_cuda.o $O/exchange_cuda_c.o"
+SMALL="$MODELS $O/codec_cuda_small.o $O/sparse_cuda_small.o $O/gcomp_cuda_small.o"
+MODELS="$MODELS $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o"
 for t in train_resnet train_lenet train_lstm; do
   $CCS $CF -c "$REPO/examples/$t.c" -o "$O/${t}_main.o"
-  $CXX -fopenmp "$O/${t}_main.o" $TRAINER $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/${t}_emu"
+  $CXX -fopenmp "$O/${t}_main.o" $TRAINER $SMALL $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/${t}_emu"
 done
 $CCS $CF -c "$REPO/tests/cuda/test_exchange_cuda.c" -o "$O/test_exchange_cuda_c.o"
 $CXX -fopenmp "$O/test_exchange_cuda_c.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/test_exchange_cuda_emu"
 $CCS $CF -c "$REPO/bench/resnet_gpu.c" -o "$O/resnet_gpu_main.o"
-$CXX -fopenmp "$O/resnet_gpu_main.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/resnet_gpu_emu"
+$CXX -fopenmp "$O/resnet_gpu_main.o" $SMALL $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/resnet_gpu_emu"
 built="test_lstm_lm_emu test_lstm_lm_calib test_nn_cuda_ops_emu test_resnet_cuda_emu test_nn_cuda_lenet_emu"
 built="$built train_resnet_emu train_lenet_emu train_lstm_emu resnet_gpu_emu test_exchange_cuda_emu"
 if [ -n "$NCCL_CF" ]; then
   $CCS $NCCL_CF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
   $CCS $NCCL_CF -c "$EMU/nccl/fake_nccl.c" -o "$O/fake_nccl.o"
-  $CXX -fopenmp "$O/train_resnet_main.o" $TRAINER "$O/comm_nccl.o" "$O/fake_nccl.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS \
+  $CXX -fopenmp "$O/train_resnet_main.o" $TRAINER "$O/comm_nccl.o" "$O/fake_nccl.o" $SMALL $KERNELS $EMU_OBJS "$LIB" $LIBS \
     -o "$OUT/train_resnet_nccl_emu"
   built="$built train_resnet_nccl_emu"
 fi
