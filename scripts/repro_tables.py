@@ -707,6 +707,27 @@ def table_netlab_full():
     return "\n".join(lines)
 
 
+def table_stoch3_workers():
+    """stoch3 on the parameter server against fp32 (seed 0) with 4 and 10 workers: whether
+    the mean of more workers' independent roundings closes the gap (3LC section 4.3: 10)"""
+    lines = ["| workers x batch | steps | fp32 | stoch3 (ps) | test accuracy vs fp32 | "
+             "training accuracy, last epoch, vs fp32 | paper (3LC Table 1, 10 workers) |",
+             "|---|---|---|---|---|---|---|"]
+    for group, wb in (("resnet20", "4 x 32"), ("resnet20_w10", "10 x 32")):
+        b, r = run(group, "fp32.s0"), run(group, "stoch3.s0")
+        if not b.ok():
+            lines.append(f"| {wb} | - | not finished | - | - | - | -1.31 |")
+            continue
+        _, ba = last_epoch_fit(b)
+        if not r.ok():
+            lines.append(f"| {wb} | {b.steps:,} | {100 * b.final_acc():.2f}% | not finished | - | - | -1.31 |")
+            continue
+        _, a = last_epoch_fit(r)
+        lines.append(f"| {wb} | {b.steps:,} | {100 * b.final_acc():.2f}% | {100 * r.final_acc():.2f}% | "
+                     f"{100 * (r.final_acc() - b.final_acc()):+.2f} | {100 * (a - ba):+.2f} | -1.31 |")
+    return "\n".join(lines)
+
+
 def table_commands():
     """the command of every run behind the tables"""
     lines = ["| run | command |", "|---|---|"]
@@ -728,6 +749,7 @@ TABLES = {
     "lenet_terngrad": table_lenet_terngrad,
     "lenet_sbc": table_lenet_sbc,
     "3lc_bits": table_3lc,
+    "stoch3_workers": table_stoch3_workers,
     "gcomp_parts": table_gcomp,
     "netlab": table_netlab,
     "netlab_full": table_netlab_full,
