@@ -6,7 +6,8 @@
  * The order in which threads run is one sequence per launch (next_thread). A fiber whose
  * thread returns asks for the next one itself and, if that thread has not started yet,
  * runs it on the same stack with no switch: a kernel with no barrier runs all its blocks
- * on one fiber, and a thread takes a fiber of its own only while it waits at a barrier.
+ * on one fiber, and a kernel with barriers holds one fiber per thread that has started
+ * and not returned.
  * The fibers are made once and reused by every block and launch; on x86-64 they switch
  * with a few instructions of their own (ucontext's switch makes a system call to save
  * the signal mask, which made the system the emulation's largest cost). */
@@ -322,7 +323,7 @@ SCHED static long block_next() {
             }
             L.in_warp = 0;
             L.streak = L.w == L.last ? L.streak + 1 : 1, L.last = L.w;
-            release_warp(L.w * 32); /* (its lanes only: it lies at L.idle or after) */
+            release_warp(L.w * 32); /* (its lanes only: the warp at L.idle) */
             continue;
         }
         if (L.streak >= 1024) { /* e.g. a warp spinning on another warp's write (legal): let the others move */
