@@ -50,11 +50,11 @@ static void ctx_make(Ctx *c, char *stack) {
     top[-1] = 0;                          /* fiber_main's return address: it never returns */
     top[-2] = (uint64_t)(uintptr_t)fiber_main; /* where emu_ctx_switch's ret goes */
     for (int r = 3; r <= 8; r++) top[-r] = 0; /* rbp rbx r12 r13 r14 r15 */
-    uint32_t mxcsr, cw[2] = {0, 0};
+    uint32_t cw[2] = {0, 0};
     uint16_t fpu;
-    __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+    __asm__ volatile("stmxcsr %0" : "=m"(cw[0]));
     __asm__ volatile("fnstcw %0" : "=m"(fpu));
-    cw[0] = mxcsr, cw[1] = fpu;
+    cw[1] = fpu;
     memcpy(&top[-9], cw, 8);
     c->sp = &top[-9];
 }
@@ -275,9 +275,9 @@ SCHED static int release(size_t block) {
 SCHED static int runnable(size_t t) { return !thr[t].done && thr[t].at == RUNNING; }
 
 /* A launch's order as one sequence of threads to run (next_thread; the scheduler and the
- * fibers both draw from it): the blocks in their order and, in each block: fwd and rev: every thread that
- * can run runs to its next barrier, in that order, then the barriers let them through;
- * the warps stay in step. shuffle: the warps go one at a time, in a random order drawn
+ * fibers both draw from it): the blocks in their order and, in each block: fwd and rev:
+ * every thread that can run runs to its next barrier, in that order, then the barriers
+ * let them through; the warps stay in step. shuffle: the warps go one at a time, in a random order drawn
  * again after each __syncthreads: the first warp with a thread that can run runs it (its
  * lanes in a random order) and goes on through its warp intrinsics as far as it can
  * before the next warp moves, as a GPU may; a read of another warp's write that only a
