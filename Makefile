@@ -300,9 +300,21 @@ test-emu: $(EMU_BUILT)
 # library that other tests load
 TEST_ALONE := $(foreach d,$(BUILD) $(SAN_DIR),$(d)/tests/test_dist_comm $(d)/tests/test_dist_mpi) \
               tests/test_stall_mpi.sh tests/test_lib.sh
+# The order they start in: those that run alone first (a test that runs alone waits
+# for every test before it to end, which leaves a core idle behind a long one), then
+# the longest (measured with TEST_TIMES), longest first, so that the short ones fill
+# both cores to the end, then the rest as listed.
+TEST_ALL := $(TEST_BINS) $(TEST_SCRIPTS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_TEST_BINS)
+TEST_LONG := tests/emulation/test_trainers_emu.sh tests/emulation/gpu_check_dry.sh \
+             $(EMU_DIR)/codec/test_codec_emu $(SAN_DIR)/tests/test_train_reshard \
+             $(SAN_DIR)/tests/test_train_resume_corrupt tests/test_trainer_cli.sh tests/test_net.sh \
+             $(EMU_DIR)/nn/test_resnet_cuda_emu tests/test_soak.sh tests/test_ddp_hook.sh \
+             $(BUILD)/tests/test_train_resume_corrupt $(BUILD)/tests/test_train_reshard \
+             $(EMU_DIR)/nn/test_exchange_cuda_emu
+TEST_FIRST := $(foreach t,$(TEST_ALONE) $(TEST_LONG),$(filter $(t),$(TEST_ALL)))
 test: all lib $(TEST_BINS) $(TEST_TOOLS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_BUILT)
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(EMU_ENV) TEST_ALONE="$(TEST_ALONE)" \
-	  tests/run.sh $(TEST_BINS) $(TEST_SCRIPTS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_TEST_BINS)
+	  tests/run.sh $(TEST_FIRST) $(filter-out $(TEST_FIRST),$(TEST_ALL))
 
 # libFuzzer with ASan + UBSan, one binary per target, FUZZ_SECONDS each
 ASAN_LIB_SRCS := $(wildcard common/*.c compress/*.c datasets/*.c) dist/bundle.c dist/comm_local.c

@@ -7,6 +7,9 @@
 
 /* crc32c(0, data, len) is the standard CRC-32C; pass a previous result as crc to continue */
 uint32_t crc32c(uint32_t crc, const void *data, size_t len);
+/* the same from tables, without the processor's crc32 instruction (what crc32c falls
+ * back to where there is none; tests compare the two) */
+uint32_t crc32c_sw(uint32_t crc, const void *data, size_t len);
 
 /* ---- the algebra of a CRC computed in pieces (compress/codec_cuda.cu's device CRC) ----
  * The register after bytes M, starting from register s (no inversions), is

@@ -7,6 +7,8 @@
 # have ended. TEST_ALONE="T ..." names tests that run with no other test beside them
 # (those whose own timeouts or busy-polling MPI ranks would suffer from a neighbour).
 # LOG_DIR=DIR keeps each binary's whole output in DIR/<name>.log.
+# TEST_TIMES=FILE appends a line per test to FILE: its start and end (seconds since the
+# run began), its exit status and its name; the gaps show where a core waited.
 # TEST_TIMEOUT=SECONDS (default 1200, 0 for none): a binary still running then is
 # stopped (TERM, KILL 10 s later) and counts as a failure, so a hang costs one test,
 # not the whole run.
@@ -27,6 +29,7 @@ trap 'rm -rf "$work"' EXIT
 trap 'for _ in 1 2 3; do for f in "$work"/*.pid; do [ -e "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done; sleep 0.3; done; wait; exit 130' INT TERM
 passed=0
 failed=0
+t0=$EPOCHREALTIME
 
 # run INDEX TEST: runs one test; leaves its output in $work/INDEX.out, its process in
 # INDEX.pid, any retry notes in INDEX.note, and "exit-status seconds" in INDEX.end
@@ -50,6 +53,10 @@ run() {
         echo "run.sh: stopped after ${limit} s (TEST_TIMEOUT)" >>"$out"
     fi
     echo "$rc $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')" >"$work/$1.end.tmp"
+    if [ -n "${TEST_TIMES:-}" ]; then
+        awk -v t0="$t0" -v a="$start" -v b="$EPOCHREALTIME" -v rc="$rc" -v n="$2" \
+            'BEGIN{printf "%.1f %.1f %d %s\n", a-t0, b-t0, rc, n}' >>"$TEST_TIMES"
+    fi
     mv "$work/$1.end.tmp" "$work/$1.end"
 }
 

@@ -1,7 +1,7 @@
 /* Resume on another worker count (docs/DIST.md, Checkpoints: "On another
  * worker count"): a LeNet trained by N local workers, saved, resumed on M
  * (4 -> 3 and 2 -> 4), through the real trainer loop (examples/trainer.c), on
- * synthetic 1x28x28 digits made here, with fp32, sbc (weight deltas and
+ * synthetic 1x16x16 digits made here, with fp32, sbc (weight deltas and
  * residuals) and dgc (residuals and velocities).
  *   - the resume runs, and says what it did;
  *   - right after it (a resume with no step, saved again by M workers) every
@@ -28,7 +28,7 @@
 
 /* how much brighter the class's block is than the noise (0..255 - it): a
  * task that LeNet learns over the whole run, not in its first steps */
-static const int g_bright = 50;
+static const int g_bright = 100;
 
 typedef struct {
     ImageData data; /* first: image_data_iter reads it */
@@ -40,25 +40,28 @@ static Model *digit_model(Task *t, int rank, int max_batch) {
     return lenet_create(&((DigitCtx *)t->ctx)->cfg, max_batch);
 }
 
-/* 1x28x28 images: class c lights a 6x6 block at one of ten places, on noise */
+/* 1x16x16 images (LeNet's smallest input: a ninth of the 28x28 model's work, an
+ * eighth of its parameters): class c lights a 3x3 block at one of ten places,
+ * shifted right by 0 or 1, on noise */
+enum { SIDE = 16, PIX = SIDE * SIDE };
 static void digits(ImageSet *s, int n, uint64_t seed) {
     memset(s, 0, sizeof *s);
     s->n = n;
     s->C = 1;
-    s->H = s->W = 28;
+    s->H = s->W = SIDE;
     s->num_classes = 10;
-    s->x = malloc((size_t)n * 784);
+    s->x = malloc((size_t)n * PIX);
     s->y = malloc((size_t)n);
     Rng r;
     rng_init(&r, seed, 0);
     for (int i = 0; i < n; i++) {
         int c = (int)rng_below(&r, 10);
         s->y[i] = (uint8_t)c;
-        uint8_t *x = s->x + (size_t)i * 784;
-        for (int k = 0; k < 784; k++) x[k] = (uint8_t)(rng_u64(&r) % (uint64_t)(256 - g_bright));
-        int y0 = 3 + 10 * (c / 4), x0 = 2 + 6 * (c % 4) + (int)rng_below(&r, 2);
-        for (int dy = 0; dy < 6; dy++)
-            for (int dx = 0; dx < 6; dx++) x[(y0 + dy) * 28 + x0 + dx] += (uint8_t)g_bright;
+        uint8_t *x = s->x + (size_t)i * PIX;
+        for (int k = 0; k < PIX; k++) x[k] = (uint8_t)(rng_u64(&r) % (uint64_t)(256 - g_bright));
+        int y0 = 1 + 5 * (c / 4), x0 = 4 * (c % 4) + (int)rng_below(&r, 2);
+        for (int dy = 0; dy < 3; dy++)
+            for (int dx = 0; dx < 3; dx++) x[(y0 + dy) * SIDE + x0 + dx] += (uint8_t)g_bright;
     }
     s->mean[0] = 0.3f;
     s->std[0] = 0.3f;
@@ -118,13 +121,13 @@ static double test_loss(const char *path) {
     if (p && len == m->pt.total * sizeof(float)) {
         memcpy(m->params, p, len);
         const ImageSet *s = &g_ctx.data.test;
-        float *x = malloc(100 * 784 * sizeof(float));
+        float *x = malloc(100 * PIX * sizeof(float));
         int y[100];
         sum = 0;
         for (int b = 0; b < s->n / 100; b++) {
             for (int i = 0; i < 100; i++) {
-                for (int k = 0; k < 784; k++)
-                    x[i * 784 + k] = (s->x[(size_t)(b * 100 + i) * 784 + k] / 255.0f - s->mean[0]) / s->std[0];
+                for (int k = 0; k < PIX; k++)
+                    x[i * PIX + k] = (s->x[(size_t)(b * 100 + i) * PIX + k] / 255.0f - s->mean[0]) / s->std[0];
                 y[i] = s->y[b * 100 + i];
             }
             Batch batch = {x, NULL, y, 100, 0};
@@ -279,6 +282,7 @@ int main(void) {
     g_ctx.data.loaded = 1;
     g_ctx.cfg = lenet_config();
     g_ctx.cfg.seed = 3;
+    g_ctx.cfg.in_h = g_ctx.cfg.in_w = SIDE;
     g_task.name = "lenet digits";
     g_task.model_new = digit_model;
     g_task.data_new = image_data_iter;
