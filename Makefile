@@ -157,7 +157,7 @@ ASAN_BINS := $(patsubst $(BUILD)/%,$(SAN_DIR)/%,$(filter-out %/test_data_folder,
                $(FUZZ_REPLAY))
 
 # ---------------------------------------------------------------- rules ----
-.PHONY: all lib install test test-net test-cuda build-cuda-tests test-emu build-emu fuzz bench deps data clean probe fixtures
+.PHONY: all lib install test build-tests test-net test-cuda build-cuda-tests test-emu build-emu fuzz bench deps data clean probe fixtures
 all: probe $(BIN_PATHS)
 
 probe:
@@ -300,21 +300,28 @@ test-emu: $(EMU_BUILT)
 # library that other tests load
 TEST_ALONE := $(foreach d,$(BUILD) $(SAN_DIR),$(d)/tests/test_dist_comm $(d)/tests/test_dist_mpi) \
               tests/test_stall_mpi.sh tests/test_lib.sh
+# test_net.sh mostly waits on its 20 Mbit/s links: it runs beside the others without
+# taking a core's place (tests/run.sh TEST_LIGHT)
+TEST_LIGHT := tests/test_net.sh
 # The order they start in: those that run alone first (a test that runs alone waits
-# for every test before it to end, which leaves a core idle behind a long one), then
-# the longest (measured with TEST_TIMES), longest first, so that the short ones fill
-# both cores to the end, then the rest as listed.
+# for every test before it to end, which leaves a core idle behind a long one), the
+# light one, then the longest (measured with TEST_TIMES), longest first, so that the
+# short ones fill both cores to the end, then the rest as listed.
 TEST_ALL := $(TEST_BINS) $(TEST_SCRIPTS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_TEST_BINS)
 TEST_LONG := tests/emulation/test_trainers_emu.sh tests/emulation/gpu_check_dry.sh \
-             $(EMU_DIR)/codec/test_codec_emu $(SAN_DIR)/tests/test_train_reshard \
-             $(SAN_DIR)/tests/test_train_resume_corrupt tests/test_trainer_cli.sh tests/test_net.sh \
-             $(EMU_DIR)/nn/test_resnet_cuda_emu tests/test_soak.sh tests/test_ddp_hook.sh \
-             $(BUILD)/tests/test_train_resume_corrupt $(BUILD)/tests/test_train_reshard \
-             $(EMU_DIR)/nn/test_exchange_cuda_emu
-TEST_FIRST := $(foreach t,$(TEST_ALONE) $(TEST_LONG),$(filter $(t),$(TEST_ALL)))
-test: all lib $(TEST_BINS) $(TEST_TOOLS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_BUILT)
+             $(EMU_DIR)/codec/test_codec_emu $(SAN_DIR)/tests/test_train_resume_corrupt tests/test_soak.sh \
+             $(EMU_DIR)/nn/test_resnet_cuda_emu tests/test_trainer_cli.sh tests/test_ddp_hook.sh \
+             $(BUILD)/tests/test_train_resume_corrupt $(EMU_DIR)/nn/test_exchange_cuda_emu \
+             $(SAN_DIR)/tests/test_train_reshard
+TEST_FIRST := $(foreach t,$(TEST_ALONE) $(TEST_LIGHT) $(TEST_LONG),$(filter $(t),$(TEST_ALL)))
+# make test builds what the tests need on every core (TEST_BUILD_JOBS, default: the
+# number of cores) unless make was given its own -j
+TEST_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+build-tests: all lib $(TEST_BINS) $(TEST_TOOLS) $(FUZZ_REPLAY) $(ASAN_BINS) $(EMU_BUILT)
+test:
+	@$(MAKE) --no-print-directory $(if $(findstring -j,$(MAKEFLAGS)),,-j$(TEST_BUILD_JOBS)) build-tests
 	@ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(EMU_ENV) TEST_ALONE="$(TEST_ALONE)" \
-	  tests/run.sh $(TEST_FIRST) $(filter-out $(TEST_FIRST),$(TEST_ALL))
+	  TEST_LIGHT="$(TEST_LIGHT)" tests/run.sh $(TEST_FIRST) $(filter-out $(TEST_FIRST),$(TEST_ALL))
 
 # libFuzzer with ASan + UBSan, one binary per target, FUZZ_SECONDS each
 ASAN_LIB_SRCS := $(wildcard common/*.c compress/*.c datasets/*.c) dist/bundle.c dist/comm_local.c

@@ -6,6 +6,8 @@
 # are printed in the order of the arguments, each as soon as it and those before it
 # have ended. TEST_ALONE="T ..." names tests that run with no other test beside them
 # (those whose own timeouts or busy-polling MPI ranks would suffer from a neighbour).
+# TEST_LIGHT="T ..." names tests that mostly wait (on a shaped link) and use little of a
+# core: they run beside the TEST_JOBS others without taking a place of theirs.
 # LOG_DIR=DIR keeps each binary's whole output in DIR/<name>.log.
 # TEST_TIMES=FILE appends a line per test to FILE: its start and end (seconds since the
 # run began), its exit status and its name; the gaps show where a core waited.
@@ -22,6 +24,9 @@ jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
 case $jobs in '' | *[!0-9]*) ;; *) jobs=$((10#$jobs)) ;; esac
 case $jobs in '' | *[!0-9]* | 0) echo "run.sh: TEST_JOBS must be a positive number, not '$jobs'"; exit 2 ;; esac
 alone=" ${TEST_ALONE:-} "
+light=" ${TEST_LIGHT:-} "
+times=${TEST_TIMES:-}
+unset TEST_TIMES # (a test that runs tests/run.sh itself writes its own times nowhere)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # interrupted: the running tests are stopped too (timeout passes the signal on), in three
@@ -53,10 +58,11 @@ run() {
         echo "run.sh: stopped after ${limit} s (TEST_TIMEOUT)" >>"$out"
     fi
     echo "$rc $(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')" >"$work/$1.end.tmp"
-    if [ -n "${TEST_TIMES:-}" ]; then
+    if [ -n "$times" ]; then
         awk -v t0="$t0" -v a="$start" -v b="$EPOCHREALTIME" -v rc="$rc" -v n="$2" \
-            'BEGIN{printf "%.1f %.1f %d %s\n", a-t0, b-t0, rc, n}' >>"$TEST_TIMES"
+            'BEGIN{printf "%.1f %.1f %d %s\n", a-t0, b-t0, rc, n}' >>"$times"
     fi
+    rm -f "$work/$1.light"
     mv "$work/$1.end.tmp" "$work/$1.end"
 }
 
@@ -104,8 +110,11 @@ for i in "${!tests[@]}"; do
         show
         run "$i" "$t" &
         wait $!
+    elif [[ $light == *" $t "* ]]; then
+        touch "$work/$i.light"
+        run "$i" "$t" &
     else
-        while [ "$(jobs -pr | wc -l)" -ge "$jobs" ]; do
+        while [ $(($(jobs -pr | wc -l) - $(find "$work" -name '*.light' | wc -l))) -ge "$jobs" ]; do
             wait -n
             show
         done

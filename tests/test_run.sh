@@ -2,14 +2,15 @@
 # tests/run.sh, the runner of make test, on small fake tests: the counts of their RESULT
 # lines added up, a missing line or a bad exit status counted as a failure, the lines
 # printed in the order given although later tests end first, TEST_JOBS=2 running two
-# tests at once and never three, TEST_JOBS=1 one, a TEST_ALONE test with nothing beside it, a test
+# tests at once and never three, TEST_JOBS=1 one, a TEST_ALONE test with nothing beside it, a
+# TEST_LIGHT test beside two others, TEST_TIMES' lines, a test
 # past TEST_TIMEOUT stopped, LeakSanitizer's tracer crash run again, an interrupted run
 # leaving no test and no process a test started behind (with a time limit and with
 # TEST_TIMEOUT=0), and a bad TEST_JOBS (0, 00, x, -1) refused.
 # Ends with "RESULT passed failed" (tests/run.sh).
 set -u
 cd "$(dirname "$0")/.." || exit 1
-unset LOG_DIR VERBOSE TEST_TIMEOUT TEST_JOBS TEST_ALONE
+unset LOG_DIR VERBOSE TEST_TIMEOUT TEST_JOBS TEST_ALONE TEST_LIGHT TEST_TIMES
 R=$PWD/tests/run.sh
 passed=0 failed=0
 check() { # condition-status, message
@@ -67,6 +68,20 @@ rm -f beside.* count.*
 out=$(TEST_JOBS=2 TEST_ALONE="./mid" $R ./slow ./mid ./fast 2>&1)
 check "$([ "$(echo "$out" | tail -n 1)" = "7 passed, 0 failed" ] && [ ! -s beside.mid ] && ! grep -qx mid beside.*; echo $?)" \
     "TEST_ALONE: nothing beside ./mid: $(echo "$out" | tail -n 1), beside it: $(cat beside.mid 2>/dev/null)"
+
+# TEST_LIGHT: ./light (not marked in run/) runs beside two others at TEST_JOBS=2, which
+# stay two at a time; TEST_TIMES: a line per test, start <= end, in the run's seconds
+rm -f beside.* count.*
+printf '#!/bin/sh\nsleep 0.3\nls run >seen.light\nsleep 1.2\necho "RESULT 1 0"\n' >light
+chmod +x light
+out=$(TEST_JOBS=2 TEST_LIGHT="./light" TEST_TIMES="$TMP/times" $R ./light ./slow ./fast ./bad 2>&1)
+check "$([ "$(echo "$out" | tail -n 1)" = "7 passed, 1 failed" ] && grep -qx slow seen.light && grep -qx fast seen.light; echo $?)" \
+    "TEST_LIGHT: ./light beside ./slow and ./fast: $(echo "$out" | tail -n 1), beside it: $(paste -sd' ' seen.light)"
+most=$(cat count.* | sort -n | tail -n 1)
+check "$([ "$most" = 2 ]; echo $?)" "TEST_LIGHT: the others still at most two at once (the most seen: $most)"
+check "$([ "$(wc -l <"$TMP/times")" = 4 ] && awk 'NF != 4 || $1 > $2 { bad = 1 } END { exit bad }' "$TMP/times" &&
+         grep -q ' 0 \./slow$' "$TMP/times" && grep -q ' \./light$' "$TMP/times"; echo $?)" \
+    "TEST_TIMES: one line per test: $(paste -sd'|' "$TMP/times")"
 
 printf '#!/bin/sh\nsleep 30\n' >hang
 chmod +x hang
