@@ -728,6 +728,23 @@ def table_stoch3_workers():
     return "\n".join(lines)
 
 
+def table_sbc3_lr():
+    """SBC (3) and Federated Averaging with delay 100 against fp32 (seed 0) from lr 0.1 and
+    from SBC's own 0.01 (its Table III): whether our larger learning rate is what costs
+    SBC (3) its points at this length"""
+    lines = ["| learning rate | fp32 | FedAvg, delay 100 | vs fp32 | SBC (3) | vs fp32 | SBC (3) vs FedAvg | "
+             "SBC (3) training accuracy, last epoch, vs fp32 | paper (SBC Table II, ResNet32) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for group, lr in (("resnet20", "0.1"), ("resnet20_lr0.01", "0.01")):
+        b, f, r = run(group, "fp32.s0"), run(group, "fedavg_d100.s0"), run(group, "sbc3.s0")
+        acc = [f"{100 * x.final_acc():.2f}%" if x.ok() else "not finished" for x in (b, f, r)]
+        diff = [f"{100 * (x.final_acc() - b.final_acc()):+.2f}" if x.ok() and b.ok() else "-" for x in (f, r)]
+        sf = f"{100 * (r.final_acc() - f.final_acc()):+.2f}" if r.ok() and f.ok() else "-"
+        fit = f"{100 * (last_epoch_fit(r)[1] - last_epoch_fit(b)[1]):+.2f}" if r.ok() and b.ok() else "-"
+        lines.append(f"| {lr} | {acc[0]} | {acc[1]} | {diff[0]} | {acc[2]} | {diff[1]} | {sf} | {fit} | -0.4 |")
+    return "\n".join(lines)
+
+
 def table_commands():
     """the command of every run behind the tables"""
     lines = ["| run | command |", "|---|---|"]
@@ -750,6 +767,7 @@ TABLES = {
     "lenet_sbc": table_lenet_sbc,
     "3lc_bits": table_3lc,
     "stoch3_workers": table_stoch3_workers,
+    "sbc3_lr": table_sbc3_lr,
     "gcomp_parts": table_gcomp,
     "netlab": table_netlab,
     "netlab_full": table_netlab_full,
