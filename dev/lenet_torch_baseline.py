@@ -6,7 +6,7 @@ comes from gcx or from the protocol. The 4 clients' mean gradient is one step on
 4 x 128 samples, so one model takes each step on a batch of 128 from each quarter.
 
     DATA_DIR=../shared/data /usr/bin/python3 dev/lenet_torch_baseline.py [--seed S] [--steps N]
-        [--per-client B] [--lr LR] [--eval-every N]
+        [--per-client B] [--lr LR] [--eval-every N] [--threads N]
 Prints the test accuracy every --eval-every steps and at the end, and the best of them.
 """
 import argparse
@@ -63,7 +63,10 @@ def main():
     ap.add_argument("--per-client", type=int, default=128)
     ap.add_argument("--lr", type=float, default=0.001)
     ap.add_argument("--eval-every", type=int, default=250)
+    ap.add_argument("--threads", type=int, default=0, help="torch's CPU threads (0: its default)")
     a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
     d = os.path.join(os.environ.get("DATA_DIR", "../shared/data"), "mnist")
     xtr, ytr = load(d, "train")
     xte, yte = load(d, "t10k")

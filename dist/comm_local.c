@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "dist/comm.h"
 
 void bytebuf_reserve(ByteBuf *b, size_t cap) {
@@ -120,19 +121,23 @@ static void meet(Comm *c, const char *op) {
         pthread_mutex_unlock(&g->mu);
         return;
     }
-    struct timespec dl;
-    clock_gettime(CLOCK_MONOTONIC, &dl);
     double t = c->timeout > 0 ? c->timeout : 0;
-    dl.tv_sec += (time_t)t;
-    dl.tv_nsec += (long)((t - (double)(time_t)t) * 1e9);
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
+    WaitClock w;
+    wait_clock_start(&w, 0.1); /* (a pause of the whole process is not a stall: common/clock.h) */
     while (g->gen == gen) {
         if (t <= 0) {
             pthread_cond_wait(&g->cv, &g->mu);
-        } else if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && g->gen == gen) {
+            continue;
+        }
+        struct timespec dl;
+        clock_gettime(CLOCK_MONOTONIC, &dl);
+        dl.tv_nsec += 100000000L;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&g->cv, &g->mu, &dl);
+        if (g->gen == gen && wait_clock_poll(&w) > t) {
             char who[512] = "";
             size_t at = 0;
             int missing = 0;

@@ -103,17 +103,18 @@ static void wait_reqs(Comm *c, MPI_Request *req, int n, const char *op) {
         mpiCheck(MPI_Waitall(n, req, MPI_STATUSES_IGNORE));
         return;
     }
-    double t0 = mono_seconds(), deadline = t0 + c->timeout;
+    WaitClock w; /* (polled every 1 ms at most; a pause of the process is not a stall: common/clock.h) */
+    wait_clock_start(&w, 0.1);
     long naptime = 0;
     for (;;) {
         int done = 0;
         mpiCheck(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
         if (done) return;
-        double now = mono_seconds();
-        if (now > deadline) stall_report(c, op);
+        double waited = wait_clock_poll(&w);
+        if (waited > c->timeout) stall_report(c, op);
         /* poll busily at first, yielding the core to a rank that shares it (a collective
          * usually completes within a step), after a second back off to 1 ms naps */
-        if (now - t0 > 1.0) naptime = naptime < 1000 ? naptime + 50 : 1000;
+        if (waited > 1.0) naptime = naptime < 1000 ? naptime + 50 : 1000;
         if (naptime) nap(naptime);
         else sched_yield();
     }

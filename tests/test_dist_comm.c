@@ -5,6 +5,7 @@
  * And a ByteBuf with its own allocator (the device exchange's page-locked
  * bundles): grown through it, its bytes kept, freed through it. */
 #include <pthread.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -127,6 +128,45 @@ static void test_stall(void) {
           "a stalled worker: exit 1 after %.1f s with one message naming it (status %d): %s", secs, st, err);
 }
 
+/* the whole process stopped (SIGSTOP, as by Ctrl-Z) for longer than the timeout while
+ * workers 0-2 wait for worker 3, then continued: not a stall; the run goes on */
+static void paused(int rank, void *arg) {
+    (void)arg;
+    Comm *c = comm_local_new(group, rank);
+    c->timeout = 0.5;
+    double v = 1;
+    if (rank == W - 1) nanosleep(&(struct timespec){0, 300000000L}, NULL);
+    comm_allreduce_f64(c, &v, 1, COMM_SUM);
+    if (v != W) _exit(3);
+    comm_free(c);
+}
+
+static void test_pause(void) {
+    int fd[2];
+    if (pipe(fd) != 0) return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        group = comm_local_group_new(W);
+        comm_local_run(W, paused, NULL);
+        comm_local_group_free(group);
+        _exit(0);
+    }
+    close(fd[1]);
+    nanosleep(&(struct timespec){0, 100000000L}, NULL);
+    kill(pid, SIGSTOP);
+    sleep(2);
+    kill(pid, SIGCONT);
+    char err[1024];
+    ssize_t n = read(fd[0], err, sizeof err - 1);
+    err[n > 0 ? n : 0] = 0;
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && !err[0],
+          "stopped for 2 s with a 0.5 s timeout, then continued: the run goes on (status %d): %s", st, err);
+}
+
 /* an allocator that counts its live blocks and marks them, as cudaMallocHost's stand-in */
 static int live_blocks, allocs;
 static void *count_alloc(size_t bytes) {
@@ -144,7 +184,7 @@ static void count_free(void *p) {
 }
 
 static void test_allocator(void) {
-    static const ByteAlloc counting = {count_alloc, count_free};
+    static const ByteAlloc counting = {.alloc = count_alloc, .free = count_free};
     ByteBuf b = {0};
     b.mem = &counting;
     bytebuf_reserve(&b, 10);
@@ -171,5 +211,6 @@ int main(void) {
     comm_local_group_free(group);
     for (int r = 0; r < W; r++) CHECK(fails[r] == 0, "rank %d had %d failed expectations", r, fails[r]);
     test_stall();
+    test_pause();
     TEST_END();
 }
