@@ -61,5 +61,25 @@ for stopped in 2 0; do
     sleep 0.5
     check "$([ -z "$(pgrep -f "folder:$TMP/imf")" ]; echo $?)" "rank $stopped stopped: no process left behind"
 done
+# the whole job stopped (every rank, as Ctrl-Z stops mpirun's) for 1.5 times the timeout and
+# continued: not a stall (common/clock.h WaitClock); the job ends as it would have. The
+# stop comes once the log holds step 20 of 200, so it lands in mid-run on any machine.
+timeout 120 mpirun --oversubscribe -np 4 ./train_lenet --dataset "folder:$TMP/imf" --batch 1 --steps 200 --quiet \
+    --eval-every -1 --print-every 1 --log "$TMP/pause.csv" --timeout 3 >"$TMP/out" 2>"$TMP/err" &
+job=$!
+for _ in $(seq 1 300); do
+    n=$(grep -c '^train,' "$TMP/pause.csv" 2>/dev/null)
+    [ "${n:-0}" -ge 20 ] && break
+    sleep 0.1
+done
+pids=""
+for r in 0 1 2 3; do pids="$pids $(rank_pid $r)"; done
+kill -STOP $pids
+sleep 4.5
+kill -CONT $pids
+wait $job
+rc=$?
+check "$([ "$(echo $pids | wc -w)" -eq 4 ] && [ "$rc" -eq 0 ] && ! grep -q "did not complete" "$TMP/err"; echo $?)" \
+    "every rank stopped for 4.5 s under --timeout 3, then continued: expected the job to end normally; exit $rc: $(grep error "$TMP/err" | head -2)"
 echo "RESULT $passed $failed"
 [ "$failed" -eq 0 ]
