@@ -40,8 +40,8 @@ static Model *digit_model(Task *t, int rank, int max_batch) {
     return lenet_create(&((DigitCtx *)t->ctx)->cfg, max_batch);
 }
 
-/* 1x16x16 images (LeNet's smallest input: a ninth of the 28x28 model's work, an
- * eighth of its parameters): class c lights a 3x3 block at one of ten places,
+/* 1x16x16 images (LeNet's smallest input: about 1/11 of the 28x28 model's
+ * multiply-adds, 1/8 of its parameters): class c lights a 3x3 block at one of ten places,
  * shifted right by 0 or 1, on noise */
 enum { SIDE = 16, PIX = SIDE * SIDE };
 static void digits(ImageSet *s, int n, uint64_t seed) {
