@@ -142,6 +142,7 @@ int main(int argc, char **argv) {
         double t0 = mono_seconds();
         loss = model_forward(m, &b, 1, NULL);
         model_backward(m);
+        if (devopt) model_cuda_sync(); /* (the host design's gradient download waits for it) */
         double t1 = mono_seconds();
         optim_begin_step(&opt);
         if (devopt) {

@@ -338,6 +338,9 @@ static int train_step(Worker *w, StepStats *s) {
     BatchStats bs = {0};
     float loss = failed ? 0 : model_forward(w->m, &batch, 1, &bs); /* the loss, keeping activations */
     if (!failed && isfinite(loss)) model_backward(w->m);         /* gradients into m->grads */
+#ifdef HAVE_CUDA
+    if (w->dev) model_cuda_sync(); /* the backward's kernels finished: counted here, not in the exchange */
+#endif
     double t1 = mono_seconds();
     double lr = lr_sched_lr(&w->sched, w->step);
     if (step_failed(w, failed, loss, lr)) return -1;             /* all stop together */

@@ -128,6 +128,8 @@ extern "C" void model_cuda_copy_stats_reset(Model *m) {
     if (is_gpu_model(m)) memset(&((CudaMirror *)m->impl)->stats, 0, sizeof(ModelCudaCopyStats));
 }
 
+extern "C" void model_cuda_sync(void) { cudaCheck(cudaStreamSynchronize(0)); }
+
 extern "C" int model_cuda_set_device_master(Model *m, int on) {
     if (!is_gpu_model(m)) {
         fprintf(stderr, "error: device-master mode needs a GPU model of this library (got %s)\n",

@@ -75,6 +75,11 @@ void cuda_mirror_download_grads(CudaMirror *mr, Model *m);
 void cuda_mirror_download_state(CudaMirror *mr, Model *m);
 void cuda_mirror_free(CudaMirror *mr);
 
+/* waits until this thread's queued device work (its per-thread stream) is done: a step's
+ * timing, so that forward and backward are counted where they run, not in whatever
+ * synchronizes next */
+void model_cuda_sync(void);
+
 /* copy statistics of a GPU model made by this library (NULL for other models) */
 const ModelCudaCopyStats *model_cuda_copy_stats(const Model *m);
 void model_cuda_copy_stats_reset(Model *m);

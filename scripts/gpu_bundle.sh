@@ -18,7 +18,9 @@
 #                 C runtime nor NVIDIA's (CUDA runtime, cuBLAS, cuDNN, NCCL come
 #                 from the GPU machine, matching its driver);
 #   build/gpu-data/: the small text datasets (shakespeare, ptb) from $DATA_DIR,
-#                 when they are there.
+#                 when they are there, and the first GPU_CIFAR_RECORDS (default 2000;
+#                 0: none) images of each CIFAR-10 file (gpu_check.sh's cifar phase:
+#                 the whole of CIFAR-10 would not fit in what a device call carries).
 # scripts/gpu_check.sh --bundle FILE unpacks it in a checkout of the same commit
 # on the GPU machine and runs the checks (docs/GPU.md).
 set -euo pipefail
@@ -80,6 +82,16 @@ for d in shakespeare ptb; do
         data+=(build/gpu-data/"$d")
     fi
 done
+
+CR=${GPU_CIFAR_RECORDS:-2000}
+[[ "$CR" =~ ^[0-9]+$ ]] || { echo "gpu_bundle: GPU_CIFAR_RECORDS must be a number" >&2; exit 1; }
+if [ "$CR" -gt 0 ] && [ -f "$DD/cifar-10-batches-bin/test_batch.bin" ]; then
+    mkdir -p "$S/build/gpu-data/cifar-10-batches-bin"
+    for f in "$DD"/cifar-10-batches-bin/data_batch_[1-5].bin "$DD/cifar-10-batches-bin/test_batch.bin"; do
+        head -c $((CR * 3073)) "$f" >"$S/build/gpu-data/cifar-10-batches-bin/$(basename "$f")"
+    done
+    data+=("build/gpu-data/cifar-10-batches-bin ($CR images of each file)")
+fi
 
 git rev-parse HEAD >"$S/build/gpu-commit" 2>/dev/null || echo unknown >"$S/build/gpu-commit"
 mkdir -p "$(dirname "$OUTF")"

@@ -3,13 +3,17 @@
 #
 #   scripts/gpu_check.sh [--bundle FILE] [--logs DIR] [--quick] [--deadline SEC] [PHASE...]
 #
-# PHASE: env, test, train, bench (default: these four, in that order), sanitize
+# PHASE: env, test, cifar, bench, train (default: these five, in that order), sanitize
 # (asked for by name: slow). Each phase
 # prints a short summary and keeps its whole output in DIR (default
-# build/gpu-logs): env.log, tests/<binary>.log, train.log, bench.log; the last
-# lines printed are a table of every phase's outcome.
+# build/gpu-logs): env.log, tests/<binary>.log, cifar.log, bench.log, train.log; the
+# last lines printed are a table of every phase's outcome.
 #   env    the GPU, the driver, nvcc, and whether every binary finds its libraries
 #   test   the CUDA parity tests (tests/cuda/*: what `make test-cuda` runs)
+#   cifar  ResNet-20 on CIFAR-10 (a bundle carries GPU_CIFAR_RECORDS images of each
+#          file) for 4 epochs, on the CPU and on the GPU from the same seed, the GPU's
+#          step on the device: fp32 on one worker and 3lc on two; the test accuracy
+#          after every epoch side by side
 #   train  the trainers on the GPU against the same runs on the CPU: CharLSTM
 #          (200 steps), ResNet-20 on a generated image folder (40 steps, and 2
 #          workers with TernGrad over allgather, with SBC --delay 10 and with
@@ -29,6 +33,7 @@
 # --quick: the same steps at toy sizes (a few steps of ResNet-8 instead of ResNet-110,
 # 4k-value codec runs, ...), to check that every phase runs end to end; its figures
 # mean nothing (tests/emulation/gpu_check_dry.sh runs it on the host emulation).
+# GCX_RUN_SECONDS=SEC: stop any one trainer run after SEC seconds (a hang costs no more).
 # --deadline SEC: stop SEC seconds after the start, with the summary written: each
 # step still to come is skipped (and says so in the summary), the one under way is
 # stopped; for a command whose time is limited, e.g. --deadline 560 under a 600 s cap.
@@ -55,11 +60,11 @@ while [ $# -gt 0 ]; do
         [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "gpu_check: --deadline needs a number of seconds" >&2; exit 2; }
         DEADLINE=$((EPOCHSECONDS + $2)); shift 2 ;;
     -h | --help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
-    env | test | train | bench | sanitize) phases+=("$1"); shift ;;
-    *) echo "gpu_check: unknown argument '$1' (phases: env test train bench sanitize; --bundle FILE, --logs DIR, --quick, --deadline SEC)" >&2; exit 2 ;;
+    env | test | cifar | train | bench | sanitize) phases+=("$1"); shift ;;
+    *) echo "gpu_check: unknown argument '$1' (phases: env test cifar train bench sanitize; --bundle FILE, --logs DIR, --quick, --deadline SEC)" >&2; exit 2 ;;
     esac
 done
-[ ${#phases[@]} -gt 0 ] || phases=(env test train bench)
+[ ${#phases[@]} -gt 0 ] || phases=(env test cifar bench train)
 # paths given relative to where the script was started from; then run in the checkout
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 [ -n "$BUNDLE" ] && BUNDLE=$(abs "$BUNDLE")
@@ -81,11 +86,14 @@ late() {
     note "$1" "$2: skipped (--deadline reached)"
     return 0
 }
+# (GCX_RUN_SECONDS caps each trainer run too, so one that hangs leaves time for the rest;
+# the test phase and the benchmarks, which run many programs under one lim, set RUN_CAP=0)
 lim() {
-    if [ -z "$DEADLINE" ]; then "$@"; return; fi
-    local l
+    local cap=${RUN_CAP:-${GCX_RUN_SECONDS:-0}} l
+    if [ -z "$DEADLINE" ] && [ "$cap" = 0 ]; then "$@"; return; fi
     l=$(left)
     [ "$l" -ge 1 ] || return 124
+    [ "$cap" -gt 0 ] && [ "$cap" -lt "$l" ] && l=$cap
     timeout "$l" "$@"
 }
 stopped() { [ "$1" = 124 ] && echo " (stopped at the --deadline)"; }
@@ -100,6 +108,7 @@ if [ "$QUICK" = 1 ]; then
     RESUME_STEPS=4
     DELAY=2 # an exchange every 2 of the 4 steps
     RN_NAME=resnet8
+    CIFAR=(--depth 8 --epochs 2 --print-every 2 --eval-every 1) CIFAR_BATCH=8
     SHARE_NAME=resnet8
     SHARE=(--depth 8 --batch 8 --steps 4 --print-every 2)
     WORD_STEPS=2 WORD_ARGS=(--hidden 32 --emb 32 --bptt 5)
@@ -114,6 +123,8 @@ else
     RESUME_STEPS=20
     DELAY=10 # SBC (2)'s communication delay (SBC IV-B): 4 exchanges in 40 steps
     RN_NAME=resnet20
+    CIFAR=(--depth 20 --epochs 4 --lr 0.1 --schedule cosine --momentum 0.9 --wd 5e-4 --eval-every 1 --print-every 20)
+    CIFAR_BATCH=128
     SHARE_NAME=resnet110
     SHARE=(--depth 110 --batch 128 --steps 30 --print-every 5)
     WORD_STEPS=50 WORD_ARGS=()
@@ -182,7 +193,7 @@ phase_test() {
     late test "the CUDA tests" && return
     local out rc
     # one at a time: the GPU's first run is no place to find out how the tests share it
-    out=$(TEST_JOBS=1 LOG_DIR="$LOGS/tests" lim tests/run.sh "${TESTS[@]}" 2>&1)
+    out=$(TEST_JOBS=1 LOG_DIR="$LOGS/tests" RUN_CAP=0 lim tests/run.sh "${TESTS[@]}" 2>&1)
     rc=$?
     echo "$out"
     note test "$(echo "$out" | tail -n 1)$(stopped $rc) (per binary: $(echo "$out" | grep -E '^tests/cuda' | awk '{printf "%s %s/%s; ", $1, $2, ($4 == "FAILED" ? $4 "=" $3 : "ok")}'))"
@@ -210,7 +221,7 @@ run_pair() { # name, args...: the same run on the CPU and the GPU; losses side b
     # (CUDA_ARGS="..." run_pair ...: words added to the GPU run only; DEVICE_STEP=1 run_pair
     # ...: the GPU run must keep its step on the device, dist/exchange_cuda.h)
     local name=$1; shift
-    late train "$name" && return
+    late "$PH" "$name" && return
     local rc_c rc_g
     for dev in cpu cuda; do
         local t0=$EPOCHREALTIME extra=()
@@ -228,19 +239,19 @@ run_pair() { # name, args...: the same run on the CPU and the GPU; losses side b
     cat "$table"
     local worst
     worst=$(awk 'BEGIN{w = -1} {if ($4 > w) w = $4} END{if (w < 0) print "none compared"; else printf "%.2e", w}' "$table")
-    note train "$name: exit cpu $rc_c, cuda $rc_g; largest relative loss difference over the printed steps: $worst"
+    note "$PH" "$name: exit cpu $rc_c, cuda $rc_g; largest relative loss difference over the printed steps: $worst"
     for dev in cpu cuda; do
         local r=$rc_c
         [ $dev = cuda ] && r=$rc_g
-        if [ "$r" = 0 ]; then note train "  $(printf '%-4s' $dev) $(last_eval "$LOGS/train_${name}_$dev.log")"
-        else note train "  $(printf '%-4s' $dev) failed: $(tail -n 1 "$LOGS/train_${name}_$dev.log" | cut -c1-160)"; fi
+        if [ "$r" = 0 ]; then note "$PH" "  $(printf '%-4s' $dev) $(last_eval "$LOGS/train_${name}_$dev.log")"
+        else note "$PH" "  $(printf '%-4s' $dev) failed: $(tail -n 1 "$LOGS/train_${name}_$dev.log" | cut -c1-160)"; fi
     done
-    [ "$rc_g" = 0 ] && note train "  $(python3 scripts/step_breakdown.py "$LOGS/train_${name}_cuda.jsonl")"
+    [ "$rc_g" = 0 ] && note "$PH" "  $(python3 scripts/step_breakdown.py "$LOGS/train_${name}_cuda.jsonl")"
     if [ "$rc_g" = 0 ] && [ "${DEVICE_STEP:-0}" = 1 ]; then
         if grep -q '^device: the step stays on the GPU' "$LOGS/train_${name}_cuda.log"; then
-            note train "  device-resident step: yes"
+            note "$PH" "  device-resident step: yes"
         else
-            note train "  device-resident step: NO, expected ($(grep -m1 '^device:' "$LOGS/train_${name}_cuda.log" | cut -c1-120))"
+            note "$PH" "  device-resident step: NO, expected ($(grep -m1 '^device:' "$LOGS/train_${name}_cuda.log" | cut -c1-120))"
         fi
     fi
 }
@@ -286,6 +297,45 @@ resume_check() { # name, args...
         fi
         if [ $mode = heuristic ] && [ $rc = 0 ] && ! cmp -s "$f.a" "$f.c"; then rm -f "$f.b"
         else rm -f "$f.a" "$f.b" "$f.c"; fi
+    done
+}
+
+# ResNet-20 on CIFAR-10 (the part of it the bundle carries: gpu_bundle.sh's
+# GPU_CIFAR_RECORDS of each file), CPU and GPU from the same seed, the GPU step on the
+# device: fp32 on one worker, and 3lc on two (its parameter server); the test accuracy
+# after every epoch side by side
+epoch_evals() { grep -E '^eval +test ' "$1" | sed -E 's/.*epoch ([0-9.]+): loss ([0-9.]+) +accuracy ([0-9.]+)%.*/\1 \3 \2/'; }
+phase_cifar() {
+    local src=$DATA/cifar-10-batches-bin dir=$DATA
+    if [ ! -f "$src/test_batch.bin" ]; then
+        echo "--- no CIFAR-10 in $src"
+        note cifar "no CIFAR-10 in $src: skipped"
+        return
+    fi
+    if [ "$QUICK" = 1 ]; then # 8 images of each file
+        dir=$LOGS/quick-cifar
+        mkdir -p "$dir/cifar-10-batches-bin"
+        local f
+        for f in "$src"/data_batch_[1-5].bin "$src/test_batch.bin"; do
+            head -c $((8 * 3073)) "$f" >"$dir/cifar-10-batches-bin/$(basename "$f")"
+        done
+    fi
+    local ntrain ntest
+    ntrain=$(cat "$dir"/cifar-10-batches-bin/data_batch_[1-5].bin 2>/dev/null | wc -c)
+    ntest=$(wc -c <"$dir/cifar-10-batches-bin/test_batch.bin")
+    note cifar "CIFAR-10: $((ntrain / 3073)) training images, $((ntest / 3073)) test images"
+    local name
+    for name in fp32 3lc_2w; do
+        local w=1 codec=fp32
+        [ $name = 3lc_2w ] && w=2 codec=3lc
+        DEVICE_STEP=1 run_pair "cifar_$name" ./train_resnet --data-dir "$dir" "${CIFAR[@]}" --workers $w \
+            --batch $((CIFAR_BATCH / w)) --codec $codec --seed 0 --quiet
+        local t=$LOGS/train_cifar_${name}_epochs.txt
+        join <(epoch_evals "$LOGS/train_cifar_${name}_cpu.log") <(epoch_evals "$LOGS/train_cifar_${name}_cuda.log") >"$t"
+        local e a b la lb
+        while read -r e a la b lb; do
+            note cifar "  epoch $e: test accuracy cpu $a%, cuda $b% (loss $la, $lb)"
+        done <"$t"
     done
 }
 
@@ -339,7 +389,7 @@ bench_run() {
     local label=$1 pat=$2 pre=$3 out rc l
     shift 3
     late bench "$label" && return
-    out=$(lim "$@" 2>&1)
+    out=$(RUN_CAP=0 lim "$@" 2>&1)
     rc=$?
     echo "$out"
     while IFS= read -r l; do note bench "$pre$l"; done < <(echo "$out" | grep -E "$pat" | head -n 60)
@@ -403,9 +453,11 @@ phase_sanitize() {
 
 for ph in "${phases[@]}"; do
     echo "=== $ph"
+    PH=$ph # run_pair's summary label
     case "$ph" in
     env) phase_env 2>&1 | tee "$LOGS/env.log" ;;
     test) phase_test 2>&1 | tee "$LOGS/test.log" ;;
+    cifar) phase_cifar 2>&1 | tee "$LOGS/cifar.log" ;;
     train) phase_train 2>&1 | tee "$LOGS/train.log" ;;
     bench) phase_bench 2>&1 | tee "$LOGS/bench.log" ;;
     sanitize) phase_sanitize 2>&1 | tee "$LOGS/sanitize.log" ;;

@@ -95,8 +95,10 @@ fi
 LOGS=$TMP/logs
 ptb=0 # the word LSTM step runs only with PTB
 [ -d "${DATA_DIR:-/nonexistent}/ptb" ] && ptb=1
+cifar=0 # the cifar phase, only with CIFAR-10
+[ -f "${DATA_DIR:-/nonexistent}/cifar-10-batches-bin/test_batch.bin" ] && cifar=1
 GCX_CHECK_TESTS="test_optim_cuda test_nn_cuda_lenet" "$R/scripts/gpu_check.sh" --bundle "$TMP/bundle.tar" \
-    --logs "$LOGS" --quick env test train bench sanitize >"$TMP/out.txt" 2>&1
+    --logs "$LOGS" --quick env test cifar train bench sanitize >"$TMP/out.txt" 2>&1
 rc=$?
 check $rc "gpu_check.sh --quick exited $rc"
 SUM=$LOGS/summary.txt
@@ -109,6 +111,20 @@ has() { # pattern, message
 has '^env +GPU: gcx host emulation; binaries with unresolved libraries or missing: 0$' "env"
 has '^env +CPU: .+, [0-9]+ cores, (avx2|avx512f|avx2 avx512f|neither avx2 nor avx512f)$' "env, the CPU"
 has '^test +[0-9]+ passed, 0 failed \(per binary: tests/cuda/test_optim_cuda [0-9]+/ok; tests/cuda/test_nn_cuda_lenet [0-9]+/ok; \)' "test"
+if [ $cifar = 1 ]; then
+    has '^cifar +CIFAR-10: 40 training images, 8 test images$' "cifar, the subset"
+    for pair in cifar_fp32 cifar_3lc_2w; do
+        has "^cifar +$pair: exit cpu 0, cuda 0; largest relative loss difference over the printed steps: [0-9.e+-]+$" \
+            "cifar $pair"
+    done
+    n=$(grep -cE '^cifar +  epoch [12]\.00: test accuracy cpu [0-9.]+%, cuda [0-9.]+% \(loss [0-9.]+, [0-9.]+\)$' "$SUM")
+    [ "$n" -eq 4 ]
+    check $? "cifar: $n lines of accuracy after an epoch, expected 4 (2 runs, 2 epochs)"
+    [ "$(grep -cE '^cifar +device-resident step: yes$' "$SUM")" -eq 2 ]
+    check $? "cifar: the GPU runs' steps did not both stay on the device"
+else
+    has '^cifar +no CIFAR-10 in .*: skipped$' "cifar, without CIFAR-10"
+fi
 pairs="charlstm resnet8 resnet8_terngrad_2w resnet8_sbc_2w resnet8_fedavg_2w"
 [ $nccl = 1 ] && pairs="$pairs resnet8_3lc_nccl1"
 for pair in $pairs; do
@@ -141,11 +157,11 @@ for r in "memcheck ops" "racecheck ops" "memcheck lstm" "memcheck codecs" "memch
 done
 # (without MPI the emulated trainer has no NCCL backend: its --backend nccl run fails)
 ! grep -Ev "$([ $nccl = 1 ] && echo '^$' || echo 'nccl1|^train +cuda failed: error: this build has no NCCL')" "$SUM" |
-    grep -Eqi 'skipped|stopped|exit [1-9]'
+    grep -Evi '^cifar +no CIFAR-10 in' | grep -Eqi 'skipped|stopped|exit [1-9]'
 
 check $? "something was skipped, stopped or failed"
 # the logs of the runs are kept
-for f in env.log test.log train.log bench.log sanitize.log tests/test_optim_cuda.log train_charlstm_cuda.log; do
+for f in env.log test.log cifar.log train.log bench.log sanitize.log tests/test_optim_cuda.log train_charlstm_cuda.log; do
     [ -s "$LOGS/$f" ]
     check $? "no log $f"
 done
@@ -167,11 +183,11 @@ check $? "failing GPU runs: the 6 CPU runs of the pairs still evaluate"
 [ "$failed" -eq 0 ] || sed 's/^/    | /' "$TMP/nogpu/summary.txt"
 
 # --deadline 1: every step is skipped, the summary says so, nothing fails
-"$R/scripts/gpu_check.sh" --bundle "$TMP/bundle.tar" --logs "$TMP/late" --quick --deadline 1 test train bench \
+"$R/scripts/gpu_check.sh" --bundle "$TMP/bundle.tar" --logs "$TMP/late" --quick --deadline 1 test cifar train bench \
     >"$TMP/late.txt" 2>&1
 check $? "gpu_check.sh --deadline 1 exited $?"
 n=$(grep -c 'skipped (--deadline reached)' "$TMP/late/summary.txt")
-want=$((18 + ptb)) # the tests, 6 pairs, 2 resume checks, 5 breakdowns, 4 benchmarks, and the word LSTM
+want=$((18 + ptb + 2 * cifar)) # the tests, 6 pairs, 2 resume checks, 5 breakdowns, 4 benchmarks, the word LSTM, 2 CIFAR pairs
 [ "$n" -eq "$want" ]
 check $? "--deadline 1: $n steps said they were skipped, expected $want"
 "$R/scripts/gpu_check.sh" --deadline x >/dev/null 2>&1
