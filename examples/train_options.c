@@ -198,8 +198,10 @@ int train_opts_handle(TrainOpts *o, int id, const char *arg) {
         o->cuda = arg[0] == 'c' && arg[1] == 'u';
         return 1;
     case O_CUDNN:
-        if (strcmp(arg, "heuristic") && strcmp(arg, "find")) return bad("cudnn", arg, "heuristic or find");
-        o->cudnn_find = arg[0] == 'f';
+        if (!strcmp(arg, "heuristic")) o->cudnn_find = 0;
+        else if (!strcmp(arg, "find")) o->cudnn_find = 1;
+        else if (!strcmp(arg, "fast")) o->cudnn_find = 2;
+        else return bad("cudnn", arg, "heuristic, find or fast");
         return 1;
     case O_CODEC:
         if (dist_parse_codec(&o->dist, arg, err, sizeof err)) {
@@ -408,12 +410,14 @@ void train_opts_help(FILE *fp, const TrainOpts *d) {
             "  --backend B          auto (default), local (threads), mpi, or nccl (one GPU per MPI process)\n"
             "  --device cpu|cuda    where forward and backward run (default cpu); cuda models mirror the\n"
             "                       parameters on the GPU; every codec and topology keeps the whole step\n"
-            "                       there (docs/GPU.md; written, not yet run on a GPU)\n"
-            "  --cudnn heuristic|find\n"
+            "                       there (docs/GPU.md)\n"
+            "  --cudnn heuristic|find|fast\n"
             "                       with --device cuda: convolution algorithms by cuDNN's heuristic (default:\n"
             "                       the same choice in every process on the same GPU model and cuDNN, so\n"
-            "                       runs and --resume repeat bit for bit) or by timing them on the GPU\n"
-            "                       (find: possibly faster, not reproducible across processes)\n"
+            "                       runs and --resume repeat bit for bit), by timing them on the GPU (find:\n"
+            "                       possibly faster, not reproducible across processes), or by timing every\n"
+            "                       algorithm, non-deterministic, FFT and Winograd ones too (fast: ResNet-20's\n"
+            "                       step took half the time on an H200; runs do not repeat bit for bit)\n"
             "  --codec SPEC         codec of every compressible tensor: NAME[:key=value,...] (default fp32);\n"
             "                       also: graddrop (Gradient Dropping), dgc:warmup=EPOCHS,clip=NORM,\n"
             "                       terngrad:share=0|1, any codec with memory=none|residual|dgc\n"

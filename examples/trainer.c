@@ -807,8 +807,13 @@ int train_run(TrainOpts *o, Task *task, int *argc, char ***argv) {
         return 1;
     }
     /* heuristic by default: every process (a resume, each rank and worker) then
-     * chooses the same convolution algorithms, so runs repeat bit for bit */
-    if (o->cuda) nn_cuda_set_conv_search(o->cudnn_find > 0 ? NN_CONV_FIND : NN_CONV_HEURISTIC);
+     * chooses the same convolution algorithms, so runs repeat bit for bit; fast: Find
+     * over every algorithm, non-deterministic and FFT/Winograd ones too */
+    if (o->cuda) {
+        nn_cuda_set_conv_search(o->cudnn_find > 0 ? NN_CONV_FIND : NN_CONV_HEURISTIC);
+        nn_cuda_set_deterministic(o->cudnn_find != 2);
+        nn_cuda_set_fft_winograd(o->cudnn_find == 2);
+    }
 #endif
     int use_nccl = !strcmp(o->backend, "nccl");
     int use_mpi = use_nccl || !strcmp(o->backend, "mpi") || (!strcmp(o->backend, "auto") && comm_mpi_launched());

@@ -100,8 +100,8 @@ typedef struct {
     int workers_given;    /* --workers was on the command line */
     char backend[16];     /* "auto", "local", "mpi", "nccl" */
     int cuda;             /* --device cuda */
-    int cudnn_find;       /* --cudnn: 1 find (convolution algorithms by timing), 0 heuristic; -1: not given
-                             (heuristic) */
+    int cudnn_find;       /* --cudnn: 2 fast (find over any algorithm), 1 find (convolution algorithms by
+                             timing), 0 heuristic; -1: not given (heuristic) */
     DistConfig dist;
     int epochs_flag, steps_flag; /* --epochs, --steps given: --epochs alone overrides a trainer's default steps */
     int memory_flag; /* --memory (-1: not given); it wins over the codec's default and memory= wherever it stands */

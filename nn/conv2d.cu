@@ -283,9 +283,11 @@ static void choose(NnCudaCtx *ctx, ConvPlan *p) {
     if (i < 0) no_algo(d, p);
     p->algo[d] = (int)perf[i].algo;
     if (getenv("GCX_CUDNN_VERBOSE"))
-        fprintf(stderr, "conv2d CUDA plan N=%d C=%d %dx%d OC=%d K=%d s=%d p=%d %s (%s): algo %d, workspace %zu\n",
+        fprintf(stderr, "conv2d CUDA plan N=%d C=%d %dx%d OC=%d K=%d s=%d p=%d %s (%s%s%s): algo %d, workspace %zu\n",
                 p->key[0], p->key[1], p->key[2], p->key[3], p->key[4], p->key[5], p->key[7], p->key[8], dir_names[d],
-                st.conv_search == NN_CONV_HEURISTIC ? "heuristic" : "find", p->algo[d], p->ws[d]);
+                st.conv_search == NN_CONV_HEURISTIC ? "heuristic" : "find",
+                st.deterministic ? "" : ", non-deterministic", st.fft_winograd ? ", FFT/Winograd" : "", p->algo[d],
+                p->ws[d]);
     p->chosen[d] = 1;
 }
 

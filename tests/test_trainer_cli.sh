@@ -76,7 +76,8 @@ for b in train_resnet train_lenet train_lstm; do
     bad_cli $b "sbc:p=2" --codec sbc:p=2
     bad_cli $b "--layer-codec" --layer-codec nosuch
     bad_cli $b "--device tpu" --device tpu
-    bad_cli $b "--cudnn fast" --cudnn fast
+    bad_cli $b "--cudnn fastest" --cudnn fastest
+    bad_cli $b "--cudnn applies to --device cuda only" --cudnn fast
     bad_cli $b "--backend nope" --backend nope
     bad_cli $b "--topology star" --topology star
     bad_cli $b "--bandwidth fast" --bandwidth fast

@@ -144,7 +144,8 @@ IMG=("${DATA[@]}" --workers 2)
 # --cudnn find the resumed process may choose other algorithms (other last bits; not checked,
 # as it holds only by chance).
 # GCX_CUDNN_VERBOSE=1 on the uninterrupted run: its plans must say "(heuristic)"; one more
-# step with --cudnn find must say "(find)". scripts/ckpt_diff.py must find the final
+# step with --cudnn find must say "(find)", and (FAST=1) one with --cudnn fast "(find,
+# non-deterministic, FFT/Winograd)". scripts/ckpt_diff.py must find the final
 # checkpoints equal and the halfway one different, and refuse a truncated or foreign file.
 resume_exact() { # name, command...
     local name=$1; shift
@@ -155,6 +156,12 @@ resume_exact() { # name, command...
         check $? "$name: the default run did not rank cuDNN's algorithms by the heuristic alone"
         GCX_CUDNN_VERBOSE=1 "$@" --steps 1 --cudnn find >"$TMP/$name.rf" 2>&1 && grep -q '^conv2d CUDA plan .*(find)' "$TMP/$name.rf"
         check $? "$name: --cudnn find did not rank by Find"
+        if [ "${FAST:-0}" = 1 ]; then # (one model is enough)
+            GCX_CUDNN_VERBOSE=1 "$@" --steps 1 --cudnn fast >"$TMP/$name.rq" 2>&1 &&
+                grep -q '^conv2d CUDA plan .*(find, non-deterministic, FFT/Winograd)' "$TMP/$name.rq" &&
+                ! grep -q '^conv2d CUDA plan .*(find)' "$TMP/$name.rq"
+            check $? "$name: --cudnn fast did not rank every algorithm by Find"
+        fi
     fi
     "$@" --steps 4 --stop-at 2 --save "$TMP/$name.b" >"$TMP/$name.rb" 2>&1
     check $? "$name: the first half failed: $* --stop-at 2"
@@ -259,7 +266,7 @@ lane_a() {
         --save-every 2 --ema 0.9 --device cuda
     # --save/--resume on the device-resident step (the parameters and the optimizer state come
     # down for the checkpoint and go back up after the resume)
-    resume_exact resnet8_resume_dev "${RN8[@]}" --eval-every -1 --device cuda
+    FAST=1 resume_exact resnet8_resume_dev "${RN8[@]}" --eval-every -1 --device cuda
     grep -q '^device: the step stays on the GPU' "$TMP/resnet8_resume_dev.rc"
     check $? "resnet8_resume_dev: the resumed run's step did not stay on the GPU"
     # The device-resident allgather: the GPU codecs encode from device memory (the CPU codecs'
