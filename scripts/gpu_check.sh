@@ -22,8 +22,9 @@
 #          server) must keep the step on the GPU, dist/exchange_cuda.h); whether --resume
 #          continues bit for bit (20 steps against 10 + 10, each --cudnn
 #          ranking); where a GPU step's time goes (ResNet-110,
-#          batch 128, fp32, 3lc, dgc and sbc: scripts/step_breakdown.py); WordLSTM
-#          throughput (PTB, 50 steps)
+#          batch 128, fp32, 3lc, dgc and sbc: scripts/step_breakdown.py; 3lc
+#          again with its frames in host memory and with the host step, fp32 with
+#          --cudnn fast); WordLSTM throughput (PTB, 50 steps)
 #   bench  bench/resnet_gpu.sh (gcx against PyTorch eager; once more, one round,
 #          with both ranking cuDNN's algorithms by heuristic), bench/codecs_gpu and
 #          bench/exchange (the exchange's host time on this machine's cores)
@@ -129,7 +130,7 @@ else
     SHARE=(--depth 110 --batch 128 --steps 30 --print-every 5)
     WORD_STEPS=50 WORD_ARGS=()
     FOLDER=/tmp/gcx-folder FOLDER_SIZES=(64 16)
-    CODECS_ARGS=()
+    CODECS_ARGS=(--sizes 4k,1M,16M,64M) # 4k: a small tensor's frame, what the waits cost
     EXCHANGE_ARGS=(--steps 20)
 fi
 
@@ -369,6 +370,12 @@ phase_train() {
     # 3lc's frames in page-locked host bundles instead of device memory: which costs less
     step_share "${SHARE_NAME}_3lc_hostframes" env GCX_HOST_FRAMES=1 ./train_resnet --dataset "folder:$folder" \
         --image-size 32 --workers 1 "${SHARE[@]}" --lr 0.01 --eval-every 0 --codec 3lc --quiet
+    # the host step (gradients down, the CPU exchange, parameters up) against the device's
+    step_share "${SHARE_NAME}_3lc_hoststep" env GCX_HOST_STEP=1 ./train_resnet --dataset "folder:$folder" \
+        --image-size 32 --workers 1 "${SHARE[@]}" --lr 0.01 --eval-every 0 --codec 3lc --quiet
+    # fp32 with every cuDNN algorithm admitted (--cudnn fast) against the default's
+    step_share "${SHARE_NAME}_fp32_fast" ./train_resnet --dataset "folder:$folder" --image-size 32 --workers 1 \
+        "${SHARE[@]}" --lr 0.01 --eval-every 0 --codec fp32 --cudnn fast --quiet
     if [ -d "$DATA_DIR/ptb" ] && ! late train wordlstm; then
         local t0=$EPOCHREALTIME
         lim ./train_lstm --model word "${WORD_ARGS[@]}" --eval-every -1 --workers 1 --steps "$WORD_STEPS" --print-every $((WORD_STEPS / 5 > 0 ? WORD_STEPS / 5 : 1)) \

@@ -140,7 +140,7 @@ has "^train +resume resnet8 --cudnn heuristic: 4 steps straight and 2 \+ --resum
     "resume, heuristic ranking"
 has "^train +resume resnet8 --cudnn find: 4 steps straight and 2 \+ --resume 2: (identical|different) checkpoints$" \
     "resume, Find"
-for c in fp32 3lc dgc sbc 3lc_hostframes; do
+for c in fp32 3lc dgc sbc 3lc_hostframes 3lc_hoststep fp32_fast; do
     has "^train +share share_resnet8_$c: [0-9]+ steps, step [0-9.]+ ms = compute.*; copies [0-9.]+ (MB|B) up \+ [0-9.]+ (MB|B) down in [0-9.]+ ms$" \
         "step breakdown with $c, with the host<->device copies"
 done
@@ -175,7 +175,7 @@ cp "$REPO/train_resnet" "$REPO/train_lstm" "$S/"
 check $? "gpu_check.sh with GPU runs that fail exited $?"
 n=$(grep -cE '^train +(cuda failed: |share [a-z0-9_]+: exit 1: |resume resnet8 --cudnn [a-z]+: exit 1: |wordlstm cuda, 2 steps, exit 1: )[a-z]+.*$' \
     "$TMP/nogpu/summary.txt")
-want=$((13 + ptb)) # 6 pairs, 2 resume checks, 5 breakdowns, and the word LSTM
+want=$((15 + ptb)) # 6 pairs, 2 resume checks, 7 breakdowns, and the word LSTM
 [ "$n" -eq "$want" ]
 check $? "failing GPU runs: $n summary lines give the error, expected $want"
 [ "$(grep -cE '^train +cpu +eval ' "$TMP/nogpu/summary.txt")" -eq 6 ]
@@ -187,7 +187,7 @@ check $? "failing GPU runs: the 6 CPU runs of the pairs still evaluate"
     >"$TMP/late.txt" 2>&1
 check $? "gpu_check.sh --deadline 1 exited $?"
 n=$(grep -c 'skipped (--deadline reached)' "$TMP/late/summary.txt")
-want=$((18 + ptb + 2 * cifar)) # the tests, 6 pairs, 2 resume checks, 5 breakdowns, 4 benchmarks, the word LSTM, 2 CIFAR pairs
+want=$((20 + ptb + 2 * cifar)) # the tests, 6 pairs, 2 resume checks, 7 breakdowns, 4 benchmarks, the word LSTM, 2 CIFAR pairs
 [ "$n" -eq "$want" ]
 check $? "--deadline 1: $n steps said they were skipped, expected $want"
 "$R/scripts/gpu_check.sh" --deadline x >/dev/null 2>&1
