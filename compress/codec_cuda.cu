@@ -119,17 +119,23 @@ void gcx_inclusive_max_u32(uint32_t *out, const uint32_t *in, size_t n) {
     gcx_dfree(t);
 }
 
+/* the selection with its count left on the device, in *d_num (n > 0) */
 template <typename T>
-static size_t select_flagged(T *out, const T *in, const uint8_t *flags, size_t n) {
-    if (n == 0) return 0;
-    int64_t *d_num = (int64_t *)gcx_dmalloc(sizeof(int64_t));
+static void select_flagged_dev(T *out, const T *in, const uint8_t *flags, size_t n, int64_t *d_num) {
     size_t tb = 0;
     cudaCheck(cub::DeviceSelect::Flagged(NULL, tb, in, flags, out, d_num, gcx_cub_items(n)));
     void *t = gcx_dmalloc(tb);
     cudaCheck(cub::DeviceSelect::Flagged(t, tb, in, flags, out, d_num, gcx_cub_items(n)));
+    gcx_dfree(t);
+}
+
+template <typename T>
+static size_t select_flagged(T *out, const T *in, const uint8_t *flags, size_t n) {
+    if (n == 0) return 0;
+    int64_t *d_num = (int64_t *)gcx_dmalloc(sizeof(int64_t));
+    select_flagged_dev(out, in, flags, n, d_num);
     int64_t num = 0;
     cudaCheck(cudaMemcpy(&num, d_num, sizeof num, cudaMemcpyDeviceToHost));
-    gcx_dfree(t);
     gcx_dfree(d_num);
     return (size_t)num;
 }
@@ -156,12 +162,18 @@ __global__ void k_absmax(uint32_t *out, const float *x, size_t n) {
     if ((threadIdx.x & 31) == 0 && m) atomicMax(out, m);
 }
 
+/* *d (device) = the bit pattern of max|x[i]|, in stream order */
+static void absmax_into(uint32_t *d, const float *x, size_t n) {
+    cudaCheck(cudaMemsetAsync(d, 0, sizeof(uint32_t), 0));
+    if (n == 0) return;
+    k_absmax<<<gcx_grid(n), TPB>>>(d, x, n);
+    cudaCheckLast();
+}
+
 uint32_t gcx_absmax_bits(const float *x, size_t n) {
     if (n == 0) return 0;
     uint32_t *d = (uint32_t *)gcx_dmalloc(sizeof(uint32_t));
-    cudaCheck(cudaMemsetAsync(d, 0, sizeof(uint32_t), 0));
-    k_absmax<<<gcx_grid(n), TPB>>>(d, x, n);
-    cudaCheckLast();
+    absmax_into(d, x, n);
     uint32_t m = 0;
     cudaCheck(cudaMemcpy(&m, d, sizeof m, cudaMemcpyDeviceToHost));
     gcx_dfree(d);
@@ -340,6 +352,33 @@ uint8_t *gcx_upload(const uint8_t *p, size_t len) {
     return d;
 }
 
+/* ---- small writes into device memory without a wait ----
+ * The bytes travel as a kernel's argument, copied at the launch: the write is ordered on
+ * the stream like any kernel and the host bytes are free at once (a cudaMemcpy from
+ * pageable memory would wait for the stream to drain first). */
+typedef struct {
+    uint8_t b[CUDA_PUT_MAX];
+} PutBytes;
+
+__global__ void k_put_bytes(uint8_t *dst, PutBytes v, unsigned n) {
+#pragma unroll
+    for (unsigned i = 0; i < CUDA_PUT_MAX; i++) /* constant indices: the argument is not copied to local memory */
+        if (i < n) dst[i] = v.b[i];
+}
+
+void cuda_put_bytes(void *dst, const void *src, size_t n) {
+    if (n == 0) return;
+    if (n > CUDA_PUT_MAX) {
+        fprintf(stderr, "error: cuda_put_bytes of %zu bytes (at most %d)\n", n, CUDA_PUT_MAX);
+        exit(1);
+    }
+    PutBytes v;
+    memset(&v, 0, sizeof v);
+    memcpy(v.b, src, n);
+    k_put_bytes<<<1, 1>>>((uint8_t *)dst, v, (unsigned)n);
+    cudaCheckLast();
+}
+
 /* byte i of the payload, one of its last 8 */
 static uint8_t pay_tail(const Pay *p, size_t i) { return p->tail[8 - (p->len - i)]; }
 
@@ -470,7 +509,7 @@ static int64_t int8_enc(uint8_t *pay, size_t cap, const float *x, size_t n, cons
     if (isinf(127.0f * scale)) scale = nextafterf(scale, 0.0f);
     uint8_t hdr[4];
     put_f32(hdr, scale);
-    cudaCheck(cudaMemcpy(pay, hdr, 4, cudaMemcpyHostToDevice));
+    cuda_put_bytes(pay, hdr, 4);
     if (n) {
         k_int8_enc<<<gcx_grid(n), TPB>>>((int8_t *)(pay + 4), side->repr, x, n, scale);
         cudaCheckLast();
@@ -616,7 +655,7 @@ static int64_t terngrad_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, 
     if (rc) return rc;
     uint8_t hdr[4];
     put_f32(hdr, q.s);
-    cudaCheck(cudaMemcpy(pay, hdr, 4, cudaMemcpyHostToDevice));
+    cuda_put_bytes(pay, hdr, 4);
     if (nb) {
         k_tern_enc<<<gcx_grid(nb), TPB>>>(pay + 4, side->repr, x, n, nb, q);
         cudaCheckLast();
@@ -648,7 +687,7 @@ static int64_t stoch3_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, si
     if (rc) return rc;
     uint8_t hdr[4];
     put_f32(hdr, q.s);
-    cudaCheck(cudaMemcpy(pay, hdr, 4, cudaMemcpyHostToDevice));
+    cuda_put_bytes(pay, hdr, 4);
     if (L) {
         k_stoch3_enc<<<gcx_grid(L), TPB>>>(pay + 4, side->repr, x, n, L, q);
         cudaCheckLast();
@@ -689,7 +728,26 @@ __device__ __forceinline__ uint32_t d_tlc_digit(float v, float m) {
 }
 
 /* base-3^5 bytes of the quantized x (3LC 3.1, 3.2), plus repr. dst: [L] */
-__global__ void k_tlc_pack(uint8_t *dst, float *repr, const float *x, size_t n, size_t L, float m) {
+/* What the 3LC encoder reads back, once, after its kernels: the zero-run stream's length,
+ * max|x|'s bits and the scale's */
+typedef struct {
+    int64_t z;
+    uint32_t mb, m;
+} TlcBack;
+
+/* one thread: the scale m = max|x| * s (3LC 3.1, the float product of tlc.c) from max|x|'s
+ * bits in b->mb, into b->m and the payload's first 4 bytes */
+__global__ void k_tlc_scale(TlcBack *b, uint8_t *pay, float s) {
+    uint32_t m = __float_as_uint(__fmul_rn(__uint_as_float(b->mb), s));
+    b->m = m;
+    for (int i = 0; i < 4; i++) pay[i] = (uint8_t)(m >> (8 * i));
+}
+
+/* the base-3^5 bytes of x with the scale b->m; nothing when max|x| or the scale is not
+ * finite (the encoder then fails, with repr untouched, as on the CPU) */
+__global__ void k_tlc_pack(uint8_t *dst, float *repr, const float *x, size_t n, size_t L, const TlcBack *bk) {
+    if (bk->mb > DENSE_FINITE_MAX_GPU || bk->m > DENSE_FINITE_MAX_GPU) return;
+    float m = __uint_as_float(bk->m);
     GRID_STRIDE(j, L) {
         uint32_t b = 0;
         for (int k = 0; k < 5; k++) {
@@ -738,35 +796,39 @@ __global__ void k_zre_emit(uint8_t *ob, uint8_t *fl, const uint8_t *B, const uin
     }
 }
 
+/* One wait: max|x|, the scale, the packing and the zero-run stream all on the device,
+ * their results (the stream's length, the scale's validity) read back together */
 static int64_t tlc_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
     if (cap < 4) return -GC_ERR_NOSPACE;
     size_t L = b3_len(n);
-    uint32_t mb = gcx_absmax_bits(x, n);
-    if (mb > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
-    float m = bits2f(mb) * (float)c->spec.v[0]; /* m = max|x| * s (3LC 3.1), float product as on the CPU */
-    if (f2bits(m) > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
-    uint8_t hdr[4];
-    put_f32(hdr, m);
-    cudaCheck(cudaMemcpy(pay, hdr, 4, cudaMemcpyHostToDevice));
-    if (L == 0) return 4;
-    uint8_t *B = (uint8_t *)gcx_dmalloc(L), *ob = (uint8_t *)gcx_dmalloc(L), *fl = (uint8_t *)gcx_dmalloc(L);
-    uint32_t *R = (uint32_t *)gcx_dmalloc(L * 4), *S = (uint32_t *)gcx_dmalloc(L * 4);
-    k_tlc_pack<<<gcx_grid(L), TPB>>>(B, side->repr, x, n, L, m);
+    TlcBack *bk = (TlcBack *)gcx_dmalloc(sizeof(TlcBack)), hb;
+    cudaCheck(cudaMemsetAsync(bk, 0, sizeof(TlcBack), 0));
+    absmax_into(&bk->mb, x, n);
+    k_tlc_scale<<<1, 1>>>(bk, pay, (float)c->spec.v[0]);
     cudaCheckLast();
-    k_zre_mark<<<gcx_grid(L), TPB>>>(R, B, L);
-    cudaCheckLast();
-    gcx_inclusive_max_u32(S, R, L);
-    k_zre_emit<<<gcx_grid(L), TPB>>>(ob, fl, B, S, L);
-    cudaCheckLast();
-    /* pay holds max_payload = 4 + L bytes, the longest zero-run stream */
-    size_t z = gcx_select_flagged_u8(pay + 4, ob, fl, L);
-    gcx_dfree(B);
-    gcx_dfree(ob);
-    gcx_dfree(fl);
-    gcx_dfree(R);
-    gcx_dfree(S);
-    if (z > cap - 4) return -GC_ERR_NOSPACE;
-    return (int64_t)(4 + z);
+    if (L) {
+        uint8_t *B = (uint8_t *)gcx_dmalloc(L), *ob = (uint8_t *)gcx_dmalloc(L), *fl = (uint8_t *)gcx_dmalloc(L);
+        uint32_t *R = (uint32_t *)gcx_dmalloc(L * 4), *S = (uint32_t *)gcx_dmalloc(L * 4);
+        k_tlc_pack<<<gcx_grid(L), TPB>>>(B, side->repr, x, n, L, bk);
+        cudaCheckLast();
+        k_zre_mark<<<gcx_grid(L), TPB>>>(R, B, L);
+        cudaCheckLast();
+        gcx_inclusive_max_u32(S, R, L);
+        k_zre_emit<<<gcx_grid(L), TPB>>>(ob, fl, B, S, L);
+        cudaCheckLast();
+        /* pay holds max_payload = 4 + L bytes, the longest zero-run stream */
+        select_flagged_dev(pay + 4, ob, fl, L, &bk->z);
+        gcx_dfree(B);
+        gcx_dfree(ob);
+        gcx_dfree(fl);
+        gcx_dfree(R);
+        gcx_dfree(S);
+    }
+    cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost));
+    gcx_dfree(bk);
+    if (hb.mb > DENSE_FINITE_MAX_GPU || hb.m > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
+    if ((size_t)hb.z > cap - 4) return -GC_ERR_NOSPACE;
+    return (int64_t)(4 + (size_t)hb.z);
 }
 
 /* run expansion: e[i] = bytes byte i expands to (1, or k for a run code) */
@@ -815,6 +877,12 @@ __global__ void k_zre_expand(uint8_t *B, const uint8_t *z, const uint64_t *pos, 
     }
 }
 
+/* what the 3LC decoder reads back, once: the stream's expansion and whether a byte was bad */
+typedef struct {
+    uint64_t total;
+    uint32_t bad, pad;
+} TlcCheck;
+
 static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
     size_t len = p->len;
     if (flags) return -GC_ERR_CORRUPT;
@@ -827,21 +895,20 @@ static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     if (zlen == 0) return L ? -GC_ERR_TRUNCATED : 0;
     const uint8_t *z = p->d + 4;
     uint64_t *e = (uint64_t *)gcx_dmalloc((zlen + 1) * 8), *pos = (uint64_t *)gcx_dmalloc((zlen + 1) * 8);
-    uint32_t *bad = (uint32_t *)gcx_dmalloc(4);
-    cudaCheck(cudaMemsetAsync(bad, 0, 4, 0));
+    TlcCheck *chk = (TlcCheck *)gcx_dmalloc(sizeof(TlcCheck)), hc; /* read back together: one wait */
+    cudaCheck(cudaMemsetAsync(chk, 0, sizeof(TlcCheck), 0));
     k_zre_len<<<gcx_grid(zlen + 1), TPB>>>(e, z, zlen);
     cudaCheckLast();
     gcx_exclusive_sum_u64(pos, e, zlen + 1); /* pos[zlen] = total expansion */
-    k_zre_check<<<gcx_grid(zlen), TPB>>>(bad, z, pos, zlen, n, L, full);
+    k_zre_check<<<gcx_grid(zlen), TPB>>>(&chk->bad, z, pos, zlen, n, L, full);
     cudaCheckLast();
-    uint32_t hbad = 0;
-    uint64_t total = 0;
-    cudaCheck(cudaMemcpy(&hbad, bad, 4, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(&total, pos + zlen, 8, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpyAsync(&chk->total, pos + zlen, 8, cudaMemcpyDeviceToDevice, 0));
+    cudaCheck(cudaMemcpy(&hc, chk, sizeof hc, cudaMemcpyDeviceToHost));
+    gcx_dfree(chk);
     int rc = 0;
-    if (hbad) rc = -GC_ERR_CORRUPT;
-    else if (total < L) rc = -GC_ERR_TRUNCATED;
-    else if (total > L) rc = -GC_ERR_OVERSIZED; /* no run crosses L (checked), so bytes are left over */
+    if (hc.bad) rc = -GC_ERR_CORRUPT;
+    else if (hc.total < L) rc = -GC_ERR_TRUNCATED;
+    else if (hc.total > L) rc = -GC_ERR_OVERSIZED; /* no run crosses L (checked), so bytes are left over */
     if (!rc && L) {
         uint8_t *B = (uint8_t *)gcx_dmalloc(L);
         k_zre_expand<<<gcx_grid(zlen), TPB>>>(B, z, pos, zlen, L);
@@ -852,7 +919,6 @@ static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     }
     gcx_dfree(e);
     gcx_dfree(pos);
-    gcx_dfree(bad);
     return rc;
 }
 
@@ -888,7 +954,7 @@ static int64_t onebit_enc(uint8_t *pay, size_t cap, const float *x, size_t n, co
     uint8_t hdr[8];
     put_f32(hdr, pos);
     put_f32(hdr + 4, neg);
-    cudaCheck(cudaMemcpy(pay, hdr, 8, cudaMemcpyHostToDevice));
+    cuda_put_bytes(pay, hdr, 8);
     if (nb) {
         k_onebit_enc<<<gcx_grid(nb), TPB>>>(pay + 8, side->repr, x, n, nb, pos, neg);
         cudaCheckLast();
@@ -1030,7 +1096,7 @@ static int64_t ternsum_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, s
     put_f32(hdr, s);
     put_u16(hdr + 4, (uint16_t)tn);
     put_u16(hdr + 6, 0);
-    cudaCheck(cudaMemcpy(pay, hdr, 8, cudaMemcpyHostToDevice));
+    cuda_put_bytes(pay, hdr, 8);
     if (nw) {
         k_ternsum_enc<<<gcx_grid(nw), TPB>>>(pay + 8, side->repr, x, n, tn, B, K, nw, s);
         cudaCheckLast();
@@ -1089,24 +1155,28 @@ static int64_t encode_payload(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *
     return -GC_ERR_CODEC;
 }
 
-int64_t codec_encode_cuda_payload(CodecCuda *g, uint8_t *payload, size_t cap, uint16_t *flags, const float *x,
-                                  size_t n, const CodecSide *side) {
+/* codec_encode_cuda_payload without its final wait: the payload is complete in stream order */
+static int64_t encode_staged(CodecCuda *g, uint8_t *payload, size_t cap, uint16_t *flags, const float *x, size_t n,
+                             const CodecSide *side) {
     static const CodecSide none = CodecSide();
     if (!side) side = &none;
     if (n > CODEC_MAX_COUNT) return -GC_ERR_PARAM;
     size_t maxp = g->spec.ops->max_payload(g->cpu, n);
-    int64_t len;
     /* straight into payload only when it has room for max_payload bytes and is 4-byte
      * aligned: kernels store 16- and 32-bit words (and atomicOr 32-bit words) into the
      * payload, which a GPU refuses at a misaligned address */
-    if (cap >= maxp && ((uintptr_t)payload & 3) == 0) {
-        len = encode_payload(g, payload, cap, flags, x, n, side);
-    } else { /* the kernels may use up to max_payload bytes, aligned: stage, then copy what fits */
-        uint8_t *tmp = (uint8_t *)gcx_dmalloc(maxp);
-        len = encode_payload(g, tmp, cap, flags, x, n, side);
-        if (len > 0) cudaCheck(cudaMemcpyAsync(payload, tmp, (size_t)len, cudaMemcpyDeviceToDevice, 0));
-        gcx_dfree(tmp);
-    }
+    if (cap >= maxp && ((uintptr_t)payload & 3) == 0) return encode_payload(g, payload, cap, flags, x, n, side);
+    /* the kernels may use up to max_payload bytes, aligned: stage, then copy what fits */
+    uint8_t *tmp = (uint8_t *)gcx_dmalloc(maxp);
+    int64_t len = encode_payload(g, tmp, cap, flags, x, n, side);
+    if (len > 0) cudaCheck(cudaMemcpyAsync(payload, tmp, (size_t)len, cudaMemcpyDeviceToDevice, 0));
+    gcx_dfree(tmp);
+    return len;
+}
+
+int64_t codec_encode_cuda_payload(CodecCuda *g, uint8_t *payload, size_t cap, uint16_t *flags, const float *x,
+                                  size_t n, const CodecSide *side) {
+    int64_t len = encode_staged(g, payload, cap, flags, x, n, side);
     cudaCheck(cudaStreamSynchronize(0));
     return len;
 }
@@ -1182,26 +1252,60 @@ __global__ void k_crc_spans(uint32_t *part, const uint8_t *p, size_t len, size_t
 }
 
 static CrcOps crc_ops;
-static uint32_t crc_span_op[32];
+typedef struct {
+    uint32_t op[32];
+} Op32;
+static Op32 crc_span_op; /* Z_(CRC_SPAN): moves a register past one block's span */
 static void crc_ops_init(void) {
     for (int k = 0; (1u << k) < TPB && k < CRC_LEVELS; k++) crc32c_zeros_op(crc_ops.z[k], (uint64_t)CRC_PIECE << k);
-    crc32c_zeros_op(crc_span_op, CRC_SPAN);
+    crc32c_zeros_op(crc_span_op.op, CRC_SPAN);
 }
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
+/* the registers of the spans of p[len] (device), *nb of them, in stream order (no wait);
+ * NULL for len 0. gcx_dfree it after its last use */
+static uint32_t *crc_parts(const uint8_t *p, size_t len, size_t *nb) {
+    pthread_once(&crc_once, crc_ops_init);
+    *nb = len ? (len - 1) / CRC_SPAN + 1 : 0;
+    if (!len) return NULL;
+    uint32_t *d = (uint32_t *)gcx_dmalloc(*nb * sizeof(uint32_t));
+    k_crc_spans<<<(unsigned)*nb, TPB>>>(d, p, len, *nb * CRC_SPAN - len, crc_ops);
+    cudaCheckLast();
+    return d;
+}
+
+/* the CRC-32C from 0 of the bytes whose spans' registers are part[nb]; z: the register
+ * ~0 moved past all of them (crc32c_zeros(~0, len)), as crc32c_cuda folds on the host */
+__device__ uint32_t d_crc_fold(const uint32_t *part, size_t nb, const Op32 &span, uint32_t z) {
+    uint32_t r = 0;
+    for (size_t b = 0; b < nb; b++) r = d_apply_op(span.op, r) ^ part[b];
+    return ~(z ^ r);
+}
+
 uint32_t crc32c_cuda(uint32_t crc, const void *data, size_t len) {
     if (len == 0) return crc;
-    pthread_once(&crc_once, crc_ops_init);
-    size_t nb = (len - 1) / CRC_SPAN + 1;
-    uint32_t *d = (uint32_t *)gcx_dmalloc(nb * sizeof(uint32_t)), *h = (uint32_t *)mallocCheck(nb * sizeof(uint32_t));
-    k_crc_spans<<<(unsigned)nb, TPB>>>(d, (const uint8_t *)data, len, nb * CRC_SPAN - len, crc_ops);
-    cudaCheckLast();
+    size_t nb;
+    uint32_t *d = crc_parts((const uint8_t *)data, len, &nb), *h = (uint32_t *)mallocCheck(nb * sizeof(uint32_t));
     cudaCheck(cudaMemcpy(h, d, nb * sizeof(uint32_t), cudaMemcpyDeviceToHost));
     gcx_dfree(d);
     uint32_t r = 0; /* the register from 0 of the padded bytes, which is that of the bytes */
-    for (size_t b = 0; b < nb; b++) r = crc32c_apply_op(crc_span_op, r) ^ h[b];
+    for (size_t b = 0; b < nb; b++) r = crc32c_apply_op(crc_span_op.op, r) ^ h[b];
     free(h);
     return ~(crc32c_zeros(~crc, len) ^ r);
+}
+
+/* a frame's header (frame_header_write) as a kernel argument; its CRC (bytes 16..19,
+ * little-endian) is written on the device */
+#define HDR_CRC_AT 16
+typedef struct {
+    uint8_t b[CODEC_HEADER_SIZE];
+} HdrBytes;
+
+/* one thread: the header of a device frame whose payload's span registers are part[nb] */
+__global__ void k_frame_finish(uint8_t *frame, HdrBytes h, const uint32_t *part, size_t nb, Op32 span, uint32_t z) {
+    uint32_t c = d_crc_fold(part, nb, span, z);
+    for (int i = 0; i < HDR_CRC_AT; i++) frame[i] = h.b[i];
+    for (int i = 0; i < 4; i++) frame[HDR_CRC_AT + i] = (uint8_t)(c >> (8 * i));
 }
 
 int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
@@ -1209,14 +1313,36 @@ int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const fl
     if (n > CODEC_MAX_COUNT) return -GC_ERR_PARAM;
     if (cap < CODEC_HEADER_SIZE) return -GC_ERR_NOSPACE;
     uint16_t flags = 0;
-    int64_t len = codec_encode_cuda_payload(g, frame + CODEC_HEADER_SIZE, cap - CODEC_HEADER_SIZE, &flags, x, n, side);
+    int64_t len = encode_staged(g, frame + CODEC_HEADER_SIZE, cap - CODEC_HEADER_SIZE, &flags, x, n, side);
     if (len >= 0 && (uint64_t)len > 0xFFFFFFFFu) len = -GC_ERR_NOSPACE;
     if (len < 0) return len;
-    uint8_t h[CODEC_HEADER_SIZE];
-    put_header(h, g, flags, n, len, crc32c_cuda(0, frame + CODEC_HEADER_SIZE, (size_t)len));
-    cudaCheck(cudaMemcpy(frame, h, CODEC_HEADER_SIZE, cudaMemcpyHostToDevice));
-    cudaCheck(cudaStreamSynchronize(0)); /* from pageable memory the copy may still be under way */
+    HdrBytes h;
+    put_header(h.b, g, flags, n, len, 0);
+    size_t nb;
+    uint32_t *part = crc_parts(frame + CODEC_HEADER_SIZE, (size_t)len, &nb);
+    k_frame_finish<<<1, 1>>>(frame, h, part, nb, crc_span_op, crc32c_zeros(~0u, (uint64_t)len));
+    cudaCheckLast();
+    gcx_dfree(part);
     return CODEC_HEADER_SIZE + len;
+}
+
+/* What the host reads of a device frame of len bytes, in one copy: its first min(len, 36)
+ * bytes (the header, the payload's first PAY_HEAD), the CRC of the len - 20 bytes after
+ * the header (the payload, once the header says payload_len = len - 20, which every valid
+ * header does) and the last min(len - 20, 8) of them, right-aligned as Pay.tail */
+typedef struct {
+    uint8_t hb[CODEC_HEADER_SIZE + PAY_HEAD];
+    uint8_t tail[8];
+    uint32_t crc;
+} Probe;
+
+__global__ void k_frame_probe(Probe *pr, const uint8_t *frame, size_t len, const uint32_t *part, size_t nb, Op32 span,
+                              uint32_t z) {
+    size_t k = len < sizeof pr->hb ? len : sizeof pr->hb, pl = len > CODEC_HEADER_SIZE ? len - CODEC_HEADER_SIZE : 0;
+    size_t e = pl < 8 ? pl : 8;
+    for (size_t i = 0; i < sizeof pr->hb; i++) pr->hb[i] = i < k ? frame[i] : 0;
+    for (size_t i = 0; i < 8; i++) pr->tail[i] = i >= 8 - e ? frame[len - (8 - i)] : 0;
+    pr->crc = d_crc_fold(part, nb, span, z);
 }
 
 /* the payload decoded by the codec from pay (device); gcomp parses its headers on the
@@ -1239,8 +1365,7 @@ static int decode_payload(CodecCuda *g, float *out, size_t n, float weight, int 
     case CODEC_TERNSUM: rc = ternsum_dec(g->cpu, out, n, weight, acc, pay, flags); break;
     default: rc = -GC_ERR_CODEC;
     }
-    cudaCheck(cudaStreamSynchronize(0));
-    return rc;
+    return rc; /* the output complete in stream order */
 }
 
 
@@ -1282,20 +1407,24 @@ static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int ac
  * as the codec's kernels need, pay_align) */
 static int decode_frame_dev(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
                             size_t len) {
-    uint8_t hb[CODEC_HEADER_SIZE + PAY_HEAD];
-    size_t k = len < sizeof hb ? len : sizeof hb;
-    if (k) cudaCheck(cudaMemcpy(hb, frame, k, cudaMemcpyDeviceToHost));
+    size_t pl = len > CODEC_HEADER_SIZE ? len - CODEC_HEADER_SIZE : 0, nb;
+    uint32_t *part = crc_parts(frame + CODEC_HEADER_SIZE, pl, &nb);
+    Probe *dp = (Probe *)gcx_dmalloc(sizeof(Probe)), pr;
+    k_frame_probe<<<1, 1>>>(dp, frame, len, part, nb, crc_span_op, crc32c_zeros(~0u, (uint64_t)pl));
+    cudaCheckLast();
+    cudaCheck(cudaMemcpy(&pr, dp, sizeof pr, cudaMemcpyDeviceToHost)); /* the frame's one wait before its codec's */
+    gcx_dfree(dp);
+    gcx_dfree(part);
     FrameHeader h;
-    int rc = frame_header_expect(&h, hb, len, (uint8_t)g->spec.ops->id, n);
+    int rc = frame_header_expect(&h, pr.hb, len, (uint8_t)g->spec.ops->id, n);
     if (rc) return rc;
+    if (pr.crc != h.crc) return -GC_ERR_CHECKSUM; /* h.payload_len = pl */
     const uint8_t *p = frame + CODEC_HEADER_SIZE;
-    size_t pl = h.payload_len, e = pl < 8 ? pl : 8;
-    if (crc32c_cuda(0, p, pl) != h.crc) return -GC_ERR_CHECKSUM;
     Pay pay;
     memset(&pay, 0, sizeof pay);
     pay.len = pl;
-    memcpy(pay.head, hb + CODEC_HEADER_SIZE, pl < PAY_HEAD ? pl : PAY_HEAD);
-    if (e) cudaCheck(cudaMemcpy(pay.tail + 8 - e, p + pl - e, e, cudaMemcpyDeviceToHost));
+    memcpy(pay.head, pr.hb + CODEC_HEADER_SIZE, pl < PAY_HEAD ? pl : PAY_HEAD);
+    memcpy(pay.tail, pr.tail, 8);
     uint8_t *moved = NULL;
     if ((uintptr_t)p & (pay_align(g) - 1)) {
         moved = (uint8_t *)gcx_dmalloc(pl);

@@ -24,8 +24,13 @@
  * 0 or a negative GcError.
  *
  * Work runs on the calling thread's default stream (the build's per-thread default
- * streams, docs/GPU.md "Streams"); each call returns when its results are complete
- * (the frame in host memory, out/repr/mask on the device).
+ * streams, docs/GPU.md "Streams"). A host frame is complete when the call returns; what
+ * a call leaves in device memory (out, repr, mask, a device frame) is complete in stream
+ * order: for the kernels and copies the same thread issues next, and for the host or
+ * another stream after cudaStreamSynchronize(0) (codec_encode_cuda_payload waits itself).
+ * The calls wait for the device only where the host needs a result (a frame's length, a
+ * scale, a count, whether a frame is valid): every wait leaves the GPU idle until the host
+ * launches more, and the frames of a step are many and small (docs/GPU.md, "Waits").
  * Scratch memory comes from the stream-ordered allocator (cudaMallocAsync).
  * CUDA failures (out of memory, a bad pointer) print file and line and exit,
  * like every other checking macro of the project. Not thread-safe per
@@ -98,14 +103,15 @@ int codec_decode_acc_cuda(CodecCuda *g, float *out, size_t n, float weight, cons
 
 /* The same with the whole frame in DEVICE memory (the exchange's bundles over NCCL,
  * dist/exchange_cuda.c): the same bytes and the same results and error codes as the
- * host-frame calls. Encoding writes the payload in place, computes its CRC on the device
- * and copies the 20-byte header up; decoding copies the header and the payload's first
- * 16 and last 8 bytes down, checks the CRC on the device and decodes the payload where
- * it lies (moved first, device to device, when it is not aligned for the codec's loads:
- * 4 bytes for fp32, 2 for fp16, 8 for ternsum). Every codec validates and decodes on the
- * device; the host reads only a payload's first 16 and last 8 bytes, and gcomp's block
- * header, table section and chunk headers (a prefix of 28 + at most 514 + 20 per chunk
- * bytes), which it parses there.  frame: [cap] / [len] device, any alignment */
+ * host-frame calls. Encoding writes the payload in place and a kernel writes the 20-byte
+ * header with the CRC computed on the device; decoding computes the CRC on the device,
+ * copies it down in one copy with the header and the payload's first 16 and last 8 bytes,
+ * checks them on the host and decodes the payload where it lies (moved first, device to
+ * device, when it is not aligned for the codec's loads: 4 bytes for fp32, 2 for fp16, 8
+ * for ternsum). Every codec validates and decodes on the device; the host reads only those
+ * bytes, and gcomp's block header, table section and chunk headers (a prefix of 28 + at
+ * most 514 + 20 per chunk bytes), which it parses there.
+ *   frame: [cap] / [len] device, any alignment */
 int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
                               const CodecSide *side);
 int codec_decode_cuda_dev(CodecCuda *g, float *out, size_t n, const uint8_t *frame, size_t len);
@@ -119,6 +125,13 @@ int codec_cuda_gcomp_parts(GcompParts *p, const uint8_t *frame, size_t len);
 /* crc32c(crc, data, len) (common/crc32c.h) of len bytes of DEVICE memory, computed on the
  * device in pieces of 1 KiB folded with the zero-byte operators; the same value */
 uint32_t crc32c_cuda(uint32_t crc, const void *data, size_t len);
+
+/* n <= CUDA_PUT_MAX bytes of host memory written to dev (device memory) by a kernel that
+ * carries them as its argument: ordered on the calling thread's default stream like the
+ * kernels around it, with no wait, and src may be reused as soon as it returns. The
+ * encoders' headers and the exchange's bundle and entry headers go to the device this way */
+#define CUDA_PUT_MAX 64
+void cuda_put_bytes(void *dev, const void *src, size_t n);
 
 /* terngrad/stoch3: the scalar the codec would use for x (TernGrad 3.1), as
  * codec_local_scalar; NaN for other codecs or non-finite input.  x: [n] device */

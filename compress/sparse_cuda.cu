@@ -172,11 +172,12 @@ __global__ void k_digit_pick(KthState *st, const uint32_t *hist, uint32_t nb, in
 /* the k-th largest of keys[c] (1 <= k <= c) and the number of keys above it:
  * compress/select.c rs_rest, one digit level at a time (bits 31..20, 19..8, 7..0), every
  * bucket chosen on the device; one copy of the result to the host */
+static_assert(sizeof(KthState) <= CUDA_PUT_MAX, "KthState goes up as a kernel argument");
 static uint32_t kth_largest(size_t *above, const uint32_t *keys, size_t c, size_t k) {
     static const int sh[3] = {20, 8, 0}, width[3] = {12, 12, 8};
     uint32_t *dh = (uint32_t *)gcx_dmalloc(4096 * sizeof(uint32_t));
     KthState *dst = (KthState *)gcx_dmalloc(sizeof(KthState)), st = {0, 0, (uint64_t)k, 0};
-    cudaCheck(cudaMemcpy(dst, &st, sizeof st, cudaMemcpyHostToDevice));
+    cuda_put_bytes(dst, &st, sizeof st);
     for (int level = 0; level < 3; level++) {
         uint32_t nb = 1u << width[level];
         cudaCheck(cudaMemsetAsync(dh, 0, nb * sizeof(uint32_t), 0));
@@ -326,7 +327,7 @@ static void side_outputs(const CodecSide *side, const uint32_t *idx, const float
 static void put_u32_dev(uint8_t *dst, uint32_t v) {
     uint8_t b[4];
     put_u32(b, v);
-    cudaCheck(cudaMemcpy(dst, b, 4, cudaMemcpyHostToDevice));
+    cuda_put_bytes(dst, b, 4);
 }
 
 /* ================================================================ topk ==== */
@@ -750,7 +751,7 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
             k_rice_put<<<gcx_grid(m), TPB>>>((uint32_t *)pay, didx, off, m, b);
             cudaCheckLast();
         }
-        cudaCheck(cudaMemcpy(pay, h, SBC_HEADER, cudaMemcpyHostToDevice));
+        cuda_put_bytes(pay, h, SBC_HEADER);
         side_outputs(side, didx, NULL, mean, m, n);
         rc = (int64_t)len;
     }

@@ -58,6 +58,9 @@ struct ExchangeCuda {
                          * worker for a codec with state between steps (gcomp's tables: each
                          * sender's), else src 0's serves every worker (NULL at src > 0) */
     uint8_t *d_levels;  /* [total] device: GCOMP's levels (make_side's), NULL without gcomp */
+    uint8_t *heads, *d_heads; /* a device bundle's headers read at once (exchange_cuda_bundle_heads): host
+                               * copy (page-locked), device scratch; EXCHANGE_HEADS_BYTES(T) bytes each */
+    uint32_t heads_n, heads_i; /* the entries in heads, the next one to take */
     int coded;          /* a push has been encoded: the codecs' state is the host's to save */
     /* the ring (GCOMP section 6.2) */
     CodecCuda **renc, **rdec; /* [T * 2N] tensor t's encoder and decoder of slot s at t * 2N + s
@@ -196,6 +199,8 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
               cuda_dev_alloc((void **)&x->d_lsum, 3 * (EXCHANGE_LAYER_BLOCKS + 1) * sizeof(double),
                              "--log-layers' sums") ||
               cuda_dev_alloc((void **)&x->d_mask, bytes / sizeof(float), "the sparsifiers' masks") ||
+              cuda_dev_alloc((void **)&x->d_heads, EXCHANGE_HEADS_BYTES(x->T), "the bundles' headers") ||
+              !(x->heads = cuda_host_alloc(EXCHANGE_HEADS_BYTES(x->T))) || /* page-locked: copied by DMA */
               (x->h_resid && cuda_dev_alloc((void **)&x->d_resid, bytes, "the residual")) ||
               (x->h_vel && cuda_dev_alloc((void **)&x->d_vel, bytes, "DGC's momentum"));
         x->enc = callocCheck((size_t)x->T + 1, sizeof *x->enc);
@@ -273,6 +278,8 @@ void exchange_cuda_free(ExchangeCuda *x) {
         if (bufs[i]) cudaCheck(cudaFree(bufs[i]));
     if (x->d_mask) cudaCheck(cudaFree(x->d_mask));
     if (x->d_levels) cudaCheck(cudaFree(x->d_levels));
+    if (x->d_heads) cudaCheck(cudaFree(x->d_heads));
+    cuda_host_free(x->heads);
     cuda_host_arena_free(x->h_stage);
     if (x->d_lo) cudaCheck(cudaFree(x->d_lo));
     if (x->d_hi) cudaCheck(cudaFree(x->d_hi));
@@ -492,19 +499,23 @@ static void gcomp_levels(ExchangeCuda *x, int pull, int t, size_t lo, size_t n, 
     }
 }
 
-/* n bytes from the host into a bundle (x->out or x->in, wherever they live), and back */
+/* n bytes (a header: at most CUDA_PUT_MAX) from the host into a bundle (x->out or x->in,
+ * wherever they live), and back. Into a device bundle by a kernel, in stream order with the
+ * frames' kernels: the bundle is complete once its pass ends (pass_done) */
 static void to_bundle(const ExchangeCuda *x, uint8_t *dst, const void *src, size_t n) {
-    if (!x->devb) {
-        memcpy(dst, src, n);
-        return;
-    }
-    cudaCheck(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
-    cudaCheck(cudaStreamSynchronize(0)); /* from pageable memory the copy may still be under way */
+    if (x->devb) cuda_put_bytes(dst, src, n);
+    else memcpy(dst, src, n);
 }
 static void from_bundle(const ExchangeCuda *x, void *dst, const uint8_t *src, size_t n) {
     if (x->devb) cudaCheck(cudaMemcpy(dst, src, n, cudaMemcpyDeviceToHost));
     else memcpy(dst, src, n);
 }
+
+/* the end of an encoding or decoding pass over a bundle: its one wait for the device. The
+ * codecs leave their work in stream order (compress/codec_cuda.h); after this a Comm (NCCL's
+ * stream, another worker's thread) may read the bundle just written, or overwrite the one
+ * just decoded, and the pass's time (x->st.codec_s) includes its kernels */
+static void pass_done(void) { cudaCheck(cudaStreamSynchronize(0)); }
 
 /* b = an empty bundle of step (bundle_begin, wherever b lives) */
 static void begin(ExchangeCuda *x, ByteBuf *b, long step) {
@@ -550,21 +561,29 @@ static int get_frame(const ExchangeCuda *x, CodecCuda *dec, float *out, size_t n
 }
 
 /* bundle_open and bundle_next on a bundle wherever it lives: the headers of a device
- * bundle are copied to the host to be checked */
-static int open_bundle(const ExchangeCuda *x, BundleReader *br, const uint8_t *p, size_t len, long step) {
+ * bundle are copied to the host to be checked, all in one copy when it is opened
+ * (exchange_cuda_bundle_heads), each entry's found there in the order they are taken */
+static int open_bundle(ExchangeCuda *x, BundleReader *br, const uint8_t *p, size_t len, long step) {
     if (!x->devb) return bundle_open(br, p, len, step);
-    uint8_t h[BUNDLE_HDR];
-    if (len >= BUNDLE_HDR) from_bundle(x, h, p, BUNDLE_HDR);
-    int rc = bundle_open(br, h, len, step);
+    exchange_cuda_bundle_heads(x->heads, x->d_heads, p, len, (uint32_t)x->T);
+    x->heads_n = get_u32(x->heads + BUNDLE_HDR);
+    x->heads_i = 0;
+    int rc = bundle_open(br, x->heads, len, step);
     br->p = p;
     return rc;
 }
-static int next_entry(const ExchangeCuda *x, BundleReader *br, int t, int chunk, const uint8_t **fp, size_t *flen) {
+static int next_entry(ExchangeCuda *x, BundleReader *br, int t, int chunk, const uint8_t **fp, size_t *flen) {
     if (!x->devb) return bundle_next(br, t, chunk, fp, flen);
     int rc = bundle_room(br);
     if (rc) return rc;
+    const uint8_t *h = x->heads + EXCHANGE_HEADS_TOP + (size_t)x->heads_i * EXCHANGE_HEAD_BYTES;
     uint8_t e[ENTRY_HDR];
-    from_bundle(x, e, br->p + br->at, ENTRY_HDR);
+    if (x->heads_i < x->heads_n && ((uint64_t)get_u32(h + 4) << 32 | get_u32(h)) == br->at) {
+        memcpy(e, h + 8, ENTRY_HDR);
+        x->heads_i++;
+    } else { /* past the walk (more entries than tensors): read it where it lies */
+        from_bundle(x, e, br->p + br->at, ENTRY_HDR);
+    }
     return bundle_take(br, t, chunk, e, fp, flen);
 }
 
@@ -652,8 +671,9 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
         if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + off, v, x->d_repr + off, n);
         if (x->mem[t] == MEM_DGC) exchange_cuda_mask_zero(x->d_vel + off, x->d_mask + off, n);
     }
-    x->st.codec_s += mono_seconds() - t0;
     set_count(x, b, count);
+    pass_done();
+    x->st.codec_s += mono_seconds() - t0;
     if (!pull) x->st.up_bytes += b->len;
     if (!pull) x->coded = 1;
 }
@@ -683,12 +703,14 @@ static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes,
             rc = get_frame(x, dec, dst + t_off(x, t), n, acc, fp, flen);
         }
         if (rc) {
+            pass_done();
             x->st.codec_s += mono_seconds() - t0;
             set_err(x, "worker %d: %s frame for tensor %s from worker %d: %s", x->rank, pull ? "pulled" : "bad",
                     x->pt->t[t].name, src, gc_strerror(rc));
             return comp;
         }
     }
+    pass_done();
     x->st.codec_s += mono_seconds() - t0;
     rc = bundle_close(&br);
     if (rc && pull) set_err(x, "worker %d: pull bundle: %s", x->rank, gc_strerror(rc));
@@ -736,7 +758,10 @@ static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, 
                         double lr, long step) {
     ByteBuf *b = &x->out;
     begin(x, b, step);
-    if (x->failed) return;
+    if (x->failed) {
+        pass_done();
+        return;
+    }
     size_t cap = BUNDLE_HDR;
     for (int t = 0; t < x->T; t++) {
         size_t m = exchange_ring_chunk(t_n(x, t), x->N, c, NULL);
@@ -776,8 +801,9 @@ static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, 
         if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + at, v, x->d_repr + at, m);
         if (fold) cudaCheck(cudaMemcpy(acc + at, x->d_repr + at, m * sizeof(float), cudaMemcpyDeviceToDevice));
     }
-    x->st.codec_s += mono_seconds() - t0;
     set_count(x, b, count);
+    pass_done();
+    x->st.codec_s += mono_seconds() - t0;
     x->coded = 1;
 }
 
@@ -809,12 +835,14 @@ static void decode_ring(ExchangeCuda *x, float *acc, int c, int slot, int src, l
             rc = get_frame(x, ring_codec(x, x->rdec, t, slot), acc + t_off(x, t) + lo, m, add, fp, flen);
         }
         if (rc) {
+            pass_done();
             x->st.codec_s += mono_seconds() - t0;
             set_err(x, "worker %d: bad frame for tensor %s (chunk %d) from worker %d: %s", x->rank, x->pt->t[t].name, c,
                     src, gc_strerror(rc));
             return;
         }
     }
+    pass_done();
     x->st.codec_s += mono_seconds() - t0;
     rc = bundle_close(&br);
     if (rc) set_err(x, "worker %d: bundle from worker %d: %s", x->rank, src, gc_strerror(rc));
@@ -852,6 +880,7 @@ static int avg_ring(ExchangeCuda *x, const float *d_x, const float *d_lp, const 
                 encode_ring(x, send_c, send_c, 0, acc, d_lp, opt, lr, step);
             } else if (s > 0 && x->failed) {
                 begin(x, &x->out, step);
+                pass_done();
             } else if (s > 0) { /* forward what arrived last hop unchanged, its values counted as sent */
                 x->st.raw_up += forward(x, step, (r - s + 1 + 2 * N) % N);
             }

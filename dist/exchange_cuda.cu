@@ -4,6 +4,7 @@
  * `d[i] = a[i] - b[i]` (never contracted), the trainers' --ema average, and the
  * sums of squares of the clipping norms in the host's order. */
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/cuda_check.h"
 #include "optim/optim.h" /* GCOMP_MAX_LEVEL, GCOMP_BITS_PER_LEVEL */
@@ -21,6 +22,12 @@ extern "C" void exchange_cuda_delta_levels(unsigned char *lv, const float *p, co
 extern "C" double exchange_cuda_sumsq(const float *a, const size_t *lo, const size_t *hi, size_t m, double *part);
 extern "C" void exchange_cuda_layer_sums(double out[3], const float *v, const float *repr, const unsigned char *mask,
                                          size_t n, double *part);
+extern "C" void exchange_cuda_bundle_heads(unsigned char *out, unsigned char *scratch, const unsigned char *bundle,
+                                           size_t len, uint32_t max);
+#define EXCHANGE_HEADS_TOP 24 /* as dist/exchange_cuda.h */
+#define EXCHANGE_HEAD_BYTES 24
+#define BUNDLE_HDR 16 /* dist/bundle.h */
+#define ENTRY_HDR 12
 
 #define TPB 256
 #define EXCHANGE_LAYER_BLOCKS 64 /* exchange_cuda_layer_sums' blocks at most: as dist/exchange_cuda.h */
@@ -212,4 +219,28 @@ extern "C" void exchange_cuda_layer_sums(double out[3], const float *v, const fl
     k_ex_layer_total<<<1, 1>>>(part, blocks);
     cudaCheckLast();
     cudaCheck(cudaMemcpy(out, part + 3 * blocks, 3 * sizeof(double), cudaMemcpyDeviceToHost));
+}
+
+/* one thread: exchange_cuda_bundle_heads' walk along the entries' chain, into o */
+__global__ void k_bundle_heads(unsigned char *o, const unsigned char *b, size_t len, uint32_t max) {
+    for (int i = 0; i < BUNDLE_HDR; i++) o[i] = (size_t)i < len ? b[i] : 0;
+    uint32_t n = 0;
+    size_t at = BUNDLE_HDR;
+    while (n < max && at <= len && len - at >= ENTRY_HDR) {
+        unsigned char *h = o + EXCHANGE_HEADS_TOP + (size_t)n * EXCHANGE_HEAD_BYTES;
+        for (int i = 0; i < 8; i++) h[i] = (unsigned char)((uint64_t)at >> (8 * i));
+        for (int i = 0; i < ENTRY_HDR; i++) h[8 + i] = b[at + i];
+        size_t flen = (size_t)b[at + 8] | (size_t)b[at + 9] << 8 | (size_t)b[at + 10] << 16 | (size_t)b[at + 11] << 24;
+        n++;
+        if (flen > len - at - ENTRY_HDR) break;
+        at += ENTRY_HDR + flen;
+    }
+    for (int i = 0; i < 4; i++) o[BUNDLE_HDR + i] = (unsigned char)(n >> (8 * i));
+}
+
+void exchange_cuda_bundle_heads(unsigned char *out, unsigned char *scratch, const unsigned char *bundle, size_t len,
+                                uint32_t max) {
+    k_bundle_heads<<<1, 1>>>(scratch, bundle, len, max);
+    cudaCheckLast();
+    cudaCheck(cudaMemcpy(out, scratch, EXCHANGE_HEADS_TOP + (size_t)max * EXCHANGE_HEAD_BYTES, cudaMemcpyDeviceToHost));
 }

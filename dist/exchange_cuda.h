@@ -132,6 +132,7 @@
 #define GC_EXCHANGE_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dist/comm.h"
 #include "dist/exchange.h"
@@ -201,5 +202,22 @@ double exchange_cuda_sumsq(const float *a, const size_t *lo, const size_t *hi, s
  * (EXCHANGE_LAYER_BLOCKS + 1)] doubles of device scratch */
 void exchange_cuda_layer_sums(double out[3], const float *v, const float *repr, const unsigned char *mask, size_t n,
                               double *part);
+
+/* The headers of a device bundle (dist/bundle.h) read in one copy, so that decoding it
+ * waits for the device once for all of them instead of once per entry: the bundle's first
+ * min(len, 16) bytes (BUNDLE_HDR), then the entries found by following their chain from
+ * offset 16 (12 bytes each, ENTRY_HDR, then the frame length that their bytes 8..11 give),
+ * at most max of them; the walk stops where the next header would leave the len bytes, or
+ * after a header whose frame would. Nothing is checked: the host reads the copy as it
+ * would the bundle (bundle_open, bundle_take), in the same order.
+ *   out (host), EXCHANGE_HEADS_BYTES(max) bytes, little-endian: [0, 16) the bundle's
+ *   header (zeros past len), u32 at 16 the entries found; entry i at 24 + 24 i: u64 its
+ *   offset in the bundle, then its 12 header bytes (4 bytes of padding after them)
+ *   scratch: as many bytes of device memory;  bundle: [len] device */
+#define EXCHANGE_HEADS_TOP 24
+#define EXCHANGE_HEAD_BYTES 24
+#define EXCHANGE_HEADS_BYTES(max) (EXCHANGE_HEADS_TOP + (size_t)(max) * EXCHANGE_HEAD_BYTES)
+void exchange_cuda_bundle_heads(unsigned char *out, unsigned char *scratch, const unsigned char *bundle, size_t len,
+                                uint32_t max);
 
 #endif

@@ -116,6 +116,8 @@ typedef struct {
     LayerStats layers[W][NT];           /* --log-layers' statistics of the whole run */
     unsigned long long pageable[W];     /* emulation: bytes the steps copied between the GPU and pageable host memory */
     unsigned long long pageable_max[W]; /* ... the largest such copy's */
+    unsigned long long waits[W];        /* emulation: times the steps waited for the device */
+    int exchanges[W];                   /* device steps that exchanged */
 } Run;
 
 static LocalGroup *group;
@@ -211,12 +213,19 @@ static void worker(int rank, void *arg) {
 #ifdef EMU_PAGEABLE_COPIES
             emu_pageable_copies(&pb, &pmax); /* from here */
 #endif
+#ifdef EMU_HOST_WAITS
+            emu_host_waits();
+#endif
             rc = exchange_cuda_step(dx, dp, dg, &dopt, 0.1, (double)s, s, &r->st[rank]);
             if (!rc) exchange_cuda_optimize(dx, dp, dg, &dopt, 0.1);
             if (!rc) rc = exchange_cuda_deltas(dx, dp, &dopt, s, &r->st[rank]);
 #ifdef EMU_PAGEABLE_COPIES
             emu_pageable_copies(&pb, &pmax);
 #endif
+#ifdef EMU_HOST_WAITS
+            r->waits[rank] += emu_host_waits();
+#endif
+            r->exchanges[rank] += r->st[rank].exchanged;
             r->pageable[rank] += pb;
             if (pmax > r->pageable_max[rank]) r->pageable_max[rank] = pmax;
             if (rc) snprintf(r->err[rank], sizeof r->err[rank], "%s", exchange_cuda_error(dx));
@@ -326,12 +335,26 @@ static int frames_only(const char *codec) {
     return 0;
 }
 
+/* the frames worker k encodes or decodes in an exchange of every tensor (allgather, ps) */
+static int frame_passes(int topology, int k) {
+    if (topology == TOPO_ALLGATHER) return NT * (1 + W); /* its push, everyone's decoded */
+    if (topology == TOPO_PS) return k == 0 ? NT * (W + 3) : 2 * NT; /* the server: W pushes in, its pull out */
+    return 0;
+}
+
 /* sums of the same values in another order (the device's tree against the host's loop) */
 static int close_rel(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(a) + 1e-30; }
 
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
 
+/* worker k's waits for the device per frame pass over its exchanges; -1 where not counted */
+static double waits_per_pass(const Run *d, int topology, int k) {
+    int passes = frame_passes(topology, k) * d->exchanges[k];
+    return passes > 0 ? (double)d->waits[k] / passes : -1;
+}
+
 static void compare(const char *codec, int topology) {
+    double worst = -1; /* the most waits per frame pass of a worker */
     Run h, d;
     run_go(&h, codec, topology, 0, 0);
     run_go(&d, codec, topology, 1, 0);
@@ -397,15 +420,29 @@ static void compare(const char *codec, int topology) {
               "%s %s worker %d: no frame copied through pageable host memory (largest pageable copy %llu bytes)",
               codec, name, k, d.pageable_max[k]);
 #endif
+#ifdef EMU_HOST_WAITS
+        /* the framing (a frame's header and CRC written on the device; a bundle's entry
+         * headers read in one copy, each frame's header, CRC and last bytes in one) and
+         * fp32's and 3lc's kernels leave at most 2.5 waits for the device per frame encoded
+         * or decoded, the bundles' ends and --log-layers' sums included: at each wait a GPU
+         * idles until the host launches the next small kernel */
+        double per = waits_per_pass(&d, topology, k);
+        CHECK(per < 0 || (strcmp(codec, "fp32") && strcmp(codec, "3lc")) || per <= 2.5,
+              "%s %s worker %d: %.2f waits for the device per frame pass (at most 2.5)", codec, name, k, per);
+        if (per > worst) worst = per;
+#endif
         uint64_t copied = staged && b->exchanged ? pt.total * sizeof(float) : 0;
         CHECK(a->h2d_bytes == 0 && a->d2h_bytes == 0 && b->h2d_bytes == copied && b->d2h_bytes == copied,
               "%s %s worker %d: the device exchange's copies (%llu up, %llu down; %llu expected)", codec, name, k,
               (unsigned long long)b->h2d_bytes, (unsigned long long)b->d2h_bytes, (unsigned long long)copied);
     }
-    printf("  %-8s %-9s%s%s%s%s%s %s (bundles %llu bytes; pageable copies %llu bytes, largest %llu)\n", codec, name,
+    char waits[64] = "";
+    if (worst >= 0) snprintf(waits, sizeof waits, "; %.2f waits per frame pass", worst);
+    printf("  %-8s %-9s%s%s%s%s%s %s (bundles %llu bytes; pageable copies %llu bytes, largest %llu%s)\n", codec, name,
            nesterov ? " (Nesterov)" : "", delay > 1 ? " --delay 2" : "",
            clip > 0 ? " --clip 1" : "", staged ? " staged" : "", recreate ? " recreated" : "",
-           test_failed_ ? "(failures so far)" : "bit-identical", d.sent, sum_u64(d.pageable), max_u64(d.pageable_max));
+           test_failed_ ? "(failures so far)" : "bit-identical", d.sent, sum_u64(d.pageable), max_u64(d.pageable_max),
+           waits);
     run_free(&h);
     run_free(&d);
 }

@@ -20,6 +20,8 @@
 #define cudaMemsetAsync emu_untracked_cudaMemsetAsync
 #define cudaMemcpy emu_untracked_cudaMemcpy
 #define cudaMemcpyAsync emu_untracked_cudaMemcpyAsync
+#define cudaStreamSynchronize emu_untracked_cudaStreamSynchronize
+#define cudaDeviceSynchronize emu_untracked_cudaDeviceSynchronize
 #include "../emu_cuda.h"
 #undef cudaMalloc
 #undef cudaMallocAsync
@@ -29,6 +31,8 @@
 #undef cudaMemsetAsync
 #undef cudaMemcpy
 #undef cudaMemcpyAsync
+#undef cudaStreamSynchronize
+#undef cudaDeviceSynchronize
 #undef cudaCheck
 #undef cudaCheckLast
 
@@ -56,6 +60,16 @@ cudaError_t cudaFreeHost(void *p);
  * staging buffer and blocks the host */
 void emu_pageable_copies(unsigned long long *bytes, unsigned long long *largest);
 #define EMU_PAGEABLE_COPIES 1
+/* cudaMemcpyAsync: as cudaMemcpy, a host wait only through pageable memory */
+cudaError_t emu_memcpy_async(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaDeviceSynchronize(void);
+/* the times the calling thread has waited for the device since its last call here (then
+ * 0 again): on a GPU each is a round trip that leaves the device idle until the host
+ * launches more. Counted: cudaStreamSynchronize, cudaDeviceSynchronize, a cudaMemcpy
+ * between host and device, a cudaMemcpyAsync between the device and pageable host memory */
+unsigned long long emu_host_waits(void);
+#define EMU_HOST_WAITS 1
 #ifdef __cplusplus
 }
 #endif
@@ -70,7 +84,7 @@ static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { (void)s; retu
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { (void)s; return cudaMemset(p, v, n); }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
     (void)st;
-    return cudaMemcpy(d, s, n, k);
+    return emu_memcpy_async(d, s, n, k);
 }
 
 static inline const char *cudaGetErrorString(cudaError_t e) { (void)e; return "emulated error"; }

@@ -271,7 +271,27 @@ void emu_pageable_copies(unsigned long long *bytes, unsigned long long *largest)
     pageable_bytes = pageable_max = 0;
 }
 
-cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
+static __thread unsigned long long host_waits; /* the calling thread's (emu_host_waits) */
+
+unsigned long long emu_host_waits(void) {
+    unsigned long long w = host_waits;
+    host_waits = 0;
+    return w;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    (void)s;
+    host_waits++;
+    return 0;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    host_waits++;
+    return 0;
+}
+
+/* a copy; async: cudaMemcpyAsync's (the host waits only through pageable memory) */
+static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpyKind k, int async) {
     int dd = emu_is_dev(d), sd = emu_is_dev(s);
     int ok = k == cudaMemcpyHostToDevice ? dd && !sd : k == cudaMemcpyDeviceToHost ? !dd && sd
            : k == cudaMemcpyDeviceToDevice ? dd && sd : 1;
@@ -290,8 +310,15 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) 
     give();
     pageable_bytes += pageable ? n : 0;
     if (pageable && n > pageable_max) pageable_max = n;
+    host_waits += n && dd != sd && (!async || pageable);
     EMU_DEV_OPEN(dd ? d : NULL, sd ? s : NULL);
     memmove(d, s, n);
     emu_dev_close();
     return 0;
+}
+
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) { return memcpy_kind(d, s, n, k, 0); }
+
+cudaError_t emu_memcpy_async(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
+    return memcpy_kind(d, s, n, k, 1);
 }
