@@ -149,24 +149,41 @@ size_t gcx_select_flagged_u32(uint32_t *out, const uint32_t *in, const uint8_t *
 
 /* ---- max|x| as a bit pattern (compress/dense.h dense_absmax_bits) ---- */
 
+/* The blocks of a grid-wide max: about one wave of an H100/H200 (132 SMs x 2048 threads),
+ * each block one atomic on the result word; one atomic per warp of a block per 256
+ * values (gcx_grid) would queue half a million atomics on one word at 64M values */
+#define MAX_BLOCKS 1024
+
+__device__ __forceinline__ uint32_t d_warp_max(uint32_t m) {
+    for (int o = 16; o; o >>= 1) {
+        uint32_t v = __shfl_down_sync(0xFFFFFFFFu, m, o);
+        m = v > m ? v : m;
+    }
+    return m;
+}
+
 __global__ void k_absmax(uint32_t *out, const float *x, size_t n) {
+    __shared__ uint32_t wm[TPB / 32];
     uint32_t m = 0;
     GRID_STRIDE(i, n) {
         uint32_t u = __float_as_uint(x[i]) & 0x7FFFFFFFu;
         m = u > m ? u : m;
     }
-    for (int o = 16; o; o >>= 1) {
-        uint32_t v = __shfl_down_sync(0xFFFFFFFFu, m, o);
-        m = v > m ? v : m;
+    m = d_warp_max(m);
+    if ((threadIdx.x & 31) == 0) wm[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        m = d_warp_max(threadIdx.x < TPB / 32 ? wm[threadIdx.x] : 0u);
+        if (threadIdx.x == 0 && m) atomicMax(out, m);
     }
-    if ((threadIdx.x & 31) == 0 && m) atomicMax(out, m);
 }
 
 /* *d (device) = the bit pattern of max|x[i]|, in stream order */
 static void absmax_into(uint32_t *d, const float *x, size_t n) {
     cudaCheck(cudaMemsetAsync(d, 0, sizeof(uint32_t), 0));
     if (n == 0) return;
-    k_absmax<<<gcx_grid(n), TPB>>>(d, x, n);
+    unsigned grid = gcx_grid(n);
+    k_absmax<<<grid < MAX_BLOCKS ? grid : MAX_BLOCKS, TPB>>>(d, x, n);
     cudaCheckLast();
 }
 
@@ -1228,18 +1245,32 @@ __device__ __forceinline__ uint32_t d_apply_op(const uint32_t *op, uint32_t s) {
 }
 
 /* part[b] = the register from 0 of block b's span of the bytes p[len] behind pad zeros */
+/* Each thread's piece is read a 32-bit word at a time where it is 4-byte aligned (a byte
+ * at a time before and after) and each word goes through the register in one step of
+ * slice-by-4 (tab[k][b]: byte b followed by k zero bytes): four independent lookups
+ * instead of four dependent ones, and a quarter of the loads */
 __global__ void k_crc_spans(uint32_t *part, const uint8_t *p, size_t len, size_t pad, CrcOps ops) {
-    __shared__ uint32_t tab[256];
+    __shared__ uint32_t tab[4][256];
     __shared__ uint32_t reg[TPB];
     for (uint32_t i = threadIdx.x; i < 256; i += TPB) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-        tab[i] = c;
+        tab[0][i] = c;
     }
     __syncthreads();
+    for (int k = 1; k < 4; k++) {
+        for (uint32_t i = threadIdx.x; i < 256; i += TPB) tab[k][i] = (tab[k - 1][i] >> 8) ^ tab[0][tab[k - 1][i] & 0xFFu];
+        __syncthreads();
+    }
     size_t v0 = ((size_t)blockIdx.x * TPB + threadIdx.x) * CRC_PIECE, v1 = v0 + CRC_PIECE;
+    const uint8_t *q = p + ((v0 > pad ? v0 : pad) - pad), *e = p + (v1 - pad);
     uint32_t r = 0;
-    for (size_t v = v0 > pad ? v0 : pad; v < v1; v++) r = (r >> 8) ^ tab[(r ^ p[v - pad]) & 0xFFu];
+    while (q < e && ((uintptr_t)q & 3u)) r = (r >> 8) ^ tab[0][(r ^ *q++) & 0xFFu];
+    for (; e - q >= 4; q += 4) {
+        r ^= *(const uint32_t *)q; /* little-endian: the first byte in the low bits */
+        r = tab[3][r & 0xFFu] ^ tab[2][(r >> 8) & 0xFFu] ^ tab[1][(r >> 16) & 0xFFu] ^ tab[0][r >> 24];
+    }
+    while (q < e) r = (r >> 8) ^ tab[0][(r ^ *q++) & 0xFFu];
     reg[threadIdx.x] = r;
     __syncthreads();
     for (int k = 0; (1u << k) < TPB; k++) {
