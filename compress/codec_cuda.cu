@@ -1357,15 +1357,16 @@ int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const fl
     return CODEC_HEADER_SIZE + len;
 }
 
-/* What the host reads of a device frame of len bytes, in one copy: its first min(len, 36)
- * bytes (the header, the payload's first PAY_HEAD), the CRC of the len - 20 bytes after
- * the header (the payload, once the header says payload_len = len - 20, which every valid
- * header does) and the last min(len - 20, 8) of them, right-aligned as Pay.tail */
+/* What the host reads of a device frame of len bytes (a CodecProbe): its first
+ * min(len, 36) bytes (the header, the payload's first PAY_HEAD), the last min(len - 20, 8)
+ * bytes after the header, right-aligned as Pay.tail, and the CRC of those len - 20 bytes
+ * (the payload, once the header says payload_len = len - 20, which every valid header does) */
 typedef struct {
     uint8_t hb[CODEC_HEADER_SIZE + PAY_HEAD];
     uint8_t tail[8];
     uint32_t crc;
 } Probe;
+static_assert(sizeof(Probe) == sizeof(CodecProbe), "a CodecProbe holds a Probe");
 
 __global__ void k_frame_probe(Probe *pr, const uint8_t *frame, size_t len, const uint32_t *part, size_t nb, Op32 span,
                               uint32_t z) {
@@ -1374,6 +1375,20 @@ __global__ void k_frame_probe(Probe *pr, const uint8_t *frame, size_t len, const
     for (size_t i = 0; i < sizeof pr->hb; i++) pr->hb[i] = i < k ? frame[i] : 0;
     for (size_t i = 0; i < 8; i++) pr->tail[i] = i >= 8 - e ? frame[len - (8 - i)] : 0;
     pr->crc = d_crc_fold(part, nb, span, z);
+}
+
+void codec_cuda_probe_frames(CodecProbe *out, const uint8_t *const *frames, const size_t *lens, size_t k) {
+    if (k == 0) return;
+    Probe *dp = (Probe *)gcx_dmalloc(k * sizeof(Probe));
+    for (size_t i = 0; i < k; i++) {
+        size_t len = lens[i], pl = len > CODEC_HEADER_SIZE ? len - CODEC_HEADER_SIZE : 0, nb;
+        uint32_t *part = crc_parts(frames[i] + CODEC_HEADER_SIZE, pl, &nb);
+        k_frame_probe<<<1, 1>>>(dp + i, frames[i], len, part, nb, crc_span_op, crc32c_zeros(~0u, (uint64_t)pl));
+        cudaCheckLast();
+        gcx_dfree(part);
+    }
+    cudaCheck(cudaMemcpy(out, dp, k * sizeof(Probe), cudaMemcpyDeviceToHost)); /* the frames' one wait */
+    gcx_dfree(dp);
 }
 
 /* the payload decoded by the codec from pay (device); gcomp parses its headers on the
@@ -1433,23 +1448,17 @@ static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int ac
     return rc;
 }
 
-/* a device frame: its header and its payload's first and last bytes copied to the host,
- * the CRC computed on the device, the payload read in place (moved when it is not aligned
- * as the codec's kernels need, pay_align) */
-static int decode_frame_dev(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
-                            size_t len) {
-    size_t pl = len > CODEC_HEADER_SIZE ? len - CODEC_HEADER_SIZE : 0, nb;
-    uint32_t *part = crc_parts(frame + CODEC_HEADER_SIZE, pl, &nb);
-    Probe *dp = (Probe *)gcx_dmalloc(sizeof(Probe)), pr;
-    k_frame_probe<<<1, 1>>>(dp, frame, len, part, nb, crc_span_op, crc32c_zeros(~0u, (uint64_t)pl));
-    cudaCheckLast();
-    cudaCheck(cudaMemcpy(&pr, dp, sizeof pr, cudaMemcpyDeviceToHost)); /* the frame's one wait before its codec's */
-    gcx_dfree(dp);
-    gcx_dfree(part);
+/* a device frame with its probe: the header and the CRC checked on the host, the payload
+ * read in place (moved when it is not aligned as the codec's kernels need, pay_align) */
+int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
+                                 size_t len, const CodecProbe *probe) {
+    Probe pr;
+    memcpy(&pr, probe, sizeof pr);
     FrameHeader h;
     int rc = frame_header_expect(&h, pr.hb, len, (uint8_t)g->spec.ops->id, n);
     if (rc) return rc;
-    if (pr.crc != h.crc) return -GC_ERR_CHECKSUM; /* h.payload_len = pl */
+    size_t pl = len - CODEC_HEADER_SIZE; /* = h.payload_len */
+    if (pr.crc != h.crc) return -GC_ERR_CHECKSUM;
     const uint8_t *p = frame + CODEC_HEADER_SIZE;
     Pay pay;
     memset(&pay, 0, sizeof pay);
@@ -1462,9 +1471,18 @@ static int decode_frame_dev(CodecCuda *g, float *out, size_t n, float weight, in
         if (pl) cudaCheck(cudaMemcpyAsync(moved, p, pl, cudaMemcpyDeviceToDevice, 0));
     }
     pay.d = moved ? moved : p;
-    rc = decode_payload(g, out, n, weight, acc, &pay, NULL, h.flags);
+    rc = decode_payload(g, out, n, weight, acc ? 1 : 0, &pay, NULL, h.flags);
     if (moved) gcx_dfree(moved);
     return rc;
+}
+
+/* a device frame: probed (its header, CRC and edge bytes in one copy), then decoded where
+ * it lies (moved when it is not aligned as the codec's kernels need, pay_align) */
+static int decode_frame_dev(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
+                            size_t len) {
+    CodecProbe pr;
+    codec_cuda_probe_frames(&pr, &frame, &len, 1);
+    return codec_decode_cuda_dev_probed(g, out, n, weight, acc, frame, len, &pr);
 }
 
 int codec_decode_cuda(CodecCuda *g, float *out, size_t n, const uint8_t *frame, size_t len) {

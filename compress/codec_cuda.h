@@ -117,6 +117,22 @@ int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const fl
 int codec_decode_cuda_dev(CodecCuda *g, float *out, size_t n, const uint8_t *frame, size_t len);
 int codec_decode_acc_cuda_dev(CodecCuda *g, float *out, size_t n, float weight, const uint8_t *frame, size_t len);
 
+/* Decoding device frames with one wait for many: what codec_decode_cuda_dev reads of a
+ * frame on the host (its header, the CRC of its payload computed on the device, the
+ * payload's first 16 and last 8 bytes) computed for k frames and copied to the host at
+ * once (codec_cuda_probe_frames: the kernels of each frame launched, then one copy),
+ * then each frame decoded with its probe: the same results and error codes as
+ * codec_decode_cuda_dev (weight and acc as codec_decode_acc_cuda_dev's; acc 0 decodes
+ * into out). A probe describes the frame it was made from only while those bytes stay
+ * unchanged.
+ *   frames[k]: device, any alignment, lens[k] bytes each;  out: [k] host */
+typedef struct {
+    uint8_t b[48]; /* the header and the payload's first 16 bytes, its last 8, the CRC */
+} CodecProbe;
+void codec_cuda_probe_frames(CodecProbe *out, const uint8_t *const *frames, const size_t *lens, size_t k);
+int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
+                                 size_t len, const CodecProbe *probe);
+
 /* compress/gcomp.h gcomp_frame_parts of a gcomp frame in DEVICE memory: the headers read on
  * the host, the level segments counted by a kernel; the same sums and return code */
 int codec_cuda_gcomp_parts(GcompParts *p, const uint8_t *frame, size_t len);

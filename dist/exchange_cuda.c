@@ -61,6 +61,10 @@ struct ExchangeCuda {
     uint8_t *heads, *d_heads; /* a device bundle's headers read at once (exchange_cuda_bundle_heads): host
                                * copy (page-locked), device scratch; EXCHANGE_HEADS_BYTES(T) bytes each */
     uint32_t heads_n, heads_i; /* the entries in heads, the next one to take */
+    CodecProbe *probes; /* [T] page-locked: the frames of the entries in heads, probed at once
+                         * (codec_cuda_probe_frames), or NULL without frames */
+    uint32_t nprobed;   /* the first nprobed entries' frames have their probe */
+    const CodecProbe *probe; /* the probe of the frame next_entry found last, or NULL */
     int coded;          /* a push has been encoded: the codecs' state is the host's to save */
     /* the ring (GCOMP section 6.2) */
     CodecCuda **renc, **rdec; /* [T * 2N] tensor t's encoder and decoder of slot s at t * 2N + s
@@ -201,6 +205,7 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
               cuda_dev_alloc((void **)&x->d_mask, bytes / sizeof(float), "the sparsifiers' masks") ||
               cuda_dev_alloc((void **)&x->d_heads, EXCHANGE_HEADS_BYTES(x->T), "the bundles' headers") ||
               !(x->heads = cuda_host_alloc(EXCHANGE_HEADS_BYTES(x->T))) || /* page-locked: copied by DMA */
+              !(x->probes = cuda_host_alloc(((size_t)x->T + 1) * sizeof(CodecProbe))) ||
               (x->h_resid && cuda_dev_alloc((void **)&x->d_resid, bytes, "the residual")) ||
               (x->h_vel && cuda_dev_alloc((void **)&x->d_vel, bytes, "DGC's momentum"));
         x->enc = callocCheck((size_t)x->T + 1, sizeof *x->enc);
@@ -280,6 +285,7 @@ void exchange_cuda_free(ExchangeCuda *x) {
     if (x->d_levels) cudaCheck(cudaFree(x->d_levels));
     if (x->d_heads) cudaCheck(cudaFree(x->d_heads));
     cuda_host_free(x->heads);
+    cuda_host_free(x->probes);
     cuda_host_arena_free(x->h_stage);
     if (x->d_lo) cudaCheck(cudaFree(x->d_lo));
     if (x->d_hi) cudaCheck(cudaFree(x->d_hi));
@@ -552,27 +558,46 @@ static int64_t put_frame(ExchangeCuda *x, ByteBuf *b, int t, uint32_t c, CodecCu
     return flen;
 }
 
-/* frame fp of flen bytes (in a bundle) decoded by dec into out[n] (acc: added) */
+/* frame fp of flen bytes (in a bundle), the one next_entry found last, decoded by dec into
+ * out[n] (acc: added), with its probe where open_bundle made one */
 static int get_frame(const ExchangeCuda *x, CodecCuda *dec, float *out, size_t n, int acc, const uint8_t *fp,
                      size_t flen) {
     if (!x->devb)
         return acc ? codec_decode_acc_cuda(dec, out, n, 1.0f, fp, flen) : codec_decode_cuda(dec, out, n, fp, flen);
+    if (x->probe) return codec_decode_cuda_dev_probed(dec, out, n, 1.0f, acc, fp, flen, x->probe);
     return acc ? codec_decode_acc_cuda_dev(dec, out, n, 1.0f, fp, flen) : codec_decode_cuda_dev(dec, out, n, fp, flen);
 }
 
 /* bundle_open and bundle_next on a bundle wherever it lives: the headers of a device
  * bundle are copied to the host to be checked, all in one copy when it is opened
- * (exchange_cuda_bundle_heads), each entry's found there in the order they are taken */
-static int open_bundle(ExchangeCuda *x, BundleReader *br, const uint8_t *p, size_t len, long step) {
+ * (exchange_cuda_bundle_heads), each entry's found there in the order they are taken; with
+ * probe (a bundle about to be decoded) the frames of those entries are probed at once too
+ * (codec_cuda_probe_frames: one more wait for all of them), for get_frame */
+static int open_bundle(ExchangeCuda *x, BundleReader *br, const uint8_t *p, size_t len, long step, int probe) {
     if (!x->devb) return bundle_open(br, p, len, step);
     exchange_cuda_bundle_heads(x->heads, x->d_heads, p, len, (uint32_t)x->T);
     x->heads_n = get_u32(x->heads + BUNDLE_HDR);
     x->heads_i = 0;
+    x->nprobed = 0;
     int rc = bundle_open(br, x->heads, len, step);
     br->p = p;
-    return rc;
+    if (rc || !probe) return rc;
+    const uint8_t *frames[x->heads_n + 1];
+    size_t lens[x->heads_n + 1];
+    uint32_t k = 0;
+    for (; k < x->heads_n; k++) { /* the frames that lie inside the bundle (the walk's last may not) */
+        const uint8_t *h = x->heads + EXCHANGE_HEADS_TOP + (size_t)k * EXCHANGE_HEAD_BYTES;
+        size_t at = (size_t)((uint64_t)get_u32(h + 4) << 32 | get_u32(h)), flen = get_u32(h + 16);
+        if (flen > len - at - ENTRY_HDR) break;
+        frames[k] = p + at + ENTRY_HDR;
+        lens[k] = flen;
+    }
+    codec_cuda_probe_frames(x->probes, frames, lens, k);
+    x->nprobed = k;
+    return 0;
 }
 static int next_entry(ExchangeCuda *x, BundleReader *br, int t, int chunk, const uint8_t **fp, size_t *flen) {
+    x->probe = NULL;
     if (!x->devb) return bundle_next(br, t, chunk, fp, flen);
     int rc = bundle_room(br);
     if (rc) return rc;
@@ -580,11 +605,14 @@ static int next_entry(ExchangeCuda *x, BundleReader *br, int t, int chunk, const
     uint8_t e[ENTRY_HDR];
     if (x->heads_i < x->heads_n && ((uint64_t)get_u32(h + 4) << 32 | get_u32(h)) == br->at) {
         memcpy(e, h + 8, ENTRY_HDR);
+        if (x->heads_i < x->nprobed) x->probe = &x->probes[x->heads_i];
         x->heads_i++;
     } else { /* past the walk (more entries than tensors): read it where it lies */
         from_bundle(x, e, br->p + br->at, ENTRY_HDR);
     }
-    return bundle_take(br, t, chunk, e, fp, flen);
+    rc = bundle_take(br, t, chunk, e, fp, flen);
+    if (rc) x->probe = NULL;
+    return rc;
 }
 
 /* a pushed frame (flen bytes at fp in x->out) of m values of tensor t in this step's
@@ -684,7 +712,7 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
 static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes, size_t len, int src, long step,
                               int acc, int pull) {
     BundleReader br;
-    int rc = open_bundle(x, &br, bytes, len, step);
+    int rc = open_bundle(x, &br, bytes, len, step, 1);
     if (rc) {
         if (pull) set_err(x, "worker %d: pull from the server is not a valid frame bundle: %s", x->rank, gc_strerror(rc));
         else set_err(x, "worker %d: message from worker %d is not a valid frame bundle: %s", x->rank, src, gc_strerror(rc));
@@ -813,7 +841,7 @@ static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, 
  * an empty bundle (the sender failed and says so in agree) */
 static void decode_ring(ExchangeCuda *x, float *acc, int c, int slot, int src, long step, int add) {
     BundleReader br;
-    int rc = open_bundle(x, &br, x->in.p, x->in.len, step);
+    int rc = open_bundle(x, &br, x->in.p, x->in.len, step, 1);
     if (rc) {
         set_err(x, "worker %d: message from worker %d is not a valid frame bundle: %s", x->rank, src, gc_strerror(rc));
         return;
@@ -856,7 +884,7 @@ static uint64_t forward(ExchangeCuda *x, long step, int c) {
     bytebuf_copy(&x->out, x->out.p, x->in.p, x->in.len); /* complete when it returns */
     x->out.len = x->in.len;
     BundleReader br;
-    return open_bundle(x, &br, x->out.p, x->out.len, step) ? 0 : exchange_ring_raw(x->pt, x->N, c);
+    return open_bundle(x, &br, x->out.p, x->out.len, step, 0) ? 0 : exchange_ring_raw(x->pt, x->N, c);
 }
 
 /* d_agg = the average of every worker's d_x by the ring with the codec at every hop:
