@@ -760,10 +760,13 @@ __global__ void k_tlc_scale(TlcBack *b, uint8_t *pay, float s) {
     for (int i = 0; i < 4; i++) pay[i] = (uint8_t)(m >> (8 * i));
 }
 
-/* the base-3^5 bytes of x with the scale b->m; nothing when max|x| or the scale is not
+/* the base-3^5 bytes of x with the scale b->m; zero bytes when max|x| or the scale is not
  * finite (the encoder then fails, with repr untouched, as on the CPU) */
 __global__ void k_tlc_pack(uint8_t *dst, float *repr, const float *x, size_t n, size_t L, const TlcBack *bk) {
-    if (bk->mb > DENSE_FINITE_MAX_GPU || bk->m > DENSE_FINITE_MAX_GPU) return;
+    if (bk->mb > DENSE_FINITE_MAX_GPU || bk->m > DENSE_FINITE_MAX_GPU) { /* defined bytes for the kernels after */
+        GRID_STRIDE(j, L) dst[j] = B3_ZERO;
+        return;
+    }
     float m = __uint_as_float(bk->m);
     GRID_STRIDE(j, L) {
         uint32_t b = 0;
@@ -1263,7 +1266,8 @@ __global__ void k_crc_spans(uint32_t *part, const uint8_t *p, size_t len, size_t
         __syncthreads();
     }
     size_t v0 = ((size_t)blockIdx.x * TPB + threadIdx.x) * CRC_PIECE, v1 = v0 + CRC_PIECE;
-    const uint8_t *q = p + ((v0 > pad ? v0 : pad) - pad), *e = p + (v1 - pad);
+    size_t lo = (v0 > pad ? v0 : pad) - pad, hi = v1 > pad ? v1 - pad : 0; /* the piece's bytes of p */
+    const uint8_t *q = p + lo, *e = p + (hi > lo ? hi : lo);
     uint32_t r = 0;
     while (q < e && ((uintptr_t)q & 3u)) r = (r >> 8) ^ tab[0][(r ^ *q++) & 0xFFu];
     for (; e - q >= 4; q += 4) {

@@ -28,6 +28,10 @@
  * a call leaves in device memory (out, repr, mask, a device frame) is complete in stream
  * order: for the kernels and copies the same thread issues next, and for the host or
  * another stream after cudaStreamSynchronize(0) (codec_encode_cuda_payload waits itself).
+ * Likewise a call's device inputs (x, side->levels, a device frame) and the CodecCuda's own
+ * device tables may still be read after it returns: until cudaStreamSynchronize(0) on the
+ * calling thread, another stream, thread or the host must not overwrite them, nor may
+ * another thread use the CodecCuda.
  * The calls wait for the device only where the host needs a result (a frame's length, a
  * scale, a count, whether a frame is valid): every wait leaves the GPU idle until the host
  * launches more, and the frames of a step are many and small (docs/GPU.md, "Waits").

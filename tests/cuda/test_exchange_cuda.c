@@ -448,6 +448,62 @@ static void compare(const char *codec, int topology) {
     run_free(&d);
 }
 
+static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+/* exchange_cuda_bundle_heads on bundles from a peer (outside bytes): well-formed, with
+ * frame lengths past the end, truncated anywhere, random bytes; against the chain of
+ * entries the host reader (dist/bundle.c bundle_take) follows, entry for entry, the device
+ * copy exactly the bundle's bytes so that a read past them leaves the allocation */
+static void bundle_heads_check(void) {
+    enum { MAXE = 6, CASES = 400 };
+    Rng r;
+    rng_init(&r, 77, 0);
+    uint8_t *out = malloc(EXCHANGE_HEADS_BYTES(MAXE)), *scratch = NULL;
+    cudaCheck(cudaMalloc((void **)&scratch, EXCHANGE_HEADS_BYTES(MAXE)));
+    int f0 = test_failed_, p0 = test_passed_;
+    for (int c = 0; c < CASES; c++) {
+        uint8_t b[512];
+        size_t len = 16;
+        for (size_t i = 0; i < 16; i++) b[i] = (uint8_t)rng_u64(&r);
+        int ne = (int)(rng_u64(&r) % (MAXE + 3));
+        for (int e = 0; e < ne && len + 12 <= sizeof b; e++) {
+            uint64_t u = rng_u64(&r);
+            uint32_t flen = u % 4 == 0 ? (uint32_t)(u >> 8) : (uint32_t)((u >> 8) % 40); /* some past the end */
+            for (int i = 0; i < 8; i++) b[len + i] = (uint8_t)rng_u64(&r);
+            for (int i = 0; i < 4; i++) b[len + 8 + i] = (uint8_t)(flen >> (8 * i));
+            len += 12;
+            for (uint32_t i = 0; i < flen && len < sizeof b; i++) b[len++] = (uint8_t)rng_u64(&r);
+        }
+        if (c % 3 == 0) len = (size_t)(rng_u64(&r) % (len + 1)); /* cut anywhere */
+        uint8_t *d = NULL;
+        cudaCheck(cudaMalloc((void **)&d, len ? len : 1));
+        if (len) cudaCheck(cudaMemcpy(d, b, len, cudaMemcpyHostToDevice));
+        exchange_cuda_bundle_heads(out, scratch, d, len, MAXE);
+        cudaCheck(cudaFree(d));
+        /* the host's chain: bundle_take's bounds */
+        uint32_t n = 0;
+        int ok = !memcmp(out, b, len < 16 ? len : 16);
+        for (size_t i = len; i < 16; i++) ok &= out[i] == 0;
+        for (size_t at = 16; n < MAXE && at <= len && len - at >= 12; n++) {
+            const uint8_t *h = out + EXCHANGE_HEADS_TOP + (size_t)n * EXCHANGE_HEAD_BYTES;
+            ok &= n < le32(out + 16) && ((uint64_t)le32(h + 4) << 32 | le32(h)) == at && !memcmp(h + 8, b + at, 12);
+            size_t flen = le32(b + at + 8);
+            if (flen > len - at - 12) {
+                n++;
+                break;
+            }
+            at += 12 + flen;
+        }
+        ok &= le32(out + 16) == n;
+        CHECK(ok, "bundle heads, case %d (%zu bytes, %d entries written): the device walk differs from the host's "
+                  "(%u entries, device %u)", c, len, ne, n, le32(out + 16));
+    }
+    printf("  bundle heads of %d bundles (malformed, truncated): %d checks, %d failed\n", CASES,
+           test_passed_ + test_failed_ - p0 - f0, test_failed_ - f0);
+    cudaCheck(cudaFree(scratch));
+    free(out);
+}
+
 static void corrupt(const char *codec, int topology, int tamper) {
     Run h, d;
     run_go(&h, codec, topology, 0, tamper);
@@ -474,6 +530,7 @@ int main(void) {
     }
     build_table();
     CHECK(pt.n == NT, "the table has NT tensors");
+    bundle_heads_check();
     compare("fp32", TOPO_ALLREDUCE);
     const char *codecs[] = {"fp16", "int8", "3lc", "onebit", "topk:ratio=0.05", "fp32"};
     for (size_t i = 0; i < sizeof codecs / sizeof codecs[0]; i++) compare(codecs[i], TOPO_ALLGATHER);
