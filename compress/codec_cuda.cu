@@ -146,6 +146,13 @@ size_t gcx_select_flagged_u8(uint8_t *out, const uint8_t *in, const uint8_t *fla
 size_t gcx_select_flagged_u32(uint32_t *out, const uint32_t *in, const uint8_t *flags, size_t n) {
     return select_flagged(out, in, flags, n);
 }
+void gcx_select_flagged_u32_dev(uint32_t *out, const uint32_t *in, const uint8_t *flags, size_t n, int64_t *d_num) {
+    if (n == 0) {
+        cudaCheck(cudaMemsetAsync(d_num, 0, sizeof *d_num, 0));
+        return;
+    }
+    select_flagged_dev(out, in, flags, n, d_num);
+}
 
 /* ---- max|x| as a bit pattern (compress/dense.h dense_absmax_bits) ---- */
 

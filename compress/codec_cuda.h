@@ -193,6 +193,8 @@ void gcx_inclusive_max_u32(uint32_t *out, const uint32_t *in, size_t n);
 /* keep in[i] where flags[i] != 0, in order; returns how many */
 size_t gcx_select_flagged_u8(uint8_t *out, const uint8_t *in, const uint8_t *flags, size_t n);
 size_t gcx_select_flagged_u32(uint32_t *out, const uint32_t *in, const uint8_t *flags, size_t n);
+/* the same with the count left on the device, in *d_num (device), for a later read-back */
+void gcx_select_flagged_u32_dev(uint32_t *out, const uint32_t *in, const uint8_t *flags, size_t n, int64_t *d_num);
 /* max over i of the bit pattern of |x[i]| (0 for n = 0), as compress/dense.h */
 uint32_t gcx_absmax_bits(const float *x, size_t n);
 /* per-codec GPU paths; pay is a device buffer of at least max_payload(n) bytes,

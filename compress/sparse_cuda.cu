@@ -173,7 +173,11 @@ __global__ void k_digit_pick(KthState *st, const uint32_t *hist, uint32_t nb, in
  * compress/select.c rs_rest, one digit level at a time (bits 31..20, 19..8, 7..0), every
  * bucket chosen on the device; one copy of the result to the host */
 static_assert(sizeof(KthState) <= CUDA_PUT_MAX, "KthState goes up as a kernel argument");
-static uint32_t kth_largest(size_t *above, const uint32_t *keys, size_t c, size_t k) {
+/* the k-th largest of keys[c] (1 <= k <= c), left on the device: compress/select.c rs_rest,
+ * one digit level at a time (bits 31..20, 19..8, 7..0), every bucket chosen on the device.
+ * The state's prefix is the key, greater the number of keys above it, found 3 (the
+ * caller checks it). gcx_dfree it */
+static KthState *kth_largest_dev(const uint32_t *keys, size_t c, size_t k) {
     static const int sh[3] = {20, 8, 0}, width[3] = {12, 12, 8};
     uint32_t *dh = (uint32_t *)gcx_dmalloc(4096 * sizeof(uint32_t));
     KthState *dst = (KthState *)gcx_dmalloc(sizeof(KthState)), st = {0, 0, (uint64_t)k, 0};
@@ -186,29 +190,51 @@ static uint32_t kth_largest(size_t *above, const uint32_t *keys, size_t c, size_
         k_digit_pick<<<1, TPB>>>(dst, dh, nb, sh[level]);
         cudaCheckLast();
     }
-    cudaCheck(cudaMemcpy(&st, dst, sizeof st, cudaMemcpyDeviceToHost));
     gcx_dfree(dh);
-    gcx_dfree(dst);
-    if (st.found != 3) {
-        fprintf(stderr, "internal error: GPU radix select found %u of 3 digits at %s:%d\n", st.found, __FILE__,
-                __LINE__);
+    return dst;
+}
+
+static void kth_check(uint32_t found) {
+    if (found != 3) {
+        fprintf(stderr, "internal error: GPU radix select found %u of 3 digits at %s:%d\n", found, __FILE__, __LINE__);
         exit(1);
     }
+}
+
+/* the same, the result copied to the host: the key, and in *above the keys above it */
+static uint32_t kth_largest(size_t *above, const uint32_t *keys, size_t c, size_t k) {
+    KthState *dst = kth_largest_dev(keys, c, k), st;
+    cudaCheck(cudaMemcpy(&st, dst, sizeof st, cudaMemcpyDeviceToHost));
+    gcx_dfree(dst);
+    kth_check(st.found);
     *above = (size_t)st.greater;
     return st.prefix;
 }
 
-__global__ void k_ties(uint32_t *eq, const uint32_t *keys, size_t c, uint32_t T) {
+/* T = st->prefix, the k-th largest key (kth_largest_dev) */
+__global__ void k_ties(uint32_t *eq, const uint32_t *keys, size_t c, const KthState *st) {
+    uint32_t T = st->prefix;
     GRID_STRIDE(j, c) eq[j] = keys[j] == T ? 1u : 0u;
 }
 
-/* every key > T, and the first q keys == T (rank: exclusive count of ties before) */
-__global__ void k_pick(uint8_t *fl, const uint32_t *keys, const uint32_t *rank, size_t c, uint32_t T, uint64_t q) {
+/* every key > T, and the first q = k - st->greater keys == T (rank: exclusive count of
+ * ties before) */
+__global__ void k_pick(uint8_t *fl, const uint32_t *keys, const uint32_t *rank, size_t c, const KthState *st,
+                       uint64_t k) {
+    uint32_t T = st->prefix;
+    uint64_t q = k - st->greater;
     GRID_STRIDE(j, c) {
-        uint32_t k = keys[j];
-        fl[j] = (k > T || (k == T && (uint64_t)rank[j] < q)) ? 1 : 0;
+        uint32_t key = keys[j];
+        fl[j] = (key > T || (key == T && (uint64_t)rank[j] < q)) ? 1 : 0;
     }
 }
+
+/* what the top-k selection reads back, once: how many it picked, and the radix select's
+ * digit count */
+struct SelBack {
+    int64_t got;
+    uint32_t found, pad;
+};
 
 /* The top k keys of x[n] (select.h's definition), indices increasing, into
  * idx ([k] device). Returns min(k, number of nonzero keys). */
@@ -247,14 +273,20 @@ static size_t gpu_select(uint32_t *idx, const float *x, size_t n, size_t k, int 
     uint8_t *fl = (uint8_t *)gcx_dmalloc(c);
     k_gather_keys<<<gcx_grid(c), TPB>>>(keys, cand, x, c, mode);
     cudaCheckLast();
-    size_t above = 0;
-    uint32_t T = kth_largest(&above, keys, c, k);
-    k_ties<<<gcx_grid(c), TPB>>>(eq, keys, c, T);
+    KthState *st = kth_largest_dev(keys, c, k); /* T stays on the device: one wait, at the end */
+    k_ties<<<gcx_grid(c), TPB>>>(eq, keys, c, st);
     cudaCheckLast();
     gcx_exclusive_sum_u32(rank, eq, c);
-    k_pick<<<gcx_grid(c), TPB>>>(fl, keys, rank, c, T, (uint64_t)(k - above));
+    k_pick<<<gcx_grid(c), TPB>>>(fl, keys, rank, c, st, (uint64_t)k);
     cudaCheckLast();
-    size_t got = gcx_select_flagged_u32(idx, cand, fl, c);
+    SelBack *bk = (SelBack *)gcx_dmalloc(sizeof(SelBack)), hb;
+    gcx_select_flagged_u32_dev(idx, cand, fl, c, &bk->got);
+    cudaCheck(cudaMemcpyAsync(&bk->found, &st->found, sizeof st->found, cudaMemcpyDeviceToDevice, 0));
+    cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost));
+    gcx_dfree(bk);
+    gcx_dfree(st);
+    kth_check(hb.found);
+    size_t got = (size_t)hb.got;
     gcx_dfree(keys);
     gcx_dfree(eq);
     gcx_dfree(rank);
@@ -498,6 +530,11 @@ __global__ void k_dgc_write(uint8_t *pay, const uint32_t *idx, const float *v, c
     }
 }
 
+struct DgcBack {
+    uint64_t entries;
+    uint32_t bad, pad;
+};
+
 static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
     double density;
     if (select_density(&density, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
@@ -511,15 +548,22 @@ static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
         k_gather_vals<<<gcx_grid(cnt), TPB>>>(v, idx, x, cnt);
         cudaCheckLast();
     }
-    if (!all_finite(v, cnt)) rc = -GC_ERR_PARAM;
-    uint64_t entries = 0;
-    if (!rc) {
-        k_dgc_entries<<<gcx_grid(cnt + 1), TPB>>>(e, idx, cnt);
+    /* whether the values are finite and how many run entries they take, read back together */
+    DgcBack *bk = (DgcBack *)gcx_dmalloc(sizeof(DgcBack)), hb;
+    cudaCheck(cudaMemsetAsync(bk, 0, sizeof(DgcBack), 0));
+    if (cnt) {
+        k_nonfinite<<<gcx_grid(cnt), TPB>>>(&bk->bad, v, cnt);
         cudaCheckLast();
-        gcx_exclusive_sum_u64(off, e, cnt + 1);
-        cudaCheck(cudaMemcpy(&entries, off + cnt, 8, cudaMemcpyDeviceToHost));
-        if (cap < 4 + 4 * cnt + 2 * entries) rc = -GC_ERR_NOSPACE;
     }
+    k_dgc_entries<<<gcx_grid(cnt + 1), TPB>>>(e, idx, cnt);
+    cudaCheckLast();
+    gcx_exclusive_sum_u64(off, e, cnt + 1);
+    cudaCheck(cudaMemcpyAsync(&bk->entries, off + cnt, 8, cudaMemcpyDeviceToDevice, 0));
+    cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost));
+    gcx_dfree(bk);
+    uint64_t entries = hb.entries;
+    if (hb.bad) rc = -GC_ERR_PARAM;
+    else if (cap < 4 + 4 * cnt + 2 * entries) rc = -GC_ERR_NOSPACE;
     if (!rc) {
         put_u32_dev(pay, (uint32_t)cnt);
         if (cnt) {
