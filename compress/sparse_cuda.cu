@@ -221,11 +221,11 @@ __global__ void k_ties(uint32_t *eq, const uint32_t *keys, size_t c, const KthSt
  * ties before) */
 __global__ void k_pick(uint8_t *fl, const uint32_t *keys, const uint32_t *rank, size_t c, const KthState *st,
                        uint64_t k) {
-    uint32_t T = st->prefix;
+    uint32_t T = st->prefix, ok = st->found == 3; /* else nothing picked (idx holds k), and the host stops */
     uint64_t q = k - st->greater;
     GRID_STRIDE(j, c) {
         uint32_t key = keys[j];
-        fl[j] = (key > T || (key == T && (uint64_t)rank[j] < q)) ? 1 : 0;
+        fl[j] = ok && (key > T || (key == T && (uint64_t)rank[j] < q)) ? 1 : 0;
     }
 }
 
