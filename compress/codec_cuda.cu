@@ -751,7 +751,6 @@ __device__ __forceinline__ uint32_t d_tlc_digit(float v, float m) {
     return 1u + (uint32_t)(v2 > m) - (uint32_t)(v2 < -m);
 }
 
-/* base-3^5 bytes of the quantized x (3LC 3.1, 3.2), plus repr. dst: [L] */
 /* What the 3LC encoder reads back, once, after its kernels: the zero-run stream's length,
  * max|x|'s bits and the scale's */
 typedef struct {
@@ -767,7 +766,8 @@ __global__ void k_tlc_scale(TlcBack *b, uint8_t *pay, float s) {
     for (int i = 0; i < 4; i++) pay[i] = (uint8_t)(m >> (8 * i));
 }
 
-/* the base-3^5 bytes of x with the scale b->m; zero bytes when max|x| or the scale is not
+/* the base-3^5 bytes of the quantized x (3LC 3.1, 3.2) with the scale b->m, plus repr;
+ * dst: [L]. Zero bytes when max|x| or the scale is not
  * finite (the encoder then fails, with repr untouched, as on the CPU) */
 __global__ void k_tlc_pack(uint8_t *dst, float *repr, const float *x, size_t n, size_t L, const TlcBack *bk) {
     if (bk->mb > DENSE_FINITE_MAX_GPU || bk->m > DENSE_FINITE_MAX_GPU) { /* defined bytes for the kernels after */
@@ -1254,8 +1254,8 @@ __device__ __forceinline__ uint32_t d_apply_op(const uint32_t *op, uint32_t s) {
     return r;
 }
 
-/* part[b] = the register from 0 of block b's span of the bytes p[len] behind pad zeros */
-/* Each thread's piece is read a 32-bit word at a time where it is 4-byte aligned (a byte
+/* part[b] = the register from 0 of block b's span of the bytes p[len] behind pad zeros.
+ * Each thread's piece is read a 32-bit word at a time where it is 4-byte aligned (a byte
  * at a time before and after) and each word goes through the register in one step of
  * slice-by-4 (tab[k][b]: byte b followed by k zero bytes): four independent lookups
  * instead of four dependent ones, and a quarter of the loads */

@@ -573,6 +573,13 @@ static int get_frame(const ExchangeCuda *x, CodecCuda *dec, float *out, size_t n
  * (exchange_cuda_bundle_heads), each entry's found there in the order they are taken; with
  * probe (a bundle about to be decoded) the frames of those entries are probed at once too
  * (codec_cuda_probe_frames: one more wait for all of them), for get_frame */
+/* entry i of x->heads: its ENTRY_HDR bytes, and in *at its offset in the bundle */
+static const uint8_t *head(const ExchangeCuda *x, uint32_t i, size_t *at) {
+    const uint8_t *h = x->heads + EXCHANGE_HEADS_TOP + (size_t)i * EXCHANGE_HEAD_BYTES;
+    *at = (size_t)((uint64_t)get_u32(h + 4) << 32 | get_u32(h));
+    return h + 8;
+}
+
 static int open_bundle(ExchangeCuda *x, BundleReader *br, const uint8_t *p, size_t len, long step, int probe) {
     if (!x->devb) return bundle_open(br, p, len, step);
     exchange_cuda_bundle_heads(x->heads, x->d_heads, p, len, (uint32_t)x->T);
@@ -586,8 +593,7 @@ static int open_bundle(ExchangeCuda *x, BundleReader *br, const uint8_t *p, size
     size_t lens[x->heads_n + 1];
     uint32_t k = 0;
     for (; k < x->heads_n; k++) { /* the frames that lie inside the bundle (the walk's last may not) */
-        const uint8_t *h = x->heads + EXCHANGE_HEADS_TOP + (size_t)k * EXCHANGE_HEAD_BYTES;
-        size_t at = (size_t)((uint64_t)get_u32(h + 4) << 32 | get_u32(h)), flen = get_u32(h + 16);
+        size_t at, flen = get_u32(head(x, k, &at) + 8);
         if (flen > len - at - ENTRY_HDR) break;
         frames[k] = p + at + ENTRY_HDR;
         lens[k] = flen;
@@ -601,10 +607,11 @@ static int next_entry(ExchangeCuda *x, BundleReader *br, int t, int chunk, const
     if (!x->devb) return bundle_next(br, t, chunk, fp, flen);
     int rc = bundle_room(br);
     if (rc) return rc;
-    const uint8_t *h = x->heads + EXCHANGE_HEADS_TOP + (size_t)x->heads_i * EXCHANGE_HEAD_BYTES;
     uint8_t e[ENTRY_HDR];
-    if (x->heads_i < x->heads_n && ((uint64_t)get_u32(h + 4) << 32 | get_u32(h)) == br->at) {
-        memcpy(e, h + 8, ENTRY_HDR);
+    size_t at = 0;
+    const uint8_t *h = x->heads_i < x->heads_n ? head(x, x->heads_i, &at) : NULL;
+    if (h && at == br->at) {
+        memcpy(e, h, ENTRY_HDR);
         if (x->heads_i < x->nprobed) x->probe = &x->probes[x->heads_i];
         x->heads_i++;
     } else { /* past the walk (more entries than tensors): read it where it lies */

@@ -64,6 +64,7 @@ int main(void) {
 
 #include "common/cuda_check.h"
 #include "common/rng.h"
+#include "compress/codec.h" /* get_u32 */
 #include "dist/exchange.h"
 #include "dist/exchange_cuda.h"
 #include "optim/optim.h"
@@ -448,8 +449,6 @@ static void compare(const char *codec, int topology) {
     run_free(&d);
 }
 
-static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-
 /* exchange_cuda_bundle_heads on bundles from a peer (outside bytes): well-formed, with
  * frame lengths past the end, truncated anywhere, random bytes; against the chain of
  * entries the host reader (dist/bundle.c bundle_take) follows, entry for entry, the device
@@ -486,17 +485,17 @@ static void bundle_heads_check(void) {
         for (size_t i = len; i < 16; i++) ok &= out[i] == 0;
         for (size_t at = 16; n < MAXE && at <= len && len - at >= 12; n++) {
             const uint8_t *h = out + EXCHANGE_HEADS_TOP + (size_t)n * EXCHANGE_HEAD_BYTES;
-            ok &= n < le32(out + 16) && ((uint64_t)le32(h + 4) << 32 | le32(h)) == at && !memcmp(h + 8, b + at, 12);
-            size_t flen = le32(b + at + 8);
+            ok &= n < get_u32(out + 16) && ((uint64_t)get_u32(h + 4) << 32 | get_u32(h)) == at && !memcmp(h + 8, b + at, 12);
+            size_t flen = get_u32(b + at + 8);
             if (flen > len - at - 12) {
                 n++;
                 break;
             }
             at += 12 + flen;
         }
-        ok &= le32(out + 16) == n;
+        ok &= get_u32(out + 16) == n;
         CHECK(ok, "bundle heads, case %d (%zu bytes, %d entries written): the device walk differs from the host's "
-                  "(%u entries, device %u)", c, len, ne, n, le32(out + 16));
+                  "(%u entries, device %u)", c, len, ne, n, get_u32(out + 16));
     }
     printf("  bundle heads of %d bundles (malformed, truncated): %d checks, %d failed\n", CASES,
            test_passed_ + test_failed_ - p0 - f0, test_failed_ - f0);
