@@ -118,6 +118,7 @@ typedef struct {
     unsigned long long pageable[W];     /* emulation: bytes the steps copied between the GPU and pageable host memory */
     unsigned long long pageable_max[W]; /* ... the largest such copy's */
     unsigned long long waits[W];        /* emulation: times the steps waited for the device */
+    unsigned long long ops[W];          /* emulation: operations the steps issued to the device */
     int exchanges[W];                   /* device steps that exchanged */
 } Run;
 
@@ -216,6 +217,7 @@ static void worker(int rank, void *arg) {
 #endif
 #ifdef EMU_HOST_WAITS
             emu_host_waits();
+            emu_device_ops();
 #endif
             rc = exchange_cuda_step(dx, dp, dg, &dopt, 0.1, (double)s, s, &r->st[rank]);
             if (!rc) exchange_cuda_optimize(dx, dp, dg, &dopt, 0.1);
@@ -225,6 +227,7 @@ static void worker(int rank, void *arg) {
 #endif
 #ifdef EMU_HOST_WAITS
             r->waits[rank] += emu_host_waits();
+            r->ops[rank] += emu_device_ops();
 #endif
             r->exchanges[rank] += r->st[rank].exchanged;
             r->pageable[rank] += pb;
@@ -348,14 +351,15 @@ static int close_rel(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(a) 
 
 static int same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof(float)) == 0; }
 
-/* worker k's waits for the device per frame pass over its exchanges; -1 where not counted */
-static double waits_per_pass(const Run *d, int topology, int k) {
+/* worker k's count (waits for the device, operations issued) per frame pass over its
+ * exchanges; -1 where not counted */
+static double per_pass(const Run *d, const unsigned long long *count, int topology, int k) {
     int passes = frame_passes(topology, k) * d->exchanges[k];
-    return passes > 0 ? (double)d->waits[k] / passes : -1;
+    return passes > 0 ? (double)count[k] / passes : -1;
 }
 
 static void compare(const char *codec, int topology) {
-    double worst = -1; /* the most waits per frame pass of a worker */
+    double worst = -1, most_ops = -1; /* the most waits and operations per frame pass of a worker */
     Run h, d;
     run_go(&h, codec, topology, 0, 0);
     run_go(&d, codec, topology, 1, 0);
@@ -428,18 +432,20 @@ static void compare(const char *codec, int topology) {
          * 3lc (one wait to encode, one to decode) at most 2, the bundles' ends and
          * --log-layers' sums included: at each wait a GPU idles until the host launches
          * the next small kernel */
-        double per = waits_per_pass(&d, topology, k), most = !strcmp(codec, "fp32") ? 1.25 : 2.0;
+        double per = per_pass(&d, d.waits, topology, k), ops = per_pass(&d, d.ops, topology, k), most = !strcmp(codec, "fp32") ? 1.25 : 2.0;
         CHECK(per < 0 || (strcmp(codec, "fp32") && strcmp(codec, "3lc")) || per <= most,
               "%s %s worker %d: %.2f waits for the device per frame pass (at most %.2f)", codec, name, k, per, most);
         if (per > worst) worst = per;
+        if (ops > most_ops) most_ops = ops;
 #endif
         uint64_t copied = staged && b->exchanged ? pt.total * sizeof(float) : 0;
         CHECK(a->h2d_bytes == 0 && a->d2h_bytes == 0 && b->h2d_bytes == copied && b->d2h_bytes == copied,
               "%s %s worker %d: the device exchange's copies (%llu up, %llu down; %llu expected)", codec, name, k,
               (unsigned long long)b->h2d_bytes, (unsigned long long)b->d2h_bytes, (unsigned long long)copied);
     }
-    char waits[64] = "";
-    if (worst >= 0) snprintf(waits, sizeof waits, "; %.2f waits per frame pass", worst);
+    char waits[96] = "";
+    if (worst >= 0)
+        snprintf(waits, sizeof waits, "; %.2f waits and %.1f device operations per frame pass", worst, most_ops);
     printf("  %-8s %-9s%s%s%s%s%s %s (bundles %llu bytes; pageable copies %llu bytes, largest %llu%s)\n", codec, name,
            nesterov ? " (Nesterov)" : "", delay > 1 ? " --delay 2" : "",
            clip > 0 ? " --clip 1" : "", staged ? " staged" : "", recreate ? " recreated" : "",

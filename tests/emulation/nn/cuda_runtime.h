@@ -70,6 +70,11 @@ cudaError_t cudaDeviceSynchronize(void);
  * between host and device, a cudaMemcpyAsync between the device and pageable host memory */
 unsigned long long emu_host_waits(void);
 #define EMU_HOST_WAITS 1
+/* the operations the calling thread has issued to the device since its last call here
+ * (then 0 again): kernel launches, CUB calls, copies and memsets. On a GPU each costs the
+ * host a driver call of microseconds whatever its size (emu_sched.cpp) */
+unsigned long long emu_device_ops(void);
+void emu_count_op(void);
 #ifdef __cplusplus
 }
 #endif

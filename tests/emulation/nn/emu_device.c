@@ -219,6 +219,7 @@ cudaError_t cudaFree(void *p) {
 cudaError_t cudaMemset(void *p, int v, size_t n) {
     emu_dev_check(p, "cudaMemset's destination");
     if (p && n) emu_dev_span(p, n, "cudaMemset's destination");
+    emu_count_op();
     EMU_DEV_OPEN(p);
     memset(p, v, n);
     emu_dev_close();
@@ -272,6 +273,15 @@ void emu_pageable_copies(unsigned long long *bytes, unsigned long long *largest)
 }
 
 static __thread unsigned long long host_waits; /* the calling thread's (emu_host_waits) */
+static __thread unsigned long long device_ops; /* the calling thread's (emu_device_ops) */
+
+void emu_count_op(void) { device_ops++; }
+
+unsigned long long emu_device_ops(void) {
+    unsigned long long n = device_ops;
+    device_ops = 0;
+    return n;
+}
 
 unsigned long long emu_host_waits(void) {
     unsigned long long w = host_waits;
@@ -311,6 +321,7 @@ static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpy
     pageable_bytes += pageable ? n : 0;
     if (pageable && n > pageable_max) pageable_max = n;
     host_waits += n && dd != sd && (!async || pageable);
+    emu_count_op();
     EMU_DEV_OPEN(dd ? d : NULL, sd ? s : NULL);
     memmove(d, s, n);
     emu_dev_close();
