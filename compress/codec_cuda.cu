@@ -420,10 +420,16 @@ static int64_t fp32_enc(uint8_t *pay, size_t cap, const float *x, size_t n, cons
     return (int64_t)(4 * n);
 }
 
-static int fp32_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+/* fp32's checks of a payload of len bytes for n values (flags: the header's) */
+static int fp32_check(size_t n, size_t len, uint16_t flags) {
     if (flags) return -GC_ERR_CORRUPT;
-    if (p->len != 4 * n) return p->len < 4 * n ? -GC_ERR_TRUNCATED : -GC_ERR_OVERSIZED;
-    if (n == 0) return 0;
+    if (len != 4 * n) return len < 4 * n ? -GC_ERR_TRUNCATED : -GC_ERR_OVERSIZED;
+    return 0;
+}
+
+static int fp32_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    int rc = fp32_check(n, p->len, flags);
+    if (rc || n == 0) return rc;
     if (!acc) {
         cudaCheck(cudaMemcpyAsync(out, p->d, 4 * n, cudaMemcpyDeviceToDevice, 0));
         return 0;
@@ -1235,10 +1241,11 @@ int64_t codec_encode_cuda(CodecCuda *g, uint8_t *frame, size_t cap, const float 
 /* ---- CRC-32C on the device (common/crc32c.h's pieces) ----
  * Each thread takes CRC_PIECE bytes and computes their register from 0; each block folds
  * its TPB registers (a power of 2) pairwise with the zero-byte operators Z_(CRC_PIECE 2^k),
- * a tree of log2(TPB) levels, into the register of its CRC_SPAN bytes; the host folds the
- * blocks'.
+ * a tree of log2(TPB) levels, into the register of its CRC_SPAN bytes; one thread per
+ * buffer (k_put_batch, k_probe_batch) or the host (crc32c_cuda) folds the blocks'.
  * The bytes are taken as if preceded by zeros up to a whole number of spans, which leaves
- * the register from 0 unchanged, so every piece and every block has its full length. */
+ * the register from 0 unchanged, so every piece and every block has its full length.
+ * One launch covers up to CODEC_BATCH buffers (a bundle's frames), each its own blocks. */
 #define CRC_PIECE 1024
 #define CRC_SPAN ((size_t)CRC_PIECE * TPB)
 #define CRC_LEVELS 10 /* log2(TPB), and more */
@@ -1247,6 +1254,16 @@ typedef struct {
 } CrcOps;
 static_assert((1u << CRC_LEVELS) >= TPB, "CrcOps holds every level of the block's tree");
 
+/* The buffers of one launch, passed as its argument (copied at the launch: no upload, no
+ * wait, and the host's table is free at once): buffer i is p[i][len[i]], its spans the
+ * blocks first[i] .. first[i + 1] - 1, whose registers go to part[] at the same indices */
+typedef struct {
+    const uint8_t *p[CODEC_BATCH];
+    uint64_t len[CODEC_BATCH];
+    uint32_t first[CODEC_BATCH + 1];
+    unsigned k;
+} CrcTab;
+
 __device__ __forceinline__ uint32_t d_apply_op(const uint32_t *op, uint32_t s) {
     uint32_t r = 0;
     for (int i = 0; i < 32; i++)
@@ -1254,12 +1271,12 @@ __device__ __forceinline__ uint32_t d_apply_op(const uint32_t *op, uint32_t s) {
     return r;
 }
 
-/* part[b] = the register from 0 of block b's span of the bytes p[len] behind pad zeros.
+/* part[b] = the register from 0 of block b's span of its buffer behind its padding zeros.
  * Each thread's piece is read a 32-bit word at a time where it is 4-byte aligned (a byte
  * at a time before and after) and each word goes through the register in one step of
  * slice-by-4 (tab[k][b]: byte b followed by k zero bytes): four independent lookups
  * instead of four dependent ones, and a quarter of the loads */
-__global__ void k_crc_spans(uint32_t *part, const uint8_t *p, size_t len, size_t pad, CrcOps ops) {
+__global__ void k_crc_spans(uint32_t *part, CrcTab a, CrcOps ops) {
     __shared__ uint32_t tab[4][256];
     __shared__ uint32_t reg[TPB];
     for (uint32_t i = threadIdx.x; i < 256; i += TPB) {
@@ -1272,7 +1289,15 @@ __global__ void k_crc_spans(uint32_t *part, const uint8_t *p, size_t len, size_t
         for (uint32_t i = threadIdx.x; i < 256; i += TPB) tab[k][i] = (tab[k - 1][i] >> 8) ^ tab[0][tab[k - 1][i] & 0xFFu];
         __syncthreads();
     }
-    size_t v0 = ((size_t)blockIdx.x * TPB + threadIdx.x) * CRC_PIECE, v1 = v0 + CRC_PIECE;
+    const uint8_t *p = NULL; /* this block's buffer, found with constant indices into the argument */
+    size_t len = 0, nb = 1, blk = 0;
+#pragma unroll
+    for (unsigned i = 0; i < CODEC_BATCH; i++)
+        if (i < a.k && blockIdx.x >= a.first[i] && blockIdx.x < a.first[i + 1]) {
+            p = a.p[i], len = a.len[i], nb = a.first[i + 1] - a.first[i], blk = blockIdx.x - a.first[i];
+        }
+    size_t pad = nb * CRC_SPAN - len;
+    size_t v0 = (blk * TPB + threadIdx.x) * CRC_PIECE, v1 = v0 + CRC_PIECE;
     size_t lo = (v0 > pad ? v0 : pad) - pad, hi = v1 > pad ? v1 - pad : 0; /* the piece's bytes of p */
     const uint8_t *q = p + lo, *e = p + (hi > lo ? hi : lo);
     uint32_t r = 0;
@@ -1304,14 +1329,32 @@ static void crc_ops_init(void) {
 }
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
-/* the registers of the spans of p[len] (device), *nb of them, in stream order (no wait);
- * NULL for len 0. gcx_dfree it after its last use */
-static uint32_t *crc_parts(const uint8_t *p, size_t len, size_t *nb) {
+/* the spans of a buffer of len bytes */
+static size_t crc_blocks(uint64_t len) { return len ? (size_t)((len - 1) / CRC_SPAN + 1) : 0; }
+
+/* the registers of the spans of the k <= CODEC_BATCH buffers p[i][len[i]] (device), in
+ * stream order (no wait): buffer i's are at part + first[i], first[i + 1] - first[i] of
+ * them (first[k] in all). NULL when there are none. gcx_dfree it after its last use */
+static uint32_t *crc_parts(const uint8_t *const *p, const uint64_t *len, size_t k, uint32_t *first) {
     pthread_once(&crc_once, crc_ops_init);
-    *nb = len ? (len - 1) / CRC_SPAN + 1 : 0;
-    if (!len) return NULL;
-    uint32_t *d = (uint32_t *)gcx_dmalloc(*nb * sizeof(uint32_t));
-    k_crc_spans<<<(unsigned)*nb, TPB>>>(d, p, len, *nb * CRC_SPAN - len, crc_ops);
+    CrcTab a;
+    memset(&a, 0, sizeof a);
+    a.k = (unsigned)k;
+    size_t nb = 0;
+    for (size_t i = 0; i < k; i++) {
+        a.p[i] = p[i];
+        a.len[i] = len[i];
+        first[i] = a.first[i] = (uint32_t)nb;
+        nb += crc_blocks(len[i]);
+        if (nb > 0x7FFFFFFFu) {
+            fprintf(stderr, "error: a device CRC of %zu spans in one launch (at most 2^31 - 1)\n", nb);
+            exit(1);
+        }
+    }
+    first[k] = a.first[k] = (uint32_t)nb;
+    if (nb == 0) return NULL;
+    uint32_t *d = (uint32_t *)gcx_dmalloc(nb * sizeof(uint32_t));
+    k_crc_spans<<<(unsigned)nb, TPB>>>(d, a, crc_ops);
     cudaCheckLast();
     return d;
 }
@@ -1326,46 +1369,250 @@ __device__ uint32_t d_crc_fold(const uint32_t *part, size_t nb, const Op32 &span
 
 uint32_t crc32c_cuda(uint32_t crc, const void *data, size_t len) {
     if (len == 0) return crc;
-    size_t nb;
-    uint32_t *d = crc_parts((const uint8_t *)data, len, &nb), *h = (uint32_t *)mallocCheck(nb * sizeof(uint32_t));
-    cudaCheck(cudaMemcpy(h, d, nb * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+    const uint8_t *p = (const uint8_t *)data;
+    uint64_t l = len;
+    uint32_t first[2];
+    uint32_t *d = crc_parts(&p, &l, 1, first), *h = (uint32_t *)mallocCheck(first[1] * sizeof(uint32_t));
+    cudaCheck(cudaMemcpy(h, d, first[1] * sizeof(uint32_t), cudaMemcpyDeviceToHost));
     gcx_dfree(d);
     uint32_t r = 0; /* the register from 0 of the padded bytes, which is that of the bytes */
-    for (size_t b = 0; b < nb; b++) r = crc32c_apply_op(crc_span_op.op, r) ^ h[b];
+    for (size_t b = 0; b < first[1]; b++) r = crc32c_apply_op(crc_span_op.op, r) ^ h[b];
     free(h);
     return ~(crc32c_zeros(~crc, len) ^ r);
 }
 
-/* a frame's header (frame_header_write) as a kernel argument; its CRC (bytes 16..19,
- * little-endian) is written on the device */
-#define HDR_CRC_AT 16
-typedef struct {
-    uint8_t b[CODEC_HEADER_SIZE];
-} HdrBytes;
+/* ---- batches (codec_cuda.h CodecBatch): the per-frame work the host needs no answer of,
+ * launched for up to CODEC_BATCH frames at once, the tables as the kernels' arguments ---- */
+#define HDR_CRC_AT 16 /* a frame header's CRC: bytes 16..19, little-endian */
+#define PUT_MAX 20    /* a put's bytes: a frame's header, an entry's */
 
-/* one thread: the header of a device frame whose payload's span registers are part[nb] */
-__global__ void k_frame_finish(uint8_t *frame, HdrBytes h, const uint32_t *part, size_t nb, Op32 span, uint32_t z) {
-    uint32_t c = d_crc_fold(part, nb, span, z);
-    for (int i = 0; i < HDR_CRC_AT; i++) frame[i] = h.b[i];
-    for (int i = 0; i < 4; i++) frame[HDR_CRC_AT + i] = (uint8_t)(c >> (8 * i));
+/* a small write: b[n] at dst; with crc, a frame's header (b[0..15]) whose CRC, of the
+ * payload behind it (crc_len bytes), goes to dst[16..19] */
+typedef struct {
+    uint8_t *dst;
+    uint64_t crc_len;
+    uint8_t b[PUT_MAX];
+    uint8_t n, crc;
+} PutJob;
+
+/* fp32's frames without a kernel each: n values from src to dst (encode: x into the
+ * payload, and to repr; decode: the payload to out, or out += weight * it); any alignment
+ * of the payload */
+typedef struct {
+    const uint8_t *src;
+    uint8_t *dst;
+    float *repr;
+    uint32_t n;
+    float weight;
+    uint8_t acc;
+} CopyJob;
+
+struct CodecBatch {
+    PutJob *put;
+    size_t nput, cput;
+    CopyJob *cp;
+    size_t ncp, ccp;
+};
+
+CodecBatch *codec_batch_new(void) { return (CodecBatch *)callocCheck(1, sizeof(CodecBatch)); }
+void codec_batch_free(CodecBatch *b) {
+    if (!b) return;
+    free(b->put);
+    free(b->cp);
+    free(b);
+}
+
+static PutJob *add_put(CodecBatch *b) {
+    if (b->nput == b->cput) {
+        b->cput = b->cput ? 2 * b->cput : 64;
+        b->put = (PutJob *)reallocCheck(b->put, b->cput * sizeof *b->put);
+    }
+    PutJob *j = &b->put[b->nput++];
+    memset(j, 0, sizeof *j);
+    return j;
+}
+static void add_copy(CodecBatch *b, const CopyJob *c) {
+    if (b->ncp == b->ccp) {
+        b->ccp = b->ccp ? 2 * b->ccp : 64;
+        b->cp = (CopyJob *)reallocCheck(b->cp, b->ccp * sizeof *b->cp);
+    }
+    b->cp[b->ncp++] = *c;
+}
+
+void codec_batch_put(CodecBatch *b, void *dst, const void *src, size_t n) {
+    if (n > PUT_MAX) {
+        fprintf(stderr, "error: codec_batch_put of %zu bytes (at most %d)\n", n, PUT_MAX);
+        exit(1);
+    }
+    PutJob *j = add_put(b);
+    j->dst = (uint8_t *)dst;
+    j->n = (uint8_t)n;
+    memcpy(j->b, src, n);
+}
+
+typedef struct {
+    uint8_t *dst[CODEC_BATCH];
+    uint32_t first[CODEC_BATCH], nb[CODEC_BATCH], z[CODEC_BATCH];
+    uint8_t b[CODEC_BATCH][PUT_MAX];
+    uint8_t n[CODEC_BATCH], crc[CODEC_BATCH];
+    unsigned k;
+} PutTab;
+
+/* thread i: put i, its CRC folded from part[first[i] .. first[i] + nb[i]) */
+__global__ void k_put_batch(PutTab a, const uint32_t *part, Op32 span) {
+    unsigned i = threadIdx.x;
+    if (i >= a.k) return;
+    uint8_t *d = a.dst[i];
+    for (unsigned j = 0; j < a.n[i]; j++) d[j] = a.b[i][j];
+    if (!a.crc[i]) return;
+    uint32_t c = d_crc_fold(part + a.first[i], a.nb[i], span, a.z[i]);
+    for (int j = 0; j < 4; j++) d[HDR_CRC_AT + j] = (uint8_t)(c >> (8 * j));
+}
+
+/* puts j[0..k), k <= CODEC_BATCH: their CRCs' spans, then the writes */
+static void put_chunk(const PutJob *j, size_t k) {
+    const uint8_t *p[CODEC_BATCH];
+    uint64_t len[CODEC_BATCH];
+    uint32_t first[CODEC_BATCH + 1];
+    size_t m = 0; /* the puts with a CRC */
+    PutTab a;
+    memset(&a, 0, sizeof a);
+    for (size_t i = 0; i < k; i++)
+        if (j[i].crc) p[m] = j[i].dst + CODEC_HEADER_SIZE, len[m++] = j[i].crc_len;
+    uint32_t *part = crc_parts(p, len, m, first);
+    m = 0;
+    for (size_t i = 0; i < k; i++) {
+        a.dst[i] = j[i].dst;
+        memcpy(a.b[i], j[i].b, PUT_MAX);
+        a.n[i] = j[i].n;
+        a.crc[i] = j[i].crc;
+        if (j[i].crc) {
+            a.first[i] = first[m];
+            a.nb[i] = first[m + 1] - first[m];
+            a.z[i] = crc32c_zeros(~0u, j[i].crc_len);
+            m++;
+        }
+    }
+    a.k = (unsigned)k;
+    k_put_batch<<<1, CODEC_BATCH>>>(a, part, crc_span_op);
+    cudaCheckLast();
+    if (part) gcx_dfree(part);
+}
+
+typedef struct {
+    const uint8_t *src[CODEC_BATCH];
+    uint8_t *dst[CODEC_BATCH];
+    float *repr[CODEC_BATCH];
+    uint32_t n[CODEC_BATCH];
+    float weight[CODEC_BATCH];
+    uint32_t first[CODEC_BATCH + 1]; /* copy i's blocks: first[i] .. first[i + 1] - 1 */
+    uint8_t acc[CODEC_BATCH];
+    unsigned k;
+} CopyTab;
+
+__device__ __forceinline__ uint32_t d_ld32(const uint8_t *p) {
+    if (((uintptr_t)p & 3u) == 0) return *(const uint32_t *)p;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+__device__ __forceinline__ void d_st32(uint8_t *p, uint32_t v) {
+    if (((uintptr_t)p & 3u) == 0) {
+        *(uint32_t *)p = v;
+        return;
+    }
+    for (int k = 0; k < 4; k++) p[k] = (uint8_t)(v >> (8 * k));
+}
+
+/* each block works on one copy, found with constant indices into the argument; the bits
+ * move unchanged (NaNs' included), a sum rounds as store_out */
+__global__ void k_copy_batch(CopyTab a) {
+    const uint8_t *src = NULL;
+    uint8_t *dst = NULL;
+    float *repr = NULL, w = 0.0f;
+    size_t n = 0, nb = 1, blk = 0;
+    int acc = 0;
+#pragma unroll
+    for (unsigned i = 0; i < CODEC_BATCH; i++)
+        if (i < a.k && blockIdx.x >= a.first[i] && blockIdx.x < a.first[i + 1]) {
+            src = a.src[i], dst = a.dst[i], repr = a.repr[i], n = a.n[i], w = a.weight[i], acc = a.acc[i];
+            nb = a.first[i + 1] - a.first[i], blk = blockIdx.x - a.first[i];
+        }
+    for (size_t j = blk * blockDim.x + threadIdx.x; j < n; j += nb * blockDim.x) {
+        uint32_t u = d_ld32(src + 4 * j);
+        if (acc) store_out((float *)dst, j, __uint_as_float(u), w, 1);
+        else d_st32(dst + 4 * j, u);
+        if (repr) d_st32((uint8_t *)(repr + j), u);
+    }
+}
+
+static void copy_chunk(const CopyJob *j, size_t k) {
+    CopyTab a;
+    memset(&a, 0, sizeof a);
+    size_t nb = 0;
+    for (size_t i = 0; i < k; i++) {
+        a.src[i] = j[i].src;
+        a.dst[i] = j[i].dst;
+        a.repr[i] = j[i].repr;
+        a.n[i] = j[i].n;
+        a.weight[i] = j[i].weight;
+        a.acc[i] = j[i].acc;
+        a.first[i] = (uint32_t)nb;
+        size_t want = ((size_t)j[i].n + 4 * TPB - 1) / (4 * TPB); /* about 4 values a thread */
+        nb += want < 1 ? 1 : want > MAX_BLOCKS ? MAX_BLOCKS : want;
+    }
+    a.first[k] = (uint32_t)nb;
+    a.k = (unsigned)k;
+    k_copy_batch<<<(unsigned)nb, TPB>>>(a);
+    cudaCheckLast();
+}
+
+void codec_batch_flush(CodecBatch *b) {
+    for (size_t i = 0; i < b->ncp; i += CODEC_BATCH)
+        copy_chunk(b->cp + i, b->ncp - i < CODEC_BATCH ? b->ncp - i : CODEC_BATCH);
+    for (size_t i = 0; i < b->nput; i += CODEC_BATCH)
+        put_chunk(b->put + i, b->nput - i < CODEC_BATCH ? b->nput - i : CODEC_BATCH);
+    b->ncp = b->nput = 0;
+}
+
+/* the frame's payload (fp32's queued in b, every other codec's kernels launched), its
+ * header and CRC queued in b */
+int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
+                                  const CodecSide *side) {
+    static const CodecSide none = CodecSide();
+    if (!side) side = &none;
+    if (n > CODEC_MAX_COUNT) return -GC_ERR_PARAM;
+    if (cap < CODEC_HEADER_SIZE) return -GC_ERR_NOSPACE;
+    uint16_t flags = 0;
+    int64_t len;
+    if (g->spec.ops->id == CODEC_FP32) { /* fp32_enc's bytes, copied at the flush */
+        len = cap - CODEC_HEADER_SIZE < 4 * n || 4 * (uint64_t)n > 0xFFFFFFFFu ? -GC_ERR_NOSPACE : (int64_t)(4 * n);
+        if (len > 0) {
+            CopyJob c = {(const uint8_t *)x, frame + CODEC_HEADER_SIZE, side->repr != x ? side->repr : NULL,
+                         (uint32_t)n, 0.0f, 0};
+            add_copy(b, &c);
+        }
+    } else {
+        len = encode_staged(g, frame + CODEC_HEADER_SIZE, cap - CODEC_HEADER_SIZE, &flags, x, n, side);
+    }
+    if (len >= 0 && (uint64_t)len > 0xFFFFFFFFu) len = -GC_ERR_NOSPACE;
+    if (len < 0) return len;
+    PutJob *j = add_put(b);
+    j->dst = frame;
+    put_header(j->b, g, flags, n, len, 0);
+    j->n = HDR_CRC_AT;
+    j->crc = 1;
+    j->crc_len = (uint64_t)len;
+    return CODEC_HEADER_SIZE + len;
 }
 
 int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
                               const CodecSide *side) {
-    if (n > CODEC_MAX_COUNT) return -GC_ERR_PARAM;
-    if (cap < CODEC_HEADER_SIZE) return -GC_ERR_NOSPACE;
-    uint16_t flags = 0;
-    int64_t len = encode_staged(g, frame + CODEC_HEADER_SIZE, cap - CODEC_HEADER_SIZE, &flags, x, n, side);
-    if (len >= 0 && (uint64_t)len > 0xFFFFFFFFu) len = -GC_ERR_NOSPACE;
-    if (len < 0) return len;
-    HdrBytes h;
-    put_header(h.b, g, flags, n, len, 0);
-    size_t nb;
-    uint32_t *part = crc_parts(frame + CODEC_HEADER_SIZE, (size_t)len, &nb);
-    k_frame_finish<<<1, 1>>>(frame, h, part, nb, crc_span_op, crc32c_zeros(~0u, (uint64_t)len));
-    cudaCheckLast();
-    gcx_dfree(part);
-    return CODEC_HEADER_SIZE + len;
+    CodecBatch b;
+    memset(&b, 0, sizeof b);
+    int64_t len = codec_encode_cuda_batched(&b, g, frame, cap, x, n, side);
+    codec_batch_flush(&b);
+    free(b.put);
+    free(b.cp);
+    return len;
 }
 
 /* What the host reads of a device frame of len bytes (a CodecProbe): its first
@@ -1379,24 +1626,52 @@ typedef struct {
 } Probe;
 static_assert(sizeof(Probe) == sizeof(CodecProbe), "a CodecProbe holds a Probe");
 
-__global__ void k_frame_probe(Probe *pr, const uint8_t *frame, size_t len, const uint32_t *part, size_t nb, Op32 span,
-                              uint32_t z) {
-    size_t k = len < sizeof pr->hb ? len : sizeof pr->hb, pl = len > CODEC_HEADER_SIZE ? len - CODEC_HEADER_SIZE : 0;
-    size_t e = pl < 8 ? pl : 8;
-    for (size_t i = 0; i < sizeof pr->hb; i++) pr->hb[i] = i < k ? frame[i] : 0;
-    for (size_t i = 0; i < 8; i++) pr->tail[i] = i >= 8 - e ? frame[len - (8 - i)] : 0;
-    pr->crc = d_crc_fold(part, nb, span, z);
+typedef struct {
+    const uint8_t *frame[CODEC_BATCH];
+    uint64_t len[CODEC_BATCH];
+    uint32_t first[CODEC_BATCH], nb[CODEC_BATCH], z[CODEC_BATCH];
+    unsigned k;
+} ProbeTab;
+
+/* thread i: frame i's probe into pr[i] */
+__global__ void k_probe_batch(Probe *pr, ProbeTab a, const uint32_t *part, Op32 span) {
+    unsigned f = threadIdx.x;
+    if (f >= a.k) return;
+    const uint8_t *frame = a.frame[f];
+    size_t len = a.len[f], k = len < sizeof pr->hb ? len : sizeof pr->hb;
+    size_t pl = len > CODEC_HEADER_SIZE ? len - CODEC_HEADER_SIZE : 0, e = pl < 8 ? pl : 8;
+    for (size_t i = 0; i < sizeof pr->hb; i++) pr[f].hb[i] = i < k ? frame[i] : 0;
+    for (size_t i = 0; i < 8; i++) pr[f].tail[i] = i >= 8 - e ? frame[len - (8 - i)] : 0;
+    pr[f].crc = d_crc_fold(part + a.first[f], a.nb[f], span, a.z[f]);
 }
 
 void codec_cuda_probe_frames(CodecProbe *out, const uint8_t *const *frames, const size_t *lens, size_t k) {
     if (k == 0) return;
     Probe *dp = (Probe *)gcx_dmalloc(k * sizeof(Probe));
-    for (size_t i = 0; i < k; i++) {
-        size_t len = lens[i], pl = len > CODEC_HEADER_SIZE ? len - CODEC_HEADER_SIZE : 0, nb;
-        uint32_t *part = crc_parts(frames[i] + CODEC_HEADER_SIZE, pl, &nb);
-        k_frame_probe<<<1, 1>>>(dp + i, frames[i], len, part, nb, crc_span_op, crc32c_zeros(~0u, (uint64_t)pl));
+    for (size_t at = 0; at < k; at += CODEC_BATCH) {
+        size_t m = k - at < CODEC_BATCH ? k - at : CODEC_BATCH;
+        const uint8_t *p[CODEC_BATCH];
+        uint64_t pl[CODEC_BATCH];
+        uint32_t first[CODEC_BATCH + 1];
+        ProbeTab a;
+        memset(&a, 0, sizeof a);
+        for (size_t i = 0; i < m; i++) {
+            size_t len = lens[at + i];
+            pl[i] = len > CODEC_HEADER_SIZE ? len - CODEC_HEADER_SIZE : 0;
+            p[i] = frames[at + i] + (pl[i] ? CODEC_HEADER_SIZE : 0);
+            a.frame[i] = frames[at + i];
+            a.len[i] = len;
+        }
+        uint32_t *part = crc_parts(p, pl, m, first);
+        for (size_t i = 0; i < m; i++) {
+            a.first[i] = first[i];
+            a.nb[i] = first[i + 1] - first[i];
+            a.z[i] = crc32c_zeros(~0u, pl[i]);
+        }
+        a.k = (unsigned)m;
+        k_probe_batch<<<1, CODEC_BATCH>>>(dp + at, a, part, crc_span_op);
         cudaCheckLast();
-        gcx_dfree(part);
+        if (part) gcx_dfree(part);
     }
     cudaCheck(cudaMemcpy(out, dp, k * sizeof(Probe), cudaMemcpyDeviceToHost)); /* the frames' one wait */
     gcx_dfree(dp);
@@ -1459,10 +1734,10 @@ static int decode_frame(CodecCuda *g, float *out, size_t n, float weight, int ac
     return rc;
 }
 
-/* a device frame with its probe: the header and the CRC checked on the host, the payload
- * read in place (moved when it is not aligned as the codec's kernels need, pay_align) */
-int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
-                                 size_t len, const CodecProbe *probe) {
+/* a device frame's header and CRC checked on the host with its probe, *pay describing its
+ * payload (pay->d where it lies) and *flags the header's; 0 or the decoders' error */
+static int probe_check(const CodecCuda *g, size_t n, const uint8_t *frame, size_t len, const CodecProbe *probe,
+                       Pay *pay, uint16_t *flags) {
     Probe pr;
     memcpy(&pr, probe, sizeof pr);
     FrameHeader h;
@@ -1470,21 +1745,47 @@ int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weigh
     if (rc) return rc;
     size_t pl = len - CODEC_HEADER_SIZE; /* = h.payload_len */
     if (pr.crc != h.crc) return -GC_ERR_CHECKSUM;
-    const uint8_t *p = frame + CODEC_HEADER_SIZE;
+    memset(pay, 0, sizeof *pay);
+    pay->d = frame + CODEC_HEADER_SIZE;
+    pay->len = pl;
+    memcpy(pay->head, pr.hb + CODEC_HEADER_SIZE, pl < PAY_HEAD ? pl : PAY_HEAD);
+    memcpy(pay->tail, pr.tail, 8);
+    *flags = h.flags;
+    return 0;
+}
+
+/* a device frame with its probe: the header and the CRC checked on the host, the payload
+ * read in place (moved when it is not aligned as the codec's kernels need, pay_align) */
+int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
+                                 size_t len, const CodecProbe *probe) {
     Pay pay;
-    memset(&pay, 0, sizeof pay);
-    pay.len = pl;
-    memcpy(pay.head, pr.hb + CODEC_HEADER_SIZE, pl < PAY_HEAD ? pl : PAY_HEAD);
-    memcpy(pay.tail, pr.tail, 8);
+    uint16_t flags = 0;
+    int rc = probe_check(g, n, frame, len, probe, &pay, &flags);
+    if (rc) return rc;
     uint8_t *moved = NULL;
-    if ((uintptr_t)p & (pay_align(g) - 1)) {
-        moved = (uint8_t *)gcx_dmalloc(pl);
-        if (pl) cudaCheck(cudaMemcpyAsync(moved, p, pl, cudaMemcpyDeviceToDevice, 0));
+    if ((uintptr_t)pay.d & (pay_align(g) - 1)) {
+        moved = (uint8_t *)gcx_dmalloc(pay.len);
+        if (pay.len) cudaCheck(cudaMemcpyAsync(moved, pay.d, pay.len, cudaMemcpyDeviceToDevice, 0));
+        pay.d = moved;
     }
-    pay.d = moved ? moved : p;
-    rc = decode_payload(g, out, n, weight, acc ? 1 : 0, &pay, NULL, h.flags);
+    rc = decode_payload(g, out, n, weight, acc ? 1 : 0, &pay, NULL, flags);
     if (moved) gcx_dfree(moved);
     return rc;
+}
+
+/* fp32's copy or sum queued in b (read where it lies, any alignment), every other codec
+ * decoded now */
+int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
+                              const uint8_t *frame, size_t len, const CodecProbe *probe) {
+    if (g->spec.ops->id != CODEC_FP32) return codec_decode_cuda_dev_probed(g, out, n, weight, acc, frame, len, probe);
+    Pay pay;
+    uint16_t flags = 0;
+    int rc = probe_check(g, n, frame, len, probe, &pay, &flags);
+    if (!rc) rc = fp32_check(n, pay.len, flags);
+    if (rc || n == 0) return rc;
+    CopyJob c = {pay.d, (uint8_t *)out, NULL, (uint32_t)n, weight, (uint8_t)(acc ? 1 : 0)};
+    add_copy(b, &c);
+    return 0;
 }
 
 /* a device frame: probed (its header, CRC and edge bytes in one copy), then decoded where

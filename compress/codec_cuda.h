@@ -137,6 +137,39 @@ void codec_cuda_probe_frames(CodecProbe *out, const uint8_t *const *frames, cons
 int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
                                  size_t len, const CodecProbe *probe);
 
+/* Batches: a bundle's frames with a few launches instead of a few per frame. A step's
+ * frames are many and small (ResNet-110: 329 a bundle), and every launch costs the host a
+ * driver call of microseconds whatever its size. A CodecBatch gathers the work of device
+ * frames that needs no answer on the host: each frame's header with its CRC (computed on
+ * the device), small writes next to them (a bundle's entry headers), and fp32's frames
+ * whole (the copy of x into the payload and to side->repr; decoding, the copy or sum of the
+ * payload into out). codec_batch_flush launches it, up to CODEC_BATCH frames a launch, the
+ * tables going as the kernels' arguments (no upload, no wait): the bytes and floats are
+ * those of the unbatched calls.
+ * Until the flush the queued work has not run: the frame's header and fp32's payload are
+ * not written, fp32's x is still to be read and side->repr or out still to be written; the
+ * caller changes none of them and reads none of those results before it. After the flush
+ * they are complete in stream order, and b may be filled again at once. A frame's bytes
+ * also have to stay where they are until then (the CRC is computed at the flush). */
+#define CODEC_BATCH 32
+typedef struct CodecBatch CodecBatch;
+CodecBatch *codec_batch_new(void);
+void codec_batch_free(CodecBatch *b);
+/* codec_encode_cuda_dev with the header, its CRC, and fp32's payload left to the flush:
+ * the same return (the frame's length, or a negative GcError with nothing queued) */
+int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
+                                  const CodecSide *side);
+/* codec_decode_cuda_dev_probed, its checks made now (the same return), fp32's copy or sum
+ * into out left to the flush; the other codecs decode now */
+int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
+                              const uint8_t *frame, size_t len, const CodecProbe *probe);
+/* n <= 20 bytes of host memory written to dev (device memory) at the flush; src is free
+ * at once */
+void codec_batch_put(CodecBatch *b, void *dev, const void *src, size_t n);
+/* launches what b holds (the copies, then the CRCs, then the headers and puts), in stream
+ * order after everything issued before it; b is empty after it */
+void codec_batch_flush(CodecBatch *b);
+
 /* compress/gcomp.h gcomp_frame_parts of a gcomp frame in DEVICE memory: the headers read on
  * the host, the level segments counted by a kernel; the same sums and return code */
 int codec_cuda_gcomp_parts(GcompParts *p, const uint8_t *frame, size_t len);

@@ -65,6 +65,10 @@ struct ExchangeCuda {
                          * (codec_cuda_probe_frames), or NULL without frames */
     uint32_t nprobed;   /* the first nprobed entries' frames have their probe */
     const CodecProbe *probe; /* the probe of the frame next_entry found last, or NULL */
+    CodecBatch *batch;  /* device bundles: the frames' work launched per pass, not per frame */
+    int64_t *flen;      /* [T] a pass's frame lengths (-1: none), */
+    size_t *fat;        /* [T] their offsets in the bundle */
+    double *fsec;       /* [T] and each frame's encoding time */
     int coded;          /* a push has been encoded: the codecs' state is the host's to save */
     /* the ring (GCOMP section 6.2) */
     CodecCuda **renc, **rdec; /* [T * 2N] tensor t's encoder and decoder of slot s at t * 2N + s
@@ -209,6 +213,10 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
               (x->h_resid && cuda_dev_alloc((void **)&x->d_resid, bytes, "the residual")) ||
               (x->h_vel && cuda_dev_alloc((void **)&x->d_vel, bytes, "DGC's momentum"));
         x->enc = callocCheck((size_t)x->T + 1, sizeof *x->enc);
+        x->flen = callocCheck((size_t)x->T + 1, sizeof *x->flen);
+        x->fat = callocCheck((size_t)x->T + 1, sizeof *x->fat);
+        x->fsec = callocCheck((size_t)x->T + 1, sizeof *x->fsec);
+        if (x->devb) x->batch = codec_batch_new();
         x->dec = callocCheck((size_t)x->T * (size_t)x->N + 1, sizeof *x->dec);
         x->penc = callocCheck((size_t)x->T + 1, sizeof *x->penc);
         x->pdec = callocCheck((size_t)x->T + 1, sizeof *x->pdec);
@@ -303,6 +311,10 @@ void exchange_cuda_free(ExchangeCuda *x) {
     }
     free(x->renc);
     free(x->rdec);
+    codec_batch_free(x->batch);
+    free(x->flen);
+    free(x->fat);
+    free(x->fsec);
     free(x->enc);
     free(x->dec);
     free(x->penc);
@@ -541,21 +553,29 @@ static void set_count(ExchangeCuda *x, ByteBuf *b, uint32_t count) {
 
 /* tensor t's frame of chunk c (0 for whole tensors) of the m values at v, by enc, as the
  * next entry of b, in place (b has room for its largest frame); the frame's length, or a
- * negative GcError with b unchanged */
+ * negative GcError with b unchanged. In a device bundle the frame's header, its entry's
+ * and fp32's payload are queued in x->batch: the pass flushes it (end_frames) before any
+ * of them, the repr of an fp32 frame included, is read */
 static int64_t put_frame(ExchangeCuda *x, ByteBuf *b, int t, uint32_t c, CodecCuda *enc, const float *v, size_t m,
                          const CodecSide *side) {
     uint8_t *e = b->p + b->len;
     size_t cap = codec_cuda_max_frame(enc, m);
-    int64_t flen = x->devb ? codec_encode_cuda_dev(enc, e + ENTRY_HDR, cap, v, m, side)
+    int64_t flen = x->devb ? codec_encode_cuda_batched(x->batch, enc, e + ENTRY_HDR, cap, v, m, side)
                            : codec_encode_cuda(enc, e + ENTRY_HDR, cap, v, m, side);
     if (flen < 0) return flen;
     uint8_t h[ENTRY_HDR];
     put_u32(h, (uint32_t)t);
     put_u32(h + 4, c);
     put_u32(h + 8, (uint32_t)flen);
-    to_bundle(x, e, h, ENTRY_HDR);
+    if (x->devb) codec_batch_put(x->batch, e, h, ENTRY_HDR);
+    else memcpy(e, h, ENTRY_HDR);
     b->len += ENTRY_HDR + (size_t)flen;
     return flen;
+}
+
+/* a pass's queued frame work launched (device bundles), before its results are read */
+static void end_frames(ExchangeCuda *x) {
+    if (x->batch) codec_batch_flush(x->batch);
 }
 
 /* frame fp of flen bytes (in a bundle), the one next_entry found last, decoded by dec into
@@ -564,7 +584,7 @@ static int get_frame(const ExchangeCuda *x, CodecCuda *dec, float *out, size_t n
                      size_t flen) {
     if (!x->devb)
         return acc ? codec_decode_acc_cuda(dec, out, n, 1.0f, fp, flen) : codec_decode_cuda(dec, out, n, fp, flen);
-    if (x->probe) return codec_decode_cuda_dev_probed(dec, out, n, 1.0f, acc, fp, flen, x->probe);
+    if (x->probe) return codec_decode_cuda_batched(x->batch, dec, out, n, 1.0f, acc, fp, flen, x->probe);
     return acc ? codec_decode_acc_cuda_dev(dec, out, n, 1.0f, fp, flen) : codec_decode_cuda_dev(dec, out, n, fp, flen);
 }
 
@@ -664,7 +684,8 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
     bytebuf_reserve(b, cap);
     double t0 = mono_seconds();
     uint32_t count = 0;
-    for (int t = 0; t < x->T; t++) {
+    for (int t = 0; t < x->T; t++) x->flen[t] = -1;
+    for (int t = 0; t < x->T; t++) { /* the frames, in tensor order */
         size_t off = t_off(x, t), n = t_n(x, t);
         if (n == 0) continue;
         float *v = d_x + off;
@@ -681,6 +702,7 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
             side.levels = x->d_levels + off;
         }
         double t1 = mono_seconds();
+        x->fat[t] = b->len + ENTRY_HDR;
         int64_t flen = put_frame(x, b, t, 0, enc[t], v, n, &side);
         if (flen < 0) { /* keep taking part in the collectives; agree() stops every worker */
             if (pull)
@@ -691,16 +713,25 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
                         gc_strerror((int)flen));
             break;
         }
+        x->flen[t] = flen;
+        x->fsec[t] = mono_seconds() - t1;
         count++;
+    }
+    end_frames(x);
+    for (int t = 0; t < x->T; t++) { /* what follows each frame, once the frames are complete */
+        size_t off = t_off(x, t), n = t_n(x, t);
+        int64_t flen = x->flen[t];
+        if (flen < 0) continue;
+        float *v = d_x + off;
         if (pull) { /* the server's error accumulation keeps what the pulled frame did not represent */
             if (pull_mem && x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_pullres + off, v, x->d_repr + off, n);
             continue;
         }
-        layer_add(x, t, enc[t], v, off, n, flen, mono_seconds() - t1);
+        layer_add(x, t, enc[t], v, off, n, flen, x->fsec[t]);
         /* the server's pull is everyone's down traffic, not its up; the counting is not the
          * codec's time (t0 moves past it, as the host exchange counts after its timer) */
         double tc = mono_seconds();
-        count_push(x, t, n, b->p + b->len - (size_t)flen, flen);
+        count_push(x, t, n, b->p + x->fat[t], flen);
         t0 += mono_seconds() - tc;
         /* memory_out: the residual keeps what the frame did not represent; DGC masks its momentum */
         if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + off, v, x->d_repr + off, n);
@@ -738,6 +769,7 @@ static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes,
             rc = get_frame(x, dec, dst + t_off(x, t), n, acc, fp, flen);
         }
         if (rc) {
+            end_frames(x);
             pass_done();
             x->st.codec_s += mono_seconds() - t0;
             set_err(x, "worker %d: %s frame for tensor %s from worker %d: %s", x->rank, pull ? "pulled" : "bad",
@@ -745,6 +777,7 @@ static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes,
             return comp;
         }
     }
+    end_frames(x);
     pass_done();
     x->st.codec_s += mono_seconds() - t0;
     rc = bundle_close(&br);
@@ -805,7 +838,8 @@ static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, 
     bytebuf_reserve(b, cap);
     double t0 = mono_seconds();
     uint32_t count = 0;
-    for (int t = 0; t < x->T; t++) {
+    for (int t = 0; t < x->T; t++) x->flen[t] = -1;
+    for (int t = 0; t < x->T; t++) { /* the frames, in tensor order */
         size_t lo, m = exchange_ring_chunk(t_n(x, t), x->N, c, &lo);
         if (m == 0) continue;
         size_t at = t_off(x, t) + lo;
@@ -823,15 +857,27 @@ static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, 
             side.levels = x->d_levels + at;
         }
         double t1 = mono_seconds();
+        x->fat[t] = b->len + ENTRY_HDR;
         int64_t flen = put_frame(x, b, t, (uint32_t)c, enc, v, m, &side);
         if (flen < 0) {
             set_err(x, "worker %d: encoding tensor %s failed: %s", x->rank, x->pt->t[t].name, gc_strerror((int)flen));
             break;
         }
+        x->flen[t] = flen;
+        x->fsec[t] = mono_seconds() - t1;
         count++;
-        layer_add(x, t, enc, v, at, m, flen, mono_seconds() - t1);
+    }
+    end_frames(x);
+    for (int t = 0; t < x->T; t++) { /* what follows each frame, once the frames are complete */
+        size_t lo, m = exchange_ring_chunk(t_n(x, t), x->N, c, &lo);
+        int64_t flen = x->flen[t];
+        if (flen < 0) continue;
+        size_t at = t_off(x, t) + lo;
+        float *v = x->d_work + at;
+        CodecCuda *enc = ring_codec(x, x->renc, t, slot);
+        layer_add(x, t, enc, v, at, m, flen, x->fsec[t]);
         double tc = mono_seconds();
-        count_push(x, t, m, b->p + b->len - (size_t)flen, flen);
+        count_push(x, t, m, b->p + x->fat[t], flen);
         t0 += mono_seconds() - tc;
         if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + at, v, x->d_repr + at, m);
         if (fold) cudaCheck(cudaMemcpy(acc + at, x->d_repr + at, m * sizeof(float), cudaMemcpyDeviceToDevice));
@@ -870,6 +916,7 @@ static void decode_ring(ExchangeCuda *x, float *acc, int c, int slot, int src, l
             rc = get_frame(x, ring_codec(x, x->rdec, t, slot), acc + t_off(x, t) + lo, m, add, fp, flen);
         }
         if (rc) {
+            end_frames(x);
             pass_done();
             x->st.codec_s += mono_seconds() - t0;
             set_err(x, "worker %d: bad frame for tensor %s (chunk %d) from worker %d: %s", x->rank, x->pt->t[t].name, c,
@@ -877,6 +924,7 @@ static void decode_ring(ExchangeCuda *x, float *acc, int c, int slot, int src, l
             return;
         }
     }
+    end_frames(x);
     pass_done();
     x->st.codec_s += mono_seconds() - t0;
     rc = bundle_close(&br);

@@ -758,6 +758,140 @@ static void gcomp_sequence(const char *text) {
     codec_cuda_free(gd);
 }
 
+/* A batch (codec_encode_cuda_batched, codec_batch_put, codec_decode_cuda_batched,
+ * codec_batch_flush) of more frames than one launch takes (CODEC_BATCH), in one device
+ * buffer as a bundle holds them (each behind a 12-byte lead, at any alignment): mostly
+ * fp32 (whose payloads the batch copies) among other codecs, sizes from 0 to several CRC
+ * blocks. The frames and leads equal the CPU's frames and the leads' bytes, repr equals
+ * the CPU's; probed at once (codec_cuda_probe_frames) and decoded in the batch, plain and
+ * accumulating, the floats equal the CPU decoder's; a frame with a flipped payload byte is
+ * refused with the CPU's code and its output left as it was */
+static void batch_frames(void) {
+    static const char *const bspecs[] = {"fp32", "fp32", "3lc", "fp32", "int8", "topk", "fp32", "fp16", "ternsum"};
+    static const size_t bn[] = {0, 1, 3, 17, 1000, 70001, 5, 64};
+    enum { K = 3 * CODEC_BATCH + 11, LEAD = 12 };
+    size_t nb_spec = sizeof bspecs / sizeof bspecs[0], nb_n = sizeof bn / sizeof bn[0];
+    size_t n[K], at[K], total = 0, bytes = 0;
+    int64_t lc[K];
+    uint8_t *fc[K];
+    CodecSpec spec[K];
+    Codec *cc[K];
+    char err[256];
+    for (int i = 0; i < K; i++) {
+        CHECK(codec_parse(&spec[i], bspecs[i % nb_spec], err, sizeof err) == 0, "batch: spec %s", bspecs[i % nb_spec]);
+        n[i] = bn[(i * 5 + i / 9) % nb_n];
+        total += n[i];
+        cc[i] = codec_new(&spec[i]);
+        bytes += LEAD + 3 + codec_max_frame(cc[i], n[i]);
+    }
+    float *x = malloc(total * sizeof(float)), *rc_ = malloc(total * sizeof(float)), *rg = malloc(total * sizeof(float));
+    float *init = malloc(total * sizeof(float)), *oc = malloc(total * sizeof(float)), *og = malloc(total * sizeof(float));
+    uint8_t *hb = malloc(bytes), *lead = malloc((size_t)K * LEAD);
+    float *dx = dalloc_f(total), *drepr = dalloc_f(total), *dout = dalloc_f(total);
+    uint8_t *dbuf = dalloc_b(bytes);
+    Rng r;
+    rng_init(&r, 2024, 5);
+    for (size_t i = 0; i < (size_t)K * LEAD; i++) lead[i] = (uint8_t)rng_u64(&r);
+    for (size_t i = 0; i < total; i++) init[i] = rng_normal(&r);
+    CodecBatch *b = codec_batch_new();
+    CodecCuda *g[K];
+    size_t xo = 0, bo = 0;
+    for (int i = 0; i < K; i++, xo += n[i - 1]) {
+        gen(x + xo, n[i], (int[]){0, 1, 3}[i % 3], 300 + (uint64_t)i);
+        size_t cap = codec_max_frame(cc[i], n[i]);
+        at[i] = bo + LEAD + (size_t)(i % 4); /* any alignment */
+        bo = at[i] + cap;
+        CodecSide sc = {0};
+        sc.seed = 77 + (uint64_t)i;
+        sc.repr = rc_ + xo;
+        fc[i] = malloc(cap);
+        lc[i] = codec_encode(cc[i], fc[i], cap, x + xo, n[i], &sc);
+        g[i] = codec_cuda_new(&spec[i]);
+        CodecSide sg = {0};
+        sg.seed = sc.seed;
+        sg.repr = drepr + xo;
+        up(dx + xo, x + xo, n[i] * sizeof(float));
+        int64_t l = codec_encode_cuda_batched(b, g[i], dbuf + at[i], cap, dx + xo, n[i], &sg);
+        SAME(l == lc[i], "batch frame %d (%s, n=%zu): length %lld, the CPU's %lld", i, bspecs[i % nb_spec], n[i],
+             (long long)l, (long long)lc[i]);
+        codec_batch_put(b, dbuf + at[i] - LEAD, lead + (size_t)i * LEAD, LEAD);
+    }
+    codec_batch_flush(b);
+    down(hb, dbuf, bytes);
+    down(rg, drepr, total * sizeof(float));
+    xo = 0;
+    for (int i = 0; i < K; xo += n[i], i++) {
+        if (lc[i] < 0) continue;
+        long d = first_diff(hb + at[i], fc[i], (size_t)lc[i]);
+        SAME(d < 0, "batch frame %d (%s, n=%zu): differs from the CPU's at byte %ld", i, bspecs[i % nb_spec], n[i], d);
+        SAME(first_diff(hb + at[i] - LEAD, lead + (size_t)i * LEAD, LEAD) < 0, "batch frame %d: its lead", i);
+        SAME(first_diff(rg + xo, rc_ + xo, n[i] * sizeof(float)) < 0, "batch frame %d (%s): repr", i,
+             bspecs[i % nb_spec]);
+    }
+    /* one payload byte flipped in the last fp32 frame with values */
+    int bad = -1;
+    for (int i = 0; i < K; i++)
+        if (spec[i].ops->id == CODEC_FP32 && n[i] > 0 && lc[i] > 0) bad = i;
+    uint8_t flip = hb[at[bad] + CODEC_HEADER_SIZE] ^ 0x10;
+    up(dbuf + at[bad] + CODEC_HEADER_SIZE, &flip, 1);
+    const uint8_t *frames[K];
+    size_t lens[K];
+    CodecProbe *pr = malloc(K * sizeof *pr);
+    for (int i = 0; i < K; i++) frames[i] = dbuf + at[i], lens[i] = lc[i] > 0 ? (size_t)lc[i] : 0;
+    codec_cuda_probe_frames(pr, frames, lens, K);
+    for (int acc = 0; acc < 2; acc++) {
+        float w = -0.375f;
+        memcpy(oc, init, total * sizeof(float));
+        up(dout, init, total * sizeof(float));
+        xo = 0;
+        for (int i = 0; i < K; xo += n[i], i++) {
+            if (lc[i] < 0) continue;
+            Codec *c = codec_new(&spec[i]);
+            CodecCuda *gd = codec_cuda_new(&spec[i]);
+            const uint8_t *f = i == bad ? hb + at[i] : fc[i];
+            uint8_t *mine = i == bad ? malloc((size_t)lc[i]) : NULL;
+            if (mine) { /* the flipped frame as the device holds it */
+                memcpy(mine, fc[i], (size_t)lc[i]);
+                mine[CODEC_HEADER_SIZE] = flip;
+                f = mine;
+            }
+            int rc = acc ? codec_decode_acc(c, oc + xo, n[i], w, f, (size_t)lc[i])
+                         : codec_decode(c, oc + xo, n[i], f, (size_t)lc[i]);
+            int rv = codec_decode_cuda_batched(b, gd, dout + xo, n[i], w, acc, frames[i], lens[i], &pr[i]);
+            SAME(rc == rv && (i != bad || rc == -GC_ERR_CHECKSUM),
+                 "batch frame %d (%s, n=%zu) %s: decode rc cpu %d gpu %d", i, bspecs[i % nb_spec], n[i],
+                 acc ? "acc" : "plain", rc, rv);
+            codec_free(c);
+            codec_cuda_free(gd); /* the queued copies need the frame and out only */
+            free(mine);
+        }
+        codec_batch_flush(b);
+        down(og, dout, total * sizeof(float));
+        long d = first_diff(oc, og, total * sizeof(float));
+        SAME(d < 0, "batch decode %s: floats differ at value %ld: cpu %a gpu %a", acc ? "acc" : "plain", d / 4,
+             d >= 0 ? oc[d / 4] : 0.0f, d >= 0 ? og[d / 4] : 0.0f);
+    }
+    for (int i = 0; i < K; i++) {
+        free(fc[i]);
+        codec_free(cc[i]);
+        codec_cuda_free(g[i]);
+    }
+    codec_batch_free(b);
+    free(pr);
+    free(x);
+    free(rc_);
+    free(rg);
+    free(init);
+    free(oc);
+    free(og);
+    free(hb);
+    free(lead);
+    cudaCheck(cudaFree(dx));
+    cudaCheck(cudaFree(drepr));
+    cudaCheck(cudaFree(dout));
+    cudaCheck(cudaFree(dbuf));
+}
+
 int main(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -819,6 +953,13 @@ int main(void) {
                "crafted sparse payloads", test_passed_ + test_failed_ - p0 - f0, test_failed_ - f0, rd[0],
                rd[GC_ERR_CORRUPT], rd[GC_ERR_TRUNCATED], rd[GC_ERR_OVERSIZED], rs[0], rs[GC_ERR_CORRUPT],
                rs[GC_ERR_TRUNCATED], rs[GC_ERR_OVERSIZED]);
+    }
+    {
+        int f0 = test_failed_, p0 = test_passed_;
+        batch_frames();
+        printf("  %-28s %6d checks, %d failed\n", "batched frames", test_passed_ + test_failed_ - p0 - f0,
+               test_failed_ - f0);
+        fflush(stdout);
     }
     { /* the device CRC (crc32c_cuda): lengths around its 1 KiB pieces and 256 KiB blocks, any alignment */
         static const size_t crc_n[] = {0, 1, 7, 8, 1023, 1024, 1025, 4096 + 3, 262143, 262144, 262145, 600001};

@@ -96,21 +96,36 @@ static inline const char *cudaGetErrorString(cudaError_t e) { (void)e; return "e
 static inline cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = *t = 0; return 0; }
 
 #ifdef __cplusplus
+#include <string.h>
 #include <type_traits>
+#include <vector>
 template <class T> static inline T atomicMin(T *p, T v) { emu_atomic_at(p, "atomicMin"); T o = *p; *p = o < v ? o : v; return o; }
 template <class T> static inline T atomicCAS(T *p, T cmp, T v) { emu_atomic_at(p, "atomicCAS"); T o = *p; if (o == cmp) *p = v; return o; }
 /* kernel arguments: pointers must be device memory (or NULL); the launch opens the
- * allocations they point into, and only those */
-static inline const void *emu_arg_ptr(const void *p) {
+ * allocations they point into, and only those. A struct passed by value (a batch's table
+ * of frames) may hold device pointers too: each of its pointer-aligned words that points
+ * into a device allocation opens it (a conservative scan: a word that only looks like a
+ * device address opens one allocation more, never fewer) */
+static inline void emu_arg_add(std::vector<const void *> &v, const void *p) {
     emu_dev_check(p, "a kernel argument");
-    return p;
+    v.push_back(p);
 }
-template <class T> static inline typename std::enable_if<!std::is_pointer<T>::value, const void *>::type emu_arg_ptr(T) {
-    return nullptr;
+template <class T>
+static inline typename std::enable_if<std::is_class<T>::value>::type emu_arg_add(std::vector<const void *> &v, const T &a) {
+    const unsigned char *b = (const unsigned char *)&a;
+    for (size_t i = 0; i + sizeof(void *) <= sizeof(T); i += alignof(void *)) {
+        const void *q;
+        memcpy(&q, b + i, sizeof q);
+        if (q && emu_is_dev(q)) v.push_back(q);
+    }
 }
+template <class T>
+static inline typename std::enable_if<!std::is_pointer<T>::value && !std::is_class<T>::value>::type
+emu_arg_add(std::vector<const void *> &, T) {}
 template <class... A> static inline void emu_open_args(A... a) {
-    const void *p[] = {nullptr, emu_arg_ptr(a)...};
-    emu_dev_open_ptrs(p, (int)(sizeof p / sizeof p[0]));
+    std::vector<const void *> p;
+    (emu_arg_add(p, a), ...);
+    emu_dev_open_ptrs(p.data(), (int)p.size());
 }
 #endif
 #endif
