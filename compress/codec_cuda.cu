@@ -59,14 +59,75 @@ static void pool_setup(void) {
     done[dev] = 1;
 }
 
+/* Scratch. Every codec call takes a few device buffers and returns them (the CUB calls'
+ * temporaries, counts, a kernel's intermediate arrays), a few tens in a frame pass, and
+ * each cudaMallocAsync or cudaFreeAsync is a driver call of a microsecond or so on the
+ * host. So each thread keeps one device arena for its default stream: gcx_dmalloc takes
+ * the next 256-byte aligned piece of it, and once every piece is returned (the calls pair
+ * them) the next takes from the start again. Reuse needs no wait: every user of a piece
+ * is ordered on the thread's stream, before the next user of the same bytes. What does
+ * not fit (and GCX_DSCRATCH=each, which the codec tests of the emulation use so that its
+ * page protections see each buffer's bounds) comes from the pool as before; the arena
+ * grows to what a round took, up to SCRATCH_MAX, when the round ends. */
+#define SCRATCH_ALIGN 256
+#define SCRATCH_MAX ((size_t)64 << 20)
+typedef struct {
+    uint8_t *base;
+    size_t cap, used, round; /* round: the bytes asked since the arena was last empty */
+    unsigned live;           /* pieces given out and not returned */
+    int dev;
+} Scratch;
+static thread_local Scratch scratch;
+static pthread_key_t scratch_key; /* frees a thread's arena when the thread ends */
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_each;
+static void scratch_end(void *p) { cudaFree(p); }
+static void scratch_init(void) {
+    const char *e = getenv("GCX_DSCRATCH");
+    scratch_each = e && !strcmp(e, "each");
+    pthread_key_create(&scratch_key, scratch_end);
+}
+
 void *gcx_dmalloc(size_t bytes) {
+    pthread_once(&scratch_once, scratch_init);
+    Scratch *s = &scratch;
+    size_t need = ((bytes < 16 ? 16 : bytes) + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+    int dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    s->round += need;
+    if (s->base && dev == s->dev && s->used + need <= s->cap) {
+        void *p = s->base + s->used;
+        s->used += need;
+        s->live++;
+        return p;
+    }
     void *p = NULL;
-    cudaCheck(cudaMallocAsync(&p, bytes < 16 ? 16 : bytes, 0));
+    cudaCheck(cudaMallocAsync(&p, need, 0));
     return p;
 }
 
 void gcx_dfree(void *p) {
-    if (p) cudaCheck(cudaFreeAsync(p, 0));
+    if (!p) return;
+    Scratch *s = &scratch;
+    if (!s->base || (uint8_t *)p < s->base || (uint8_t *)p >= s->base + s->cap) {
+        cudaCheck(cudaFreeAsync(p, 0));
+        if (s->live) return;
+    } else if (--s->live) {
+        return;
+    }
+    /* the arena is empty: the next round starts at its beginning, in a larger arena when
+     * this round asked for more than it holds */
+    size_t want = s->round < SCRATCH_MAX ? s->round : SCRATCH_MAX;
+    s->used = 0;
+    s->round = 0;
+    if (scratch_each || want <= s->cap) return;
+    if (s->base) cudaCheck(cudaFreeAsync(s->base, 0));
+    s->base = NULL;
+    s->cap = 0;
+    cudaCheck(cudaGetDevice(&s->dev));
+    cudaCheck(cudaMallocAsync((void **)&s->base, want, 0));
+    s->cap = want;
+    pthread_setspecific(scratch_key, s->base);
 }
 
 unsigned gcx_grid(size_t work) {
@@ -185,9 +246,9 @@ __global__ void k_absmax(uint32_t *out, const float *x, size_t n) {
     }
 }
 
-/* *d (device) = the bit pattern of max|x[i]|, in stream order */
-static void absmax_into(uint32_t *d, const float *x, size_t n) {
-    cudaCheck(cudaMemsetAsync(d, 0, sizeof(uint32_t), 0));
+/* *d (device) = the bit pattern of max|x[i]|, in stream order; zeroed: *d is 0 already */
+static void absmax_into(uint32_t *d, const float *x, size_t n, int zeroed = 0) {
+    if (!zeroed) cudaCheck(cudaMemsetAsync(d, 0, sizeof(uint32_t), 0));
     if (n == 0) return;
     unsigned grid = gcx_grid(n);
     k_absmax<<<grid < MAX_BLOCKS ? grid : MAX_BLOCKS, TPB>>>(d, x, n);
@@ -829,17 +890,113 @@ __global__ void k_zre_emit(uint8_t *ob, uint8_t *fl, const uint8_t *B, const uin
     }
 }
 
+/* ---- 3lc in one block: a frame of at most TLC_ONE_L bytes (n <= 5 TLC_ONE_L values:
+ * ResNet-110's largest convolution, 36,864 values, is 7,373 bytes) coded by one kernel of
+ * one block instead of six kernels and CUB calls to encode and five to decode, the steps
+ * of those kernels with the scans across the block's threads; each thread takes
+ * TLC_ONE_ITEMS consecutive bytes. A launch costs the host a driver call, and a step of
+ * ResNet-110 with 3lc over the parameter server codes 444 such frames ---- */
+#define TLC_ONE_T (4 * TPB)
+#define TLC_ONE_ITEMS (TPB / 32) /* 8; 2 in the emulation's blocks of 64 threads, whose tests
+                                  * (at most 8,193 values) then reach both paths */
+#define TLC_ONE_L ((size_t)TLC_ONE_T * TLC_ONE_ITEMS)
+
+/* the exclusive scan of v over the block's threads in thread order, sum (op 0) or max
+ * (op 1), and in *total the whole; sh: [TLC_ONE_T] shared, free again when it returns */
+__device__ uint32_t d_block_scan(uint32_t v, int op, uint32_t *sh, uint32_t *total) {
+    unsigned t = threadIdx.x;
+    sh[t] = v;
+    __syncthreads();
+    for (unsigned d = 1; d < TLC_ONE_T; d <<= 1) {
+        uint32_t o = t >= d ? sh[t - d] : 0;
+        __syncthreads();
+        if (t >= d) sh[t] = op ? (o > sh[t] ? o : sh[t]) : sh[t] + o;
+        __syncthreads();
+    }
+    uint32_t ex = t ? sh[t - 1] : 0;
+    *total = sh[TLC_ONE_T - 1];
+    __syncthreads();
+    return ex;
+}
+
+/* tlc_enc's kernels in one: max|x| (its bits, and the scale's, into bk, the scale into
+ * pay[0..3]), the bytes (and repr; nothing when max|x| or the scale is not finite, where
+ * the host fails the frame), the zero-run stream into pay + 4 and its length into bk->z */
+__global__ void k_tlc_one_enc(TlcBack *bk, uint8_t *pay, float *repr, const float *x, size_t n, size_t L, float s) {
+    __shared__ uint32_t sh[TLC_ONE_T];
+    __shared__ uint8_t B[TLC_ONE_L];
+    unsigned t = threadIdx.x;
+    uint32_t mx = 0, all;
+    for (size_t i = t; i < n; i += TLC_ONE_T) {
+        uint32_t u = __float_as_uint(x[i]) & 0x7FFFFFFFu;
+        mx = u > mx ? u : mx;
+    }
+    d_block_scan(mx, 1, sh, &all);
+    uint32_t mm = __float_as_uint(__fmul_rn(__uint_as_float(all), s));
+    if (t == 0) {
+        bk->mb = all;
+        bk->m = mm;
+        bk->z = 0;
+        for (int i = 0; i < 4; i++) pay[i] = (uint8_t)(mm >> (8 * i));
+    }
+    if (all > DENSE_FINITE_MAX_GPU || mm > DENSE_FINITE_MAX_GPU) return;
+    float m = __uint_as_float(mm);
+    size_t j0 = (size_t)t * TLC_ONE_ITEMS;
+    uint32_t last = 0; /* j + 1 of this thread's last byte that is not 121 (k_zre_mark's R) */
+    for (int q = 0; q < TLC_ONE_ITEMS && j0 + q < L; q++) { /* k_tlc_pack */
+        size_t j = j0 + q;
+        uint32_t b = 0;
+        for (int k = 0; k < 5; k++) {
+            size_t i = (size_t)k * L + j;
+            uint32_t d = 0;
+            if (i < n) {
+                d = d_tlc_digit(x[i], m);
+                if (repr) repr[i] = __fmul_rn((float)((int32_t)d - 1), m);
+            }
+            b = 3 * b + d;
+        }
+        B[j] = (uint8_t)b;
+        if (b != B3_ZERO) last = (uint32_t)j + 1;
+    }
+    uint32_t S = d_block_scan(last, 1, sh, &all); /* its barriers make B whole for every thread */
+    uint8_t ob[TLC_ONE_ITEMS];
+    uint32_t emit = 0, cnt = 0;
+    for (int q = 0; q < TLC_ONE_ITEMS && j0 + q < L; q++) { /* k_zre_emit, S the inclusive max-scan */
+        size_t j = j0 + q;
+        uint32_t b = B[j];
+        if (b != B3_ZERO) {
+            S = (uint32_t)j + 1;
+            ob[q] = (uint8_t)b;
+        } else if ((j - S) % B3_RUNMAX) {
+            continue;
+        } else {
+            uint32_t g = 1;
+            while (g < B3_RUNMAX && j + g < L && B[j + g] == B3_ZERO) g++;
+            ob[q] = (uint8_t)(g == 1 ? B3_ZERO : B3_RUN0 + g - 2);
+        }
+        emit |= 1u << q;
+        cnt++;
+    }
+    uint32_t at = 4 + d_block_scan(cnt, 0, sh, &all);
+    for (int q = 0; q < TLC_ONE_ITEMS; q++)
+        if (emit >> q & 1u) pay[at++] = ob[q];
+    if (t == 0) bk->z = all;
+}
+
 /* One wait: max|x|, the scale, the packing and the zero-run stream all on the device,
  * their results (the stream's length, the scale's validity) read back together */
 static int64_t tlc_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
     if (cap < 4) return -GC_ERR_NOSPACE;
     size_t L = b3_len(n);
     TlcBack *bk = (TlcBack *)gcx_dmalloc(sizeof(TlcBack)), hb;
-    cudaCheck(cudaMemsetAsync(bk, 0, sizeof(TlcBack), 0));
-    absmax_into(&bk->mb, x, n);
-    k_tlc_scale<<<1, 1>>>(bk, pay, (float)c->spec.v[0]);
-    cudaCheckLast();
-    if (L) {
+    if (L <= TLC_ONE_L) {
+        k_tlc_one_enc<<<1, TLC_ONE_T>>>(bk, pay, side->repr, x, n, L, (float)c->spec.v[0]);
+        cudaCheckLast();
+    } else {
+        cudaCheck(cudaMemsetAsync(bk, 0, sizeof(TlcBack), 0));
+        absmax_into(&bk->mb, x, n, 1); /* zeroed with bk */
+        k_tlc_scale<<<1, 1>>>(bk, pay, (float)c->spec.v[0]);
+        cudaCheckLast();
         uint8_t *B = (uint8_t *)gcx_dmalloc(L), *ob = (uint8_t *)gcx_dmalloc(L), *fl = (uint8_t *)gcx_dmalloc(L);
         uint32_t *R = (uint32_t *)gcx_dmalloc(L * 4), *S = (uint32_t *)gcx_dmalloc(L * 4);
         k_tlc_pack<<<gcx_grid(L), TPB>>>(B, side->repr, x, n, L, bk);
@@ -864,8 +1021,16 @@ static int64_t tlc_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_
     return (int64_t)(4 + (size_t)hb.z);
 }
 
-/* run expansion: e[i] = bytes byte i expands to (1, or k for a run code) */
-__global__ void k_zre_len(uint64_t *e, const uint8_t *z, size_t zlen) {
+/* what the 3LC decoder reads back, once: the stream's expansion and whether a byte was bad */
+typedef struct {
+    uint64_t total;
+    uint32_t bad, pad;
+} TlcCheck;
+
+/* run expansion: e[i] = bytes byte i expands to (1, or k for a run code); chk->bad = 0
+ * for k_zre_check, which runs next */
+__global__ void k_zre_len(uint64_t *e, TlcCheck *chk, const uint8_t *z, size_t zlen) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) chk->bad = 0;
     GRID_STRIDE(i, zlen + 1) e[i] = i == zlen ? 0 : (z[i] >= B3_RUN0 ? (uint64_t)(z[i] - B3_RUN0 + 2) : 1);
 }
 
@@ -879,9 +1044,11 @@ __device__ __forceinline__ int d_b3_pad_ok(uint32_t b, size_t j, size_t n, size_
 /* compress/tlc.c tlc_validate, one byte per thread: every byte that starts
  * before L (the bytes the serial walk reads) is checked. pos: exclusive scan of
  * the expansion lengths. */
-__global__ void k_zre_check(uint32_t *bad, const uint8_t *z, const uint64_t *pos, size_t zlen, size_t n, size_t L,
+/* chk->bad set (k_zre_len zeroed it) where a byte of z is bad; chk->total = pos[zlen] */
+__global__ void k_zre_check(TlcCheck *chk, const uint8_t *z, const uint64_t *pos, size_t zlen, size_t n, size_t L,
                             size_t full) {
     uint32_t f = 0;
+    if (blockIdx.x == 0 && threadIdx.x == 0) chk->total = pos[zlen];
     GRID_STRIDE(i, zlen) {
         uint64_t j = pos[i];
         if (j >= L) continue;
@@ -893,7 +1060,7 @@ __global__ void k_zre_check(uint32_t *bad, const uint8_t *z, const uint64_t *pos
             f = 1;
         }
     }
-    if (f) atomicOr(bad, 1u);
+    if (f) atomicOr(&chk->bad, 1u);
 }
 
 __global__ void k_zre_expand(uint8_t *B, const uint8_t *z, const uint64_t *pos, size_t zlen, size_t L) {
@@ -910,11 +1077,51 @@ __global__ void k_zre_expand(uint8_t *B, const uint8_t *z, const uint64_t *pos, 
     }
 }
 
-/* what the 3LC decoder reads back, once: the stream's expansion and whether a byte was bad */
-typedef struct {
-    uint64_t total;
-    uint32_t bad, pad;
-} TlcCheck;
+/* tlc_dec's kernels in one (TlcCheck defined above): the zero-run stream z[zlen] checked as
+ * k_zre_check (chk: the check and the stream's expansion) and, only when it is valid,
+ * expanded and decoded into out as k_zre_expand and k_b3_dec */
+__global__ void k_tlc_one_dec(TlcCheck *chk, float *out, const uint8_t *z, size_t zlen, size_t n, size_t L,
+                              size_t full, float m, float weight, int acc) {
+    __shared__ uint32_t sh[TLC_ONE_T];
+    __shared__ uint8_t B[TLC_ONE_L];
+    unsigned t = threadIdx.x;
+    size_t i0 = (size_t)t * TLC_ONE_ITEMS;
+    uint8_t zb[TLC_ONE_ITEMS];
+    uint32_t e = 0, total, bad;
+    for (int q = 0; q < TLC_ONE_ITEMS && i0 + q < zlen; q++) { /* k_zre_len */
+        zb[q] = z[i0 + q];
+        e += zb[q] >= B3_RUN0 ? zb[q] - B3_RUN0 + 2u : 1u;
+    }
+    uint32_t pos = d_block_scan(e, 0, sh, &total), f = 0;
+    for (uint32_t q = 0, j = pos; q < TLC_ONE_ITEMS && i0 + q < zlen; q++) { /* k_zre_check */
+        uint32_t b = zb[q], k = b >= B3_RUN0 ? b - B3_RUN0 + 2u : 1u;
+        if (j < L) {
+            if (b >= B3_RUN0) f |= k > L - j || j + k > full; /* run past n, or over padding digits */
+            else if (j >= full && !d_b3_pad_ok(b, j, n, L)) f = 1;
+        }
+        j += k;
+    }
+    d_block_scan(f, 1, sh, &bad);
+    if (t == 0) {
+        chk->bad = bad;
+        chk->total = total;
+    }
+    if (bad || total != L) return; /* out untouched: the host returns the error */
+    for (uint32_t q = 0, j = pos; q < TLC_ONE_ITEMS && i0 + q < zlen; q++) { /* k_zre_expand */
+        uint32_t b = zb[q], k = b >= B3_RUN0 ? b - B3_RUN0 + 2u : 1u;
+        if (b < B3_RUN0) B[j] = (uint8_t)b;
+        else for (uint32_t r = 0; r < k; r++) B[j + r] = B3_ZERO;
+        j += k;
+    }
+    __syncthreads();
+    for (size_t j = t; j < L; j += TLC_ONE_T) { /* k_b3_dec */
+        uint32_t b = B[j], pw = 81;
+        for (int k = 0; k < 5; k++, pw /= 3) {
+            size_t i = (size_t)k * L + j;
+            if (i < n) store_out(out, i, __fmul_rn((float)((int32_t)((b / pw) % 3) - 1), m), weight, acc);
+        }
+    }
+}
 
 static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
     size_t len = p->len;
@@ -927,15 +1134,20 @@ static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     size_t zlen = len - 4;
     if (zlen == 0) return L ? -GC_ERR_TRUNCATED : 0;
     const uint8_t *z = p->d + 4;
-    uint64_t *e = (uint64_t *)gcx_dmalloc((zlen + 1) * 8), *pos = (uint64_t *)gcx_dmalloc((zlen + 1) * 8);
     TlcCheck *chk = (TlcCheck *)gcx_dmalloc(sizeof(TlcCheck)), hc; /* read back together: one wait */
-    cudaCheck(cudaMemsetAsync(chk, 0, sizeof(TlcCheck), 0));
-    k_zre_len<<<gcx_grid(zlen + 1), TPB>>>(e, z, zlen);
+    if (L <= TLC_ONE_L && zlen <= TLC_ONE_L) { /* one kernel, which decodes only a valid stream */
+        k_tlc_one_dec<<<1, TLC_ONE_T>>>(chk, out, z, zlen, n, L, full, m, weight, acc);
+        cudaCheckLast();
+        cudaCheck(cudaMemcpy(&hc, chk, sizeof hc, cudaMemcpyDeviceToHost));
+        gcx_dfree(chk);
+        return hc.bad ? -GC_ERR_CORRUPT : hc.total < L ? -GC_ERR_TRUNCATED : hc.total > L ? -GC_ERR_OVERSIZED : 0;
+    }
+    uint64_t *e = (uint64_t *)gcx_dmalloc((zlen + 1) * 8), *pos = (uint64_t *)gcx_dmalloc((zlen + 1) * 8);
+    k_zre_len<<<gcx_grid(zlen + 1), TPB>>>(e, chk, z, zlen);
     cudaCheckLast();
     gcx_exclusive_sum_u64(pos, e, zlen + 1); /* pos[zlen] = total expansion */
-    k_zre_check<<<gcx_grid(zlen), TPB>>>(&chk->bad, z, pos, zlen, n, L, full);
+    k_zre_check<<<gcx_grid(zlen), TPB>>>(chk, z, pos, zlen, n, L, full);
     cudaCheckLast();
-    cudaCheck(cudaMemcpyAsync(&chk->total, pos + zlen, 8, cudaMemcpyDeviceToDevice, 0));
     cudaCheck(cudaMemcpy(&hc, chk, sizeof hc, cudaMemcpyDeviceToHost));
     gcx_dfree(chk);
     int rc = 0;

@@ -34,8 +34,10 @@
  * another thread use the CodecCuda.
  * The calls wait for the device only where the host needs a result (a frame's length, a
  * scale, a count, whether a frame is valid): every wait leaves the GPU idle until the host
- * launches more, and the frames of a step are many and small (docs/GPU.md, "Waits").
- * Scratch memory comes from the stream-ordered allocator (cudaMallocAsync).
+ * launches more, and the frames of a step are many and small (docs/GPU.md, "Waits and launches").
+ * Scratch memory comes from an arena per thread, reused in stream order (gcx_dmalloc in
+ * compress/codec_cuda.cu), and from the stream-ordered allocator (cudaMallocAsync) where it
+ * does not fit.
  * CUDA failures (out of memory, a bad pointer) print file and line and exit,
  * like every other checking macro of the project. Not thread-safe per
  * CodecCuda; different CodecCuda objects may be used from different threads.

@@ -69,6 +69,7 @@ struct ExchangeCuda {
     int64_t *flen;      /* [T] a pass's frame lengths (-1: none), */
     size_t *fat;        /* [T] their offsets in the bundle */
     double *fsec;       /* [T] and each frame's encoding time */
+    size_t *roff, *rn;  /* [T] ranges of tensors for exchange_cuda_ranges (ranges) */
     int coded;          /* a push has been encoded: the codecs' state is the host's to save */
     /* the ring (GCOMP section 6.2) */
     CodecCuda **renc, **rdec; /* [T * 2N] tensor t's encoder and decoder of slot s at t * 2N + s
@@ -216,6 +217,8 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
         x->flen = callocCheck((size_t)x->T + 1, sizeof *x->flen);
         x->fat = callocCheck((size_t)x->T + 1, sizeof *x->fat);
         x->fsec = callocCheck((size_t)x->T + 1, sizeof *x->fsec);
+        x->roff = callocCheck((size_t)x->T + 1, sizeof *x->roff);
+        x->rn = callocCheck((size_t)x->T + 1, sizeof *x->rn);
         if (x->devb) x->batch = codec_batch_new();
         x->dec = callocCheck((size_t)x->T * (size_t)x->N + 1, sizeof *x->dec);
         x->penc = callocCheck((size_t)x->T + 1, sizeof *x->penc);
@@ -315,6 +318,8 @@ void exchange_cuda_free(ExchangeCuda *x) {
     free(x->flen);
     free(x->fat);
     free(x->fsec);
+    free(x->roff);
+    free(x->rn);
     free(x->enc);
     free(x->dec);
     free(x->penc);
@@ -469,13 +474,26 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
 
 /* ---- allgather ---- */
 
+/* op of exchange_cuda_ranges over the tensors whose memory is mem (-1: any but MEM_NONE)
+ * and, with coded, that have a frame in this pass (x->flen[t] >= 0), a launch for every 32 */
+static void ranges(ExchangeCuda *x, int op, float *d, const float *a, const float *b, const uint8_t *mask, int mem,
+                   int coded) {
+    size_t k = 0;
+    for (int t = 0; t < x->T; t++)
+        if ((mem < 0 ? x->mem[t] != MEM_NONE : x->mem[t] == mem) && (!coded || x->flen[t] >= 0) && t_n(x, t)) {
+            x->roff[k] = t_off(x, t);
+            x->rn[k++] = t_n(x, t);
+        }
+    exchange_cuda_ranges(op, d, a, b, mask, x->roff, x->rn, k);
+}
+
 /* d_work: g (DGC: clipped by dgc_clip) or the weight delta on entry; x = that
  * (+ residual), or DGC's corrected accumulation after dgc_prepare's weight decay:
  * exchange.c's dgc_prepare and memory_in, whole tensors */
 static void memory_in(ExchangeCuda *x, const float *d_params) {
+    ranges(x, EXCHANGE_RANGE_ADD, x->d_work, x->d_resid, NULL, NULL, MEM_RESIDUAL, 0);
     for (int t = 0; t < x->T; t++) {
         size_t off = t_off(x, t), n = t_n(x, t);
-        if (x->mem[t] == MEM_RESIDUAL) exchange_cuda_add(x->d_work + off, x->d_resid + off, n);
         if (x->mem[t] != MEM_DGC) continue;
         optim_add_weight_decay_cuda(x->d_work + off, d_params + off, x->cfg.weight_decay, n);
         exchange_cuda_dgc_in(x->d_vel + off, x->d_resid + off, x->d_work + off, (float)x->cfg.dgc_momentum,
@@ -685,11 +703,11 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
     double t0 = mono_seconds();
     uint32_t count = 0;
     for (int t = 0; t < x->T; t++) x->flen[t] = -1;
+    if (pull_mem) ranges(x, EXCHANGE_RANGE_ADD, d_x, x->d_pullres, NULL, NULL, -1, 0);
     for (int t = 0; t < x->T; t++) { /* the frames, in tensor order */
         size_t off = t_off(x, t), n = t_n(x, t);
         if (n == 0) continue;
         float *v = d_x + off;
-        if (pull_mem && x->mem[t] != MEM_NONE) exchange_cuda_add(v, x->d_pullres + off, n);
         CodecSide side;
         memset(&side, 0, sizeof side);
         side.seed = exchange_frame_seed(x->ex, step, t, pull ? EXCHANGE_SLOT_PULL : EXCHANGE_SLOT_PUSH);
@@ -718,24 +736,23 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
         count++;
     }
     end_frames(x);
-    for (int t = 0; t < x->T; t++) { /* what follows each frame, once the frames are complete */
+    /* what follows each frame, once the frames are complete. The server's error accumulation
+     * keeps what the pulled frame did not represent (3LC section 3.1) */
+    if (pull_mem) ranges(x, EXCHANGE_RANGE_SUB, x->d_pullres, d_x, x->d_repr, NULL, -1, 1);
+    for (int t = 0; t < x->T && !pull; t++) {
         size_t off = t_off(x, t), n = t_n(x, t);
         int64_t flen = x->flen[t];
         if (flen < 0) continue;
-        float *v = d_x + off;
-        if (pull) { /* the server's error accumulation keeps what the pulled frame did not represent */
-            if (pull_mem && x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_pullres + off, v, x->d_repr + off, n);
-            continue;
-        }
-        layer_add(x, t, enc[t], v, off, n, flen, x->fsec[t]);
+        layer_add(x, t, enc[t], d_x + off, off, n, flen, x->fsec[t]);
         /* the server's pull is everyone's down traffic, not its up; the counting is not the
          * codec's time (t0 moves past it, as the host exchange counts after its timer) */
         double tc = mono_seconds();
         count_push(x, t, n, b->p + x->fat[t], flen);
         t0 += mono_seconds() - tc;
-        /* memory_out: the residual keeps what the frame did not represent; DGC masks its momentum */
-        if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + off, v, x->d_repr + off, n);
-        if (x->mem[t] == MEM_DGC) exchange_cuda_mask_zero(x->d_vel + off, x->d_mask + off, n);
+    }
+    if (!pull) { /* memory_out: the residual keeps what the frame did not represent; DGC masks its momentum */
+        ranges(x, EXCHANGE_RANGE_SUB, x->d_resid, d_x, x->d_repr, NULL, -1, 1);
+        ranges(x, EXCHANGE_RANGE_MASK_ZERO, x->d_vel, NULL, NULL, x->d_mask, MEM_DGC, 1);
     }
     set_count(x, b, count);
     pass_done();

@@ -5,6 +5,7 @@
  * sums of squares of the clipping norms in the host's order. */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/cuda_check.h"
 #include "optim/optim.h" /* GCOMP_MAX_LEVEL, GCOMP_BITS_PER_LEVEL */
@@ -14,6 +15,9 @@ extern "C" void exchange_cuda_add(float *a, const float *b, size_t n);
 extern "C" void exchange_cuda_scale(float *a, float s, size_t n);
 extern "C" void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n);
 extern "C" void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
+extern "C" void exchange_cuda_ranges(int op, float *d, const float *a, const float *b, const unsigned char *mask,
+                                     const size_t *off, const size_t *n, size_t k);
+enum { EXCHANGE_RANGE_ADD, EXCHANGE_RANGE_SUB, EXCHANGE_RANGE_MASK_ZERO }; /* as dist/exchange_cuda.h */
 extern "C" void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n);
 extern "C" void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n);
 extern "C" void exchange_cuda_div(float *d, const float *a, float s, size_t n);
@@ -200,6 +204,61 @@ extern "C" void exchange_cuda_mask_zero(float *u, const unsigned char *mask, siz
     if (n == 0) return;
     k_ex_mask_zero<<<grid_for(n), TPB>>>(u, mask, n);
     cudaCheckLast();
+}
+
+/* the ranges of one launch as its argument (copied at the launch: nothing to upload, no
+ * wait): range r is [off[r], off[r] + n[r]) of the arenas, its blocks first[r] ..
+ * first[r + 1] - 1 */
+#define EX_RANGES 32
+typedef struct {
+    uint64_t off[EX_RANGES], n[EX_RANGES];
+    uint32_t first[EX_RANGES + 1];
+    unsigned k;
+} ExRanges;
+
+/* each block on one range, found with constant indices into the argument; the roundings
+ * of k_ex_add, k_ex_sub and k_ex_mask_zero */
+__global__ void k_ex_ranges(ExRanges r, int op, float *d, const float *a, const float *b, const unsigned char *mask) {
+    size_t off = 0, n = 0, nb = 1, blk = 0;
+#pragma unroll
+    for (unsigned i = 0; i < EX_RANGES; i++)
+        if (i < r.k && blockIdx.x >= r.first[i] && blockIdx.x < r.first[i + 1])
+            off = r.off[i], n = r.n[i], nb = r.first[i + 1] - r.first[i], blk = blockIdx.x - r.first[i];
+    for (size_t j = off + blk * TPB + threadIdx.x; j < off + n; j += nb * TPB) {
+        if (op == EXCHANGE_RANGE_ADD) d[j] = __fadd_rn(d[j], a[j]);
+        else if (op == EXCHANGE_RANGE_SUB) d[j] = __fsub_rn(a[j], b[j]);
+        else if (mask[j]) d[j] = 0.0f;
+    }
+}
+
+extern "C" void exchange_cuda_ranges(int op, float *d, const float *a, const float *b, const unsigned char *mask,
+                                     const size_t *off, const size_t *n, size_t k) {
+    ExRanges r;
+    memset(&r, 0, sizeof r);
+    size_t blocks = 0;
+    for (size_t i = 0; i <= k; i++) {
+        int merge = i < k && r.k > 0 && r.off[r.k - 1] + r.n[r.k - 1] == off[i];
+        if (i < k && n[i] && merge) {
+            r.n[r.k - 1] += n[i];
+            continue;
+        }
+        if (r.k == EX_RANGES || (i == k && r.k)) { /* a full table, or the last: launch it */
+            blocks = 0;
+            for (unsigned j = 0; j < r.k; j++) {
+                r.first[j] = (uint32_t)blocks;
+                size_t want = (r.n[j] + 4 * TPB - 1) / (4 * TPB); /* about 4 values a thread */
+                blocks += want < 1 ? 1 : want > 1024 ? 1024 : want;
+            }
+            r.first[r.k] = (uint32_t)blocks;
+            k_ex_ranges<<<(unsigned)blocks, TPB>>>(r, op, d, a, b, mask);
+            cudaCheckLast();
+            r.k = 0;
+        }
+        if (i < k && n[i]) {
+            r.off[r.k] = off[i];
+            r.n[r.k++] = n[i];
+        }
+    }
 }
 
 extern "C" double exchange_cuda_sumsq(const float *a, const size_t *lo, const size_t *hi, size_t m, double *part) {

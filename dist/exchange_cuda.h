@@ -175,6 +175,14 @@ void exchange_cuda_upload(ExchangeCuda *x);
 void exchange_cuda_add(float *a, const float *b, size_t n);
 void exchange_cuda_scale(float *a, float s, size_t n);
 void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n);
+/* the same over several ranges of the arenas at once, a launch per up to 32 ranges (the
+ * tensors of a pass, which a launch each would cost the host a driver call each): range k
+ * the values [off[k], off[k] + n[k]) of every arena given, adjacent ranges merged.
+ * EXCHANGE_RANGE_ADD d[i] = d[i] + a[i]; EXCHANGE_RANGE_SUB d[i] = a[i] - b[i];
+ * EXCHANGE_RANGE_MASK_ZERO d[i] = 0 where mask[i].  off, n: [k] host */
+enum { EXCHANGE_RANGE_ADD, EXCHANGE_RANGE_SUB, EXCHANGE_RANGE_MASK_ZERO };
+void exchange_cuda_ranges(int op, float *d, const float *a, const float *b, const unsigned char *mask, const size_t *off,
+                          const size_t *n, size_t k);
 /* the trainers' --ema on the device: ema[i] -= a * (ema[i] - params[i]), the host's
  * roundings (examples/trainer.c, ema_update).  ema, params: [n] device */
 void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);

@@ -900,6 +900,12 @@ int main(void) {
         TEST_END();
     }
     CHECK(codec_cuda_available(), "codec_cuda_available");
+#ifdef EMU_HOST_WAITS
+    /* the emulation: every scratch buffer an allocation of its own, whose bounds its page
+     * protections see (compress/codec_cuda.cu, gcx_dmalloc); the shared arena is what the
+     * exchange's tests run on */
+    setenv("GCX_DSCRATCH", "each", 0);
+#endif
     const char *maxs = getenv("GCX_CODEC_CUDA_MAXN");
     size_t maxn = maxs ? (size_t)strtoull(maxs, NULL, 10) : (size_t)-1;
     const char *only = getenv("GCX_CODEC_CUDA_ONLY");

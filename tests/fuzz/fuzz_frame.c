@@ -78,6 +78,11 @@ static int have_device(void) {
 #endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+#ifdef EMU_HOST_WAITS
+    /* the emulation: each GPU scratch buffer an allocation of its own, whose bounds its page
+     * protections see (compress/codec_cuda.cu, gcx_dmalloc) */
+    setenv("GCX_DSCRATCH", "each", 0);
+#endif
     if (size < CODEC_HEADER_SIZE) {
         /* still exercise the short-frame path of every codec once */
         Codec *c = NULL;

@@ -71,8 +71,9 @@ cudaError_t cudaDeviceSynchronize(void);
 unsigned long long emu_host_waits(void);
 #define EMU_HOST_WAITS 1
 /* the operations the calling thread has issued to the device since its last call here
- * (then 0 again): kernel launches, CUB calls, copies and memsets. On a GPU each costs the
- * host a driver call of microseconds whatever its size (emu_sched.cpp) */
+ * (then 0 again): kernel launches, CUB calls, copies, memsets, and the stream-ordered
+ * allocations and frees (cudaMallocAsync, cudaFreeAsync). On a GPU each costs the host a
+ * driver call of a microsecond or more whatever its size */
 unsigned long long emu_device_ops(void);
 void emu_count_op(void);
 #ifdef __cplusplus
@@ -84,8 +85,8 @@ void emu_count_op(void);
         const void *emu_q_[] = {__VA_ARGS__};                                                                        \
         emu_dev_open_ptrs(emu_q_, (int)(sizeof emu_q_ / sizeof emu_q_[0]));                                          \
     } while (0)
-static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { (void)s; return cudaMalloc(p, n); }
-static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { (void)s; return cudaFree(p); }
+static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { (void)s; emu_count_op(); return cudaMalloc(p, n); }
+static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { (void)s; emu_count_op(); return cudaFree(p); }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { (void)s; return cudaMemset(p, v, n); }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
     (void)st;
