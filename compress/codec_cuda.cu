@@ -833,6 +833,22 @@ __global__ void k_tlc_scale(TlcBack *b, uint8_t *pay, float s) {
     for (int i = 0; i < 4; i++) pay[i] = (uint8_t)(m >> (8 * i));
 }
 
+/* byte j of L: the base-3^5 digits of x[j], x[L + j], ... x[4 L + j] (3LC 3.1, 3.2) with
+ * the scale m (digit 0 past n), their values into repr */
+__device__ __forceinline__ uint32_t d_tlc_byte(float *repr, const float *x, size_t n, size_t L, size_t j, float m) {
+    uint32_t b = 0;
+    for (int k = 0; k < 5; k++) {
+        size_t i = (size_t)k * L + j;
+        uint32_t d = 0;
+        if (i < n) {
+            d = d_tlc_digit(x[i], m);
+            if (repr) repr[i] = __fmul_rn((float)((int32_t)d - 1), m);
+        }
+        b = 3 * b + d;
+    }
+    return b;
+}
+
 /* the base-3^5 bytes of the quantized x (3LC 3.1, 3.2) with the scale b->m, plus repr;
  * dst: [L]. Zero bytes when max|x| or the scale is not
  * finite (the encoder then fails, with repr untouched, as on the CPU) */
@@ -842,19 +858,7 @@ __global__ void k_tlc_pack(uint8_t *dst, float *repr, const float *x, size_t n, 
         return;
     }
     float m = __uint_as_float(bk->m);
-    GRID_STRIDE(j, L) {
-        uint32_t b = 0;
-        for (int k = 0; k < 5; k++) {
-            size_t i = (size_t)k * L + j;
-            uint32_t d = 0;
-            if (i < n) {
-                d = d_tlc_digit(x[i], m);
-                if (repr) repr[i] = __fmul_rn((float)((int32_t)d - 1), m);
-            }
-            b = 3 * b + d;
-        }
-        dst[j] = (uint8_t)b;
-    }
+    GRID_STRIDE(j, L) dst[j] = (uint8_t)d_tlc_byte(repr, x, n, L, j, m);
 }
 
 /* zero-run encoding (3LC 3.3), step 1: R[j] = j + 1 for a byte that is not
@@ -945,16 +949,7 @@ __global__ void k_tlc_one_enc(TlcBack *bk, uint8_t *pay, float *repr, const floa
     uint32_t last = 0; /* j + 1 of this thread's last byte that is not 121 (k_zre_mark's R) */
     for (int q = 0; q < TLC_ONE_ITEMS && j0 + q < L; q++) { /* k_tlc_pack */
         size_t j = j0 + q;
-        uint32_t b = 0;
-        for (int k = 0; k < 5; k++) {
-            size_t i = (size_t)k * L + j;
-            uint32_t d = 0;
-            if (i < n) {
-                d = d_tlc_digit(x[i], m);
-                if (repr) repr[i] = __fmul_rn((float)((int32_t)d - 1), m);
-            }
-            b = 3 * b + d;
-        }
+        uint32_t b = d_tlc_byte(repr, x, n, L, j, m);
         B[j] = (uint8_t)b;
         if (b != B3_ZERO) last = (uint32_t)j + 1;
     }
