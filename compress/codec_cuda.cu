@@ -81,7 +81,10 @@ static thread_local Scratch scratch;
 static pthread_key_t scratch_key; /* frees a thread's arena when the thread ends */
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 static int scratch_each;
-static void scratch_end(void *p) { cudaFree(p); }
+/* after the work still queued on the ending thread's stream: cudaFree does not wait for
+ * the streams on memory from cudaMallocAsync, and the legacy stream waits for every
+ * per-thread default stream */
+static void scratch_end(void *p) { cudaFreeAsync(p, cudaStreamLegacy); }
 static void scratch_init(void) {
     const char *e = getenv("GCX_DSCRATCH");
     scratch_each = e && !strcmp(e, "each");
@@ -926,7 +929,8 @@ __device__ uint32_t d_block_scan(uint32_t v, int op, uint32_t *sh, uint32_t *tot
 /* tlc_enc's kernels in one: max|x| (its bits, and the scale's, into bk, the scale into
  * pay[0..3]), the bytes (and repr; nothing when max|x| or the scale is not finite, where
  * the host fails the frame), the zero-run stream into pay + 4 and its length into bk->z */
-__global__ void k_tlc_one_enc(TlcBack *bk, uint8_t *pay, float *repr, const float *x, size_t n, size_t L, float s) {
+__global__ void __launch_bounds__(TLC_ONE_T)
+    k_tlc_one_enc(TlcBack *bk, uint8_t *pay, float *repr, const float *x, size_t n, size_t L, float s) {
     __shared__ uint32_t sh[TLC_ONE_T];
     __shared__ uint8_t B[TLC_ONE_L];
     unsigned t = threadIdx.x;
@@ -1075,8 +1079,9 @@ __global__ void k_zre_expand(uint8_t *B, const uint8_t *z, const uint64_t *pos, 
 /* tlc_dec's kernels in one (TlcCheck defined above): the zero-run stream z[zlen] checked as
  * k_zre_check (chk: the check and the stream's expansion) and, only when it is valid,
  * expanded and decoded into out as k_zre_expand and k_b3_dec */
-__global__ void k_tlc_one_dec(TlcCheck *chk, float *out, const uint8_t *z, size_t zlen, size_t n, size_t L,
-                              size_t full, float m, float weight, int acc) {
+__global__ void __launch_bounds__(TLC_ONE_T)
+    k_tlc_one_dec(TlcCheck *chk, float *out, const uint8_t *z, size_t zlen, size_t n, size_t L, size_t full, float m,
+                  float weight, int acc) {
     __shared__ uint32_t sh[TLC_ONE_T];
     __shared__ uint8_t B[TLC_ONE_L];
     unsigned t = threadIdx.x;

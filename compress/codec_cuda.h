@@ -157,6 +157,9 @@ int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weigh
 typedef struct CodecBatch CodecBatch;
 CodecBatch *codec_batch_new(void);
 void codec_batch_free(CodecBatch *b);
+/* The queued jobs of a batch must not overlap: no two write the same bytes, and none writes
+ * what another reads (a launch runs its jobs at once; a bundle's frames and the distinct
+ * tensors they decode into qualify). */
 /* codec_encode_cuda_dev with the header, its CRC, and fp32's payload left to the flush:
  * the same return (the frame's length, or a negative GcError with nothing queued) */
 int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
@@ -210,7 +213,12 @@ typedef struct {
     uint8_t head[PAY_HEAD]; /* bytes 0 .. min(len, PAY_HEAD) - 1 */
     uint8_t tail[8];        /* the last min(len, 8) bytes, right-aligned: tail[8 - k] is byte len - k */
 } Pay;
-/* device scratch from the stream-ordered pool (never NULL; at least 16 bytes) */
+/* device scratch (never NULL; at least 16 bytes, 256-byte aligned): a piece of the calling
+ * thread's arena, or from the stream-ordered pool where it does not fit. A piece is used on
+ * the taking thread's default stream only (never handed to NCCL's stream or another
+ * thread), returned by the thread that took it, and not pointed at by work queued in a
+ * CodecBatch after it is returned (the next pieces reuse its bytes); the arena starts over
+ * only once every piece is returned, so none is kept between calls */
 void *gcx_dmalloc(size_t bytes);
 void gcx_dfree(void *p);
 /* a device copy (gcx_dmalloc) of len host bytes */

@@ -703,6 +703,8 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
     double t0 = mono_seconds();
     uint32_t count = 0;
     for (int t = 0; t < x->T; t++) x->flen[t] = -1;
+    /* the server's pull memory added to every tensor's delta before the first frame (a frame
+     * that fails to encode stops every worker at agree(), and d_x is the pass's own) */
     if (pull_mem) ranges(x, EXCHANGE_RANGE_ADD, d_x, x->d_pullres, NULL, NULL, -1, 0);
     for (int t = 0; t < x->T; t++) { /* the frames, in tensor order */
         size_t off = t_off(x, t), n = t_n(x, t);

@@ -19,6 +19,7 @@ typedef void *cudaStream_t;
 /* the calling thread's default stream (the emulation runs every operation when it is
  * called, on any stream: it cannot show what streams running at once would do) */
 #define cudaStreamPerThread ((cudaStream_t)0x2)
+#define cudaStreamLegacy ((cudaStream_t)0x1)
 typedef void *cudaMemPool_t;
 /* cudaMemcpyDefault: the direction from where the pointers live (unified addressing) */
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
@@ -73,6 +74,7 @@ extern uint64_t emu_slot[1024];
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 /* __shared__ variables are static (one copy, which every block's threads share as they
  * run one block at a time) in a section of their own, emu_shared: emu_launch fills the
  * whole section with garbage before each block (emu_sched.cpp), so a kernel that reads
