@@ -1076,24 +1076,21 @@ __global__ void k_zre_expand(uint8_t *B, const uint8_t *z, const uint64_t *pos, 
     }
 }
 
-/* tlc_dec's kernels in one (TlcCheck defined above): the zero-run stream z[zlen] checked as
- * k_zre_check (chk: the check and the stream's expansion) and, only when it is valid,
- * expanded and decoded into out as k_zre_expand and k_b3_dec */
-__global__ void __launch_bounds__(TLC_ONE_T)
-    k_tlc_one_dec(TlcCheck *chk, float *out, const uint8_t *z, size_t zlen, size_t n, size_t L, size_t full, float m,
-                  float weight, int acc) {
-    __shared__ uint32_t sh[TLC_ONE_T];
-    __shared__ uint8_t B[TLC_ONE_L];
-    unsigned t = threadIdx.x;
-    size_t i0 = (size_t)t * TLC_ONE_ITEMS;
-    uint8_t zb[TLC_ONE_ITEMS];
-    uint32_t e = 0, total, bad;
+/* The zero-run stream z[zlen] of a frame of n values (L bytes) checked by the block as
+ * k_zre_len and k_zre_check: returns whether a byte is bad (the same in every thread), *total
+ * the stream's expansion; zb this thread's TLC_ONE_ITEMS bytes and *pos where the first
+ * expands to. sh: [TLC_ONE_T] shared */
+__device__ uint32_t d_tlc_one_check(uint8_t *zb, uint32_t *pos, uint32_t *total, const uint8_t *z, size_t zlen,
+                                    size_t n, size_t L, uint32_t *sh) {
+    size_t i0 = (size_t)threadIdx.x * TLC_ONE_ITEMS, full = n > 4 * L ? n - 4 * L : 0; /* b3_full */
+    uint32_t e = 0, bad;
     for (int q = 0; q < TLC_ONE_ITEMS && i0 + q < zlen; q++) { /* k_zre_len */
         zb[q] = z[i0 + q];
         e += zb[q] >= B3_RUN0 ? zb[q] - B3_RUN0 + 2u : 1u;
     }
-    uint32_t pos = d_block_scan(e, 0, sh, &total), f = 0;
-    for (uint32_t q = 0, j = pos; q < TLC_ONE_ITEMS && i0 + q < zlen; q++) { /* k_zre_check */
+    *pos = d_block_scan(e, 0, sh, total);
+    uint32_t f = 0;
+    for (uint32_t q = 0, j = *pos; q < TLC_ONE_ITEMS && i0 + q < zlen; q++) { /* k_zre_check */
         uint32_t b = zb[q], k = b >= B3_RUN0 ? b - B3_RUN0 + 2u : 1u;
         if (j < L) {
             if (b >= B3_RUN0) f |= k > L - j || j + k > full; /* run past n, or over padding digits */
@@ -1102,6 +1099,20 @@ __global__ void __launch_bounds__(TLC_ONE_T)
         j += k;
     }
     d_block_scan(f, 1, sh, &bad);
+    return bad;
+}
+
+/* tlc_dec's kernels in one (TlcCheck defined above): the stream checked (into chk) and,
+ * only when it is valid, expanded and decoded into out as k_zre_expand and k_b3_dec */
+__global__ void __launch_bounds__(TLC_ONE_T)
+    k_tlc_one_dec(TlcCheck *chk, float *out, const uint8_t *z, size_t zlen, size_t n, size_t L, float m, float weight,
+                  int acc) {
+    __shared__ uint32_t sh[TLC_ONE_T];
+    __shared__ uint8_t B[TLC_ONE_L];
+    unsigned t = threadIdx.x;
+    size_t i0 = (size_t)t * TLC_ONE_ITEMS;
+    uint8_t zb[TLC_ONE_ITEMS];
+    uint32_t pos, total, bad = d_tlc_one_check(zb, &pos, &total, z, zlen, n, L, sh);
     if (t == 0) {
         chk->bad = bad;
         chk->total = total;
@@ -1136,9 +1147,15 @@ static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     const uint8_t *z = p->d + 4;
     TlcCheck *chk = (TlcCheck *)gcx_dmalloc(sizeof(TlcCheck)), hc; /* read back together: one wait */
     if (L <= TLC_ONE_L && zlen <= TLC_ONE_L) { /* one kernel, which decodes only a valid stream */
-        k_tlc_one_dec<<<1, TLC_ONE_T>>>(chk, out, z, zlen, n, L, full, m, weight, acc);
-        cudaCheckLast();
-        cudaCheck(cudaMemcpy(&hc, chk, sizeof hc, cudaMemcpyDeviceToHost));
+        if (p->tlc_checked) { /* checked with the frame's probe: no wait, and no launch for a bad one */
+            hc.bad = p->tlc_bad;
+            hc.total = p->tlc_total;
+        }
+        if (!p->tlc_checked || (!hc.bad && hc.total == L)) {
+            k_tlc_one_dec<<<1, TLC_ONE_T>>>(chk, out, z, zlen, n, L, m, weight, acc);
+            cudaCheckLast();
+        }
+        if (!p->tlc_checked) cudaCheck(cudaMemcpy(&hc, chk, sizeof hc, cudaMemcpyDeviceToHost));
         gcx_dfree(chk);
         return hc.bad ? -GC_ERR_CORRUPT : hc.total < L ? -GC_ERR_TRUNCATED : hc.total > L ? -GC_ERR_OVERSIZED : 0;
     }
@@ -1835,6 +1852,7 @@ typedef struct {
     uint8_t hb[CODEC_HEADER_SIZE + PAY_HEAD];
     uint8_t tail[8];
     uint32_t crc;
+    uint32_t tlc_checked, tlc_bad, tlc_total, pad; /* k_tlc_probe's */
 } Probe;
 static_assert(sizeof(Probe) == sizeof(CodecProbe), "a CodecProbe holds a Probe");
 
@@ -1855,6 +1873,30 @@ __global__ void k_probe_batch(Probe *pr, ProbeTab a, const uint32_t *part, Op32 
     for (size_t i = 0; i < sizeof pr->hb; i++) pr[f].hb[i] = i < k ? frame[i] : 0;
     for (size_t i = 0; i < 8; i++) pr[f].tail[i] = i >= 8 - e ? frame[len - (8 - i)] : 0;
     pr[f].crc = d_crc_fold(part + a.first[f], a.nb[f], span, a.z[f]);
+}
+
+/* block f: frame f's 3lc zero-run stream checked as k_tlc_one_dec checks it (the frame's
+ * count from its header), where its header says 3lc and it is one k_tlc_one_dec takes; the
+ * host uses the check once it has found the header valid (probe_check, tlc_dec) */
+__global__ void __launch_bounds__(TLC_ONE_T) k_tlc_probe(Probe *pr, ProbeTab a) {
+    __shared__ uint32_t sh[TLC_ONE_T];
+    unsigned f = blockIdx.x;
+    const uint8_t *frame = a.frame[f];
+    size_t len = a.len[f], at = CODEC_HEADER_SIZE + 4; /* the stream, after the scale */
+    size_t n = len > at ? (uint32_t)frame[8] | (uint32_t)frame[9] << 8 | (uint32_t)frame[10] << 16 |
+                              (uint32_t)frame[11] << 24 : 0;
+    size_t L = n / 5 + (n % 5 != 0); /* b3_len */
+    if (len <= at || frame[5] != CODEC_3LC || L > TLC_ONE_L || len - at > TLC_ONE_L) {
+        if (threadIdx.x == 0) pr[f].tlc_checked = 0;
+        return;
+    }
+    uint8_t zb[TLC_ONE_ITEMS];
+    uint32_t pos, total, bad = d_tlc_one_check(zb, &pos, &total, frame + at, len - at, n, L, sh);
+    if (threadIdx.x == 0) {
+        pr[f].tlc_checked = 1;
+        pr[f].tlc_bad = bad;
+        pr[f].tlc_total = total;
+    }
 }
 
 void codec_cuda_probe_frames(CodecProbe *out, const uint8_t *const *frames, const size_t *lens, size_t k) {
@@ -1882,6 +1924,8 @@ void codec_cuda_probe_frames(CodecProbe *out, const uint8_t *const *frames, cons
         }
         a.k = (unsigned)m;
         k_probe_batch<<<1, CODEC_BATCH>>>(dp + at, a, part, crc_span_op);
+        cudaCheckLast();
+        k_tlc_probe<<<(unsigned)m, TLC_ONE_T>>>(dp + at, a);
         cudaCheckLast();
         if (part) gcx_dfree(part);
     }
@@ -1962,6 +2006,9 @@ static int probe_check(const CodecCuda *g, size_t n, const uint8_t *frame, size_
     pay->len = pl;
     memcpy(pay->head, pr.hb + CODEC_HEADER_SIZE, pl < PAY_HEAD ? pl : PAY_HEAD);
     memcpy(pay->tail, pr.tail, 8);
+    pay->tlc_checked = pr.tlc_checked == 1;
+    pay->tlc_bad = pr.tlc_bad;
+    pay->tlc_total = pr.tlc_total;
     *flags = h.flags;
     return 0;
 }

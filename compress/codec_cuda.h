@@ -133,7 +133,8 @@ int codec_decode_acc_cuda_dev(CodecCuda *g, float *out, size_t n, float weight, 
  * unchanged.
  *   frames[k]: device, any alignment, lens[k] bytes each;  out: [k] host */
 typedef struct {
-    uint8_t b[48]; /* the header and the payload's first 16 bytes, its last 8, the CRC */
+    uint8_t b[64]; /* the header and the payload's first 16 bytes, its last 8, the CRC, and
+                    * for a 3lc frame small enough its zero-run stream's check */
 } CodecProbe;
 void codec_cuda_probe_frames(CodecProbe *out, const uint8_t *const *frames, const size_t *lens, size_t k);
 int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
@@ -212,6 +213,8 @@ typedef struct {
     size_t len;
     uint8_t head[PAY_HEAD]; /* bytes 0 .. min(len, PAY_HEAD) - 1 */
     uint8_t tail[8];        /* the last min(len, 8) bytes, right-aligned: tail[8 - k] is byte len - k */
+    int tlc_checked;        /* a 3lc payload checked with its probe: tlc_bad, tlc_total as TlcCheck's */
+    uint32_t tlc_bad, tlc_total;
 } Pay;
 /* device scratch (never NULL; at least 16 bytes, 256-byte aligned): a piece of the calling
  * thread's arena, or from the stream-ordered pool where it does not fit. A piece is used on
