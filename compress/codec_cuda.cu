@@ -62,19 +62,25 @@ static void pool_setup(void) {
 /* Scratch. Every codec call takes a few device buffers and returns them (the CUB calls'
  * temporaries, counts, a kernel's intermediate arrays), a few tens in a frame pass, and
  * each cudaMallocAsync or cudaFreeAsync is a driver call of a microsecond or so on the
- * host. So each thread keeps one device arena for its default stream: gcx_dmalloc takes
- * the next 256-byte aligned piece of it, and once every piece is returned (the calls pair
- * them) the next takes from the start again. Reuse needs no wait: every user of a piece
- * is ordered on the thread's stream, before the next user of the same bytes. What does
- * not fit (and GCX_DSCRATCH=each, which the codec tests of the emulation use so that its
- * page protections see each buffer's bounds) comes from the pool as before; the arena
- * grows to what a round took, up to SCRATCH_MAX, when the round ends. */
+ * host. So each thread keeps one device arena for its default stream, used as a stack:
+ * gcx_dmalloc takes the next 256-byte aligned piece above the last, and the top comes down
+ * past every piece returned (in any order) once no piece above it is left, so a piece kept
+ * longer (a staged frame's payload, codec_batch_stage) holds only what lies below it.
+ * Reuse needs no wait: every user of a piece is ordered on the thread's stream, before the
+ * next user of the same bytes. What does not fit (and GCX_DSCRATCH=each, which the codec
+ * tests of the emulation use so that its page protections see each buffer's bounds) comes
+ * from the pool as before; once the arena is empty it grows, up to SCRATCH_MAX, to the
+ * height that would have held what did not fit. */
 #define SCRATCH_ALIGN 256
 #define SCRATCH_MAX ((size_t)64 << 20)
+#define SCRATCH_PIECES 4096
 typedef struct {
     uint8_t *base;
-    size_t cap, used, round; /* round: the bytes asked since the arena was last empty */
-    unsigned live;           /* pieces given out and not returned */
+    size_t cap, used, want, over; /* want: the height that would have held every piece this
+                                   * round, over: the bytes of those that did not fit */
+    size_t at[SCRATCH_PIECES]; /* the live pieces' offsets, bottom to top; */
+    uint8_t done[SCRATCH_PIECES]; /* returned, above a piece still held */
+    unsigned live;
     int dev;
 } Scratch;
 static thread_local Scratch scratch;
@@ -97,15 +103,16 @@ void *gcx_dmalloc(size_t bytes) {
     size_t need = ((bytes < 16 ? 16 : bytes) + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
     int dev = 0;
     cudaCheck(cudaGetDevice(&dev));
-    s->round += need;
-    if (s->base && dev == s->dev && s->used + need <= s->cap) {
-        void *p = s->base + s->used;
+    if (s->used + need + s->over > s->want) s->want = s->used + need + s->over;
+    if (s->base && dev == s->dev && s->used + need <= s->cap && s->live < SCRATCH_PIECES) {
+        s->at[s->live] = s->used;
+        s->done[s->live++] = 0;
         s->used += need;
-        s->live++;
-        return p;
+        return s->base + s->at[s->live - 1];
     }
     void *p = NULL;
     cudaCheck(cudaMallocAsync(&p, need, 0));
+    s->over += need;
     return p;
 }
 
@@ -114,15 +121,23 @@ void gcx_dfree(void *p) {
     Scratch *s = &scratch;
     if (!s->base || (uint8_t *)p < s->base || (uint8_t *)p >= s->base + s->cap) {
         cudaCheck(cudaFreeAsync(p, 0));
-        if (s->live) return;
-    } else if (--s->live) {
-        return;
+    } else {
+        size_t off = (size_t)((uint8_t *)p - s->base);
+        unsigned k = s->live;
+        while (k > 0 && s->at[k - 1] != off) k--;
+        if (k == 0) {
+            fprintf(stderr, "internal error: gcx_dfree of a scratch piece that is not held\n");
+            exit(1);
+        }
+        s->done[k - 1] = 1;
+        while (s->live > 0 && s->done[s->live - 1]) s->used = s->at[--s->live]; /* the top comes down */
     }
-    /* the arena is empty: the next round starts at its beginning, in a larger arena when
-     * this round asked for more than it holds */
-    size_t want = s->round < SCRATCH_MAX ? s->round : SCRATCH_MAX;
+    if (s->live) return;
+    /* the arena is empty: a larger one when this round's pieces did not all fit */
+    size_t want = s->want < SCRATCH_MAX ? s->want : SCRATCH_MAX;
     s->used = 0;
-    s->round = 0;
+    s->want = 0;
+    s->over = 0;
     if (scratch_each || want <= s->cap) return;
     if (s->base) cudaCheck(cudaFreeAsync(s->base, 0));
     s->base = NULL;
@@ -982,6 +997,13 @@ __global__ void __launch_bounds__(TLC_ONE_T)
     if (t == 0) bk->z = all;
 }
 
+/* the payload's length (cap bytes at most) from what the encoder read back, or its error */
+static int64_t tlc_back_len(const TlcBack *hb, size_t cap) {
+    if (hb->mb > DENSE_FINITE_MAX_GPU || hb->m > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
+    if ((size_t)hb->z > cap - 4) return -GC_ERR_NOSPACE;
+    return (int64_t)(4 + (size_t)hb->z);
+}
+
 /* One wait: max|x|, the scale, the packing and the zero-run stream all on the device,
  * their results (the stream's length, the scale's validity) read back together */
 static int64_t tlc_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
@@ -1015,9 +1037,7 @@ static int64_t tlc_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_
     }
     cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost));
     gcx_dfree(bk);
-    if (hb.mb > DENSE_FINITE_MAX_GPU || hb.m > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
-    if ((size_t)hb.z > cap - 4) return -GC_ERR_NOSPACE;
-    return (int64_t)(4 + (size_t)hb.z);
+    return tlc_back_len(&hb, cap);
 }
 
 /* what the 3LC decoder reads back, once: the stream's expansion and whether a byte was bad */
@@ -1625,8 +1645,8 @@ typedef struct {
 } PutJob;
 
 /* fp32's frames without a kernel each: n values from src to dst (encode: x into the
- * payload, and to repr; decode: the payload to out, or out += weight * it); any alignment
- * of the payload */
+ * payload, and to repr; decode: the payload to out, or out += weight * it, acc 1); any
+ * alignment of the payload. acc 2: n bytes from src to dst (a staged payload into its frame) */
 typedef struct {
     const uint8_t *src;
     uint8_t *dst;
@@ -1636,11 +1656,26 @@ typedef struct {
     uint8_t acc;
 } CopyJob;
 
+/* a staged frame (codec_batch_stage): its payload in a scratch piece (fp32: still x), its
+ * length known, or pending in bk (3lc's one-block encoder) until codec_batch_sizes */
+typedef struct {
+    CodecCuda *g;
+    const float *x;
+    float *repr;
+    size_t n;
+    uint8_t *pay;
+    TlcBack *bk;
+    int64_t len;
+    uint16_t flags;
+} StageJob;
+
 struct CodecBatch {
     PutJob *put;
     size_t nput, cput;
     CopyJob *cp;
     size_t ncp, ccp;
+    StageJob *st;
+    size_t nst, cst;
 };
 
 CodecBatch *codec_batch_new(void) { return (CodecBatch *)callocCheck(1, sizeof(CodecBatch)); }
@@ -1648,6 +1683,7 @@ void codec_batch_free(CodecBatch *b) {
     if (!b) return;
     free(b->put);
     free(b->cp);
+    free(b->st);
     free(b);
 }
 
@@ -1765,6 +1801,10 @@ __global__ void k_copy_batch(CopyTab a) {
             src = a.src[i], dst = a.dst[i], repr = a.repr[i], n = a.n[i], w = a.weight[i], acc = a.acc[i];
             nb = a.first[i + 1] - a.first[i], blk = blockIdx.x - a.first[i];
         }
+    if (acc == 2) { /* bytes */
+        for (size_t j = blk * blockDim.x + threadIdx.x; j < n; j += nb * blockDim.x) dst[j] = src[j];
+        return;
+    }
     for (size_t j = blk * blockDim.x + threadIdx.x; j < n; j += nb * blockDim.x) {
         uint32_t u = d_ld32(src + 4 * j);
         if (acc) store_out((float *)dst, j, __uint_as_float(u), w, 1);
@@ -1799,7 +1839,11 @@ void codec_batch_flush(CodecBatch *b) {
         copy_chunk(b->cp + i, b->ncp - i < CODEC_BATCH ? b->ncp - i : CODEC_BATCH);
     for (size_t i = 0; i < b->nput; i += CODEC_BATCH)
         put_chunk(b->put + i, b->nput - i < CODEC_BATCH ? b->nput - i : CODEC_BATCH);
-    b->ncp = b->nput = 0;
+    for (size_t i = 0; i < b->nst; i++) { /* after the copies that read them, in stream order */
+        gcx_dfree(b->st[i].pay);
+        gcx_dfree(b->st[i].bk);
+    }
+    b->ncp = b->nput = b->nst = 0;
 }
 
 /* the frame's payload (fp32's queued in b, every other codec's kernels launched), its
@@ -1831,6 +1875,96 @@ int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, s
     j->crc = 1;
     j->crc_len = (uint64_t)len;
     return CODEC_HEADER_SIZE + len;
+}
+
+void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, const CodecSide *side) {
+    static const CodecSide none = CodecSide();
+    if (!side) side = &none;
+    if (b->nst == b->cst) {
+        b->cst = b->cst ? 2 * b->cst : 64;
+        b->st = (StageJob *)reallocCheck(b->st, b->cst * sizeof *b->st);
+    }
+    StageJob *j = &b->st[b->nst++];
+    memset(j, 0, sizeof *j);
+    j->g = g;
+    j->n = n;
+    if (n > CODEC_MAX_COUNT) {
+        j->len = -GC_ERR_PARAM;
+        return;
+    }
+    size_t maxp = g->spec.ops->max_payload(g->cpu, n), L = b3_len(n);
+    if (g->spec.ops->id == CODEC_FP32) { /* nothing to do before its place is known */
+        j->x = x;
+        j->repr = side->repr != x ? side->repr : NULL;
+        j->len = 4 * (uint64_t)n;
+    } else if (g->spec.ops->id == CODEC_3LC && L <= TLC_ONE_L) { /* its length read at codec_batch_sizes */
+        j->pay = (uint8_t *)gcx_dmalloc(maxp);
+        j->bk = (TlcBack *)gcx_dmalloc(sizeof(TlcBack));
+        k_tlc_one_enc<<<1, TLC_ONE_T>>>(j->bk, j->pay, side->repr, x, n, L, (float)g->spec.v[0]);
+        cudaCheckLast();
+    } else { /* the codec's own waits */
+        j->pay = (uint8_t *)gcx_dmalloc(maxp);
+        j->len = encode_payload(g, j->pay, maxp, &j->flags, x, n, side);
+    }
+    if (j->len > 0xFFFFFFFFll) j->len = -GC_ERR_NOSPACE;
+}
+
+/* the pending lengths: the encoders' read-backs gathered into one buffer (by value, up to
+ * CODEC_BATCH a launch), then one copy */
+typedef struct {
+    const TlcBack *src[CODEC_BATCH];
+    unsigned k;
+} BackTab;
+__global__ void k_gather_backs(TlcBack *dst, BackTab a) {
+    unsigned i = threadIdx.x;
+    if (i < a.k) dst[i] = *a.src[i];
+}
+
+void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
+    size_t np = 0;
+    for (size_t i = 0; i < b->nst; i++) np += b->st[i].bk != NULL;
+    if (np) {
+        TlcBack *d = (TlcBack *)gcx_dmalloc(np * sizeof(TlcBack)), *h = (TlcBack *)mallocCheck(np * sizeof(TlcBack));
+        BackTab a;
+        memset(&a, 0, sizeof a);
+        size_t at = 0;
+        for (size_t i = 0; i <= b->nst; i++) {
+            if (a.k == CODEC_BATCH || (i == b->nst && a.k)) {
+                k_gather_backs<<<1, CODEC_BATCH>>>(d + at, a);
+                cudaCheckLast();
+                at += a.k;
+                a.k = 0;
+            }
+            if (i < b->nst && b->st[i].bk) a.src[a.k++] = b->st[i].bk;
+        }
+        cudaCheck(cudaMemcpy(h, d, np * sizeof(TlcBack), cudaMemcpyDeviceToHost)); /* the staged frames' one wait */
+        gcx_dfree(d);
+        at = 0;
+        for (size_t i = 0; i < b->nst; i++)
+            if (b->st[i].bk) b->st[i].len = tlc_back_len(&h[at++], b->st[i].g->spec.ops->max_payload(b->st[i].g->cpu, b->st[i].n));
+        free(h);
+    }
+    for (size_t i = 0; i < b->nst; i++) lens[i] = b->st[i].len < 0 ? b->st[i].len : CODEC_HEADER_SIZE + b->st[i].len;
+}
+
+void codec_batch_place(CodecBatch *b, size_t i, uint8_t *frame) {
+    StageJob *j = &b->st[i];
+    if (j->len < 0) {
+        fprintf(stderr, "internal error: codec_batch_place of a frame that failed (%lld)\n", (long long)j->len);
+        exit(1);
+    }
+    if (j->len > 0) {
+        CopyJob c = {j->x ? (const uint8_t *)j->x : j->pay, frame + CODEC_HEADER_SIZE, j->repr, 0, 0.0f,
+                     (uint8_t)(j->x ? 0 : 2)};
+        c.n = (uint32_t)(j->x ? j->n : (size_t)j->len);
+        add_copy(b, &c);
+    }
+    PutJob *p = add_put(b);
+    p->dst = frame;
+    put_header(p->b, j->g, j->flags, j->n, j->len, 0);
+    p->n = HDR_CRC_AT;
+    p->crc = 1;
+    p->crc_len = (uint64_t)j->len;
 }
 
 int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,

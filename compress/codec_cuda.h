@@ -173,8 +173,23 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
  * at once */
 void codec_batch_put(CodecBatch *b, void *dev, const void *src, size_t n);
 /* launches what b holds (the copies, then the CRCs, then the headers and puts), in stream
- * order after everything issued before it; b is empty after it */
+ * order after everything issued before it, and returns the staged frames' memory; b is
+ * empty after it */
 void codec_batch_flush(CodecBatch *b);
+/* Staged frames, for a container that can lay its frames out only once their lengths are
+ * known (the exchange's bundles): codec_batch_stage encodes frame i's payload (i counting
+ * the stages since the last flush) into device memory of the batch's, as
+ * codec_encode_cuda_dev with cap = codec_cuda_max_frame(g, n) would, side->repr and
+ * side->mask written as there (fp32: at the flush); it waits for nothing where the codec
+ * need not (fp32, and 3lc's frames of up to 8 KiB, whose length comes back later), the other
+ * codecs as they wait anyway. codec_batch_sizes: every staged frame's length (header
+ * included) or negative GcError, in lens[i], with one wait for all of them.
+ * codec_batch_place: frame i (of a length >= 0) queued into frame, the bytes
+ * codec_encode_cuda_dev would have written there. x and side->repr stay as they are until
+ * the flush (fp32 reads x there) */
+void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, const CodecSide *side);
+void codec_batch_sizes(CodecBatch *b, int64_t *lens);
+void codec_batch_place(CodecBatch *b, size_t i, uint8_t *frame);
 
 /* compress/gcomp.h gcomp_frame_parts of a gcomp frame in DEVICE memory: the headers read on
  * the host, the level segments counted by a kernel; the same sums and return code */
@@ -217,11 +232,11 @@ typedef struct {
     uint32_t tlc_bad, tlc_total;
 } Pay;
 /* device scratch (never NULL; at least 16 bytes, 256-byte aligned): a piece of the calling
- * thread's arena, or from the stream-ordered pool where it does not fit. A piece is used on
- * the taking thread's default stream only (never handed to NCCL's stream or another
- * thread), returned by the thread that took it, and not pointed at by work queued in a
- * CodecBatch after it is returned (the next pieces reuse its bytes); the arena starts over
- * only once every piece is returned, so none is kept between calls */
+ * thread's arena (a stack), or from the stream-ordered pool where it does not fit. A piece
+ * is used on the taking thread's default stream only (never handed to NCCL's stream or
+ * another thread), returned by the thread that took it, and not pointed at by work queued
+ * in a CodecBatch after it is returned (the next pieces reuse its bytes); a piece held
+ * long holds the arena below it, so few are (a batch's staged frames, until its flush) */
 void *gcx_dmalloc(size_t bytes);
 void gcx_dfree(void *p);
 /* a device copy (gcx_dmalloc) of len host bytes */

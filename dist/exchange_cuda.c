@@ -591,6 +591,43 @@ static int64_t put_frame(ExchangeCuda *x, ByteBuf *b, int t, uint32_t c, CodecCu
     return flen;
 }
 
+/* tensor t's frame of a pass could not be encoded (rc): the step's error. Every worker
+ * keeps taking part in the collectives; agree() stops them all */
+static void encode_failed(ExchangeCuda *x, int pull, int t, int64_t rc) {
+    if (pull)
+        set_err(x, "server: encoding the pull of tensor %s failed: %s", x->pt->t[t].name, gc_strerror((int)rc));
+    else
+        set_err(x, "worker %d: encoding tensor %s failed: %s", x->rank, x->pt->t[t].name, gc_strerror((int)rc));
+}
+
+/* a device bundle's staged frames, one per tensor with values in tensor order, laid out in
+ * b as put_frame lays them (entries up to the first frame that failed, whose error is the
+ * step's): one wait for all their lengths (codec_batch_sizes). Returns the entries */
+static uint32_t place_frames(ExchangeCuda *x, ByteBuf *b, int pull) {
+    int64_t lens[x->T + 1];
+    codec_batch_sizes(x->batch, lens);
+    uint32_t count = 0;
+    for (int t = 0, i = 0; t < x->T; t++) {
+        if (t_n(x, t) == 0) continue;
+        int64_t flen = lens[i];
+        if (flen < 0) {
+            encode_failed(x, pull, t, flen);
+            break;
+        }
+        uint8_t *e = b->p + b->len, h[ENTRY_HDR];
+        codec_batch_place(x->batch, (size_t)i++, e + ENTRY_HDR);
+        put_u32(h, (uint32_t)t);
+        put_u32(h + 4, 0);
+        put_u32(h + 8, (uint32_t)flen);
+        codec_batch_put(x->batch, e, h, ENTRY_HDR);
+        x->fat[t] = b->len + ENTRY_HDR;
+        b->len += ENTRY_HDR + (size_t)flen;
+        x->flen[t] = flen;
+        count++;
+    }
+    return count;
+}
+
 /* a pass's queued frame work launched (device bundles), before its results are read */
 static void end_frames(ExchangeCuda *x) {
     if (x->batch) codec_batch_flush(x->batch);
@@ -722,21 +759,23 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
             side.levels = x->d_levels + off;
         }
         double t1 = mono_seconds();
+        if (x->devb) { /* staged: laid out below, once every length is known (every tensor's
+                        * frame is encoded; the entries stop at the first that failed) */
+            codec_batch_stage(x->batch, enc[t], v, n, &side);
+            x->fsec[t] = mono_seconds() - t1;
+            continue;
+        }
         x->fat[t] = b->len + ENTRY_HDR;
         int64_t flen = put_frame(x, b, t, 0, enc[t], v, n, &side);
-        if (flen < 0) { /* keep taking part in the collectives; agree() stops every worker */
-            if (pull)
-                set_err(x, "server: encoding the pull of tensor %s failed: %s", x->pt->t[t].name,
-                        gc_strerror((int)flen));
-            else
-                set_err(x, "worker %d: encoding tensor %s failed: %s", x->rank, x->pt->t[t].name,
-                        gc_strerror((int)flen));
+        if (flen < 0) {
+            encode_failed(x, pull, t, flen);
             break;
         }
         x->flen[t] = flen;
         x->fsec[t] = mono_seconds() - t1;
         count++;
     }
+    if (x->devb) count = place_frames(x, b, pull);
     end_frames(x);
     /* what follows each frame, once the frames are complete. The server's error accumulation
      * keeps what the pulled frame did not represent (3LC section 3.1) */

@@ -798,6 +798,7 @@ static void batch_frames(void) {
     size_t xo = 0, bo = 0;
     for (int i = 0; i < K; i++, xo += n[i - 1]) {
         gen(x + xo, n[i], (int[]){0, 1, 3}[i % 3], 300 + (uint64_t)i);
+        if (i == 20 && n[i]) x[xo + n[i] / 2] = NAN; /* a frame that fails (3lc: GC_ERR_PARAM) */
         size_t cap = codec_max_frame(cc[i], n[i]);
         at[i] = bo + LEAD + (size_t)(i % 4); /* any alignment */
         bo = at[i] + cap;
@@ -871,6 +872,43 @@ static void batch_frames(void) {
         SAME(d < 0, "batch decode %s: floats differ at value %ld: cpu %a gpu %a", acc ? "acc" : "plain", d / 4,
              d >= 0 ? oc[d / 4] : 0.0f, d >= 0 ? og[d / 4] : 0.0f);
     }
+    /* the same frames staged (codec_batch_stage, codec_batch_sizes, codec_batch_place) into a
+     * second buffer: the CPU's lengths and error codes, and its bytes where placed */
+    uint8_t *dbuf2 = dalloc_b(bytes);
+    float *drepr2 = dalloc_f(total);
+    int64_t *lens2 = malloc(K * sizeof *lens2);
+    cudaCheck(cudaMemset(dbuf2, 0, bytes));
+    xo = 0;
+    for (int i = 0; i < K; xo += n[i], i++) {
+        CodecSide sg = {0};
+        sg.seed = 77 + (uint64_t)i;
+        sg.repr = drepr2 + xo;
+        codec_batch_stage(b, g[i], dx + xo, n[i], &sg);
+    }
+    codec_batch_sizes(b, lens2);
+    int failed = 0;
+    for (int i = 0; i < K; i++) {
+        SAME(lens2[i] == lc[i], "staged frame %d (%s, n=%zu): length %lld, the CPU's %lld", i, bspecs[i % nb_spec],
+             n[i], (long long)lens2[i], (long long)lc[i]);
+        if (lens2[i] >= 0) codec_batch_place(b, (size_t)i, dbuf2 + at[i]);
+        failed += lc[i] < 0;
+    }
+    CHECK(failed > 0, "batch: a frame among them fails (%d)", failed);
+    codec_batch_flush(b);
+    down(hb, dbuf2, bytes);
+    down(rg, drepr2, total * sizeof(float));
+    xo = 0;
+    for (int i = 0; i < K; xo += n[i], i++) {
+        if (lc[i] < 0 || lens2[i] != lc[i]) continue;
+        long d = first_diff(hb + at[i], fc[i], (size_t)lc[i]);
+        SAME(d < 0, "staged frame %d (%s, n=%zu): differs from the CPU's at byte %ld", i, bspecs[i % nb_spec], n[i],
+             d);
+        SAME(first_diff(rg + xo, rc_ + xo, n[i] * sizeof(float)) < 0, "staged frame %d (%s): repr", i,
+             bspecs[i % nb_spec]);
+    }
+    free(lens2);
+    cudaCheck(cudaFree(dbuf2));
+    cudaCheck(cudaFree(drepr2));
     for (int i = 0; i < K; i++) {
         free(fc[i]);
         codec_free(cc[i]);
