@@ -14,6 +14,9 @@
  *   - corrupt frames (truncated, extended, bytes flipped, with the CRC fixed so
  *     the payload decoder sees them): the same error code, and the same output
  *     when both accept;
+ *   - batches (CodecBatch): more frames than one launch takes, in one device buffer,
+ *     encoded, staged and placed, probed and decoded in batches: the CPU's bytes, lengths,
+ *     error codes and floats;
  *   - gcomp across calls: a sequence of encodes with table rebuilds gives the
  *     same frames, and a GPU decoder follows the table state like the CPU's;
  *     mid-sequence the state blobs (codec_cuda_state_save) equal the CPU's, and
