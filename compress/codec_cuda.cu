@@ -73,12 +73,12 @@ static void pool_setup(void) {
  * height that would have held what did not fit. */
 #define SCRATCH_ALIGN 256
 #define SCRATCH_MAX ((size_t)64 << 20)
-#define SCRATCH_PIECES 4096
+#define SCRATCH_PIECES 1024
 typedef struct {
     uint8_t *base;
     size_t cap, used, want, over; /* want: the height that would have held every piece this
                                    * round, over: the bytes of those that did not fit */
-    size_t at[SCRATCH_PIECES]; /* the live pieces' offsets, bottom to top; */
+    uint32_t at[SCRATCH_PIECES]; /* the live pieces' offsets (below SCRATCH_MAX), bottom to top; */
     uint8_t done[SCRATCH_PIECES]; /* returned, above a piece still held */
     unsigned live;
     int dev;
@@ -105,7 +105,7 @@ void *gcx_dmalloc(size_t bytes) {
     cudaCheck(cudaGetDevice(&dev));
     if (s->used + need + s->over > s->want) s->want = s->used + need + s->over;
     if (s->base && dev == s->dev && s->used + need <= s->cap && s->live < SCRATCH_PIECES) {
-        s->at[s->live] = s->used;
+        s->at[s->live] = (uint32_t)s->used;
         s->done[s->live++] = 0;
         s->used += need;
         return s->base + s->at[s->live - 1];
@@ -1667,6 +1667,7 @@ typedef struct {
     TlcBack *bk;
     int64_t len;
     uint16_t flags;
+    int placed;
 } StageJob;
 
 struct CodecBatch {
@@ -1835,13 +1836,20 @@ static void copy_chunk(const CopyJob *j, size_t k) {
 }
 
 void codec_batch_flush(CodecBatch *b) {
+    for (size_t i = 0; i < b->nst; i++) { /* fp32 staged and not placed: its repr all the same */
+        StageJob *j = &b->st[i];
+        if (!j->placed && j->x && j->repr && j->len > 0) {
+            CopyJob c = {(const uint8_t *)j->x, (uint8_t *)j->repr, NULL, (uint32_t)j->n, 0.0f, 0};
+            add_copy(b, &c);
+        }
+    }
     for (size_t i = 0; i < b->ncp; i += CODEC_BATCH)
         copy_chunk(b->cp + i, b->ncp - i < CODEC_BATCH ? b->ncp - i : CODEC_BATCH);
     for (size_t i = 0; i < b->nput; i += CODEC_BATCH)
         put_chunk(b->put + i, b->nput - i < CODEC_BATCH ? b->nput - i : CODEC_BATCH);
-    for (size_t i = 0; i < b->nst; i++) { /* after the copies that read them, in stream order */
-        gcx_dfree(b->st[i].pay);
+    for (size_t i = b->nst; i-- > 0;) { /* after the copies that read them, in stream order; top first */
         gcx_dfree(b->st[i].bk);
+        gcx_dfree(b->st[i].pay);
     }
     b->ncp = b->nput = b->nst = 0;
 }
@@ -1949,6 +1957,7 @@ void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
 
 void codec_batch_place(CodecBatch *b, size_t i, uint8_t *frame) {
     StageJob *j = &b->st[i];
+    j->placed = 1;
     if (j->len < 0) {
         fprintf(stderr, "internal error: codec_batch_place of a frame that failed (%lld)\n", (long long)j->len);
         exit(1);

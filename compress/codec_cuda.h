@@ -186,7 +186,9 @@ void codec_batch_flush(CodecBatch *b);
  * included) or negative GcError, in lens[i], with one wait for all of them.
  * codec_batch_place: frame i (of a length >= 0) queued into frame, the bytes
  * codec_encode_cuda_dev would have written there. x and side->repr stay as they are until
- * the flush (fp32 reads x there) */
+ * the flush (fp32 reads x there, and writes repr there, placed or not). Staging holds each
+ * payload's max_payload bytes of scratch until the flush and copies it once more, which
+ * pays where the lengths would each cost a wait (3lc) */
 void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, const CodecSide *side);
 void codec_batch_sizes(CodecBatch *b, int64_t *lens);
 void codec_batch_place(CodecBatch *b, size_t i, uint8_t *frame);

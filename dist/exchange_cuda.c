@@ -66,7 +66,10 @@ struct ExchangeCuda {
     uint32_t nprobed;   /* the first nprobed entries' frames have their probe */
     const CodecProbe *probe; /* the probe of the frame next_entry found last, or NULL */
     CodecBatch *batch;  /* device bundles: the frames' work launched per pass, not per frame */
-    int64_t *flen;      /* [T] a pass's frame lengths (-1: none), */
+    int stage;          /* device bundles with 3lc frames: the passes' frames staged (place_frames) */
+    int64_t *flen;      /* [T] a pass's frame lengths (negative: none, or its error), */
+    int placed;         /* the tensors below it have their frames in the bundle: all but those
+                         * from the first that failed on (exchange.c's encode_pass) */
     size_t *fat;        /* [T] their offsets in the bundle */
     double *fsec;       /* [T] and each frame's encoding time */
     size_t *roff, *rn;  /* [T] ranges of tensors for exchange_cuda_ranges (ranges) */
@@ -220,6 +223,9 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
         x->roff = callocCheck((size_t)x->T + 1, sizeof *x->roff);
         x->rn = callocCheck((size_t)x->T + 1, sizeof *x->rn);
         if (x->devb) x->batch = codec_batch_new();
+        for (int t = 0; t < x->T && x->devb; t++) /* whose lengths would cost a wait each */
+            x->stage |= x->pol[t].spec.ops->id == CODEC_3LC ||
+                        (ps && exchange_pull_spec(ex, t)->ops->id == CODEC_3LC);
         x->dec = callocCheck((size_t)x->T * (size_t)x->N + 1, sizeof *x->dec);
         x->penc = callocCheck((size_t)x->T + 1, sizeof *x->penc);
         x->pdec = callocCheck((size_t)x->T + 1, sizeof *x->pdec);
@@ -602,27 +608,29 @@ static void encode_failed(ExchangeCuda *x, int pull, int t, int64_t rc) {
 
 /* a device bundle's staged frames, one per tensor with values in tensor order, laid out in
  * b as put_frame lays them (entries up to the first frame that failed, whose error is the
- * step's): one wait for all their lengths (codec_batch_sizes). Returns the entries */
+ * step's; every frame's length in x->flen): one wait for all their lengths
+ * (codec_batch_sizes). Returns the entries */
 static uint32_t place_frames(ExchangeCuda *x, ByteBuf *b, int pull) {
     int64_t lens[x->T + 1];
     codec_batch_sizes(x->batch, lens);
     uint32_t count = 0;
     for (int t = 0, i = 0; t < x->T; t++) {
         if (t_n(x, t) == 0) continue;
-        int64_t flen = lens[i];
+        int64_t flen = x->flen[t] = lens[i++];
+        if (t >= x->placed) continue;
         if (flen < 0) {
             encode_failed(x, pull, t, flen);
-            break;
+            x->placed = t;
+            continue;
         }
         uint8_t *e = b->p + b->len, h[ENTRY_HDR];
-        codec_batch_place(x->batch, (size_t)i++, e + ENTRY_HDR);
+        codec_batch_place(x->batch, (size_t)i - 1, e + ENTRY_HDR);
         put_u32(h, (uint32_t)t);
         put_u32(h + 4, 0);
         put_u32(h + 8, (uint32_t)flen);
         codec_batch_put(x->batch, e, h, ENTRY_HDR);
         x->fat[t] = b->len + ENTRY_HDR;
         b->len += ENTRY_HDR + (size_t)flen;
-        x->flen[t] = flen;
         count++;
     }
     return count;
@@ -740,6 +748,8 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
     double t0 = mono_seconds();
     uint32_t count = 0;
     for (int t = 0; t < x->T; t++) x->flen[t] = -1;
+    x->placed = x->T;
+    size_t sent = 0;
     /* the server's pull memory added to every tensor's delta before the first frame (a frame
      * that fails to encode stops every worker at agree(), and d_x is the pass's own) */
     if (pull_mem) ranges(x, EXCHANGE_RANGE_ADD, d_x, x->d_pullres, NULL, NULL, -1, 0);
@@ -759,23 +769,24 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
             side.levels = x->d_levels + off;
         }
         double t1 = mono_seconds();
-        if (x->devb) { /* staged: laid out below, once every length is known (every tensor's
-                        * frame is encoded; the entries stop at the first that failed) */
+        if (x->stage) { /* staged: laid out below, once every length is known */
             codec_batch_stage(x->batch, enc[t], v, n, &side);
             x->fsec[t] = mono_seconds() - t1;
             continue;
         }
         x->fat[t] = b->len + ENTRY_HDR;
-        int64_t flen = put_frame(x, b, t, 0, enc[t], v, n, &side);
-        if (flen < 0) {
-            encode_failed(x, pull, t, flen);
-            break;
-        }
-        x->flen[t] = flen;
+        int64_t flen = x->flen[t] = put_frame(x, b, t, 0, enc[t], v, n, &side);
         x->fsec[t] = mono_seconds() - t1;
-        count++;
+        if (flen < 0 && t < x->placed) {
+            encode_failed(x, pull, t, flen);
+            x->placed = t;
+            sent = b->len;
+        }
+        if (flen >= 0 && t < x->placed) count++;
     }
-    if (x->devb) count = place_frames(x, b, pull);
+    if (x->placed < x->T && !x->stage) b->len = sent; /* the frames after the failed one are not sent,
+                                                       * though their residual and statistics follow */
+    if (x->stage) count = place_frames(x, b, pull);
     end_frames(x);
     /* what follows each frame, once the frames are complete. The server's error accumulation
      * keeps what the pulled frame did not represent (3LC section 3.1) */
@@ -785,6 +796,7 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
         int64_t flen = x->flen[t];
         if (flen < 0) continue;
         layer_add(x, t, enc[t], d_x + off, off, n, flen, x->fsec[t]);
+        if (t >= x->placed) continue;
         /* the server's pull is everyone's down traffic, not its up; the counting is not the
          * codec's time (t0 moves past it, as the host exchange counts after its timer) */
         double tc = mono_seconds();
@@ -812,6 +824,14 @@ static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes,
     if (rc) {
         if (pull) set_err(x, "worker %d: pull from the server is not a valid frame bundle: %s", x->rank, gc_strerror(rc));
         else set_err(x, "worker %d: message from worker %d is not a valid frame bundle: %s", x->rank, src, gc_strerror(rc));
+        return 0;
+    }
+    /* no entries where frames were due: the sender failed this step and says so itself
+     * (exchange.c's decode_pass); skipped here, agree() stops every worker */
+    int due = 0;
+    for (int t = 0; t < x->T && !due; t++) due = t_n(x, t) > 0;
+    if (due && br.left == 0 && len == BUNDLE_HDR) {
+        if (x->quiet_from < 0) x->quiet_from = pull ? 0 : src;
         return 0;
     }
     uint64_t comp = 0;

@@ -208,6 +208,7 @@ static void worker(int rank, void *arg) {
             if (!dx) break;
         }
         make_grad(g, rank, s);
+        if (r->tamper == 3 && rank == 0 && s == 1) g[pt.t[0].offset + 7] = NAN; /* a frame that fails */
         int rc;
         if (r->device) {
             cudaCheck(cudaMemcpy(dg, g, pt.total * sizeof(float), cudaMemcpyHostToDevice));
@@ -535,6 +536,37 @@ static void corrupt(const char *codec, int topology, int tamper) {
     run_free(&d);
 }
 
+/* worker 0's gradient with a NaN at step 1 in conv1.weight, the first tensor, which the codec
+ * refuses to encode: both exchanges stop with the host's message, and what the failed step
+ * left (residual, parameters, the server's model and pull memory, --log-layers' statistics
+ * of the frames encoded after the failed one) is the same */
+static void nan_frame(const char *codec, int topology) {
+    Run h, d;
+    run_go(&h, codec, topology, 0, 3);
+    run_go(&d, codec, topology, 1, 3);
+    const char *name = topology_name(topology);
+    for (int k = 0; k < W; k++) {
+        CHECK(h.rc[k] != 0 && d.rc[k] == h.rc[k], "%s %s worker %d: a frame fails (%d | %d)", codec, name, k, h.rc[k],
+              d.rc[k]);
+        CHECK(h.err[k][0] && !strcmp(h.err[k], d.err[k]), "%s %s worker %d: the host's message ('%s' | '%s')", codec,
+              name, k, h.err[k], d.err[k]);
+        CHECK(same_bits(h.resid[k], d.resid[k], pt.total) && same_bits(h.params[k], d.params[k], pt.total) &&
+                  same_bits(h.global[k], d.global[k], pt.total) && same_bits(h.pullres[k], d.pullres[k], pt.total),
+              "%s %s worker %d: the residual, parameters, global model and pull memory bit-identical after it", codec,
+              name, k);
+        for (int t = 0; t < NT; t++) {
+            const LayerStats *a = &h.layers[k][t], *b = &d.layers[k][t];
+            CHECK(a->frames == b->frames && a->bytes == b->bytes && close_rel(a->sq_in, b->sq_in) &&
+                      close_rel(a->sq_err, b->sq_err),
+                  "%s %s worker %d %s: --log-layers' statistics after it (frames %g | %g, bytes %g | %g, sq_err %.9g | "
+                  "%.9g)", codec, name, k, pt.t[t].name, a->frames, b->frames, a->bytes, b->bytes, a->sq_err, b->sq_err);
+        }
+    }
+    printf("  failing frame %s %s: '%s'\n", codec, name, d.err[0]);
+    run_free(&h);
+    run_free(&d);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* the lines so far, should a run crash */
     int ndev = 0;
@@ -597,6 +629,9 @@ int main(void) {
     delay = 1;
     steps = 3;
     corrupt("int8", TOPO_ALLGATHER, 1);
+    nan_frame("3lc", TOPO_ALLGATHER); /* staged frames */
+    nan_frame("3lc", TOPO_PS);
+    nan_frame("int8", TOPO_ALLGATHER); /* frames encoded in place */
     corrupt("fp32", TOPO_ALLGATHER, 1);
     corrupt("3lc", TOPO_PS, 1);
     corrupt("3lc", TOPO_PS, 2);
