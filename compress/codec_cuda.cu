@@ -743,17 +743,20 @@ __global__ void k_stoch3_enc(uint8_t *dst, float *repr, const float *x, size_t n
 
 /* dequantize base-3^5 bytes (no run codes): value (digit - 1) * m.
  * Used by stoch3 and by 3lc after run expansion. src: [L]; out: [n] */
-__global__ void k_b3_dec(float *out, const uint8_t *src, size_t n, size_t L, float m, float weight, int acc) {
-    GRID_STRIDE(j, L) {
-        uint32_t b = src[j];
-        uint32_t pw = 81;
-        for (int k = 0; k < 5; k++, pw /= 3) {
-            size_t i = (size_t)k * L + j;
-            if (i >= n) continue;
-            float v = __fmul_rn((float)((int32_t)((b / pw) % 3) - 1), m);
-            store_out(out, i, v, weight, acc);
-        }
+/* the values of byte b, byte j of L: out[j], out[L + j], ... out[4 L + j] below n */
+__device__ __forceinline__ void d_b3_out(float *out, uint32_t b, size_t j, size_t n, size_t L, float m, float weight,
+                                         int acc) {
+    uint32_t pw = 81;
+    for (int k = 0; k < 5; k++, pw /= 3) {
+        size_t i = (size_t)k * L + j;
+        if (i >= n) continue;
+        float v = __fmul_rn((float)((int32_t)((b / pw) % 3) - 1), m);
+        store_out(out, i, v, weight, acc);
     }
+}
+
+__global__ void k_b3_dec(float *out, const uint8_t *src, size_t n, size_t L, float m, float weight, int acc) {
+    GRID_STRIDE(j, L) d_b3_out(out, src[j], j, n, L, m, weight, acc);
 }
 
 static int64_t terngrad_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
@@ -886,6 +889,17 @@ __global__ void k_zre_mark(uint32_t *R, const uint8_t *B, size_t L) {
     GRID_STRIDE(j, L) R[j] = B[j] != B3_ZERO ? (uint32_t)(j + 1) : 0u;
 }
 
+/* the code of the group of zero bytes that starts at j of B[L]: 255 for 14, 243 + (g - 2)
+ * for g >= 2, a literal 121 for g = 1 */
+__device__ __forceinline__ uint8_t d_zre_group(const uint8_t *B, size_t j, size_t L) {
+    uint32_t g = 1;
+    while (g < B3_RUNMAX && j + g < L && B[j + g] == B3_ZERO) g++;
+    return (uint8_t)(g == 1 ? B3_ZERO : B3_RUN0 + g - 2);
+}
+
+/* the bytes a zero-run stream's byte b expands to: 1, or k for a run code */
+__device__ __forceinline__ uint32_t d_zre_run(uint32_t b) { return b >= B3_RUN0 ? b - B3_RUN0 + 2u : 1u; }
+
 /* step 2: every literal byte is emitted as is; a maximal run of r bytes 121 is
  * cut into groups of 14 from its start, and each group emits one byte: 255 for
  * 14, 243 + (g - 2) for g >= 2, a literal 121 for g = 1. That is exactly the
@@ -905,9 +919,7 @@ __global__ void k_zre_emit(uint8_t *ob, uint8_t *fl, const uint8_t *B, const uin
             ob[j] = 0;
             continue;
         }
-        uint32_t g = 1;
-        while (g < B3_RUNMAX && j + g < L && B[j + g] == B3_ZERO) g++;
-        ob[j] = (uint8_t)(g == 1 ? B3_ZERO : B3_RUN0 + g - 2);
+        ob[j] = d_zre_group(B, j, L);
         fl[j] = 1;
     }
 }
@@ -984,9 +996,7 @@ __global__ void __launch_bounds__(TLC_ONE_T)
         } else if ((j - S) % B3_RUNMAX) {
             continue;
         } else {
-            uint32_t g = 1;
-            while (g < B3_RUNMAX && j + g < L && B[j + g] == B3_ZERO) g++;
-            ob[q] = (uint8_t)(g == 1 ? B3_ZERO : B3_RUN0 + g - 2);
+            ob[q] = d_zre_group(B, j, L);
         }
         emit |= 1u << q;
         cnt++;
@@ -1050,7 +1060,7 @@ typedef struct {
  * for k_zre_check, which runs next */
 __global__ void k_zre_len(uint64_t *e, TlcCheck *chk, const uint8_t *z, size_t zlen) {
     if (blockIdx.x == 0 && threadIdx.x == 0) chk->bad = 0;
-    GRID_STRIDE(i, zlen + 1) e[i] = i == zlen ? 0 : (z[i] >= B3_RUN0 ? (uint64_t)(z[i] - B3_RUN0 + 2) : 1);
+    GRID_STRIDE(i, zlen + 1) e[i] = i == zlen ? 0 : d_zre_run(z[i]);
 }
 
 __device__ __forceinline__ int d_b3_pad_ok(uint32_t b, size_t j, size_t n, size_t L) {
@@ -1058,6 +1068,20 @@ __device__ __forceinline__ int d_b3_pad_ok(uint32_t b, size_t j, size_t n, size_
     for (int k = 0; k < 5; k++, pw /= 3)
         if ((size_t)k * L + j >= n && (b / pw) % 3 != 0) return 0;
     return 1;
+}
+
+/* whether byte b of a zero-run stream, expanding to position j < L, is bad: a run past n, or
+ * over padding digits, or padding digits that are not 0 (compress/tlc.c tlc_validate) */
+__device__ __forceinline__ int d_zre_bad(uint32_t b, uint64_t j, size_t n, size_t L, size_t full) {
+    uint64_t k = d_zre_run(b);
+    if (b >= B3_RUN0) return k > L - j || j + k > full;
+    return j >= full && !d_b3_pad_ok(b, (size_t)j, n, L);
+}
+
+/* the bytes byte b of a zero-run stream expands to, from position j of B */
+__device__ __forceinline__ void d_zre_put(uint8_t *B, uint64_t j, uint32_t b) {
+    if (b < B3_RUN0) B[j] = (uint8_t)b;
+    else for (uint32_t t = 0, k = d_zre_run(b); t < k; t++) B[j + t] = B3_ZERO;
 }
 
 /* compress/tlc.c tlc_validate, one byte per thread: every byte that starts
@@ -1070,14 +1094,7 @@ __global__ void k_zre_check(TlcCheck *chk, const uint8_t *z, const uint64_t *pos
     if (blockIdx.x == 0 && threadIdx.x == 0) chk->total = pos[zlen];
     GRID_STRIDE(i, zlen) {
         uint64_t j = pos[i];
-        if (j >= L) continue;
-        uint32_t b = z[i];
-        if (b >= B3_RUN0) {
-            uint64_t k = b - B3_RUN0 + 2;
-            if (k > L - j || j + k > full) f = 1; /* run past n, or over padding digits */
-        } else if (j >= full && !d_b3_pad_ok(b, (size_t)j, n, L)) {
-            f = 1;
-        }
+        if (j < L) f |= d_zre_bad(z[i], j, n, L, full);
     }
     if (f) atomicOr(&chk->bad, 1u);
 }
@@ -1085,14 +1102,7 @@ __global__ void k_zre_check(TlcCheck *chk, const uint8_t *z, const uint64_t *pos
 __global__ void k_zre_expand(uint8_t *B, const uint8_t *z, const uint64_t *pos, size_t zlen, size_t L) {
     GRID_STRIDE(i, zlen) {
         uint64_t j = pos[i];
-        if (j >= L) continue;
-        uint32_t b = z[i];
-        if (b < B3_RUN0) {
-            B[j] = (uint8_t)b;
-        } else {
-            uint32_t k = b - B3_RUN0 + 2;
-            for (uint32_t t = 0; t < k; t++) B[j + t] = B3_ZERO;
-        }
+        if (j < L) d_zre_put(B, j, z[i]);
     }
 }
 
@@ -1106,18 +1116,12 @@ __device__ uint32_t d_tlc_one_check(uint8_t *zb, uint32_t *pos, uint32_t *total,
     uint32_t e = 0, bad;
     for (int q = 0; q < TLC_ONE_ITEMS && i0 + q < zlen; q++) { /* k_zre_len */
         zb[q] = z[i0 + q];
-        e += zb[q] >= B3_RUN0 ? zb[q] - B3_RUN0 + 2u : 1u;
+        e += d_zre_run(zb[q]);
     }
     *pos = d_block_scan(e, 0, sh, total);
     uint32_t f = 0;
-    for (uint32_t q = 0, j = *pos; q < TLC_ONE_ITEMS && i0 + q < zlen; q++) { /* k_zre_check */
-        uint32_t b = zb[q], k = b >= B3_RUN0 ? b - B3_RUN0 + 2u : 1u;
-        if (j < L) {
-            if (b >= B3_RUN0) f |= k > L - j || j + k > full; /* run past n, or over padding digits */
-            else if (j >= full && !d_b3_pad_ok(b, j, n, L)) f = 1;
-        }
-        j += k;
-    }
+    for (uint32_t q = 0, j = *pos; q < TLC_ONE_ITEMS && i0 + q < zlen; j += d_zre_run(zb[q]), q++) /* k_zre_check */
+        if (j < L) f |= d_zre_bad(zb[q], j, n, L, full);
     d_block_scan(f, 1, sh, &bad);
     return bad;
 }
@@ -1138,20 +1142,10 @@ __global__ void __launch_bounds__(TLC_ONE_T)
         chk->total = total;
     }
     if (bad || total != L) return; /* out untouched: the host returns the error */
-    for (uint32_t q = 0, j = pos; q < TLC_ONE_ITEMS && i0 + q < zlen; q++) { /* k_zre_expand */
-        uint32_t b = zb[q], k = b >= B3_RUN0 ? b - B3_RUN0 + 2u : 1u;
-        if (b < B3_RUN0) B[j] = (uint8_t)b;
-        else for (uint32_t r = 0; r < k; r++) B[j + r] = B3_ZERO;
-        j += k;
-    }
+    for (uint32_t q = 0, j = pos; q < TLC_ONE_ITEMS && i0 + q < zlen; j += d_zre_run(zb[q]), q++) /* k_zre_expand */
+        d_zre_put(B, j, zb[q]);
     __syncthreads();
-    for (size_t j = t; j < L; j += TLC_ONE_T) { /* k_b3_dec */
-        uint32_t b = B[j], pw = 81;
-        for (int k = 0; k < 5; k++, pw /= 3) {
-            size_t i = (size_t)k * L + j;
-            if (i < n) store_out(out, i, __fmul_rn((float)((int32_t)((b / pw) % 3) - 1), m), weight, acc);
-        }
-    }
+    for (size_t j = t; j < L; j += TLC_ONE_T) d_b3_out(out, B[j], j, n, L, m, weight, acc); /* k_b3_dec */
 }
 
 static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
@@ -1705,6 +1699,23 @@ static void add_copy(CodecBatch *b, const CopyJob *c) {
     b->cp[b->ncp++] = *c;
 }
 
+/* fp32's frame copied at the flush: x[n] into the payload at pay (any alignment), and to repr
+ * unless it is NULL or x */
+static void add_fp32(CodecBatch *b, const float *x, size_t n, uint8_t *pay, float *repr) {
+    CopyJob c = {(const uint8_t *)x, pay, repr != x ? repr : NULL, (uint32_t)n, 0.0f, 0};
+    add_copy(b, &c);
+}
+
+/* frame's header put at the flush, with the CRC of the len payload bytes behind it */
+static void add_header(CodecBatch *b, const CodecCuda *g, uint8_t *frame, uint16_t flags, size_t n, int64_t len) {
+    PutJob *j = add_put(b);
+    j->dst = frame;
+    put_header(j->b, g, flags, n, len, 0);
+    j->n = HDR_CRC_AT;
+    j->crc = 1;
+    j->crc_len = (uint64_t)len;
+}
+
 void codec_batch_put(CodecBatch *b, void *dst, const void *src, size_t n) {
     if (n > PUT_MAX) {
         fprintf(stderr, "error: codec_batch_put of %zu bytes (at most %d)\n", n, PUT_MAX);
@@ -1838,10 +1849,8 @@ static void copy_chunk(const CopyJob *j, size_t k) {
 void codec_batch_flush(CodecBatch *b) {
     for (size_t i = 0; i < b->nst; i++) { /* fp32 staged and not placed: its repr all the same */
         StageJob *j = &b->st[i];
-        if (!j->placed && j->x && j->repr && j->len > 0) {
-            CopyJob c = {(const uint8_t *)j->x, (uint8_t *)j->repr, NULL, (uint32_t)j->n, 0.0f, 0};
-            add_copy(b, &c);
-        }
+        if (!j->placed && j->x && j->repr && j->repr != j->x && j->len > 0)
+            add_fp32(b, j->x, j->n, (uint8_t *)j->repr, NULL);
     }
     for (size_t i = 0; i < b->ncp; i += CODEC_BATCH)
         copy_chunk(b->cp + i, b->ncp - i < CODEC_BATCH ? b->ncp - i : CODEC_BATCH);
@@ -1866,22 +1875,13 @@ int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, s
     int64_t len;
     if (g->spec.ops->id == CODEC_FP32) { /* fp32_enc's bytes, copied at the flush */
         len = cap - CODEC_HEADER_SIZE < 4 * n || 4 * (uint64_t)n > 0xFFFFFFFFu ? -GC_ERR_NOSPACE : (int64_t)(4 * n);
-        if (len > 0) {
-            CopyJob c = {(const uint8_t *)x, frame + CODEC_HEADER_SIZE, side->repr != x ? side->repr : NULL,
-                         (uint32_t)n, 0.0f, 0};
-            add_copy(b, &c);
-        }
+        if (len > 0) add_fp32(b, x, n, frame + CODEC_HEADER_SIZE, side->repr);
     } else {
         len = encode_staged(g, frame + CODEC_HEADER_SIZE, cap - CODEC_HEADER_SIZE, &flags, x, n, side);
     }
     if (len >= 0 && (uint64_t)len > 0xFFFFFFFFu) len = -GC_ERR_NOSPACE;
     if (len < 0) return len;
-    PutJob *j = add_put(b);
-    j->dst = frame;
-    put_header(j->b, g, flags, n, len, 0);
-    j->n = HDR_CRC_AT;
-    j->crc = 1;
-    j->crc_len = (uint64_t)len;
+    add_header(b, g, frame, flags, n, len);
     return CODEC_HEADER_SIZE + len;
 }
 
@@ -1903,7 +1903,7 @@ void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, co
     size_t maxp = g->spec.ops->max_payload(g->cpu, n), L = b3_len(n);
     if (g->spec.ops->id == CODEC_FP32) { /* nothing to do before its place is known */
         j->x = x;
-        j->repr = side->repr != x ? side->repr : NULL;
+        j->repr = side->repr;
         j->len = 4 * (uint64_t)n;
     } else if (g->spec.ops->id == CODEC_3LC && L <= TLC_ONE_L) { /* its length read at codec_batch_sizes */
         j->pay = (uint8_t *)gcx_dmalloc(maxp);
@@ -1948,8 +1948,8 @@ void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
         cudaCheck(cudaMemcpy(h, d, np * sizeof(TlcBack), cudaMemcpyDeviceToHost)); /* the staged frames' one wait */
         gcx_dfree(d);
         at = 0;
-        for (size_t i = 0; i < b->nst; i++)
-            if (b->st[i].bk) b->st[i].len = tlc_back_len(&h[at++], b->st[i].g->spec.ops->max_payload(b->st[i].g->cpu, b->st[i].n));
+        for (StageJob *j = b->st; j < b->st + b->nst; j++)
+            if (j->bk) j->len = tlc_back_len(&h[at++], j->g->spec.ops->max_payload(j->g->cpu, j->n));
         free(h);
     }
     for (size_t i = 0; i < b->nst; i++) lens[i] = b->st[i].len < 0 ? b->st[i].len : CODEC_HEADER_SIZE + b->st[i].len;
@@ -1962,18 +1962,13 @@ void codec_batch_place(CodecBatch *b, size_t i, uint8_t *frame) {
         fprintf(stderr, "internal error: codec_batch_place of a frame that failed (%lld)\n", (long long)j->len);
         exit(1);
     }
-    if (j->len > 0) {
-        CopyJob c = {j->x ? (const uint8_t *)j->x : j->pay, frame + CODEC_HEADER_SIZE, j->repr, 0, 0.0f,
-                     (uint8_t)(j->x ? 0 : 2)};
-        c.n = (uint32_t)(j->x ? j->n : (size_t)j->len);
+    if (j->len > 0 && j->x) {
+        add_fp32(b, j->x, j->n, frame + CODEC_HEADER_SIZE, j->repr);
+    } else if (j->len > 0) { /* the staged payload's bytes */
+        CopyJob c = {j->pay, frame + CODEC_HEADER_SIZE, NULL, (uint32_t)j->len, 0.0f, 2};
         add_copy(b, &c);
     }
-    PutJob *p = add_put(b);
-    p->dst = frame;
-    put_header(p->b, j->g, j->flags, j->n, j->len, 0);
-    p->n = HDR_CRC_AT;
-    p->crc = 1;
-    p->crc_len = (uint64_t)j->len;
+    add_header(b, j->g, frame, j->flags, j->n, j->len);
 }
 
 int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,

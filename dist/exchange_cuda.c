@@ -575,6 +575,17 @@ static void set_count(ExchangeCuda *x, ByteBuf *b, uint32_t count) {
     to_bundle(x, b->p + 12, c, 4);
 }
 
+/* the entry header at e of tensor t's frame of chunk c, flen bytes: queued with the frames'
+ * work in a device bundle */
+static void put_entry(ExchangeCuda *x, uint8_t *e, int t, uint32_t c, int64_t flen) {
+    uint8_t h[ENTRY_HDR];
+    put_u32(h, (uint32_t)t);
+    put_u32(h + 4, c);
+    put_u32(h + 8, (uint32_t)flen);
+    if (x->devb) codec_batch_put(x->batch, e, h, ENTRY_HDR);
+    else memcpy(e, h, ENTRY_HDR);
+}
+
 /* tensor t's frame of chunk c (0 for whole tensors) of the m values at v, by enc, as the
  * next entry of b, in place (b has room for its largest frame); the frame's length, or a
  * negative GcError with b unchanged. In a device bundle the frame's header, its entry's
@@ -587,12 +598,7 @@ static int64_t put_frame(ExchangeCuda *x, ByteBuf *b, int t, uint32_t c, CodecCu
     int64_t flen = x->devb ? codec_encode_cuda_batched(x->batch, enc, e + ENTRY_HDR, cap, v, m, side)
                            : codec_encode_cuda(enc, e + ENTRY_HDR, cap, v, m, side);
     if (flen < 0) return flen;
-    uint8_t h[ENTRY_HDR];
-    put_u32(h, (uint32_t)t);
-    put_u32(h + 4, c);
-    put_u32(h + 8, (uint32_t)flen);
-    if (x->devb) codec_batch_put(x->batch, e, h, ENTRY_HDR);
-    else memcpy(e, h, ENTRY_HDR);
+    put_entry(x, e, t, c, flen);
     b->len += ENTRY_HDR + (size_t)flen;
     return flen;
 }
@@ -623,12 +629,9 @@ static uint32_t place_frames(ExchangeCuda *x, ByteBuf *b, int pull) {
             x->placed = t;
             continue;
         }
-        uint8_t *e = b->p + b->len, h[ENTRY_HDR];
+        uint8_t *e = b->p + b->len;
         codec_batch_place(x->batch, (size_t)i - 1, e + ENTRY_HDR);
-        put_u32(h, (uint32_t)t);
-        put_u32(h + 4, 0);
-        put_u32(h + 8, (uint32_t)flen);
-        codec_batch_put(x->batch, e, h, ENTRY_HDR);
+        put_entry(x, e, t, 0, flen);
         x->fat[t] = b->len + ENTRY_HDR;
         b->len += ENTRY_HDR + (size_t)flen;
         count++;
@@ -814,6 +817,19 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
     if (!pull) x->coded = 1;
 }
 
+/* whether the bundle br (len bytes) has no entries where frames (of chunk c; c < 0: whole
+ * tensors) were due: its sender failed this step and says so itself (exchange.c's
+ * decode_pass). Noted for agree(), which stops every worker (from: the sender); the caller
+ * skips the bundle */
+static int quiet_bundle(ExchangeCuda *x, const BundleReader *br, size_t len, int c, int from) {
+    int due = 0;
+    for (int t = 0; t < x->T && !due; t++)
+        due = (c < 0 ? t_n(x, t) : exchange_ring_chunk(t_n(x, t), x->N, c, NULL)) > 0;
+    if (!due || br->left != 0 || len != BUNDLE_HDR) return 0;
+    if (x->quiet_from < 0) x->quiet_from = from;
+    return 1;
+}
+
 /* the bundle (bytes, len) from worker src, or the server's pull, decoded by dec into
  * dst (acc: added): exchange.c's decode_pass, with its messages; returns the
  * compressed tensors' entry bytes */
@@ -826,14 +842,7 @@ static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes,
         else set_err(x, "worker %d: message from worker %d is not a valid frame bundle: %s", x->rank, src, gc_strerror(rc));
         return 0;
     }
-    /* no entries where frames were due: the sender failed this step and says so itself
-     * (exchange.c's decode_pass); skipped here, agree() stops every worker */
-    int due = 0;
-    for (int t = 0; t < x->T && !due; t++) due = t_n(x, t) > 0;
-    if (due && br.left == 0 && len == BUNDLE_HDR) {
-        if (x->quiet_from < 0) x->quiet_from = pull ? 0 : src;
-        return 0;
-    }
+    if (quiet_bundle(x, &br, len, -1, pull ? 0 : src)) return 0;
     uint64_t comp = 0;
     double t0 = mono_seconds();
     for (int t = 0; t < x->T; t++) {
@@ -977,12 +986,7 @@ static void decode_ring(ExchangeCuda *x, float *acc, int c, int slot, int src, l
         set_err(x, "worker %d: message from worker %d is not a valid frame bundle: %s", x->rank, src, gc_strerror(rc));
         return;
     }
-    int due = 0;
-    for (int t = 0; t < x->T && !due; t++) due = exchange_ring_chunk(t_n(x, t), x->N, c, NULL) > 0;
-    if (due && br.left == 0 && x->in.len == BUNDLE_HDR) {
-        if (x->quiet_from < 0) x->quiet_from = src;
-        return;
-    }
+    if (quiet_bundle(x, &br, x->in.len, c, src)) return;
     double t0 = mono_seconds();
     for (int t = 0; t < x->T; t++) {
         size_t lo, m = exchange_ring_chunk(t_n(x, t), x->N, c, &lo), flen = 0;

@@ -235,7 +235,6 @@ extern "C" void exchange_cuda_ranges(int op, float *d, const float *a, const flo
                                      const size_t *off, const size_t *n, size_t k) {
     ExRanges r;
     memset(&r, 0, sizeof r);
-    size_t blocks = 0;
     for (size_t i = 0; i <= k; i++) {
         int merge = i < k && r.k > 0 && r.off[r.k - 1] + r.n[r.k - 1] == off[i];
         if (i < k && n[i] && merge) {
@@ -243,7 +242,7 @@ extern "C" void exchange_cuda_ranges(int op, float *d, const float *a, const flo
             continue;
         }
         if (r.k == EX_RANGES || (i == k && r.k)) { /* a full table, or the last: launch it */
-            blocks = 0;
+            size_t blocks = 0;
             for (unsigned j = 0; j < r.k; j++) {
                 r.first[j] = (uint32_t)blocks;
                 size_t want = (r.n[j] + 4 * TPB - 1) / (4 * TPB); /* about 4 values a thread */

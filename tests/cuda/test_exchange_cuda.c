@@ -435,7 +435,8 @@ static void compare(const char *codec, int topology) {
          * without), the bundles' ends and
          * --log-layers' sums included: at each wait a GPU idles until the host launches
          * the next small kernel */
-        double per = per_pass(&d, d.waits, topology, k), ops = per_pass(&d, d.ops, topology, k), most = !strcmp(codec, "fp32") ? 1.25 : 1.5;
+        double per = per_pass(&d, d.waits, topology, k), ops = per_pass(&d, d.ops, topology, k);
+        double most = !strcmp(codec, "fp32") ? 1.25 : 1.5;
         CHECK(per < 0 || (strcmp(codec, "fp32") && strcmp(codec, "3lc")) || per <= most,
               "%s %s worker %d: %.2f waits for the device per frame pass (at most %.2f)", codec, name, k, per, most);
         /* and issues at most 3 operations to the device per frame pass with fp32 and 6 with 3lc
