@@ -91,7 +91,9 @@ struct ExchangeCuda {
     size_t nrange;
     size_t *d_lo, *d_hi;
     double *d_part;     /* [nrange + 1] their sums, and the total */
-    double *d_lsum;     /* [3 * (EXCHANGE_LAYER_BLOCKS + 1)] --log-layers' sums, with frames */
+    double *d_lsum;     /* --log-layers' sums, with frames: [3 * EXCHANGE_LAYER_BLOCKS] scratch, then
+                         * [3 * T] each tensor's of a pass (device), */
+    double *h_lsum;     /* [3 * T] read back at once (page-locked) */
     /* allreduce */
     float *h_stage;     /* [total] pinned host memory: over a host backend (mpi), the gradient
                          * staged for the Comm's allreduce (else NULL) */
@@ -208,8 +210,9 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
         bad = !(x->h_stage = cuda_host_arena_alloc(pt->total));
     if (!bad && frames) {
         bad = cuda_dev_alloc((void **)&x->d_repr, bytes, "what the frames represent") ||
-              cuda_dev_alloc((void **)&x->d_lsum, 3 * (EXCHANGE_LAYER_BLOCKS + 1) * sizeof(double),
+              cuda_dev_alloc((void **)&x->d_lsum, 3 * (EXCHANGE_LAYER_BLOCKS + (size_t)x->T) * sizeof(double),
                              "--log-layers' sums") ||
+              !(x->h_lsum = cuda_host_alloc(3 * (size_t)x->T * sizeof(double))) ||
               cuda_dev_alloc((void **)&x->d_mask, bytes / sizeof(float), "the sparsifiers' masks") ||
               cuda_dev_alloc((void **)&x->d_heads, EXCHANGE_HEADS_BYTES(x->T), "the bundles' headers") ||
               !(x->heads = cuda_host_alloc(EXCHANGE_HEADS_BYTES(x->T))) || /* page-locked: copied by DMA */
@@ -302,6 +305,7 @@ void exchange_cuda_free(ExchangeCuda *x) {
     if (x->d_levels) cudaCheck(cudaFree(x->d_levels));
     if (x->d_heads) cudaCheck(cudaFree(x->d_heads));
     cuda_host_free(x->heads);
+    cuda_host_free(x->h_lsum);
     cuda_host_free(x->probes);
     cuda_host_arena_free(x->h_stage);
     if (x->d_lo) cudaCheck(cudaFree(x->d_lo));
@@ -480,16 +484,32 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
 
 /* ---- allgather ---- */
 
-/* op of exchange_cuda_ranges over the tensors whose memory is mem (-1: any but MEM_NONE)
- * and, with coded, that have a frame in this pass (x->flen[t] >= 0), a launch for every 32 */
-static void ranges(ExchangeCuda *x, int op, float *d, const float *a, const float *b, const uint8_t *mask, int mem,
-                   int coded) {
+/* the values of tensor t in a pass over chunk c of every tensor (the ring's), or over whole
+ * tensors (c < 0): how many, and in *lo (if given) the first */
+static size_t pass_n(const ExchangeCuda *x, int t, int c, size_t *lo) {
+    if (c >= 0) return exchange_ring_chunk(t_n(x, t), x->N, c, lo);
+    if (lo) *lo = 0;
+    return t_n(x, t);
+}
+
+/* which tensors ranges() takes: all, those with memory (any kind but MEM_NONE), or those
+ * whose memory is a given kind (MEM_RESIDUAL, MEM_DGC) */
+enum { RANGES_ALL = -2, RANGES_MEMORY = -1 };
+
+/* op of exchange_cuda_ranges over each tensor's values in a pass over chunk c (c < 0:
+ * whole tensors), of the tensors that mem selects and, with coded, that have a frame in
+ * the pass (x->flen[t] >= 0): a launch for every 32 */
+static void ranges(ExchangeCuda *x, int c, int op, float *d, const float *a, const float *b, const uint8_t *mask,
+                   int mem, int coded) {
     size_t k = 0;
-    for (int t = 0; t < x->T; t++)
-        if ((mem < 0 ? x->mem[t] != MEM_NONE : x->mem[t] == mem) && (!coded || x->flen[t] >= 0) && t_n(x, t)) {
-            x->roff[k] = t_off(x, t);
-            x->rn[k++] = t_n(x, t);
+    for (int t = 0; t < x->T; t++) {
+        size_t lo, n = pass_n(x, t, c, &lo);
+        int take = mem == RANGES_ALL || (mem == RANGES_MEMORY ? x->mem[t] != MEM_NONE : x->mem[t] == mem);
+        if (take && (!coded || x->flen[t] >= 0) && n) {
+            x->roff[k] = t_off(x, t) + lo;
+            x->rn[k++] = n;
         }
+    }
     exchange_cuda_ranges(op, d, a, b, mask, x->roff, x->rn, k);
 }
 
@@ -497,7 +517,7 @@ static void ranges(ExchangeCuda *x, int op, float *d, const float *a, const floa
  * (+ residual), or DGC's corrected accumulation after dgc_prepare's weight decay:
  * exchange.c's dgc_prepare and memory_in, whole tensors */
 static void memory_in(ExchangeCuda *x, const float *d_params) {
-    ranges(x, EXCHANGE_RANGE_ADD, x->d_work, x->d_resid, NULL, NULL, MEM_RESIDUAL, 0);
+    ranges(x, -1, EXCHANGE_RANGE_ADD, x->d_work, x->d_resid, NULL, NULL, MEM_RESIDUAL, 0);
     for (int t = 0; t < x->T; t++) {
         size_t off = t_off(x, t), n = t_n(x, t);
         if (x->mem[t] != MEM_DGC) continue;
@@ -612,26 +632,36 @@ static void encode_failed(ExchangeCuda *x, int pull, int t, int64_t rc) {
         set_err(x, "worker %d: encoding tensor %s failed: %s", x->rank, x->pt->t[t].name, gc_strerror((int)rc));
 }
 
-/* a device bundle's staged frames, one per tensor with values in tensor order, laid out in
- * b as put_frame lays them (entries up to the first frame that failed, whose error is the
- * step's; every frame's length in x->flen): one wait for all their lengths
+/* a pass of frames (exchange.c's EncPass) */
+typedef struct {
+    float *x;  /* a push's values (d_work, the memory applied), the server's pull's (d_agg),
+                * or the ring's running sums (acc) */
+    int pull;  /* the server's pull */
+    int chunk; /* the ring: chunk c of every tensor, by the ring's encoders of slot; -1: whole tensors */
+    int slot;
+    int fold;  /* the ring's allgather: acc takes what its own chunk's frames represent */
+} EncPass;
+
+/* a device bundle's staged frames, one per tensor with values in the pass in tensor order,
+ * laid out in b as put_frame lays them (entries up to the first frame that failed, whose
+ * error is the step's; every frame's length in x->flen): one wait for all their lengths
  * (codec_batch_sizes). Returns the entries */
-static uint32_t place_frames(ExchangeCuda *x, ByteBuf *b, int pull) {
+static uint32_t place_frames(ExchangeCuda *x, ByteBuf *b, const EncPass *p) {
     int64_t lens[x->T + 1];
     codec_batch_sizes(x->batch, lens);
     uint32_t count = 0;
     for (int t = 0, i = 0; t < x->T; t++) {
-        if (t_n(x, t) == 0) continue;
+        if (pass_n(x, t, p->chunk, NULL) == 0) continue;
         int64_t flen = x->flen[t] = lens[i++];
         if (t >= x->placed) continue;
         if (flen < 0) {
-            encode_failed(x, pull, t, flen);
+            encode_failed(x, p->pull, t, flen);
             x->placed = t;
             continue;
         }
         uint8_t *e = b->p + b->len;
         codec_batch_place(x->batch, (size_t)i - 1, e + ENTRY_HDR);
-        put_entry(x, e, t, 0, flen);
+        put_entry(x, e, t, p->chunk < 0 ? 0 : (uint32_t)p->chunk, flen);
         x->fat[t] = b->len + ENTRY_HDR;
         b->len += ENTRY_HDR + (size_t)flen;
         count++;
@@ -720,56 +750,87 @@ static void count_push(ExchangeCuda *x, int t, size_t m, const uint8_t *fp, int6
     else gcomp_frame_parts(&x->st.gcomp, fp, (size_t)flen);
 }
 
-/* --log-layers (exchange_layer_add), as exchange.c's encode_pass counts a push or a
- * ring hop: tensor t's frame of flen bytes from the m values at v, d_repr and d_mask at
- * the same offset `at` holding what it represents and what a sparsifier sent */
-static void layer_add(ExchangeCuda *x, int t, const CodecCuda *enc, const float *v, size_t at, size_t m, int64_t flen,
-                      double seconds) {
+/* --log-layers (exchange_layer_add) of the frames of a push or a ring hop over chunk c (c < 0:
+ * whole tensors), as exchange.c's encode_pass counts them: each frame's sums of the values
+ * it encoded (at vals), of what it did not represent (d_repr) and of what a sparsifier sent
+ * (d_mask), launched for every frame and read back at once */
+static void layer_stats(ExchangeCuda *x, int c, CodecCuda *const *enc, const float *vals) {
     if (!exchange_layer_stats(x->ex)) return;
-    int sparse = exchange_codec_sparse(codec_cuda_spec(enc));
-    double s[3];
-    exchange_cuda_layer_sums(s, v, x->d_repr + at, sparse ? x->d_mask + at : NULL, m, x->d_lsum);
-    exchange_layer_add(x->ex, t, (double)(ENTRY_HDR + (uint64_t)flen), (double)m, sparse ? s[2] : -1, s[0], s[1],
-                       seconds);
+    double *sums = x->d_lsum + 3 * EXCHANGE_LAYER_BLOCKS;
+    for (int t = 0; t < x->T; t++) {
+        size_t lo, n = pass_n(x, t, c, &lo), at = t_off(x, t) + lo;
+        if (x->flen[t] < 0) continue;
+        const uint8_t *mask = exchange_codec_sparse(codec_cuda_spec(enc[t])) ? x->d_mask + at : NULL;
+        exchange_cuda_layer_sums(sums + 3 * t, vals + at, x->d_repr + at, mask, n, x->d_lsum);
+    }
+    cudaCheck(cudaMemcpy(x->h_lsum, sums, 3 * (size_t)x->T * sizeof(double), cudaMemcpyDeviceToHost));
+    for (int t = 0; t < x->T; t++) {
+        const double *s = x->h_lsum + 3 * t;
+        if (x->flen[t] < 0) continue;
+        double sent = exchange_codec_sparse(codec_cuda_spec(enc[t])) ? s[2] : -1;
+        exchange_layer_add(x->ex, t, (double)(ENTRY_HDR + (uint64_t)x->flen[t]), (double)pass_n(x, t, c, NULL), sent,
+                           s[0], s[1], x->fsec[t]);
+    }
 }
 
-/* one bundle of every tensor's frame of d_x into x->out: exchange.c's encode_pass
- * with make_side's side inputs. A push (pull = 0, x = d_work) is this worker's,
- * and memory_out follows each frame; the server's pull (pull = 1, x = d_agg:
- * the model delta, or with gradient pulls the average) adds the pull memory
- * first and keeps what the frame did not represent there (3LC section 3.1) */
-static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp, const Optim *opt, double lr, long step,
+/* one bundle of every tensor's frame of pass p into x->out: exchange.c's encode_pass with
+ * make_side's side inputs. A push (p->x = d_work, its memory applied by memory_in) is this
+ * worker's, and memory_out follows each frame. The server's pull (p->x = d_agg: the model
+ * delta, or with gradient pulls the average) adds the pull memory first and keeps what the
+ * frame did not represent there (3LC section 3.1). A ring hop's chunk (exchange.c's
+ * SIDE_RING pass) applies the memory per chunk to the running sums p->x (d_work = acc +
+ * residual; DGC's memory is refused over the ring by exchange_new), its levels are those of
+ * a push (the partial sum as it enters the average, / N), the residual keeps what the frame
+ * did not represent, and with fold acc takes what the frame represents. Every frame is
+ * encoded, its memory and statistics kept; the bundle holds those before the first that
+ * failed, whose error is the step's. A worker that failed already sends an empty bundle
+ * (its receivers skip it; agree() stops all) */
+static void encode_pass(ExchangeCuda *x, const EncPass *p, const float *d_lp, const Optim *opt, double lr, long step,
                         double density) {
     ByteBuf *b = &x->out;
-    CodecCuda **enc = pull ? x->penc : x->enc;
+    int pull = p->pull, c = p->chunk, ring = c >= 0;
     int pull_mem = pull && !x->grad_pull;
     begin(x, b, step);
+    if (x->failed) {
+        pass_done();
+        return;
+    }
+    CodecCuda *enc[x->T + 1];
     size_t cap = BUNDLE_HDR;
-    for (int t = 0; t < x->T; t++)
-        if (t_n(x, t)) cap += ENTRY_HDR + codec_cuda_max_frame(enc[t], t_n(x, t));
+    for (int t = 0; t < x->T; t++) {
+        enc[t] = ring ? ring_codec(x, x->renc, t, p->slot) : pull ? x->penc[t] : x->enc[t];
+        size_t m = pass_n(x, t, c, NULL);
+        if (m) cap += ENTRY_HDR + codec_cuda_max_frame(enc[t], m);
+    }
     bytebuf_reserve(b, cap);
     double t0 = mono_seconds();
     uint32_t count = 0;
     for (int t = 0; t < x->T; t++) x->flen[t] = -1;
     x->placed = x->T;
     size_t sent = 0;
-    /* the server's pull memory added to every tensor's delta before the first frame (a frame
-     * that fails to encode stops every worker at agree(), and d_x is the pass's own) */
-    if (pull_mem) ranges(x, EXCHANGE_RANGE_ADD, d_x, x->d_pullres, NULL, NULL, -1, 0);
+    /* before the first frame, every tensor's (a frame that fails to encode stops every worker
+     * at agree(), and the values are the pass's own): the ring's memory_in on the chunk, the
+     * running sums plus the residual; the server's pull memory added to its delta */
+    float *vals = ring ? x->d_work : p->x;
+    if (ring) {
+        ranges(x, c, EXCHANGE_RANGE_COPY, x->d_work, p->x, NULL, NULL, RANGES_ALL, 0);
+        ranges(x, c, EXCHANGE_RANGE_ADD, x->d_work, x->d_resid, NULL, NULL, MEM_RESIDUAL, 0);
+    }
+    if (pull_mem) ranges(x, c, EXCHANGE_RANGE_ADD, vals, x->d_pullres, NULL, NULL, RANGES_MEMORY, 0);
     for (int t = 0; t < x->T; t++) { /* the frames, in tensor order */
-        size_t off = t_off(x, t), n = t_n(x, t);
+        size_t lo, n = pass_n(x, t, c, &lo), at = t_off(x, t) + lo;
         if (n == 0) continue;
-        float *v = d_x + off;
+        float *v = vals + at;
         CodecSide side;
         memset(&side, 0, sizeof side);
-        side.seed = exchange_frame_seed(x->ex, step, t, pull ? EXCHANGE_SLOT_PULL : EXCHANGE_SLOT_PUSH);
-        side.repr = x->d_repr + off;
-        side.mask = pull ? NULL : x->d_mask + off; /* what this worker sent; not the server's pull */
+        side.seed = exchange_frame_seed(x->ex, step, t, ring ? p->slot : pull ? EXCHANGE_SLOT_PULL : EXCHANGE_SLOT_PUSH);
+        side.repr = x->d_repr + at;
+        side.mask = pull ? NULL : x->d_mask + at; /* what this worker sent; not the server's pull */
         side.density = density;
-        if (x->share[t] && (!pull || x->grad_pull)) side.scalar = &x->scalars[t];
+        if (!ring && x->share[t] && (!pull || x->grad_pull)) side.scalar = &x->scalars[t];
         if (codec_cuda_spec(enc[t])->ops->id == CODEC_GCOMP) {
-            gcomp_levels(x, pull, t, 0, n, v, d_lp, opt, lr);
-            side.levels = x->d_levels + off;
+            gcomp_levels(x, pull, t, lo, n, v, d_lp, opt, lr);
+            side.levels = x->d_levels + at;
         }
         double t1 = mono_seconds();
         if (x->stage) { /* staged: laid out below, once every length is known */
@@ -778,7 +839,7 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
             continue;
         }
         x->fat[t] = b->len + ENTRY_HDR;
-        int64_t flen = x->flen[t] = put_frame(x, b, t, 0, enc[t], v, n, &side);
+        int64_t flen = x->flen[t] = put_frame(x, b, t, ring ? (uint32_t)c : 0, enc[t], v, n, &side);
         x->fsec[t] = mono_seconds() - t1;
         if (flen < 0 && t < x->placed) {
             encode_failed(x, pull, t, flen);
@@ -788,18 +849,17 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
         if (flen >= 0 && t < x->placed) count++;
     }
     if (x->placed < x->T && !x->stage) b->len = sent; /* the frames after the failed one are not sent,
-                                                       * though their residual and statistics follow */
-    if (x->stage) count = place_frames(x, b, pull);
+                                                       * though their memory and statistics follow */
+    if (x->stage) count = place_frames(x, b, p);
     end_frames(x);
     /* what follows each frame, once the frames are complete. The server's error accumulation
      * keeps what the pulled frame did not represent (3LC section 3.1) */
-    if (pull_mem) ranges(x, EXCHANGE_RANGE_SUB, x->d_pullres, d_x, x->d_repr, NULL, -1, 1);
+    if (pull_mem) ranges(x, c, EXCHANGE_RANGE_SUB, x->d_pullres, vals, x->d_repr, NULL, RANGES_MEMORY, 1);
+    if (!pull) layer_stats(x, c, enc, vals);
     for (int t = 0; t < x->T && !pull; t++) {
-        size_t off = t_off(x, t), n = t_n(x, t);
+        size_t n = pass_n(x, t, c, NULL);
         int64_t flen = x->flen[t];
-        if (flen < 0) continue;
-        layer_add(x, t, enc[t], d_x + off, off, n, flen, x->fsec[t]);
-        if (t >= x->placed) continue;
+        if (flen < 0 || t >= x->placed) continue;
         /* the server's pull is everyone's down traffic, not its up; the counting is not the
          * codec's time (t0 moves past it, as the host exchange counts after its timer) */
         double tc = mono_seconds();
@@ -807,13 +867,14 @@ static void encode_pass(ExchangeCuda *x, int pull, float *d_x, const float *d_lp
         t0 += mono_seconds() - tc;
     }
     if (!pull) { /* memory_out: the residual keeps what the frame did not represent; DGC masks its momentum */
-        ranges(x, EXCHANGE_RANGE_SUB, x->d_resid, d_x, x->d_repr, NULL, -1, 1);
-        ranges(x, EXCHANGE_RANGE_MASK_ZERO, x->d_vel, NULL, NULL, x->d_mask, MEM_DGC, 1);
+        ranges(x, c, EXCHANGE_RANGE_SUB, x->d_resid, vals, x->d_repr, NULL, RANGES_MEMORY, 1);
+        ranges(x, c, EXCHANGE_RANGE_MASK_ZERO, x->d_vel, NULL, NULL, x->d_mask, MEM_DGC, 1);
     }
+    if (p->fold) ranges(x, c, EXCHANGE_RANGE_COPY, p->x, x->d_repr, NULL, NULL, RANGES_ALL, 1);
     set_count(x, b, count);
     pass_done();
     x->st.codec_s += mono_seconds() - t0;
-    if (!pull) x->st.up_bytes += b->len;
+    if (!pull && !ring) x->st.up_bytes += b->len; /* the ring counts its hops */
     if (!pull) x->coded = 1;
 }
 
@@ -894,86 +955,13 @@ static void average_bundles(ExchangeCuda *x, long step, int down) {
  * encode, gather, average the N bundles */
 static int avg_allgather(ExchangeCuda *x, const float *d_lp, const Optim *opt, double lr, long step, double density) {
     share_scalars(x);
-    encode_pass(x, 0, x->d_work, d_lp, opt, lr, step, density);
+    encode_pass(x, &(EncPass){x->d_work, 0, -1, 0, 0}, d_lp, opt, lr, step, density);
     comm_allgatherv(x->comm, &x->in, x->lens, x->out.p, x->out.len);
     average_bundles(x, step, 1);
     return agree(x);
 }
 
 /* ---- the ring (GCOMP section 6.2, Figure 8): exchange.c's avg_ring ---- */
-
-/* one bundle of chunk c of every tensor (those with values in it) into x->out, coded by
- * the ring's encoders of slot: exchange.c's encode_pass of a SIDE_RING pass. The memory
- * is applied per chunk to the running sums acc (d_work = acc + residual; DGC's memory
- * is refused over the ring by exchange_new), the frame's levels are those of a push (the partial sum as it
- * enters the average, / N), the residual keeps what the frame did not represent, and
- * with fold (the allgather phase's own chunk) acc takes what the frame represents. A
- * worker that failed sends an empty bundle (its receivers skip it; agree() stops all) */
-static void encode_ring(ExchangeCuda *x, int c, int slot, int fold, float *acc, const float *d_lp, const Optim *opt,
-                        double lr, long step) {
-    ByteBuf *b = &x->out;
-    begin(x, b, step);
-    if (x->failed) {
-        pass_done();
-        return;
-    }
-    size_t cap = BUNDLE_HDR;
-    for (int t = 0; t < x->T; t++) {
-        size_t m = exchange_ring_chunk(t_n(x, t), x->N, c, NULL);
-        if (m) cap += ENTRY_HDR + codec_cuda_max_frame(ring_codec(x, x->renc, t, slot), m);
-    }
-    bytebuf_reserve(b, cap);
-    double t0 = mono_seconds();
-    uint32_t count = 0;
-    for (int t = 0; t < x->T; t++) x->flen[t] = -1;
-    for (int t = 0; t < x->T; t++) { /* the frames, in tensor order */
-        size_t lo, m = exchange_ring_chunk(t_n(x, t), x->N, c, &lo);
-        if (m == 0) continue;
-        size_t at = t_off(x, t) + lo;
-        float *v = x->d_work + at;
-        cudaCheck(cudaMemcpy(v, acc + at, m * sizeof(float), cudaMemcpyDeviceToDevice));
-        if (x->mem[t] == MEM_RESIDUAL) exchange_cuda_add(v, x->d_resid + at, m);
-        CodecCuda *enc = ring_codec(x, x->renc, t, slot);
-        CodecSide side;
-        memset(&side, 0, sizeof side);
-        side.seed = exchange_frame_seed(x->ex, step, t, slot);
-        side.repr = x->d_repr + at;
-        side.mask = x->d_mask + at;
-        if (x->pol[t].spec.ops->id == CODEC_GCOMP) {
-            gcomp_levels(x, 0, t, lo, m, v, d_lp, opt, lr);
-            side.levels = x->d_levels + at;
-        }
-        double t1 = mono_seconds();
-        x->fat[t] = b->len + ENTRY_HDR;
-        int64_t flen = put_frame(x, b, t, (uint32_t)c, enc, v, m, &side);
-        if (flen < 0) {
-            set_err(x, "worker %d: encoding tensor %s failed: %s", x->rank, x->pt->t[t].name, gc_strerror((int)flen));
-            break;
-        }
-        x->flen[t] = flen;
-        x->fsec[t] = mono_seconds() - t1;
-        count++;
-    }
-    end_frames(x);
-    for (int t = 0; t < x->T; t++) { /* what follows each frame, once the frames are complete */
-        size_t lo, m = exchange_ring_chunk(t_n(x, t), x->N, c, &lo);
-        int64_t flen = x->flen[t];
-        if (flen < 0) continue;
-        size_t at = t_off(x, t) + lo;
-        float *v = x->d_work + at;
-        CodecCuda *enc = ring_codec(x, x->renc, t, slot);
-        layer_add(x, t, enc, v, at, m, flen, x->fsec[t]);
-        double tc = mono_seconds();
-        count_push(x, t, m, b->p + x->fat[t], flen);
-        t0 += mono_seconds() - tc;
-        if (x->mem[t] != MEM_NONE) exchange_cuda_sub(x->d_resid + at, v, x->d_repr + at, m);
-        if (fold) cudaCheck(cudaMemcpy(acc + at, x->d_repr + at, m * sizeof(float), cudaMemcpyDeviceToDevice));
-    }
-    set_count(x, b, count);
-    pass_done();
-    x->st.codec_s += mono_seconds() - t0;
-    x->coded = 1;
-}
 
 /* the bundle in x->in from worker src (the chunk's sender or, in the allgather phase,
  * its owner), chunk c of every tensor decoded by the ring's decoders of slot into acc
@@ -1037,12 +1025,13 @@ static int avg_ring(ExchangeCuda *x, const float *d_x, const float *d_lp, const 
     float *acc = x->d_agg;
     if (acc != d_x) cudaCheck(cudaMemcpy(acc, d_x, x->pt->total * sizeof(float), cudaMemcpyDeviceToDevice));
     for (int phase = 0; phase < 2; phase++) {
-        if (phase == 1) encode_ring(x, right, N + right, 1, acc, d_lp, opt, lr, step); /* r holds chunk r + 1 */
+        if (phase == 1) /* r holds chunk r + 1 */
+            encode_pass(x, &(EncPass){acc, 0, right, N + right, 1}, d_lp, opt, lr, step, 0);
         for (int s = 0; s < N - 1; s++) {
             int send_c = phase == 0 ? (r - s + 2 * N) % N : 0;
             int recv_c = phase == 0 ? (r - s - 1 + 2 * N) % N : (r - s + 2 * N) % N;
             if (phase == 0) {
-                encode_ring(x, send_c, send_c, 0, acc, d_lp, opt, lr, step);
+                encode_pass(x, &(EncPass){acc, 0, send_c, send_c, 0}, d_lp, opt, lr, step, 0);
             } else if (s > 0 && x->failed) {
                 begin(x, &x->out, step);
                 pass_done();
@@ -1109,7 +1098,7 @@ static int ps_exchange(ExchangeCuda *x, float *d_params, Optim *opt, double lr, 
     size_t total = x->pt->total;
     int server = x->rank == 0;
     share_scalars(x);
-    encode_pass(x, 0, x->d_work, d_params, opt, lr, step, density);
+    encode_pass(x, &(EncPass){x->d_work, 0, -1, 0, 0}, d_params, opt, lr, step, density);
     comm_gatherv(x->comm, &x->in, x->lens, x->out.p, x->out.len, 0);
     if (server) average_bundles(x, step, 0);
     int rc = agree(x);
@@ -1121,7 +1110,7 @@ static int ps_exchange(ExchangeCuda *x, float *d_params, Optim *opt, double lr, 
         else apply_gradient(x, x->d_global, opt, lr);
         exchange_cuda_sub(x->d_agg, x->d_global, before, total);
     }
-    if (server) encode_pass(x, 1, x->d_agg, x->d_global ? x->d_global : d_params, opt, lr, step, 0);
+    if (server) encode_pass(x, &(EncPass){x->d_agg, 1, -1, 0, 0}, x->d_global ? x->d_global : d_params, opt, lr, step, 0);
     rc = agree(x);
     if (rc) return rc;
     comm_bcast(x->comm, &x->out, 0);

@@ -17,14 +17,14 @@ extern "C" void exchange_cuda_sub(float *d, const float *a, const float *b, size
 extern "C" void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
 extern "C" void exchange_cuda_ranges(int op, float *d, const float *a, const float *b, const unsigned char *mask,
                                      const size_t *off, const size_t *n, size_t k);
-enum { EXCHANGE_RANGE_ADD, EXCHANGE_RANGE_SUB, EXCHANGE_RANGE_MASK_ZERO }; /* as dist/exchange_cuda.h */
+enum { EXCHANGE_RANGE_ADD, EXCHANGE_RANGE_SUB, EXCHANGE_RANGE_MASK_ZERO, EXCHANGE_RANGE_COPY }; /* as dist/exchange_cuda.h */
 extern "C" void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n);
 extern "C" void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n);
 extern "C" void exchange_cuda_div(float *d, const float *a, float s, size_t n);
 extern "C" void exchange_cuda_delta_levels(unsigned char *lv, const float *p, const float *x, float mul, float div,
                                            int guard, size_t n);
 extern "C" double exchange_cuda_sumsq(const float *a, const size_t *lo, const size_t *hi, size_t m, double *part);
-extern "C" void exchange_cuda_layer_sums(double out[3], const float *v, const float *repr, const unsigned char *mask,
+extern "C" void exchange_cuda_layer_sums(double *out, const float *v, const float *repr, const unsigned char *mask,
                                          size_t n, double *part);
 extern "C" void exchange_cuda_bundle_heads(unsigned char *out, unsigned char *scratch, const unsigned char *bundle,
                                            size_t len, uint32_t max);
@@ -143,12 +143,12 @@ __global__ void k_ex_layer_sums(double *part, const float *v, const float *repr,
         for (int j = 0; j < 3; j++) part[3 * blockIdx.x + j] = s[j][0];
 }
 
-/* part: [3 * (blocks + 1)]; the blocks' three sums added in block order into the last three */
-__global__ void k_ex_layer_total(double *part, unsigned blocks) {
+/* part: [3 * blocks]; the blocks' three sums added in block order into out[3] */
+__global__ void k_ex_layer_total(double *out, const double *part, unsigned blocks) {
     for (int j = 0; j < 3; j++) {
         double acc = 0;
         for (unsigned k = 0; k < blocks; k++) acc += part[3 * k + j];
-        part[3 * blocks + j] = acc;
+        out[j] = acc;
     }
 }
 
@@ -217,7 +217,7 @@ typedef struct {
 } ExRanges;
 
 /* each block on one range, found with constant indices into the argument; the roundings
- * of k_ex_add, k_ex_sub and k_ex_mask_zero */
+ * of k_ex_add, k_ex_sub and k_ex_mask_zero, or a copy */
 __global__ void k_ex_ranges(ExRanges r, int op, float *d, const float *a, const float *b, const unsigned char *mask) {
     size_t off = 0, n = 0, nb = 1, blk = 0;
 #pragma unroll
@@ -227,6 +227,7 @@ __global__ void k_ex_ranges(ExRanges r, int op, float *d, const float *a, const 
     for (size_t j = off + blk * TPB + threadIdx.x; j < off + n; j += nb * TPB) {
         if (op == EXCHANGE_RANGE_ADD) d[j] = __fadd_rn(d[j], a[j]);
         else if (op == EXCHANGE_RANGE_SUB) d[j] = __fsub_rn(a[j], b[j]);
+        else if (op == EXCHANGE_RANGE_COPY) d[j] = a[j];
         else if (mask[j]) d[j] = 0.0f;
     }
 }
@@ -269,14 +270,13 @@ extern "C" double exchange_cuda_sumsq(const float *a, const size_t *lo, const si
     return sum;
 }
 
-extern "C" void exchange_cuda_layer_sums(double out[3], const float *v, const float *repr, const unsigned char *mask,
+extern "C" void exchange_cuda_layer_sums(double *out, const float *v, const float *repr, const unsigned char *mask,
                                          size_t n, double *part) {
     size_t b = (n + TPB - 1) / TPB;
     unsigned blocks = b < EXCHANGE_LAYER_BLOCKS ? (b ? (unsigned)b : 1u) : EXCHANGE_LAYER_BLOCKS;
     k_ex_layer_sums<<<blocks, TPB>>>(part, v, repr, mask, n);
-    k_ex_layer_total<<<1, 1>>>(part, blocks);
+    k_ex_layer_total<<<1, 1>>>(out, part, blocks);
     cudaCheckLast();
-    cudaCheck(cudaMemcpy(out, part + 3 * blocks, 3 * sizeof(double), cudaMemcpyDeviceToHost));
 }
 
 /* one thread: exchange_cuda_bundle_heads' walk along the entries' chain, into o */

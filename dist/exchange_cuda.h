@@ -179,8 +179,9 @@ void exchange_cuda_sub(float *d, const float *a, const float *b, size_t n);
  * tensors of a pass, which a launch each would cost the host a driver call each): range k
  * the values [off[k], off[k] + n[k]) of every arena given, adjacent ranges merged.
  * EXCHANGE_RANGE_ADD d[i] = d[i] + a[i]; EXCHANGE_RANGE_SUB d[i] = a[i] - b[i];
- * EXCHANGE_RANGE_MASK_ZERO d[i] = 0 where mask[i].  off, n: [k] host */
-enum { EXCHANGE_RANGE_ADD, EXCHANGE_RANGE_SUB, EXCHANGE_RANGE_MASK_ZERO };
+ * EXCHANGE_RANGE_MASK_ZERO d[i] = 0 where mask[i]; EXCHANGE_RANGE_COPY d[i] = a[i].
+ * off, n: [k] host */
+enum { EXCHANGE_RANGE_ADD, EXCHANGE_RANGE_SUB, EXCHANGE_RANGE_MASK_ZERO, EXCHANGE_RANGE_COPY };
 void exchange_cuda_ranges(int op, float *d, const float *a, const float *b, const unsigned char *mask, const size_t *off,
                           const size_t *n, size_t k);
 /* the trainers' --ema on the device: ema[i] -= a * (ema[i] - params[i]), the host's
@@ -205,10 +206,11 @@ double exchange_cuda_sumsq(const float *a, const size_t *lo, const size_t *hi, s
 #define EXCHANGE_LAYER_BLOCKS 64 /* exchange_cuda_layer_sums' blocks at most */
 /* --log-layers on the device: out[0] = the sum of v[i]^2, out[1] of (v[i] - repr[i])^2,
  * out[2] the count of mask[i] != 0 (0 when mask is NULL), each in double, summed in
- * another order than the host's (exchange.c's encode_pass; equal to rounding).
- * v, repr: [n] floats, mask: [n] bytes or NULL, device; part: [3 *
- * (EXCHANGE_LAYER_BLOCKS + 1)] doubles of device scratch */
-void exchange_cuda_layer_sums(double out[3], const float *v, const float *repr, const unsigned char *mask, size_t n,
+ * another order than the host's (exchange.c's encode_pass; equal to rounding), left in
+ * stream order (the caller reads a pass's sums at once). v, repr: [n] floats, mask: [n]
+ * bytes or NULL, out: [3] doubles, part: [3 * EXCHANGE_LAYER_BLOCKS] doubles of scratch,
+ * device */
+void exchange_cuda_layer_sums(double *out, const float *v, const float *repr, const unsigned char *mask, size_t n,
                               double *part);
 
 /* The headers of a device bundle (dist/bundle.h) read in one copy, so that decoding it
