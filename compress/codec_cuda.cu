@@ -29,8 +29,10 @@ extern "C" {
 #include "common/rng.h"
 #include "compress/base3.h"
 #include "compress/codec.h"
+#include "compress/golomb.h"
 }
 #include "compress/codec_cuda.h"
+#include "compress/sparse_check.cuh"
 
 #include <math.h>
 #include <pthread.h>
@@ -1161,15 +1163,15 @@ static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     const uint8_t *z = p->d + 4;
     TlcCheck *chk = (TlcCheck *)gcx_dmalloc(sizeof(TlcCheck)), hc; /* read back together: one wait */
     if (L <= TLC_ONE_L && zlen <= TLC_ONE_L) { /* one kernel, which decodes only a valid stream */
-        if (p->tlc_checked) { /* checked with the frame's probe: no wait, and no launch for a bad one */
-            hc.bad = p->tlc_bad;
-            hc.total = p->tlc_total;
+        if (p->checked) { /* checked with the frame's probe: no wait, and no launch for a bad one */
+            hc.bad = p->chk1;
+            hc.total = p->chk2;
         }
-        if (!p->tlc_checked || (!hc.bad && hc.total == L)) {
+        if (!p->checked || (!hc.bad && hc.total == L)) {
             k_tlc_one_dec<<<1, TLC_ONE_T>>>(chk, out, z, zlen, n, L, m, weight, acc);
             cudaCheckLast();
         }
-        if (!p->tlc_checked) cudaCheck(cudaMemcpy(&hc, chk, sizeof hc, cudaMemcpyDeviceToHost));
+        if (!p->checked) cudaCheck(cudaMemcpy(&hc, chk, sizeof hc, cudaMemcpyDeviceToHost));
         gcx_dfree(chk);
         return hc.bad ? -GC_ERR_CORRUPT : hc.total < L ? -GC_ERR_TRUNCATED : hc.total > L ? -GC_ERR_OVERSIZED : 0;
     }
@@ -1984,13 +1986,16 @@ int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const fl
 
 /* What the host reads of a device frame of len bytes (a CodecProbe): its first
  * min(len, 36) bytes (the header, the payload's first PAY_HEAD), the last min(len - 20, 8)
- * bytes after the header, right-aligned as Pay.tail, and the CRC of those len - 20 bytes
- * (the payload, once the header says payload_len = len - 20, which every valid header does) */
+ * bytes after the header, right-aligned as Pay.tail, the CRC of those len - 20 bytes (the
+ * payload, once the header says payload_len = len - 20, which every valid header does), and
+ * for a payload small enough the check its decoder would wait for (k_probe_checks): checked
+ * the codec's id (0: none), chk1 and chk2 its results (3lc: TlcCheck's bad and total; topk,
+ * dgc, sbc: the return code of the decoder's device-side checks) */
 typedef struct {
     uint8_t hb[CODEC_HEADER_SIZE + PAY_HEAD];
     uint8_t tail[8];
     uint32_t crc;
-    uint32_t tlc_checked, tlc_bad, tlc_total, pad; /* k_tlc_probe's */
+    uint32_t checked, chk1, chk2, pad;
 } Probe;
 static_assert(sizeof(Probe) == sizeof(CodecProbe), "a CodecProbe holds a Probe");
 
@@ -2013,11 +2018,15 @@ __global__ void k_probe_batch(Probe *pr, ProbeTab a, const uint32_t *part, Op32 
     pr[f].crc = d_crc_fold(part + a.first[f], a.nb[f], span, a.z[f]);
 }
 
-/* block f: frame f's 3lc zero-run stream checked as k_tlc_one_dec checks it (the frame's
- * count from its header), where its header says 3lc and it is one k_tlc_one_dec takes; the
- * host uses the check once it has found the header valid (probe_check, tlc_dec) */
-__global__ void __launch_bounds__(TLC_ONE_T) k_tlc_probe(Probe *pr, ProbeTab a) {
+/* block f: frame f's payload checked as its decoder would check it on the device, where the
+ * decoder waits for that check and the payload is one the probe takes (the host uses the
+ * result once it has found the header valid: probe_check, the decoders): a 3lc zero-run
+ * stream as k_tlc_one_dec checks it (the frame's count from its header) where its header
+ * says 3lc and it is one k_tlc_one_dec takes; a topk, dgc or sbc payload as its decoder
+ * (compress/sparse_check.cuh) */
+__global__ void __launch_bounds__(TLC_ONE_T) k_probe_checks(Probe *pr, ProbeTab a) {
     __shared__ uint32_t sh[TLC_ONE_T];
+    __shared__ uint64_t sh64[TLC_ONE_T];
     unsigned f = blockIdx.x;
     const uint8_t *frame = a.frame[f];
     size_t len = a.len[f], at = CODEC_HEADER_SIZE + 4; /* the stream, after the scale */
@@ -2025,15 +2034,19 @@ __global__ void __launch_bounds__(TLC_ONE_T) k_tlc_probe(Probe *pr, ProbeTab a) 
                               (uint32_t)frame[11] << 24 : 0;
     size_t L = n / 5 + (n % 5 != 0); /* b3_len */
     if (len <= at || frame[5] != CODEC_3LC || L > TLC_ONE_L || len - at > TLC_ONE_L) {
-        if (threadIdx.x == 0) pr[f].tlc_checked = 0;
+        int rc, id = d_sparse_check(frame, len, sh64, &rc);
+        if (threadIdx.x == 0) {
+            pr[f].checked = (uint32_t)id;
+            pr[f].chk1 = (uint32_t)rc;
+        }
         return;
     }
     uint8_t zb[TLC_ONE_ITEMS];
     uint32_t pos, total, bad = d_tlc_one_check(zb, &pos, &total, frame + at, len - at, n, L, sh);
     if (threadIdx.x == 0) {
-        pr[f].tlc_checked = 1;
-        pr[f].tlc_bad = bad;
-        pr[f].tlc_total = total;
+        pr[f].checked = CODEC_3LC;
+        pr[f].chk1 = bad;
+        pr[f].chk2 = total;
     }
 }
 
@@ -2063,7 +2076,7 @@ void codec_cuda_probe_frames(CodecProbe *out, const uint8_t *const *frames, cons
         a.k = (unsigned)m;
         k_probe_batch<<<1, CODEC_BATCH>>>(dp + at, a, part, crc_span_op);
         cudaCheckLast();
-        k_tlc_probe<<<(unsigned)m, TLC_ONE_T>>>(dp + at, a);
+        k_probe_checks<<<(unsigned)m, TLC_ONE_T>>>(dp + at, a);
         cudaCheckLast();
         if (part) gcx_dfree(part);
     }
@@ -2144,9 +2157,9 @@ static int probe_check(const CodecCuda *g, size_t n, const uint8_t *frame, size_
     pay->len = pl;
     memcpy(pay->head, pr.hb + CODEC_HEADER_SIZE, pl < PAY_HEAD ? pl : PAY_HEAD);
     memcpy(pay->tail, pr.tail, 8);
-    pay->tlc_checked = pr.tlc_checked == 1;
-    pay->tlc_bad = pr.tlc_bad;
-    pay->tlc_total = pr.tlc_total;
+    pay->checked = pr.checked == (uint32_t)g->spec.ops->id ? (int)pr.checked : 0;
+    pay->chk1 = pr.chk1;
+    pay->chk2 = pr.chk2;
     *flags = h.flags;
     return 0;
 }

@@ -230,8 +230,9 @@ typedef struct {
     size_t len;
     uint8_t head[PAY_HEAD]; /* bytes 0 .. min(len, PAY_HEAD) - 1 */
     uint8_t tail[8];        /* the last min(len, 8) bytes, right-aligned: tail[8 - k] is byte len - k */
-    int tlc_checked;        /* a 3lc payload checked with its probe: tlc_bad, tlc_total as TlcCheck's */
-    uint32_t tlc_bad, tlc_total;
+    int checked;            /* the payload's device-side check made with its probe (Probe.checked): the
+                             * codec's id, or 0 without one; chk1, chk2 its results */
+    uint32_t chk1, chk2;
 } Pay;
 /* device scratch (never NULL; at least 16 bytes, 256-byte aligned): a piece of the calling
  * thread's arena (a stack), or from the stream-ordered pool where it does not fit. A piece

@@ -44,6 +44,7 @@ extern "C" {
 #include "compress/select.h"
 }
 #include "compress/codec_cuda.h"
+#include "compress/sparse_check.cuh"
 
 #include <math.h>
 #include <stdlib.h>
@@ -57,7 +58,6 @@ extern "C" {
 #define TPB 256
 #define GRID_STRIDE(i, n) \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
-#define DGC_RUN_SKIP 0xFFFFu
 
 /* ============================================================ selection ==== */
 
@@ -229,16 +229,32 @@ __global__ void k_pick(uint8_t *fl, const uint32_t *keys, const uint32_t *rank, 
     }
 }
 
-/* what the top-k selection reads back, once: how many it picked, and the radix select's
- * digit count */
+/* what an encoder reads back of its selection at its end, with its own results in one copy
+ * (zeroed before the selection): the checks of its radix select (how many it picked, the
+ * digits it found), and whether a selected value is NaN or infinite (k_nonfinite) */
 struct SelBack {
     int64_t got;
-    uint32_t found, pad;
+    uint32_t found, bad;
 };
 
+/* the checks of gpu_select's radix select, where it ran (radix), read back in hb: an
+ * internal error stops the program */
+static void sel_check(const SelBack *hb, int radix, size_t k) {
+    if (!radix) return;
+    kth_check(hb->found);
+    if ((size_t)hb->got != k) {
+        fprintf(stderr, "internal error: GPU top-k picked %lld of %zu at %s:%d\n", (long long)hb->got, k, __FILE__,
+                __LINE__);
+        exit(1);
+    }
+}
+
 /* The top k keys of x[n] (select.h's definition), indices increasing, into
- * idx ([k] device). Returns min(k, number of nonzero keys). */
-static size_t gpu_select(uint32_t *idx, const float *x, size_t n, size_t k, int mode) {
+ * idx ([k] device). Returns min(k, number of nonzero keys). With more candidates than k,
+ * a radix select picks them (*radix = 1), and its checks are left in bk (device) for the
+ * caller's read, with sel_check */
+static size_t gpu_select(uint32_t *idx, const float *x, size_t n, size_t k, int mode, SelBack *bk, int *radix) {
+    *radix = 0;
     if (k > n) k = n;
     if (k == 0) return 0;
     uint32_t t0 = 1;
@@ -279,23 +295,15 @@ static size_t gpu_select(uint32_t *idx, const float *x, size_t n, size_t k, int 
     gcx_exclusive_sum_u32(rank, eq, c);
     k_pick<<<gcx_grid(c), TPB>>>(fl, keys, rank, c, st, (uint64_t)k);
     cudaCheckLast();
-    SelBack *bk = (SelBack *)gcx_dmalloc(sizeof(SelBack)), hb;
     gcx_select_flagged_u32_dev(idx, cand, fl, c, &bk->got);
     cudaCheck(cudaMemcpyAsync(&bk->found, &st->found, sizeof st->found, cudaMemcpyDeviceToDevice, 0));
-    cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost));
-    gcx_dfree(bk);
+    *radix = 1;
     gcx_dfree(st);
-    kth_check(hb.found);
-    size_t got = (size_t)hb.got;
     gcx_dfree(keys);
     gcx_dfree(eq);
     gcx_dfree(rank);
     gcx_dfree(fl);
     gcx_dfree(cand);
-    if (got != k) {
-        fprintf(stderr, "internal error: GPU top-k picked %zu of %zu at %s:%d\n", got, k, __FILE__, __LINE__);
-        exit(1);
-    }
     return k;
 }
 
@@ -312,15 +320,13 @@ __global__ void k_nonfinite(uint32_t *flag, const float *v, size_t c) {
     if (f) atomicOr(flag, 1u);
 }
 
-static int all_finite(const float *v, size_t c) {
-    if (c == 0) return 1;
-    uint32_t *d = (uint32_t *)gcx_dmalloc(4), h = 0;
-    cudaCheck(cudaMemsetAsync(d, 0, 4, 0));
-    k_nonfinite<<<gcx_grid(c), TPB>>>(d, v, c);
+/* the selected values v[c] gathered from x and checked into bk->bad (k_nonfinite) */
+static void gather_checked(float *v, const uint32_t *idx, const float *x, size_t c, SelBack *bk) {
+    if (c == 0) return;
+    k_gather_vals<<<gcx_grid(c), TPB>>>(v, idx, x, c);
     cudaCheckLast();
-    cudaCheck(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
-    gcx_dfree(d);
-    return h == 0;
+    k_nonfinite<<<gcx_grid(c), TPB>>>(&bk->bad, v, c);
+    cudaCheckLast();
 }
 
 __global__ void k_scatter_mask(uint8_t *mask, const uint32_t *idx, size_t c) {
@@ -392,15 +398,18 @@ static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, 
     if (select_density(&ratio, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
     size_t k = select_count(ratio, n);
     uint32_t *idx = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4);
-    size_t cnt = gpu_select(idx, x, n, k, SELECT_MAG);
+    SelBack *bk = (SelBack *)gcx_dmalloc(sizeof(SelBack)), hb;
+    cudaCheck(cudaMemsetAsync(bk, 0, sizeof hb, 0));
+    int radix;
+    size_t cnt = gpu_select(idx, x, n, k, SELECT_MAG, bk, &radix);
     float *v = (float *)gcx_dmalloc((cnt ? cnt : 1) * 4);
-    if (cnt) {
-        k_gather_vals<<<gcx_grid(cnt), TPB>>>(v, idx, x, cnt);
-        cudaCheckLast();
-    }
+    gather_checked(v, idx, x, cnt, bk);
+    cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost)); /* the selection's checks, the values' */
+    gcx_dfree(bk);
+    sel_check(&hb, radix, cnt);
     int64_t rc = 0;
     size_t bm = (n + 7) / 8, len = 4 + bm + 4 * cnt;
-    if (!all_finite(v, cnt)) rc = -GC_ERR_PARAM;
+    if (hb.bad) rc = -GC_ERR_PARAM;
     else if (cap < len) rc = -GC_ERR_NOSPACE;
     if (!rc) {
         cudaCheck(cudaMemsetAsync(pay, 0, 4 + bm, 0));
@@ -419,10 +428,6 @@ static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, 
     return rc;
 }
 
-/* little-endian 32-bit word at any alignment */
-__device__ __forceinline__ uint32_t d_get_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
 
 /* pc[b] = set bits of bitmap byte b (pc[bm] = 0); *flag |= 1 when the padding bits of
  * the last byte (pad: their mask) are not zero */
@@ -437,8 +442,7 @@ __global__ void k_popcnt(uint32_t *pc, uint32_t *flag, const uint8_t *bitmap, si
 __global__ void k_bad_vals(uint32_t *flag, const uint8_t *vals, size_t k) {
     uint32_t f = 0;
     GRID_STRIDE(j, k) {
-        uint32_t u = d_get_u32(vals + 4 * j);
-        f |= (u & 0x7FFFFFFFu) == 0 || (u & 0x7F800000u) == 0x7F800000u;
+        f |= d_bad_value(d_get_u32(vals + 4 * j));
     }
     if (f) atomicOr(flag, 1u);
 }
@@ -469,21 +473,25 @@ static int topk_dec(float *out, size_t n, float weight, int acc, const Pay *p, u
     if ((uint64_t)p->len < need) return -GC_ERR_TRUNCATED;
     if ((uint64_t)p->len > need) return -GC_ERR_OVERSIZED;
     if (n == 0) return 0;
+    int checked = p->checked == CODEC_TOPK, rc = checked ? (int)p->chk1 : 0; /* the probe's d_topk_check */
+    if (rc) return rc;
     const uint8_t *bitmap = p->d + 4, *vals = p->d + 4 + bm;
     /* rank[0..bm]: the scan of the popcounts (rank[bm] = the bitmap's popcount, < 2^32: at
      * most n bits); rank[bm + 1]: the flag of a set padding bit or a bad value */
     uint32_t *pc = (uint32_t *)gcx_dmalloc((bm + 1) * 4), *rank = (uint32_t *)gcx_dmalloc((bm + 2) * 4);
-    cudaCheck(cudaMemsetAsync(rank + bm + 1, 0, 4, 0));
+    if (!checked) cudaCheck(cudaMemsetAsync(rank + bm + 1, 0, 4, 0));
     k_popcnt<<<gcx_grid(bm + 1), TPB>>>(pc, rank + bm + 1, bitmap, bm, (n & 7) ? 0xFFu >> (n & 7) : 0u);
     cudaCheckLast();
     gcx_exclusive_sum_u32(rank, pc, bm + 1);
-    if (k) {
-        k_bad_vals<<<gcx_grid(k), TPB>>>(rank + bm + 1, vals, k);
-        cudaCheckLast();
+    if (!checked) { /* the checks here, and a wait for them */
+        if (k) {
+            k_bad_vals<<<gcx_grid(k), TPB>>>(rank + bm + 1, vals, k);
+            cudaCheckLast();
+        }
+        uint32_t got[2]; /* popcount, flag */
+        cudaCheck(cudaMemcpy(got, rank + bm, sizeof got, cudaMemcpyDeviceToHost));
+        rc = got[1] || got[0] != k ? -GC_ERR_CORRUPT : 0;
     }
-    uint32_t got[2]; /* popcount, flag */
-    cudaCheck(cudaMemcpy(got, rank + bm, sizeof got, cudaMemcpyDeviceToHost));
-    int rc = got[1] || got[0] != k ? -GC_ERR_CORRUPT : 0;
     if (!rc) {
         if (!acc) cudaCheck(cudaMemsetAsync(out, 0, n * sizeof(float), 0));
         k_topk_dec<<<gcx_grid(bm), TPB>>>(out, bitmap, vals, rank, bm, n, weight, acc);
@@ -530,9 +538,10 @@ __global__ void k_dgc_write(uint8_t *pay, const uint32_t *idx, const float *v, c
     }
 }
 
+/* what dgc_enc reads back, in one copy: its selection's, and the run entries the values take */
 struct DgcBack {
+    SelBack sel;
     uint64_t entries;
-    uint32_t bad, pad;
 };
 
 static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
@@ -540,29 +549,24 @@ static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     if (select_density(&density, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
     size_t k = select_count(density, n);
     uint32_t *idx = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4);
-    size_t cnt = gpu_select(idx, x, n, k, SELECT_MAG);
+    DgcBack *bk = (DgcBack *)gcx_dmalloc(sizeof(DgcBack)), hb;
+    cudaCheck(cudaMemsetAsync(bk, 0, sizeof hb, 0));
+    int radix;
+    size_t cnt = gpu_select(idx, x, n, k, SELECT_MAG, &bk->sel, &radix);
     float *v = (float *)gcx_dmalloc((cnt ? cnt : 1) * 4);
     uint64_t *e = (uint64_t *)gcx_dmalloc((cnt + 1) * 8), *off = (uint64_t *)gcx_dmalloc((cnt + 1) * 8);
     int64_t rc = 0;
-    if (cnt) {
-        k_gather_vals<<<gcx_grid(cnt), TPB>>>(v, idx, x, cnt);
-        cudaCheckLast();
-    }
-    /* whether the values are finite and how many run entries they take, read back together */
-    DgcBack *bk = (DgcBack *)gcx_dmalloc(sizeof(DgcBack)), hb;
-    cudaCheck(cudaMemsetAsync(bk, 0, sizeof(DgcBack), 0));
-    if (cnt) {
-        k_nonfinite<<<gcx_grid(cnt), TPB>>>(&bk->bad, v, cnt);
-        cudaCheckLast();
-    }
+    gather_checked(v, idx, x, cnt, &bk->sel);
+    /* how many run entries the values take, read back with the checks */
     k_dgc_entries<<<gcx_grid(cnt + 1), TPB>>>(e, idx, cnt);
     cudaCheckLast();
     gcx_exclusive_sum_u64(off, e, cnt + 1);
     cudaCheck(cudaMemcpyAsync(&bk->entries, off + cnt, 8, cudaMemcpyDeviceToDevice, 0));
     cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost));
     gcx_dfree(bk);
+    sel_check(&hb.sel, radix, cnt);
     uint64_t entries = hb.entries;
-    if (hb.bad) rc = -GC_ERR_PARAM;
+    if (hb.sel.bad) rc = -GC_ERR_PARAM;
     else if (cap < 4 + 4 * cnt + 2 * entries) rc = -GC_ERR_NOSPACE;
     if (!rc) {
         put_u32_dev(pay, (uint32_t)cnt);
@@ -632,7 +636,8 @@ static int dgc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     if (k == 0 && p->len != 4) return -GC_ERR_OVERSIZED;
     size_t E = (p->len - 4 - 4 * (size_t)k) / 2; /* >= k */
     int stray = (p->len - 4 - 4 * (size_t)k) & 1;
-    int rc = 0;
+    int checked = p->checked == CODEC_DGC, rc = checked ? (int)p->chk1 : 0; /* the probe's d_dgc_check */
+    if (rc) return rc;
     uint32_t *pos = NULL;
     if (k) {
         /* the CPU walk reads at most k gap ends and (n - 1) / 65535 + 1 skips (each takes the
@@ -645,22 +650,23 @@ static int dgc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
         uint32_t *t = (uint32_t *)gcx_dmalloc((W + 1) * 4), *J = (uint32_t *)gcx_dmalloc((W + 1) * 4);
         DgcWalk *dw = (DgcWalk *)gcx_dmalloc(sizeof(DgcWalk)), w;
         pos = (uint32_t *)gcx_dmalloc(k * 4);
-        cudaCheck(cudaMemsetAsync(dw, 0, sizeof w, 0));
-        k_bad_vals<<<gcx_grid(k), TPB>>>(&dw->bad, p->d + 4, k);
-        cudaCheckLast();
+        if (!checked) {
+            cudaCheck(cudaMemsetAsync(dw, 0, sizeof w, 0));
+            k_bad_vals<<<gcx_grid(k), TPB>>>(&dw->bad, p->d + 4, k);
+            cudaCheckLast();
+        }
         k_dgc_entries_dec<<<gcx_grid(W + 1), TPB>>>(r, t, p->d + 4 + 4 * k, W);
         cudaCheckLast();
         gcx_exclusive_sum_u64(S, r, W + 1);
         gcx_exclusive_sum_u32(J, t, W + 1); /* at most W < 2^31 ends */
         k_dgc_positions<<<gcx_grid(W), TPB>>>(pos, dw, r, t, S, J, W, k);
         cudaCheckLast();
-        k_dgc_short<<<1, 1>>>(dw, S, J, W, k);
-        cudaCheckLast();
-        cudaCheck(cudaMemcpy(&w, dw, sizeof w, cudaMemcpyDeviceToHost));
-        if (w.bad) rc = -GC_ERR_CORRUPT;
-        else if (w.at >= n) rc = -GC_ERR_CORRUPT;
-        else if (w.ends < k) rc = -GC_ERR_TRUNCATED;
-        else if (w.last != E - 1 || stray) rc = -GC_ERR_OVERSIZED;
+        if (!checked) { /* the walk's outcome here, and a wait for it */
+            k_dgc_short<<<1, 1>>>(dw, S, J, W, k);
+            cudaCheckLast();
+            cudaCheck(cudaMemcpy(&w, dw, sizeof w, cudaMemcpyDeviceToHost));
+            rc = dgc_verdict(w.bad, w.ends, w.last, w.at, n, k, E, stray);
+        }
         gcx_dfree(r);
         gcx_dfree(S);
         gcx_dfree(t);
@@ -680,8 +686,6 @@ static int dgc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
 
 /* ================================================================= sbc ==== */
 
-#define SBC_HEADER 9
-
 /* Algorithm 2's two sums, double, in index order (the CPU's roundings), in one device
  * thread; bad: a value is NaN or infinite. v: [cp + cn] the positive side's values,
  * then the negative side's */
@@ -689,6 +693,12 @@ struct SbcSums {
     double sp, sn;
     uint32_t bad;
 };
+/* what sbc_enc reads back of its selections and sums, in one copy */
+struct SbcBack {
+    SelBack sel[2];
+    SbcSums sums;
+};
+
 __global__ void k_sbc_sums(SbcSums *s, const float *v, size_t cp, size_t cn) {
     double sp = 0, sn = 0;
     uint32_t bad = 0;
@@ -739,8 +749,11 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     if (select_density(&p, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
     size_t k = select_count(p, n);
     uint32_t *dpos = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4), *dneg = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4);
-    size_t cp = gpu_select(dpos, x, n, k, SELECT_POS);
-    size_t cn = gpu_select(dneg, x, n, k, SELECT_NEG);
+    SbcBack *bk = (SbcBack *)gcx_dmalloc(sizeof(SbcBack)), hb;
+    cudaCheck(cudaMemsetAsync(bk, 0, sizeof hb, 0));
+    int radix[2];
+    size_t cp = gpu_select(dpos, x, n, k, SELECT_POS, &bk->sel[0], &radix[0]);
+    size_t cn = gpu_select(dneg, x, n, k, SELECT_NEG, &bk->sel[1], &radix[1]);
     float *dv = (float *)gcx_dmalloc((cp + cn ? cp + cn : 1) * 4);
     if (cp) {
         k_gather_vals<<<gcx_grid(cp), TPB>>>(dv, dpos, x, cp);
@@ -750,12 +763,14 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
         k_gather_vals<<<gcx_grid(cn), TPB>>>(dv + cp, dneg, x, cn);
         cudaCheckLast();
     }
-    SbcSums *ds = (SbcSums *)gcx_dmalloc(sizeof(SbcSums)), sums;
-    k_sbc_sums<<<1, 1>>>(ds, dv, cp, cn);
+    k_sbc_sums<<<1, 1>>>(&bk->sums, dv, cp, cn);
     cudaCheckLast();
-    cudaCheck(cudaMemcpy(&sums, ds, sizeof sums, cudaMemcpyDeviceToHost));
-    gcx_dfree(ds);
+    cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost)); /* the sums with the selections' checks */
+    gcx_dfree(bk);
     gcx_dfree(dv);
+    sel_check(&hb.sel[0], radix[0], cp);
+    sel_check(&hb.sel[1], radix[1], cn);
+    const SbcSums sums = hb.sums;
     int64_t rc = sums.bad ? -GC_ERR_PARAM : 0;
     /* Algorithm 2: the two means, the larger side */
     double mu_pos = cp ? sums.sp / (double)cp : 0.0;
@@ -806,30 +821,9 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     return rc;
 }
 
-/* compress/sbc.c sbc_walk (Algorithm 4, validation) in one device thread, recording the
- * positions. pos: [m]; *rc: the walk's return code */
+/* the walk in one device thread, recording the positions. pos: [m]; *rc: its return code */
 __global__ void k_sbc_walk(uint32_t *pos, int *rc, size_t n, int b, uint64_t m, const uint8_t *bits, size_t nbytes) {
-    BitReader r;
-    br_init(&r, bits, nbytes);
-    uint64_t next = 0;
-    for (uint64_t j = 0; j < m; j++) {
-        uint64_t gap;
-        if (next >= n) {
-            *rc = -GC_ERR_CORRUPT;
-            return;
-        }
-        int e = rice_get(&gap, &r, b, n - 1 - next);
-        if (e) {
-            *rc = e;
-            return;
-        }
-        pos[j] = (uint32_t)(next + gap);
-        next += gap + 1;
-    }
-    uint64_t left = br_bits_left(&r);
-    if (left >= 8) *rc = -GC_ERR_OVERSIZED;
-    else if (left && br_peek(&r, (int)left) != 0) *rc = -GC_ERR_CORRUPT;
-    else *rc = 0;
+    *rc = d_sbc_walk(pos, n, b, m, bits, nbytes);
 }
 
 /* compress/sbc.c sbc_decode: the header on the host, the Rice codes on the device */
@@ -845,11 +839,13 @@ static int sbc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     if (m > 0 && (!isfinite(mean) || mean == 0.0f)) return -GC_ERR_CORRUPT;
     uint64_t have = 8 * (uint64_t)(p->len - SBC_HEADER);
     if (m * (uint64_t)(b + 1) > have) return -GC_ERR_TRUNCATED;
+    int checked = p->checked == CODEC_SBC, rc = checked ? (int)p->chk1 : 0; /* the probe's walk */
+    if (rc) return rc;
     uint32_t *pos = (uint32_t *)gcx_dmalloc(m * 4);
-    int *drc = (int *)gcx_dmalloc(sizeof(int)), rc;
+    int *drc = (int *)gcx_dmalloc(sizeof(int));
     k_sbc_walk<<<1, 1>>>(pos, drc, n, b, m, p->d + SBC_HEADER, p->len - SBC_HEADER);
     cudaCheckLast();
-    cudaCheck(cudaMemcpy(&rc, drc, sizeof rc, cudaMemcpyDeviceToHost));
+    if (!checked) cudaCheck(cudaMemcpy(&rc, drc, sizeof rc, cudaMemcpyDeviceToHost)); /* a wait for it */
     if (!rc && n) {
         if (!acc) cudaCheck(cudaMemsetAsync(out, 0, n * sizeof(float), 0));
         if (m) {

@@ -172,9 +172,10 @@ static void cmp_decode(const CodecSpec *spec, const char *text, const uint8_t *f
         /* the frame in device memory, at an offset that is not 8-byte aligned (as in a bundle),
          * decoded by a third decoder: the same code and the same floats as the host frame's
          * (one frame in three, in one of the two modes, by the frame's length: the decoders
-         * after the frame's checks are the host frame's; the rest keeps the test's time) */
+         * after the frame's checks are the host frame's; the rest keeps the test's time). Every
+         * crafted sparse payload: its probe checks it as the decoder would (gcx_sparse_probe) */
         static unsigned dev_turn;
-        if (acc == (int)(len & 1) && dev_turn++ % 3 == 0) {
+        if (acc == (int)(len & 1) && (!strcmp(what, "crafted") || dev_turn++ % 3 == 0)) {
             CodecCuda *gv = codec_cuda_new(spec);
             float *vout = dalloc_f(n), *ov = malloc((n ? n : 1) * sizeof(float));
             size_t off = 1 + len % 7;
