@@ -122,9 +122,9 @@ static __device__ int d_dgc_check(const uint8_t *p, size_t pl, uint64_t n, uint6
 }
 
 /* the device checks of a frame of len bytes (any bytes) whose header says topk, dgc or sbc,
- * where the payload is one a probe takes: topk and dgc payloads of up to 64 bytes a thread
- * of the block, sbc's of up to 4 codes a thread (its walk is one thread's); the decoders
- * check larger ones themselves, with a wait. Returns the codec's id and its decoder's
+ * where the payload is one a probe takes: of up to 64 bytes a thread of the block, and sbc's
+ * of up to 4 codes a thread besides (its walk is one thread's, and its decoder walks it
+ * again for the positions); the decoders check larger ones themselves, with a wait. Returns the codec's id and its decoder's
  * return code in *rc (which the host uses once the header and the decoder's own checks on
  * the host have passed), or 0 where it checked nothing. Every thread of the block calls it;
  * sh: [blockDim.x] shared */
@@ -139,7 +139,7 @@ static __device__ int d_sparse_check(const uint8_t *frame, size_t len, uint64_t 
         *rc = d_topk_check(p, n, k, sh);
     } else if (id == CODEC_DGC && k >= 1 && k <= n && pl <= most && pl >= 4 + 6 * k) {
         *rc = d_dgc_check(p, pl, n, k, sh);
-    } else if (id == CODEC_SBC && pl >= SBC_HEADER && p[8] <= 31 && k <= 4 * (uint64_t)blockDim.x) {
+    } else if (id == CODEC_SBC && pl >= SBC_HEADER && pl <= most && p[8] <= 31 && k <= 4 * (uint64_t)blockDim.x) {
         if (threadIdx.x == 0) *rc = d_sbc_walk(NULL, n, p[8], k, p + SBC_HEADER, pl - SBC_HEADER);
     } else {
         return 0;

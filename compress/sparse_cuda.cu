@@ -309,8 +309,11 @@ static size_t gpu_select(uint32_t *idx, const float *x, size_t n, size_t k, int 
 
 /* ============================================================= helpers ==== */
 
-__global__ void k_gather_vals(float *v, const uint32_t *idx, const float *x, size_t c) {
-    GRID_STRIDE(j, c) v[j] = x[idx[j]];
+/* v[j] = x[idx[j]] (x: [n]). The selection's own checks are read with the encoder's results,
+ * after this runs: an index at or past n, which only a selection that failed them leaves,
+ * reads nothing, so that the run stops with their message */
+__global__ void k_gather_vals(float *v, const uint32_t *idx, const float *x, size_t c, size_t n) {
+    GRID_STRIDE(j, c) v[j] = idx[j] < n ? x[idx[j]] : 0.0f;
 }
 
 /* *flag |= 1 when some v[j] is NaN or infinite */
@@ -320,10 +323,10 @@ __global__ void k_nonfinite(uint32_t *flag, const float *v, size_t c) {
     if (f) atomicOr(flag, 1u);
 }
 
-/* the selected values v[c] gathered from x and checked into bk->bad (k_nonfinite) */
-static void gather_checked(float *v, const uint32_t *idx, const float *x, size_t c, SelBack *bk) {
+/* the selected values v[c] gathered from x ([n]) and checked into bk->bad (k_nonfinite) */
+static void gather_checked(float *v, const uint32_t *idx, const float *x, size_t c, size_t n, SelBack *bk) {
     if (c == 0) return;
-    k_gather_vals<<<gcx_grid(c), TPB>>>(v, idx, x, c);
+    k_gather_vals<<<gcx_grid(c), TPB>>>(v, idx, x, c, n);
     cudaCheckLast();
     k_nonfinite<<<gcx_grid(c), TPB>>>(&bk->bad, v, c);
     cudaCheckLast();
@@ -403,7 +406,7 @@ static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, 
     int radix;
     size_t cnt = gpu_select(idx, x, n, k, SELECT_MAG, bk, &radix);
     float *v = (float *)gcx_dmalloc((cnt ? cnt : 1) * 4);
-    gather_checked(v, idx, x, cnt, bk);
+    gather_checked(v, idx, x, cnt, n, bk);
     cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost)); /* the selection's checks, the values' */
     gcx_dfree(bk);
     sel_check(&hb, radix, cnt);
@@ -556,7 +559,7 @@ static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     float *v = (float *)gcx_dmalloc((cnt ? cnt : 1) * 4);
     uint64_t *e = (uint64_t *)gcx_dmalloc((cnt + 1) * 8), *off = (uint64_t *)gcx_dmalloc((cnt + 1) * 8);
     int64_t rc = 0;
-    gather_checked(v, idx, x, cnt, &bk->sel);
+    gather_checked(v, idx, x, cnt, n, &bk->sel);
     /* how many run entries the values take, read back with the checks */
     k_dgc_entries<<<gcx_grid(cnt + 1), TPB>>>(e, idx, cnt);
     cudaCheckLast();
@@ -756,11 +759,11 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     size_t cn = gpu_select(dneg, x, n, k, SELECT_NEG, &bk->sel[1], &radix[1]);
     float *dv = (float *)gcx_dmalloc((cp + cn ? cp + cn : 1) * 4);
     if (cp) {
-        k_gather_vals<<<gcx_grid(cp), TPB>>>(dv, dpos, x, cp);
+        k_gather_vals<<<gcx_grid(cp), TPB>>>(dv, dpos, x, cp, n);
         cudaCheckLast();
     }
     if (cn) {
-        k_gather_vals<<<gcx_grid(cn), TPB>>>(dv + cp, dneg, x, cn);
+        k_gather_vals<<<gcx_grid(cn), TPB>>>(dv + cp, dneg, x, cn, n);
         cudaCheckLast();
     }
     k_sbc_sums<<<1, 1>>>(&bk->sums, dv, cp, cn);
