@@ -690,19 +690,20 @@ static int dgc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
 /* ================================================================= sbc ==== */
 
 /* Algorithm 2's two sums, double, in index order (the CPU's roundings), in one device
- * thread; bad: a value is NaN or infinite. v: [cp + cn] the positive side's values,
+ * thread; *bad_out: a value is NaN or infinite. v: [cp + cn] the positive side's values,
  * then the negative side's */
 struct SbcSums {
     double sp, sn;
-    uint32_t bad;
 };
-/* what sbc_enc reads back of its selections and sums, in one copy */
+/* what sbc_enc reads back, in one copy: its selections' checks (the first's bad: a value's),
+ * the sums, and the Rice codes' total length on each side */
 struct SbcBack {
     SelBack sel[2];
     SbcSums sums;
+    uint64_t total[2];
 };
 
-__global__ void k_sbc_sums(SbcSums *s, const float *v, size_t cp, size_t cn) {
+__global__ void k_sbc_sums(SbcSums *s, uint32_t *bad_out, const float *v, size_t cp, size_t cn) {
     double sp = 0, sn = 0;
     uint32_t bad = 0;
     for (size_t j = 0; j < cp + cn; j++) {
@@ -713,7 +714,7 @@ __global__ void k_sbc_sums(SbcSums *s, const float *v, size_t cp, size_t cn) {
     }
     s->sp = sp;
     s->sn = sn;
-    s->bad = bad;
+    *bad_out = bad;
 }
 
 /* the gap before position j (positions increasing; the first counts from -1) */
@@ -745,7 +746,7 @@ __global__ void k_rice_put(uint32_t *pay32, const uint32_t *idx, const uint64_t 
 }
 
 /* compress/sbc.c sbc_encode on the device: the two selections, the sums, the Rice codes;
- * the host reads the sums and the codes' length. pay: 4-byte aligned (a device
+ * the host reads the sums and both sides' codes' lengths in one copy. pay: 4-byte aligned (a device
  * allocation, or codec_encode_cuda_payload's staging) */
 static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
     double p;
@@ -766,41 +767,50 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
         k_gather_vals<<<gcx_grid(cn), TPB>>>(dv + cp, dneg, x, cn, n);
         cudaCheckLast();
     }
-    k_sbc_sums<<<1, 1>>>(&bk->sums, dv, cp, cn);
+    k_sbc_sums<<<1, 1>>>(&bk->sums, &bk->sel[0].bad, dv, cp, cn);
     cudaCheckLast();
-    cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost)); /* the sums with the selections' checks */
+    /* Algorithm 3: gaps, Golomb-Rice with the optimal parameter (equation 5): on both sides,
+     * each code's length and their exclusive scan (each code's bit offset, the total at m),
+     * so that the side Algorithm 2 picks has its total in the same read as the sums */
+    int b = golomb_rice_bits(p);
+    const uint32_t *sidx[2] = {dpos, dneg};
+    size_t sm[2] = {cp, cn};
+    uint64_t *off[2];
+    for (int q = 0; q < 2; q++) {
+        off[q] = (uint64_t *)gcx_dmalloc((sm[q] + 1) * 8);
+        if (sm[q] == 0) continue;
+        uint64_t *bits = (uint64_t *)gcx_dmalloc((sm[q] + 1) * 8);
+        k_rice_len<<<gcx_grid(sm[q] + 1), TPB>>>(bits, sidx[q], sm[q], b);
+        cudaCheckLast();
+        gcx_exclusive_sum_u64(off[q], bits, sm[q] + 1);
+        cudaCheck(cudaMemcpyAsync(&bk->total[q], off[q] + sm[q], 8, cudaMemcpyDeviceToDevice, 0));
+        gcx_dfree(bits);
+    }
+    cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost)); /* the sums, lengths and checks */
     gcx_dfree(bk);
     gcx_dfree(dv);
     sel_check(&hb.sel[0], radix[0], cp);
     sel_check(&hb.sel[1], radix[1], cn);
     const SbcSums sums = hb.sums;
-    int64_t rc = sums.bad ? -GC_ERR_PARAM : 0;
+    int64_t rc = hb.sel[0].bad ? -GC_ERR_PARAM : 0;
     /* Algorithm 2: the two means, the larger side */
     double mu_pos = cp ? sums.sp / (double)cp : 0.0;
     double mu_neg = cn ? -sums.sn / (double)cn : 0.0;
     const uint32_t *didx = NULL;
     size_t m = 0;
     float mean = 0.0f;
+    int side_q = 0;
     if (cp || cn) {
         if (cp && mu_pos >= mu_neg) {
             didx = dpos, m = cp;
             mean = (float)mu_pos;
         } else {
-            didx = dneg, m = cn;
+            didx = dneg, m = cn, side_q = 1;
             mean = -(float)mu_neg;
         }
     }
     if (!rc && m && (!isfinite(mean) || mean == 0.0f)) rc = -GC_ERR_PARAM;
-    /* Algorithm 3: gaps, Golomb-Rice with the optimal parameter (equation 5): each code's
-     * length, their exclusive scan (each code's bit offset, the total at m) */
-    int b = golomb_rice_bits(p);
-    uint64_t *bits = (uint64_t *)gcx_dmalloc((m + 1) * 8), *off = (uint64_t *)gcx_dmalloc((m + 1) * 8), total = 0;
-    if (!rc && m) {
-        k_rice_len<<<gcx_grid(m + 1), TPB>>>(bits, didx, m, b);
-        cudaCheckLast();
-        gcx_exclusive_sum_u64(off, bits, m + 1);
-        cudaCheck(cudaMemcpy(&total, off + m, 8, cudaMemcpyDeviceToHost));
-    }
+    uint64_t total = m ? hb.total[side_q] : 0;
     size_t len = SBC_HEADER + (size_t)((total + 7) / 8);
     if (!rc && cap < len) rc = -GC_ERR_NOSPACE;
     if (!rc) {
@@ -810,15 +820,15 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
         h[8] = (uint8_t)b;
         cudaCheck(cudaMemsetAsync(pay, 0, len, 0));
         if (m) {
-            k_rice_put<<<gcx_grid(m), TPB>>>((uint32_t *)pay, didx, off, m, b);
+            k_rice_put<<<gcx_grid(m), TPB>>>((uint32_t *)pay, didx, off[side_q], m, b);
             cudaCheckLast();
         }
         cuda_put_bytes(pay, h, SBC_HEADER);
         side_outputs(side, didx, NULL, mean, m, n);
         rc = (int64_t)len;
     }
-    gcx_dfree(bits);
-    gcx_dfree(off);
+    gcx_dfree(off[0]);
+    gcx_dfree(off[1]);
     gcx_dfree(dpos);
     gcx_dfree(dneg);
     return rc;
