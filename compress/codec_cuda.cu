@@ -1653,14 +1653,16 @@ typedef struct {
 } CopyJob;
 
 /* a staged frame (codec_batch_stage): its payload in a scratch piece (fp32: still x), its
- * length known, or pending in bk (3lc's one-block encoder) until codec_batch_sizes */
+ * length known, or pending in bk until codec_batch_sizes (3lc's one-block encoder: a
+ * TlcBack; topk's and dgc's: their checks, SPARSE_BACK bytes, and sp) */
 typedef struct {
     CodecCuda *g;
     const float *x;
     float *repr;
     size_t n;
     uint8_t *pay;
-    TlcBack *bk;
+    void *bk;
+    SparseStage sp;
     int64_t len;
     uint16_t flags;
     int placed;
@@ -1673,6 +1675,8 @@ struct CodecBatch {
     size_t ncp, ccp;
     StageJob *st;
     size_t nst, cst;
+    uint8_t *back;  /* page-locked: the staged frames' read-backs (codec_batch_sizes), DMA'd */
+    size_t cback;   /* its bytes */
 };
 
 CodecBatch *codec_batch_new(void) { return (CodecBatch *)callocCheck(1, sizeof(CodecBatch)); }
@@ -1681,6 +1685,7 @@ void codec_batch_free(CodecBatch *b) {
     free(b->put);
     free(b->cp);
     free(b->st);
+    if (b->back) cudaCheck(cudaFreeHost(b->back));
     free(b);
 }
 
@@ -1909,9 +1914,13 @@ void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, co
         j->len = 4 * (uint64_t)n;
     } else if (g->spec.ops->id == CODEC_3LC && L <= TLC_ONE_L) { /* its length read at codec_batch_sizes */
         j->pay = (uint8_t *)gcx_dmalloc(maxp);
-        j->bk = (TlcBack *)gcx_dmalloc(sizeof(TlcBack));
-        k_tlc_one_enc<<<1, TLC_ONE_T>>>(j->bk, j->pay, side->repr, x, n, L, (float)g->spec.v[0]);
+        j->bk = gcx_dmalloc(sizeof(TlcBack));
+        k_tlc_one_enc<<<1, TLC_ONE_T>>>((TlcBack *)j->bk, j->pay, side->repr, x, n, L, (float)g->spec.v[0]);
         cudaCheckLast();
+    } else if (g->spec.ops->id == CODEC_TOPK || g->spec.ops->id == CODEC_DGC) { /* its checks read there */
+        int64_t rc = gcx_sparse_encode_staged(g, &j->pay, x, n, side, &j->sp);
+        if (rc < 0) j->len = rc;
+        else j->bk = j->sp.bk;
     } else { /* the codec's own waits */
         j->pay = (uint8_t *)gcx_dmalloc(maxp);
         j->len = encode_payload(g, j->pay, maxp, &j->flags, x, n, side);
@@ -1919,40 +1928,61 @@ void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, co
     if (j->len > 0xFFFFFFFFll) j->len = -GC_ERR_NOSPACE;
 }
 
-/* the pending lengths: the encoders' read-backs gathered into one buffer (by value, up to
- * CODEC_BATCH a launch), then one copy */
+/* the pending lengths: the encoders' read-backs (up to BACK_SLOT bytes each) gathered into
+ * one buffer (by value, up to CODEC_BATCH a launch), a slot each, then one copy */
+#define BACK_SLOT 32
+static_assert(sizeof(TlcBack) <= BACK_SLOT && SPARSE_BACK <= BACK_SLOT, "a read-back fits its slot");
 typedef struct {
-    const TlcBack *src[CODEC_BATCH];
+    const uint8_t *src[CODEC_BATCH];
+    uint32_t size[CODEC_BATCH];
     unsigned k;
 } BackTab;
-__global__ void k_gather_backs(TlcBack *dst, BackTab a) {
+__global__ void k_gather_backs(uint8_t *dst, BackTab a) {
     unsigned i = threadIdx.x;
-    if (i < a.k) dst[i] = *a.src[i];
+    if (i < a.k)
+        for (uint32_t c = 0; c < a.size[i]; c++) dst[(size_t)i * BACK_SLOT + c] = a.src[i][c];
 }
 
 void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
     size_t np = 0;
     for (size_t i = 0; i < b->nst; i++) np += b->st[i].bk != NULL;
     if (np) {
-        TlcBack *d = (TlcBack *)gcx_dmalloc(np * sizeof(TlcBack)), *h = (TlcBack *)mallocCheck(np * sizeof(TlcBack));
+        if (b->cback < np * BACK_SLOT) {
+            if (b->back) cudaCheck(cudaFreeHost(b->back));
+            b->cback = 2 * np * BACK_SLOT;
+            cudaCheck(cudaMallocHost((void **)&b->back, b->cback));
+        }
+        uint8_t *d = (uint8_t *)gcx_dmalloc(np * BACK_SLOT), *h = b->back;
         BackTab a;
         memset(&a, 0, sizeof a);
         size_t at = 0;
         for (size_t i = 0; i <= b->nst; i++) {
             if (a.k == CODEC_BATCH || (i == b->nst && a.k)) {
-                k_gather_backs<<<1, CODEC_BATCH>>>(d + at, a);
+                k_gather_backs<<<1, CODEC_BATCH>>>(d + at * BACK_SLOT, a);
                 cudaCheckLast();
                 at += a.k;
                 a.k = 0;
             }
-            if (i < b->nst && b->st[i].bk) a.src[a.k++] = b->st[i].bk;
+            if (i < b->nst && b->st[i].bk) {
+                a.size[a.k] = b->st[i].g->spec.ops->id == CODEC_3LC ? (uint32_t)sizeof(TlcBack) : SPARSE_BACK;
+                a.src[a.k++] = (const uint8_t *)b->st[i].bk;
+            }
         }
-        cudaCheck(cudaMemcpy(h, d, np * sizeof(TlcBack), cudaMemcpyDeviceToHost)); /* the staged frames' one wait */
+        cudaCheck(cudaMemcpy(h, d, np * BACK_SLOT, cudaMemcpyDeviceToHost)); /* the staged frames' one wait */
         gcx_dfree(d);
         at = 0;
-        for (StageJob *j = b->st; j < b->st + b->nst; j++)
-            if (j->bk) j->len = tlc_back_len(&h[at++], j->g->spec.ops->max_payload(j->g->cpu, j->n));
-        free(h);
+        for (StageJob *j = b->st; j < b->st + b->nst; j++) {
+            if (!j->bk) continue;
+            const uint8_t *hb = h + BACK_SLOT * at++;
+            if (j->g->spec.ops->id == CODEC_3LC) {
+                TlcBack t;
+                memcpy(&t, hb, sizeof t);
+                j->len = tlc_back_len(&t, j->g->spec.ops->max_payload(j->g->cpu, j->n));
+            } else {
+                j->len = gcx_sparse_staged_len(j->g, j->n, hb, &j->sp);
+            }
+            if (j->len > 0xFFFFFFFFll) j->len = -GC_ERR_NOSPACE;
+        }
     }
     for (size_t i = 0; i < b->nst; i++) lens[i] = b->st[i].len < 0 ? b->st[i].len : CODEC_HEADER_SIZE + b->st[i].len;
 }

@@ -180,15 +180,18 @@ void codec_batch_flush(CodecBatch *b);
  * known (the exchange's bundles): codec_batch_stage encodes frame i's payload (i counting
  * the stages since the last flush) into device memory of the batch's, as
  * codec_encode_cuda_dev with cap = codec_cuda_max_frame(g, n) would, side->repr and
- * side->mask written as there (fp32: at the flush); it waits for nothing where the codec
- * need not (fp32, and 3lc's frames of up to 8 KiB, whose length comes back later), the other
- * codecs as they wait anyway. codec_batch_sizes: every staged frame's length (header
+ * side->mask written as there (fp32: at the flush; topk and dgc: also for a frame that
+ * turns out to fail, a NaN among its values); it waits for nothing where the codec need not
+ * (fp32, and 3lc's frames of up to 8 KiB, whose length comes back later), topk and dgc
+ * only for their candidates' count (their checks and dgc's run entries come back later),
+ * the other codecs as they wait anyway. codec_batch_sizes: every staged frame's length (header
  * included) or negative GcError, in lens[i], with one wait for all of them.
  * codec_batch_place: frame i (of a length >= 0) queued into frame, the bytes
  * codec_encode_cuda_dev would have written there. x and side->repr stay as they are until
  * the flush (fp32 reads x there, and writes repr there, placed or not). Staging holds each
- * payload's max_payload bytes of scratch until the flush and copies it once more, which
- * pays where the lengths would each cost a wait (3lc) */
+ * payload's max_payload bytes of scratch (topk and dgc: what their ratio's k values can
+ * take) until the flush and copies it once more, which pays where the lengths would each
+ * cost a wait (3lc, topk, dgc) */
 void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, const CodecSide *side);
 void codec_batch_sizes(CodecBatch *b, int64_t *lens);
 void codec_batch_place(CodecBatch *b, size_t i, uint8_t *frame);
@@ -266,6 +269,22 @@ uint32_t gcx_absmax_bits(const float *x, size_t n);
 int64_t gcx_sparse_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
                           const CodecSide *side);
 int gcx_sparse_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags);
+/* topk's and dgc's frames staged (codec_batch_stage): the encoder without its final read. It
+ * takes the payload's scratch (*pay: the most the frame can take) and then the piece its
+ * checks are left in (st->bk: SPARSE_BACK bytes), writes the payload and side->repr and
+ * side->mask for a frame that may yet fail (a NaN among its values: found once the checks
+ * are read), and leaves in st what the host needs for its length besides. Returns 0, or a
+ * negative GcError known at once (nothing taken). gcx_sparse_staged_len: the payload's
+ * length or GcError from the checks read back (hb: SPARSE_BACK bytes) */
+#define SPARSE_BACK 24
+typedef struct {
+    void *bk;
+    size_t cnt; /* the values selected */
+    int radix;  /* the selection's radix select ran: its checks are in bk */
+} SparseStage;
+int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, size_t n, const CodecSide *side,
+                                 SparseStage *st);
+int64_t gcx_sparse_staged_len(const CodecCuda *g, size_t n, const void *hb, const SparseStage *st);
 void *gcx_gcomp_state_new(void);
 void gcx_gcomp_state_free(void *st);
 int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,

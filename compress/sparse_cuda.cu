@@ -396,24 +396,44 @@ __global__ void k_put_vals_bytes(uint8_t *pay, size_t off, const float *v, size_
     }
 }
 
-static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
-    double ratio;
-    if (select_density(&ratio, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
-    size_t k = select_count(ratio, n);
+/* what topk_enc and dgc_enc read back at their end, in one copy: the selection's checks, and
+ * the run entries dgc's values take */
+struct SparseBack {
+    SelBack sel;
+    uint64_t entries;
+};
+static_assert(sizeof(SparseBack) == SPARSE_BACK, "a staged sparse frame's checks: SPARSE_BACK bytes");
+
+/* the k of topk's ratio or dgc's density (side->density: DGC's warm-up), or -1 */
+static int64_t sparse_count(const CodecCuda *g, size_t n, const CodecSide *side) {
+    double d;
+    if (select_density(&d, g->spec.v[0], side->density)) return -1;
+    return (int64_t)select_count(d, n);
+}
+
+/* topk_enc and dgc_enc: the payload, the checks read back and the frame's length; or, staged
+ * (st), the payload written for a frame that may yet fail and the checks left in st->bk */
+static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side,
+                        SparseStage *st) {
+    int64_t kk = sparse_count(g, n, side);
+    if (kk < 0) return -GC_ERR_PARAM;
+    size_t k = (size_t)kk;
     uint32_t *idx = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4);
-    SelBack *bk = (SelBack *)gcx_dmalloc(sizeof(SelBack)), hb;
+    SparseBack *bk = st ? (SparseBack *)st->bk : (SparseBack *)gcx_dmalloc(sizeof(SparseBack)), hb;
     cudaCheck(cudaMemsetAsync(bk, 0, sizeof hb, 0));
     int radix;
-    size_t cnt = gpu_select(idx, x, n, k, SELECT_MAG, bk, &radix);
+    size_t cnt = gpu_select(idx, x, n, k, SELECT_MAG, &bk->sel, &radix);
     float *v = (float *)gcx_dmalloc((cnt ? cnt : 1) * 4);
-    gather_checked(v, idx, x, cnt, n, bk);
-    cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost)); /* the selection's checks, the values' */
-    gcx_dfree(bk);
-    sel_check(&hb, radix, cnt);
+    gather_checked(v, idx, x, cnt, n, &bk->sel);
     int64_t rc = 0;
     size_t bm = (n + 7) / 8, len = 4 + bm + 4 * cnt;
-    if (hb.bad) rc = -GC_ERR_PARAM;
-    else if (cap < len) rc = -GC_ERR_NOSPACE;
+    if (!st) {
+        cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost)); /* the selection's checks, the values' */
+        gcx_dfree(bk);
+        sel_check(&hb.sel, radix, cnt);
+        if (hb.sel.bad) rc = -GC_ERR_PARAM;
+        else if (cap < len) rc = -GC_ERR_NOSPACE;
+    }
     if (!rc) {
         cudaCheck(cudaMemsetAsync(pay, 0, 4 + bm, 0));
         put_u32_dev(pay, (uint32_t)cnt);
@@ -428,6 +448,11 @@ static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, 
     }
     gcx_dfree(idx);
     gcx_dfree(v);
+    if (st) {
+        st->cnt = cnt;
+        st->radix = radix;
+        return 0;
+    }
     return rc;
 }
 
@@ -541,18 +566,13 @@ __global__ void k_dgc_write(uint8_t *pay, const uint32_t *idx, const float *v, c
     }
 }
 
-/* what dgc_enc reads back, in one copy: its selection's, and the run entries the values take */
-struct DgcBack {
-    SelBack sel;
-    uint64_t entries;
-};
-
-static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
-    double density;
-    if (select_density(&density, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
-    size_t k = select_count(density, n);
+static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side,
+                       SparseStage *st) {
+    int64_t kk = sparse_count(g, n, side);
+    if (kk < 0) return -GC_ERR_PARAM;
+    size_t k = (size_t)kk;
     uint32_t *idx = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4);
-    DgcBack *bk = (DgcBack *)gcx_dmalloc(sizeof(DgcBack)), hb;
+    SparseBack *bk = st ? (SparseBack *)st->bk : (SparseBack *)gcx_dmalloc(sizeof(SparseBack)), hb;
     cudaCheck(cudaMemsetAsync(bk, 0, sizeof hb, 0));
     int radix;
     size_t cnt = gpu_select(idx, x, n, k, SELECT_MAG, &bk->sel, &radix);
@@ -565,12 +585,15 @@ static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     cudaCheckLast();
     gcx_exclusive_sum_u64(off, e, cnt + 1);
     cudaCheck(cudaMemcpyAsync(&bk->entries, off + cnt, 8, cudaMemcpyDeviceToDevice, 0));
-    cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost));
-    gcx_dfree(bk);
-    sel_check(&hb.sel, radix, cnt);
-    uint64_t entries = hb.entries;
-    if (hb.sel.bad) rc = -GC_ERR_PARAM;
-    else if (cap < 4 + 4 * cnt + 2 * entries) rc = -GC_ERR_NOSPACE;
+    uint64_t entries = 0;
+    if (!st) {
+        cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost));
+        gcx_dfree(bk);
+        sel_check(&hb.sel, radix, cnt);
+        entries = hb.entries;
+        if (hb.sel.bad) rc = -GC_ERR_PARAM;
+        else if (cap < 4 + 4 * cnt + 2 * entries) rc = -GC_ERR_NOSPACE;
+    }
     if (!rc) {
         put_u32_dev(pay, (uint32_t)cnt);
         if (cnt) {
@@ -584,6 +607,11 @@ static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     gcx_dfree(v);
     gcx_dfree(e);
     gcx_dfree(off);
+    if (st) {
+        st->cnt = cnt;
+        st->radix = radix;
+        return 0;
+    }
     return rc;
 }
 
@@ -878,11 +906,33 @@ int64_t gcx_sparse_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flag
                           const CodecSide *side) {
     *flags = 0;
     switch (g->spec.ops->id) {
-    case CODEC_TOPK: return topk_enc(g, pay, cap, x, n, side);
-    case CODEC_DGC: return dgc_enc(g, pay, cap, x, n, side);
+    case CODEC_TOPK: return topk_enc(g, pay, cap, x, n, side, NULL);
+    case CODEC_DGC: return dgc_enc(g, pay, cap, x, n, side, NULL);
     case CODEC_SBC: return sbc_enc(g, pay, cap, x, n, side);
     default: return -GC_ERR_CODEC;
     }
+}
+
+int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, size_t n, const CodecSide *side,
+                                 SparseStage *st) {
+    int dgc = g->spec.ops->id == CODEC_DGC;
+    int64_t k = sparse_count(g, n, side);
+    if (k < 0 || (!dgc && g->spec.ops->id != CODEC_TOPK)) return k < 0 ? -GC_ERR_PARAM : -GC_ERR_CODEC;
+    /* the most its values can take: topk's bitmap and k values; dgc's k values and entries,
+     * one a value and one per 65535 zeros skipped (at most n / 65535 of them) */
+    size_t cap = dgc ? 4 + 4 * (size_t)k + 2 * ((size_t)k + n / 65535 + 1) : 4 + (n + 7) / 8 + 4 * (size_t)k;
+    *pay = (uint8_t *)gcx_dmalloc(cap);
+    st->bk = gcx_dmalloc(SPARSE_BACK);
+    return dgc ? dgc_enc(g, *pay, cap, x, n, side, st) : topk_enc(g, *pay, cap, x, n, side, st);
+}
+
+int64_t gcx_sparse_staged_len(const CodecCuda *g, size_t n, const void *hb, const SparseStage *st) {
+    SparseBack b;
+    memcpy(&b, hb, sizeof b);
+    sel_check(&b.sel, st->radix, st->cnt);
+    if (b.sel.bad) return -GC_ERR_PARAM;
+    if (g->spec.ops->id == CODEC_DGC) return (int64_t)(4 + 4 * st->cnt + 2 * b.entries);
+    return (int64_t)(4 + (n + 7) / 8 + 4 * st->cnt);
 }
 
 int gcx_sparse_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {

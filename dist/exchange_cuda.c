@@ -66,7 +66,8 @@ struct ExchangeCuda {
     uint32_t nprobed;   /* the first nprobed entries' frames have their probe */
     const CodecProbe *probe; /* the probe of the frame next_entry found last, or NULL */
     CodecBatch *batch;  /* device bundles: the frames' work launched per pass, not per frame */
-    int stage;          /* device bundles with 3lc frames: the passes' frames staged (place_frames) */
+    int stage;          /* device bundles with 3lc, topk or dgc frames: the passes' frames staged
+                         * (place_frames) */
     int64_t *flen;      /* [T] a pass's frame lengths (negative: none, or its error), */
     int placed;         /* the tensors below it have their frames in the bundle: all but those
                          * from the first that failed on (exchange.c's encode_pass) */
@@ -149,6 +150,10 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
     return NULL;
 }
 
+/* a codec whose frames are staged (codec_batch_stage): their lengths or checks come back
+ * once a pass, not once a frame */
+static int stages(int id) { return id == CODEC_3LC || id == CODEC_TOPK || id == CODEC_DGC; }
+
 /* The bundles' memory. Over nccl and local: device memory, where each frame is encoded
  * in place (codec_encode_cuda_dev), which NCCL sends from and receives into (local
  * workers, threads sharing the GPU, copy device to device), and where each frame is
@@ -226,9 +231,8 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
         x->roff = callocCheck((size_t)x->T + 1, sizeof *x->roff);
         x->rn = callocCheck((size_t)x->T + 1, sizeof *x->rn);
         if (x->devb) x->batch = codec_batch_new();
-        for (int t = 0; t < x->T && x->devb; t++) /* whose lengths would cost a wait each */
-            x->stage |= x->pol[t].spec.ops->id == CODEC_3LC ||
-                        (ps && exchange_pull_spec(ex, t)->ops->id == CODEC_3LC);
+        for (int t = 0; t < x->T && x->devb; t++) /* whose lengths or checks would cost a wait each */
+            x->stage |= stages(x->pol[t].spec.ops->id) || (ps && stages(exchange_pull_spec(ex, t)->ops->id));
         x->dec = callocCheck((size_t)x->T * (size_t)x->N + 1, sizeof *x->dec);
         x->penc = callocCheck((size_t)x->T + 1, sizeof *x->penc);
         x->pdec = callocCheck((size_t)x->T + 1, sizeof *x->pdec);
