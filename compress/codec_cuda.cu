@@ -1949,7 +1949,7 @@ void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
     if (np) {
         if (b->cback < np * BACK_SLOT) {
             if (b->back) cudaCheck(cudaFreeHost(b->back));
-            b->cback = 2 * np * BACK_SLOT;
+            b->cback = (np < 512 ? 1024 : 2 * np) * BACK_SLOT; /* once: growing it waits for the device */
             cudaCheck(cudaMallocHost((void **)&b->back, b->cback));
         }
         uint8_t *d = (uint8_t *)gcx_dmalloc(np * BACK_SLOT), *h = b->back;

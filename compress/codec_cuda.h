@@ -181,7 +181,7 @@ void codec_batch_flush(CodecBatch *b);
  * the stages since the last flush) into device memory of the batch's, as
  * codec_encode_cuda_dev with cap = codec_cuda_max_frame(g, n) would, side->repr and
  * side->mask written as there (fp32: at the flush; topk and dgc: also for a frame that
- * turns out to fail, a NaN among its values); it waits for nothing where the codec need not
+ * turns out to fail, a NaN among its values, so their side->repr must not alias x); it waits for nothing where the codec need not
  * (fp32, and 3lc's frames of up to 8 KiB, whose length comes back later), topk and dgc
  * only for their candidates' count (their checks and dgc's run entries come back later),
  * the other codecs as they wait anyway. codec_batch_sizes: every staged frame's length (header

@@ -332,13 +332,21 @@ static void gather_checked(float *v, const uint32_t *idx, const float *x, size_t
     cudaCheckLast();
 }
 
-__global__ void k_scatter_mask(uint8_t *mask, const uint32_t *idx, size_t c) {
+/* whether a staged frame may write through the c indices its selection picked: got, the
+ * radix select's count on the device (NULL: none ran, or the host has checked it). One
+ * that failed its checks left idx partly unwritten; nothing is written through it, and the
+ * host stops the run with their message once it reads them (gcx_sparse_staged_len) */
+__device__ __forceinline__ int d_picked(const int64_t *got, size_t c) { return !got || *got == (int64_t)c; }
+
+__global__ void k_scatter_mask(uint8_t *mask, const uint32_t *idx, size_t c, const int64_t *got) {
+    if (!d_picked(got, c)) return;
     GRID_STRIDE(j, c) mask[idx[j]] = 1;
 }
 
 /* out[idx[j]] = v[j] (or += weight * v[j]); v == NULL: the constant cv */
 __global__ void k_scatter(float *out, const uint32_t *idx, const float *v, float cv, size_t c, float weight,
-                          int acc) {
+                          int acc, const int64_t *got) {
+    if (!d_picked(got, c)) return;
     GRID_STRIDE(j, c) {
         uint32_t i = idx[j];
         float val = v ? v[j] : cv;
@@ -347,19 +355,20 @@ __global__ void k_scatter(float *out, const uint32_t *idx, const float *v, float
 }
 
 /* CodecSide.mask and CodecSide.repr of a selection (repr may alias x: the
- * values were gathered before). idx: [c] device; v: [c] device or NULL */
-static void side_outputs(const CodecSide *side, const uint32_t *idx, const float *v, float cv, size_t c, size_t n) {
+ * values were gathered before). idx: [c] device; v: [c] device or NULL; got: d_picked's */
+static void side_outputs(const CodecSide *side, const uint32_t *idx, const float *v, float cv, size_t c, size_t n,
+                         const int64_t *got) {
     if (side->mask && n) {
         cudaCheck(cudaMemsetAsync(side->mask, 0, n, 0));
         if (c) {
-            k_scatter_mask<<<gcx_grid(c), TPB>>>(side->mask, idx, c);
+            k_scatter_mask<<<gcx_grid(c), TPB>>>(side->mask, idx, c, got);
             cudaCheckLast();
         }
     }
     if (side->repr && n) {
         cudaCheck(cudaMemsetAsync(side->repr, 0, n * sizeof(float), 0));
         if (c) {
-            k_scatter<<<gcx_grid(c), TPB>>>(side->repr, idx, v, cv, c, 1.0f, 0);
+            k_scatter<<<gcx_grid(c), TPB>>>(side->repr, idx, v, cv, c, 1.0f, 0, got);
             cudaCheckLast();
         }
     }
@@ -376,7 +385,8 @@ static void put_u32_dev(uint8_t *dst, uint32_t v) {
 /* bitmap bit of value i: bit 7 - (i % 8) of byte 4 + i/8 of the payload, set
  * through the aligned 32-bit word holding it (pay is 4-byte aligned: a device allocation,
  * or codec_encode_cuda_payload's staging buffer for a caller's pointer that is not) */
-__global__ void k_topk_bits(uint32_t *pay32, const uint32_t *idx, size_t c) {
+__global__ void k_topk_bits(uint32_t *pay32, const uint32_t *idx, size_t c, const int64_t *got) {
+    if (!d_picked(got, c)) return;
     GRID_STRIDE(j, c) {
         uint32_t i = idx[j];
         uint64_t byte = 4 + (uint64_t)(i >> 3);
@@ -425,6 +435,7 @@ static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, 
     size_t cnt = gpu_select(idx, x, n, k, SELECT_MAG, &bk->sel, &radix);
     float *v = (float *)gcx_dmalloc((cnt ? cnt : 1) * 4);
     gather_checked(v, idx, x, cnt, n, &bk->sel);
+    const int64_t *got = st && radix ? &bk->sel.got : NULL; /* staged: its checks are still on the device */
     int64_t rc = 0;
     size_t bm = (n + 7) / 8, len = 4 + bm + 4 * cnt;
     if (!st) {
@@ -438,12 +449,12 @@ static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, 
         cudaCheck(cudaMemsetAsync(pay, 0, 4 + bm, 0));
         put_u32_dev(pay, (uint32_t)cnt);
         if (cnt) {
-            k_topk_bits<<<gcx_grid(cnt), TPB>>>((uint32_t *)pay, idx, cnt);
+            k_topk_bits<<<gcx_grid(cnt), TPB>>>((uint32_t *)pay, idx, cnt, got);
             cudaCheckLast();
             k_put_vals_bytes<<<gcx_grid(cnt), TPB>>>(pay, 4 + bm, v, cnt);
             cudaCheckLast();
         }
-        side_outputs(side, idx, v, 0.0f, cnt, n);
+        side_outputs(side, idx, v, 0.0f, cnt, n, got);
         rc = (int64_t)len;
     }
     gcx_dfree(idx);
@@ -542,9 +553,10 @@ __global__ void k_scatter_le(float *out, const uint32_t *idx, const uint8_t *val
 /* ================================================================= dgc ==== */
 
 /* entries of value j: floor(gap / 65535) skips + 1, gap = zeros before it. e: [c + 1] */
-__global__ void k_dgc_entries(uint64_t *e, const uint32_t *idx, size_t c) {
+__global__ void k_dgc_entries(uint64_t *e, const uint32_t *idx, size_t c, const int64_t *got) {
+    int ok = d_picked(got, c);
     GRID_STRIDE(j, c + 1) {
-        if (j == c) {
+        if (j == c || !ok) {
             e[j] = 0;
         } else {
             uint64_t prev_end = j ? (uint64_t)idx[j - 1] + 1 : 0;
@@ -554,7 +566,9 @@ __global__ void k_dgc_entries(uint64_t *e, const uint32_t *idx, size_t c) {
 }
 
 /* values at 4 + 4j, run entries from byte 4 + 4c (u16, 2-byte aligned) */
-__global__ void k_dgc_write(uint8_t *pay, const uint32_t *idx, const float *v, const uint64_t *off, size_t c) {
+__global__ void k_dgc_write(uint8_t *pay, const uint32_t *idx, const float *v, const uint64_t *off, size_t c,
+                            const int64_t *got) {
+    if (!d_picked(got, c)) return;
     GRID_STRIDE(j, c) {
         ((float *)(pay + 4))[j] = v[j];
         uint16_t *runs = (uint16_t *)(pay + 4 + 4 * c) + off[j];
@@ -580,8 +594,9 @@ static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     uint64_t *e = (uint64_t *)gcx_dmalloc((cnt + 1) * 8), *off = (uint64_t *)gcx_dmalloc((cnt + 1) * 8);
     int64_t rc = 0;
     gather_checked(v, idx, x, cnt, n, &bk->sel);
+    const int64_t *got = st && radix ? &bk->sel.got : NULL; /* staged: its checks are still on the device */
     /* how many run entries the values take, read back with the checks */
-    k_dgc_entries<<<gcx_grid(cnt + 1), TPB>>>(e, idx, cnt);
+    k_dgc_entries<<<gcx_grid(cnt + 1), TPB>>>(e, idx, cnt, got);
     cudaCheckLast();
     gcx_exclusive_sum_u64(off, e, cnt + 1);
     cudaCheck(cudaMemcpyAsync(&bk->entries, off + cnt, 8, cudaMemcpyDeviceToDevice, 0));
@@ -597,10 +612,10 @@ static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     if (!rc) {
         put_u32_dev(pay, (uint32_t)cnt);
         if (cnt) {
-            k_dgc_write<<<gcx_grid(cnt), TPB>>>(pay, idx, v, off, cnt);
+            k_dgc_write<<<gcx_grid(cnt), TPB>>>(pay, idx, v, off, cnt, got);
             cudaCheckLast();
         }
-        side_outputs(side, idx, v, 0.0f, cnt, n);
+        side_outputs(side, idx, v, 0.0f, cnt, n, got);
         rc = (int64_t)(4 + 4 * cnt + 2 * entries);
     }
     gcx_dfree(idx);
@@ -852,7 +867,7 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
             cudaCheckLast();
         }
         cuda_put_bytes(pay, h, SBC_HEADER);
-        side_outputs(side, didx, NULL, mean, m, n);
+        side_outputs(side, didx, NULL, mean, m, n, NULL);
         rc = (int64_t)len;
     }
     gcx_dfree(off[0]);
@@ -891,7 +906,7 @@ static int sbc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
         if (!acc) cudaCheck(cudaMemsetAsync(out, 0, n * sizeof(float), 0));
         if (m) {
             /* the CPU adds weight * mean, rounded once, to every position */
-            k_scatter<<<gcx_grid(m), TPB>>>(out, pos, NULL, mean, m, weight, acc);
+            k_scatter<<<gcx_grid(m), TPB>>>(out, pos, NULL, mean, m, weight, acc, NULL);
             cudaCheckLast();
         }
     }
