@@ -2060,8 +2060,7 @@ __global__ void __launch_bounds__(TLC_ONE_T) k_probe_checks(Probe *pr, ProbeTab 
     unsigned f = blockIdx.x;
     const uint8_t *frame = a.frame[f];
     size_t len = a.len[f], at = CODEC_HEADER_SIZE + 4; /* the stream, after the scale */
-    size_t n = len > at ? (uint32_t)frame[8] | (uint32_t)frame[9] << 8 | (uint32_t)frame[10] << 16 |
-                              (uint32_t)frame[11] << 24 : 0;
+    size_t n = len > at ? d_get_u32(frame + 8) : 0; /* the header's count */
     size_t L = n / 5 + (n % 5 != 0); /* b3_len */
     if (len <= at || frame[5] != CODEC_3LC || L > TLC_ONE_L || len - at > TLC_ONE_L) {
         int rc, id = d_sparse_check(frame, len, sh64, &rc);

@@ -421,50 +421,82 @@ static int64_t sparse_count(const CodecCuda *g, size_t n, const CodecSide *side)
     return (int64_t)select_count(d, n);
 }
 
+/* topk's and dgc's selection: the top k of x, their values gathered and checked into
+ * bk->sel, bk zeroed first (staged: st->bk, read back with the pass's; else a piece of
+ * its own, read by sparse_read) */
+typedef struct {
+    uint32_t *idx;      /* [k] device: the indices picked, increasing */
+    float *v;           /* [cnt] device: their values */
+    size_t cnt;         /* how many were picked */
+    int radix;          /* gpu_select's */
+    SparseBack *bk;
+    const int64_t *got; /* d_picked's: staged after a radix select, its count still on the device */
+} SparseSel;
+
+static int sparse_select(SparseSel *s, CodecCuda *g, const float *x, size_t n, const CodecSide *side,
+                         SparseStage *st) {
+    int64_t k = sparse_count(g, n, side);
+    if (k < 0) return -GC_ERR_PARAM;
+    s->idx = (uint32_t *)gcx_dmalloc((k ? (size_t)k : 1) * 4);
+    s->bk = st ? (SparseBack *)st->bk : (SparseBack *)gcx_dmalloc(sizeof(SparseBack));
+    cudaCheck(cudaMemsetAsync(s->bk, 0, sizeof(SparseBack), 0));
+    s->cnt = gpu_select(s->idx, x, n, (size_t)k, SELECT_MAG, &s->bk->sel, &s->radix);
+    s->v = (float *)gcx_dmalloc((s->cnt ? s->cnt : 1) * 4);
+    gather_checked(s->v, s->idx, x, s->cnt, n, &s->bk->sel);
+    s->got = st && s->radix ? &s->bk->sel.got : NULL;
+    return 0;
+}
+
+/* the frame's payload length from its read-back hb, or its error: the selection's checks
+ * (an internal error stops the program), a NaN or infinite value, cap exceeded */
+static int64_t sparse_verdict(const CodecCuda *g, size_t n, const SparseBack *hb, int radix, size_t cnt, size_t cap) {
+    sel_check(&hb->sel, radix, cnt);
+    if (hb->sel.bad) return -GC_ERR_PARAM;
+    size_t len = g->spec.ops->id == CODEC_DGC ? 4 + 4 * cnt + 2 * (size_t)hb->entries : 4 + (n + 7) / 8 + 4 * cnt;
+    return cap < len ? -GC_ERR_NOSPACE : (int64_t)len;
+}
+
+/* in place: the encoder's one read (the selection's checks, the values', dgc's entries) and
+ * its verdict; staged: 0, the read left to codec_batch_sizes */
+static int64_t sparse_read(SparseSel *s, const CodecCuda *g, size_t n, size_t cap, const SparseStage *st) {
+    if (st) return 0;
+    SparseBack hb;
+    cudaCheck(cudaMemcpy(&hb, s->bk, sizeof hb, cudaMemcpyDeviceToHost));
+    gcx_dfree(s->bk);
+    return sparse_verdict(g, n, &hb, s->radix, s->cnt, cap);
+}
+
+/* the selection's scratch returned; staged, what the length needs besides kept in st.
+ * Returns the encoder's result: rc in place, 0 staged */
+static int64_t sparse_end(SparseSel *s, SparseStage *st, int64_t rc) {
+    gcx_dfree(s->idx);
+    gcx_dfree(s->v);
+    if (!st) return rc;
+    st->cnt = s->cnt;
+    st->radix = s->radix;
+    return 0;
+}
+
 /* topk_enc and dgc_enc: the payload, the checks read back and the frame's length; or, staged
  * (st), the payload written for a frame that may yet fail and the checks left in st->bk */
 static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side,
                         SparseStage *st) {
-    int64_t kk = sparse_count(g, n, side);
-    if (kk < 0) return -GC_ERR_PARAM;
-    size_t k = (size_t)kk;
-    uint32_t *idx = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4);
-    SparseBack *bk = st ? (SparseBack *)st->bk : (SparseBack *)gcx_dmalloc(sizeof(SparseBack)), hb;
-    cudaCheck(cudaMemsetAsync(bk, 0, sizeof hb, 0));
-    int radix;
-    size_t cnt = gpu_select(idx, x, n, k, SELECT_MAG, &bk->sel, &radix);
-    float *v = (float *)gcx_dmalloc((cnt ? cnt : 1) * 4);
-    gather_checked(v, idx, x, cnt, n, &bk->sel);
-    const int64_t *got = st && radix ? &bk->sel.got : NULL; /* staged: its checks are still on the device */
-    int64_t rc = 0;
-    size_t bm = (n + 7) / 8, len = 4 + bm + 4 * cnt;
-    if (!st) {
-        cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost)); /* the selection's checks, the values' */
-        gcx_dfree(bk);
-        sel_check(&hb.sel, radix, cnt);
-        if (hb.sel.bad) rc = -GC_ERR_PARAM;
-        else if (cap < len) rc = -GC_ERR_NOSPACE;
-    }
-    if (!rc) {
+    SparseSel s;
+    if (sparse_select(&s, g, x, n, side, st)) return -GC_ERR_PARAM;
+    int64_t rc = sparse_read(&s, g, n, cap, st);
+    size_t bm = (n + 7) / 8;
+    if (rc >= 0) {
         cudaCheck(cudaMemsetAsync(pay, 0, 4 + bm, 0));
-        put_u32_dev(pay, (uint32_t)cnt);
-        if (cnt) {
-            k_topk_bits<<<gcx_grid(cnt), TPB>>>((uint32_t *)pay, idx, cnt, got);
+        put_u32_dev(pay, (uint32_t)s.cnt);
+        if (s.cnt) {
+            k_topk_bits<<<gcx_grid(s.cnt), TPB>>>((uint32_t *)pay, s.idx, s.cnt, s.got);
             cudaCheckLast();
-            k_put_vals_bytes<<<gcx_grid(cnt), TPB>>>(pay, 4 + bm, v, cnt);
+            k_put_vals_bytes<<<gcx_grid(s.cnt), TPB>>>(pay, 4 + bm, s.v, s.cnt);
             cudaCheckLast();
         }
-        side_outputs(side, idx, v, 0.0f, cnt, n, got);
-        rc = (int64_t)len;
+        side_outputs(side, s.idx, s.v, 0.0f, s.cnt, n, s.got);
     }
-    gcx_dfree(idx);
-    gcx_dfree(v);
-    if (st) {
-        st->cnt = cnt;
-        st->radix = radix;
-        return 0;
-    }
-    return rc;
+    return sparse_end(&s, st, rc);
 }
 
 
@@ -582,52 +614,27 @@ __global__ void k_dgc_write(uint8_t *pay, const uint32_t *idx, const float *v, c
 
 static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side,
                        SparseStage *st) {
-    int64_t kk = sparse_count(g, n, side);
-    if (kk < 0) return -GC_ERR_PARAM;
-    size_t k = (size_t)kk;
-    uint32_t *idx = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4);
-    SparseBack *bk = st ? (SparseBack *)st->bk : (SparseBack *)gcx_dmalloc(sizeof(SparseBack)), hb;
-    cudaCheck(cudaMemsetAsync(bk, 0, sizeof hb, 0));
-    int radix;
-    size_t cnt = gpu_select(idx, x, n, k, SELECT_MAG, &bk->sel, &radix);
-    float *v = (float *)gcx_dmalloc((cnt ? cnt : 1) * 4);
+    SparseSel s;
+    if (sparse_select(&s, g, x, n, side, st)) return -GC_ERR_PARAM;
+    size_t cnt = s.cnt;
     uint64_t *e = (uint64_t *)gcx_dmalloc((cnt + 1) * 8), *off = (uint64_t *)gcx_dmalloc((cnt + 1) * 8);
-    int64_t rc = 0;
-    gather_checked(v, idx, x, cnt, n, &bk->sel);
-    const int64_t *got = st && radix ? &bk->sel.got : NULL; /* staged: its checks are still on the device */
     /* how many run entries the values take, read back with the checks */
-    k_dgc_entries<<<gcx_grid(cnt + 1), TPB>>>(e, idx, cnt, got);
+    k_dgc_entries<<<gcx_grid(cnt + 1), TPB>>>(e, s.idx, cnt, s.got);
     cudaCheckLast();
     gcx_exclusive_sum_u64(off, e, cnt + 1);
-    cudaCheck(cudaMemcpyAsync(&bk->entries, off + cnt, 8, cudaMemcpyDeviceToDevice, 0));
-    uint64_t entries = 0;
-    if (!st) {
-        cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost));
-        gcx_dfree(bk);
-        sel_check(&hb.sel, radix, cnt);
-        entries = hb.entries;
-        if (hb.sel.bad) rc = -GC_ERR_PARAM;
-        else if (cap < 4 + 4 * cnt + 2 * entries) rc = -GC_ERR_NOSPACE;
-    }
-    if (!rc) {
+    cudaCheck(cudaMemcpyAsync(&s.bk->entries, off + cnt, 8, cudaMemcpyDeviceToDevice, 0));
+    int64_t rc = sparse_read(&s, g, n, cap, st);
+    if (rc >= 0) {
         put_u32_dev(pay, (uint32_t)cnt);
         if (cnt) {
-            k_dgc_write<<<gcx_grid(cnt), TPB>>>(pay, idx, v, off, cnt, got);
+            k_dgc_write<<<gcx_grid(cnt), TPB>>>(pay, s.idx, s.v, off, cnt, s.got);
             cudaCheckLast();
         }
-        side_outputs(side, idx, v, 0.0f, cnt, n, got);
-        rc = (int64_t)(4 + 4 * cnt + 2 * entries);
+        side_outputs(side, s.idx, s.v, 0.0f, cnt, n, s.got);
     }
-    gcx_dfree(idx);
-    gcx_dfree(v);
     gcx_dfree(e);
     gcx_dfree(off);
-    if (st) {
-        st->cnt = cnt;
-        st->radix = radix;
-        return 0;
-    }
-    return rc;
+    return sparse_end(&s, st, rc);
 }
 
 /* run entry e of runs (little-endian u16, any alignment): r[e], and t[e] = 1 when it ends
@@ -944,10 +951,7 @@ int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, si
 int64_t gcx_sparse_staged_len(const CodecCuda *g, size_t n, const void *hb, const SparseStage *st) {
     SparseBack b;
     memcpy(&b, hb, sizeof b);
-    sel_check(&b.sel, st->radix, st->cnt);
-    if (b.sel.bad) return -GC_ERR_PARAM;
-    if (g->spec.ops->id == CODEC_DGC) return (int64_t)(4 + 4 * st->cnt + 2 * b.entries);
-    return (int64_t)(4 + (n + 7) / 8 + 4 * st->cnt);
+    return sparse_verdict(g, n, &b, st->radix, st->cnt, SIZE_MAX); /* its scratch took what its k can */
 }
 
 int gcx_sparse_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
