@@ -1917,7 +1917,8 @@ void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, co
         j->bk = gcx_dmalloc(sizeof(TlcBack));
         k_tlc_one_enc<<<1, TLC_ONE_T>>>((TlcBack *)j->bk, j->pay, side->repr, x, n, L, (float)g->spec.v[0]);
         cudaCheckLast();
-    } else if (g->spec.ops->id == CODEC_TOPK || g->spec.ops->id == CODEC_DGC) { /* its checks read there */
+    } else if (g->spec.ops->id == CODEC_TOPK || g->spec.ops->id == CODEC_DGC ||
+               (g->spec.ops->id == CODEC_SBC && n <= gcx_sparse_one_max())) { /* its checks read there */
         int64_t rc = gcx_sparse_encode_staged(g, &j->pay, x, n, side, &j->sp);
         if (rc < 0) j->len = rc;
         else j->bk = j->sp.bk;

@@ -281,7 +281,10 @@ typedef struct {
     void *bk;
     size_t cnt; /* the values selected */
     int radix;  /* the selection's radix select ran: its checks are in bk */
+    int one;    /* the one-block encoder ran (a tensor of up to gcx_sparse_one_max() values;
+                 * sbc is staged only then): bk holds its length or GcError */
 } SparseStage;
+size_t gcx_sparse_one_max(void);
 int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, size_t n, const CodecSide *side,
                                  SparseStage *st);
 int64_t gcx_sparse_staged_len(const CodecCuda *g, size_t n, const void *hb, const SparseStage *st);

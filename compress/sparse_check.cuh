@@ -50,16 +50,17 @@ static __device__ int d_sbc_walk(uint32_t *pos, uint64_t n, int b, uint64_t m, c
     return 0;
 }
 
-/* the exclusive sum of v over the block's threads in thread order, and in *total the
- * whole; sh: [blockDim.x] shared, free again when it returns */
-static __device__ uint64_t d_scan_sum(uint64_t v, uint64_t *sh, uint64_t *total) {
+/* the exclusive scan of v over the block's threads in thread order, a sum (or with max a
+ * maximum, 0 before thread 0), and in *total the whole; sh: [blockDim.x] shared, free
+ * again when it returns */
+static __device__ uint64_t d_scan(uint64_t v, int max, uint64_t *sh, uint64_t *total) {
     unsigned t = threadIdx.x, T = blockDim.x;
     sh[t] = v;
     __syncthreads();
     for (unsigned d = 1; d < T; d <<= 1) {
         uint64_t o = t >= d ? sh[t - d] : 0;
         __syncthreads();
-        if (t >= d) sh[t] += o;
+        if (t >= d) sh[t] = max ? (o > sh[t] ? o : sh[t]) : sh[t] + o;
         __syncthreads();
     }
     uint64_t ex = t ? sh[t - 1] : 0;
@@ -67,6 +68,8 @@ static __device__ uint64_t d_scan_sum(uint64_t v, uint64_t *sh, uint64_t *total)
     __syncthreads();
     return ex;
 }
+
+static __device__ uint64_t d_scan_sum(uint64_t v, uint64_t *sh, uint64_t *total) { return d_scan(v, 0, sh, total); }
 
 /* topk_dec's device checks of payload p (k values of n > 0, 4 + bm + 4k bytes): a set
  * padding bit, a bad value, the bitmap's count against k; their return code */

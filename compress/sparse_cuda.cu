@@ -922,12 +922,340 @@ static int sbc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     return rc;
 }
 
+/* ===================================================== one block a frame ==== */
+
+/* topk, dgc and sbc of a tensor of at most ONE_N values (ResNet-110's largest, 36,864) by one
+ * kernel of one block instead of ten to twenty launches, CUB calls and a wait for the
+ * candidates' count: a launch costs the host a driver call, and a step of ResNet-110 with
+ * dgc codes 111 such frames a pass. The selection is select.h's by its definition (the k
+ * largest keys, ties by lowest index; no sample needed): thread t owns values [t per,
+ * (t + 1) per), per a multiple of 8 (whole bitmap bytes), and the block
+ *   1. counts the nonzero keys: at most k of them are all picked;
+ *   2. else finds the k-th largest key T by the radix select of compress/select.c, digits
+ *      of 12, 12 and 8 bits (a shared histogram of each digit over the keys that share the
+ *      digits found so far, and the bucket where the running count from the top reaches
+ *      the rank still sought), and picks every key > T and the first q (the rank left)
+ *      keys == T, each thread's ties counted before it by a scan;
+ *   3. scans the picks' counts (each value's place in the payload), and writes the payload,
+ *      side->mask and side->repr, or nothing when the frame fails (a NaN or infinite value
+ *      picked, a mean that is not finite, more than cap bytes);
+ * dgc's run entries (one a value: n < 65,536) from the exclusive max-scan of each thread's
+ * last pick (the gap before its first); sbc's two selections, its sums in index
+ * order in one thread (the CPU's roundings), its mean and side (Algorithm 2) and its Rice
+ * codes (Algorithm 3: each thread's codes' lengths scanned, their bits ORed a word at a
+ * time into the zeroed payload). The frame's length, or its GcError, comes back in
+ * OneBack: one wait in place, none staged (read with the pass's lengths). */
+#define ONE_T (4 * TPB)
+#define ONE_ITEMS (TPB / 4) /* 64 values a thread (a bit each in a uint64_t); 16 in the
+                             * emulation's blocks of 64 threads, whose tests (at most 8,193
+                             * values) then reach both paths */
+#define ONE_N ((size_t)ONE_T * ONE_ITEMS - 1) /* below 65,536: a dgc gap is below 65535, so
+                                               * each value takes one run entry, no skips */
+static_assert(ONE_N < 65536, "dgc's one-block frames have no skip entries");
+
+/* what the one-block encoder leaves for the host: the payload's length or a negative
+ * GcError, and whether a radix select found no bucket (an internal error) */
+struct OneBack {
+    int64_t len;
+    uint32_t lost, pad;
+};
+static_assert(sizeof(OneBack) <= SPARSE_BACK, "a one-block frame's read-back fits SPARSE_BACK");
+
+/* a digit's bucket, chosen by one thread of the block */
+struct OneLevel {
+    uint32_t bucket, hit;
+    uint64_t above; /* keys in the buckets above it */
+};
+
+struct OneShared {
+    uint32_t hist[4096];
+    uint64_t sh[ONE_T];
+    OneLevel lev[2][3]; /* per selection (sbc has two), per digit */
+    int64_t rc;         /* sbc: the verdict of its sums and mean */
+    uint32_t side, mean;
+    uint64_t m;
+};
+
+/* the picks of select.h (mode's keys, the k largest, ties by lowest index) among x[n]:
+ * bit q of the result is whether value lo + q (of this thread's [lo, hi)) is picked.
+ * lev: this selection's slots (hit zeroed); *lost set when a digit found no bucket */
+__device__ uint64_t d_one_pick(OneShared &s, OneLevel *lev, const float *x, size_t lo, size_t hi, uint64_t k,
+                               int mode, uint32_t *lost) {
+    const unsigned t = threadIdx.x;
+    uint64_t nz = 0, all;
+    for (size_t i = lo; i < hi; i++) nz += d_key(x[i], mode) != 0;
+    d_scan_sum(nz, s.sh, &all);
+    uint32_t T = 0; /* all <= k: every nonzero key */
+    uint64_t q = 0; /* ties at T picked */
+    if (k == 0) {
+        T = 0xFFFFFFFFu; /* above every key */
+    } else if (all > k) {
+        uint32_t prefix = 0;
+        uint64_t kk = k, greater = 0;
+        for (int level = 0; level < 3; level++) {
+            const int sh = level == 0 ? 20 : level == 1 ? 8 : 0, hsh = level == 0 ? 32 : level == 1 ? 20 : 8;
+            const uint32_t nb = level < 2 ? 4096u : 256u, w = (nb + ONE_T - 1) / ONE_T;
+            for (uint32_t b = t; b < nb; b += ONE_T) s.hist[b] = 0;
+            __syncthreads();
+            for (size_t i = lo; i < hi; i++) {
+                uint32_t key = d_key(x[i], mode);
+                if (hsh < 32 && (key >> hsh) != (prefix >> hsh)) continue;
+                atomicAdd(&s.hist[(key >> sh) & (nb - 1)], 1u);
+            }
+            __syncthreads();
+            /* thread t sums the t-th run of w buckets from the top */
+            int has = (uint32_t)t * w < nb;
+            uint32_t top = has ? nb - 1 - t * w : 0;
+            uint64_t mine = 0, tot;
+            for (uint32_t j = 0; has && j < w; j++) mine += s.hist[top - j];
+            uint64_t cum = d_scan_sum(mine, s.sh, &tot);
+            if (has && cum < kk && cum + mine >= kk) { /* the crossing is in this run */
+                uint32_t b = top;
+                for (uint32_t j = 0; j < w; j++, b--) {
+                    if (b == 0 || cum + s.hist[b] >= kk) break;
+                    cum += s.hist[b];
+                }
+                lev[level].bucket = b;
+                lev[level].above = cum;
+                lev[level].hit = 1;
+            }
+            __syncthreads();
+            if (!lev[level].hit) {
+                *lost = 1;
+                break;
+            }
+            prefix |= lev[level].bucket << sh;
+            greater += lev[level].above;
+            kk -= lev[level].above;
+        }
+        T = prefix;
+        q = kk;
+    }
+    uint64_t ties = 0, tot;
+    for (size_t i = lo; i < hi && q; i++) ties += d_key(x[i], mode) == T;
+    uint64_t before = d_scan_sum(ties, s.sh, &tot);
+    uint64_t pk = 0;
+    for (size_t i = lo; i < hi; i++) {
+        uint32_t key = d_key(x[i], mode);
+        int take = key > T;
+        if (key == T && q) take = before++ < q;
+        pk |= (uint64_t)take << (i - lo);
+    }
+    return pk;
+}
+
+/* the stream's nb (1..32) bits of v, most significant first, ORed in at bit P of the
+ * zeroed payload (MSB first in each byte), a 32-bit word at a time; only words that get
+ * a set bit are touched */
+__device__ __forceinline__ void d_or_bits(uint32_t *pay32, uint64_t P, uint32_t v, int nb) {
+    while (nb > 0) {
+        int room = 32 - (int)(P & 31), take = nb < room ? nb : room;
+        uint32_t bits = v >> (nb - take);
+        if (take < 32) bits &= (1u << take) - 1u;
+        if (bits) atomicOr(&pay32[P >> 5], __byte_perm(bits << (room - take), 0, 0x0123));
+        P += (uint64_t)take;
+        nb -= take;
+    }
+}
+
+__device__ __forceinline__ void d_put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* the one-block encoder (above) of codec id (topk, dgc or sbc) with k values a selection
+ * and sbc's Rice parameter rb. pay: 4-byte aligned, of the codec's max_payload(n) bytes;
+ * cap: the payload bytes allowed; idx: sbc's scratch, [2 k]; mask, repr: NULL or [n] */
+__global__ void __launch_bounds__(ONE_T)
+    k_sparse_one(OneBack *bk, uint8_t *pay, uint8_t *mask, float *repr, uint32_t *idx, const float *x, size_t n,
+                 uint64_t k, int id, int rb, uint64_t cap) {
+    __shared__ OneShared s;
+    const unsigned t = threadIdx.x;
+    const size_t per = ((n + ONE_T - 1) / ONE_T + 7) / 8 * 8;
+    const size_t lo = (size_t)t * per < n ? (size_t)t * per : n, hi = lo + per < n ? lo + per : n;
+    if (t < 6) s.lev[t / 3][t % 3].hit = 0; /* the first scan's barrier comes before any use */
+    uint32_t lost = 0;
+    uint64_t pk, tot, before, bad = 0;
+    int64_t len;
+    float mean = 0.0f;
+    if (id != CODEC_SBC) {
+        pk = d_one_pick(s, s.lev[0], x, lo, hi, k, SELECT_MAG, &lost);
+        before = d_scan_sum((uint64_t)__popcll(pk), s.sh, &tot); /* this thread's first value's place */
+        const uint64_t cnt = tot;
+        for (size_t i = lo; i < hi; i++)
+            if (pk >> (i - lo) & 1) bad |= (__float_as_uint(x[i]) & 0x7F800000u) == 0x7F800000u;
+        d_scan_sum(bad, s.sh, &bad);
+        uint64_t prev = 0;
+        if (id == CODEC_DGC) { /* one run entry a value (n <= ONE_N), after the values */
+            uint64_t last = pk ? lo + (uint64_t)(63 - __clzll((long long)pk)) + 1 : 0;
+            prev = d_scan(last, 1, s.sh, &tot); /* the index after the last value before this thread's */
+            len = (int64_t)(4 + 6 * cnt);
+        } else {
+            len = (int64_t)(4 + (n + 7) / 8 + 4 * cnt);
+        }
+        len = bad ? -GC_ERR_PARAM : (uint64_t)len > cap ? -GC_ERR_NOSPACE : len;
+        if (t == 0) {
+            bk->len = len;
+            bk->lost = lost;
+        }
+        if (len < 0 || lost) return; /* the whole block: nothing written */
+        if (t == 0) d_put_u32(pay, (uint32_t)cnt);
+        if (id == CODEC_TOPK) {
+            uint8_t *vals = pay + 4 + (n + 7) / 8;
+            for (size_t b = lo / 8; lo < hi && b < (hi + 7) / 8; b++) /* this thread's bytes, MSB = lowest index */
+                pay[4 + b] = (uint8_t)(__brev((uint32_t)(pk >> (8 * b - lo))) >> 24);
+            for (size_t i = lo; i < hi; i++)
+                if (pk >> (i - lo) & 1) d_put_u32(vals + 4 * before++, __float_as_uint(x[i]));
+        } else {
+            float *vals = (float *)(pay + 4);
+            uint16_t *runs = (uint16_t *)(pay + 4 + 4 * cnt);
+            for (size_t i = lo; i < hi; i++) {
+                if (!(pk >> (i - lo) & 1)) continue;
+                vals[before] = x[i];
+                runs[before++] = (uint16_t)(i - prev); /* the zeros before it */
+                prev = i + 1;
+            }
+        }
+    } else {
+        /* Algorithm 1's two selections, each value's index at its place in idx */
+        uint64_t pp = d_one_pick(s, s.lev[0], x, lo, hi, k, SELECT_POS, &lost);
+        uint64_t bp = d_scan_sum((uint64_t)__popcll(pp), s.sh, &tot);
+        const uint64_t cp = tot;
+        uint64_t pn = d_one_pick(s, s.lev[1], x, lo, hi, k, SELECT_NEG, &lost);
+        uint64_t bn = d_scan_sum((uint64_t)__popcll(pn), s.sh, &tot);
+        const uint64_t cn = tot;
+        for (size_t i = lo; i < hi; i++) {
+            if (pp >> (i - lo) & 1) idx[bp++] = (uint32_t)i;
+            if (pn >> (i - lo) & 1) idx[k + bn++] = (uint32_t)i;
+        }
+        __syncthreads();
+        if (t == 0) { /* Algorithm 2: the sums in index order, the two means, the larger side */
+            double sp = 0, sn = 0;
+            uint32_t nf = 0;
+            for (uint64_t j = 0; j < cp + cn; j++) {
+                float f = x[j < cp ? idx[j] : idx[k + j - cp]];
+                nf |= (__float_as_uint(f) & 0x7F800000u) == 0x7F800000u;
+                if (j < cp) sp = __dadd_rn(sp, (double)f);
+                else sn = __dadd_rn(sn, (double)f);
+            }
+            double mu_pos = cp ? __ddiv_rn(sp, (double)cp) : 0.0, mu_neg = cn ? __ddiv_rn(-sn, (double)cn) : 0.0;
+            uint32_t side = 0;
+            uint64_t m = 0;
+            if (cp || cn) {
+                if (cp && mu_pos >= mu_neg) {
+                    m = cp;
+                    mean = __double2float_rn(mu_pos);
+                } else {
+                    side = 1;
+                    m = cn;
+                    mean = -__double2float_rn(mu_neg);
+                }
+            }
+            s.rc = nf || (m && (!isfinite(mean) || mean == 0.0f)) ? -GC_ERR_PARAM : 0;
+            s.side = side;
+            s.m = m;
+            s.mean = __float_as_uint(mean);
+        }
+        __syncthreads();
+        const uint64_t m = s.m;
+        const uint32_t *ix = idx + (s.side ? k : 0);
+        mean = __uint_as_float(s.mean);
+        pk = s.side ? pn : pp;
+        /* Algorithm 3: thread t's codes [a, z), their bits, and each one's offset by a scan */
+        const uint64_t cper = (m + ONE_T - 1) / ONE_T, a = t * cper < m ? t * cper : m, z = a + cper < m ? a + cper : m;
+        uint64_t bits = 0;
+        for (uint64_t j = a; j < z; j++)
+            bits += (((uint64_t)ix[j] - (j ? (uint64_t)ix[j - 1] : (uint64_t)-1) - 1) >> rb) + 1 + (uint64_t)rb;
+        uint64_t at = d_scan_sum(bits, s.sh, &tot);
+        len = (int64_t)(SBC_HEADER + (tot + 7) / 8);
+        len = s.rc ? s.rc : (uint64_t)len > cap ? -GC_ERR_NOSPACE : len;
+        if (t == 0) {
+            bk->len = len;
+            bk->lost = lost;
+        }
+        if (len < 0 || lost) return;
+        for (size_t i = SBC_HEADER + t; i < (size_t)len; i += ONE_T) pay[i] = 0;
+        if (t == 0) {
+            d_put_u32(pay, (uint32_t)m);
+            d_put_u32(pay + 4, s.mean);
+            pay[8] = (uint8_t)rb;
+        }
+        __syncthreads(); /* zeroed before any bit is ORed in */
+        uint64_t P = 8 * SBC_HEADER + at;
+        for (uint64_t j = a; j < z; j++) {
+            uint64_t gap = (uint64_t)ix[j] - (j ? (uint64_t)ix[j - 1] : (uint64_t)-1) - 1, q = gap >> rb;
+            for (; q > 0; q -= (uint64_t)(q < 32 ? q : 32)) { /* the quotient's ones */
+                int ones = q < 32 ? (int)q : 32;
+                d_or_bits((uint32_t *)pay, P, 0xFFFFFFFFu >> (32 - ones), ones);
+                P += (uint64_t)ones;
+            }
+            P++; /* the zero that ends them */
+            if (rb) d_or_bits((uint32_t *)pay, P, (uint32_t)gap & (uint32_t)((1ull << rb) - 1), rb);
+            P += (uint64_t)rb;
+        }
+    }
+    /* side->mask and side->repr over this thread's values, after every read of another's */
+    for (size_t i = lo; i < hi; i++) {
+        int on = pk >> (i - lo) & 1;
+        if (mask) mask[i] = (uint8_t)on;
+        if (repr) repr[i] = on ? (id == CODEC_SBC ? mean : x[i]) : 0.0f;
+    }
+}
+
 /* ============================================================ dispatch ==== */
+
+/* the one-block encoder's k, and for sbc its Rice parameter, of x[n]; launched with its
+ * result left in bk (SPARSE_BACK bytes of device memory). Returns 0, or the GcError of a
+ * density out of range (nothing launched) */
+static int sparse_one_launch(CodecCuda *g, void *bk, uint8_t *pay, uint64_t cap, const float *x, size_t n,
+                             const CodecSide *side) {
+    int id = g->spec.ops->id, rb = 0;
+    double p;
+    if (select_density(&p, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
+    size_t k = select_count(p, n);
+    if (k > n) k = n;
+    uint32_t *idx = NULL;
+    if (id == CODEC_SBC) {
+        rb = golomb_rice_bits(p);
+        idx = (uint32_t *)gcx_dmalloc((k ? 2 * k : 1) * 4);
+    }
+    k_sparse_one<<<1, ONE_T>>>((OneBack *)bk, pay, side->mask, side->repr, idx, x, n, (uint64_t)k, id, rb, cap);
+    cudaCheckLast();
+    gcx_dfree(idx);
+    return 0;
+}
+
+/* the frame's length or GcError from the one-block encoder's read-back */
+static int64_t sparse_one_verdict(const void *hb) {
+    OneBack b;
+    memcpy(&b, hb, sizeof b);
+    if (b.lost) {
+        fprintf(stderr, "internal error: GPU radix select found no bucket for a digit at %s:%d\n", __FILE__, __LINE__);
+        exit(1);
+    }
+    return b.len;
+}
+
+/* in place: the one-block encoder, and one wait for its result */
+static int64_t sparse_one_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n,
+                              const CodecSide *side) {
+    void *bk = gcx_dmalloc(SPARSE_BACK);
+    uint8_t hb[sizeof(OneBack)];
+    int rc = sparse_one_launch(g, bk, pay, cap, x, n, side);
+    if (!rc) cudaCheck(cudaMemcpy(hb, bk, sizeof hb, cudaMemcpyDeviceToHost));
+    gcx_dfree(bk);
+    return rc ? rc : sparse_one_verdict(hb);
+}
+
+size_t gcx_sparse_one_max(void) { return ONE_N; }
+
 
 int64_t gcx_sparse_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
                           const CodecSide *side) {
     *flags = 0;
-    switch (g->spec.ops->id) {
+    int id = g->spec.ops->id;
+    if (n <= ONE_N && (id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC))
+        return sparse_one_enc(g, pay, cap, x, n, side);
+    switch (id) {
     case CODEC_TOPK: return topk_enc(g, pay, cap, x, n, side, NULL);
     case CODEC_DGC: return dgc_enc(g, pay, cap, x, n, side, NULL);
     case CODEC_SBC: return sbc_enc(g, pay, cap, x, n, side);
@@ -937,18 +1265,24 @@ int64_t gcx_sparse_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flag
 
 int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, size_t n, const CodecSide *side,
                                  SparseStage *st) {
-    int dgc = g->spec.ops->id == CODEC_DGC;
+    int id = g->spec.ops->id, dgc = id == CODEC_DGC;
     int64_t k = sparse_count(g, n, side);
-    if (k < 0 || (!dgc && g->spec.ops->id != CODEC_TOPK)) return k < 0 ? -GC_ERR_PARAM : -GC_ERR_CODEC;
+    st->one = n <= ONE_N;
+    if (k < 0 || !(dgc || id == CODEC_TOPK || (id == CODEC_SBC && st->one)))
+        return k < 0 ? -GC_ERR_PARAM : -GC_ERR_CODEC;
     /* the most its values can take: topk's bitmap and k values; dgc's k values and entries,
-     * one a value and one per 65535 zeros skipped (at most n / 65535 of them) */
-    size_t cap = dgc ? 4 + 4 * (size_t)k + 2 * ((size_t)k + n / 65535 + 1) : 4 + (n + 7) / 8 + 4 * (size_t)k;
+     * one a value and one per 65535 zeros skipped (at most n / 65535 of them); sbc's codes */
+    size_t cap = id == CODEC_SBC ? g->spec.ops->max_payload(g->cpu, n)
+               : dgc             ? 4 + 4 * (size_t)k + 2 * ((size_t)k + n / 65535 + 1)
+                                 : 4 + (n + 7) / 8 + 4 * (size_t)k;
     *pay = (uint8_t *)gcx_dmalloc(cap);
     st->bk = gcx_dmalloc(SPARSE_BACK);
+    if (st->one) return sparse_one_launch(g, st->bk, *pay, UINT64_MAX, x, n, side);
     return dgc ? dgc_enc(g, *pay, cap, x, n, side, st) : topk_enc(g, *pay, cap, x, n, side, st);
 }
 
 int64_t gcx_sparse_staged_len(const CodecCuda *g, size_t n, const void *hb, const SparseStage *st) {
+    if (st->one) return sparse_one_verdict(hb);
     SparseBack b;
     memcpy(&b, hb, sizeof b);
     return sparse_verdict(g, n, &b, st->radix, st->cnt, SIZE_MAX); /* its scratch took what its k can */

@@ -152,7 +152,7 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
 
 /* a codec whose frames are staged (codec_batch_stage): their lengths or checks come back
  * once a pass, not once a frame */
-static int stages(int id) { return id == CODEC_3LC || id == CODEC_TOPK || id == CODEC_DGC; }
+static int stages(int id) { return id == CODEC_3LC || id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC; }
 
 /* The bundles' memory. Over nccl and local: device memory, where each frame is encoded
  * in place (codec_encode_cuda_dev), which NCCL sends from and receives into (local

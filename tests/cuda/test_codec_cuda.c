@@ -411,10 +411,26 @@ static void one_case(const char *text, size_t n, int d, uint64_t seed, int corru
         sc.levels = lv;
         sg.levels = dlv;
     }
-    cudaCheck(cudaMemset(drepr, 0xFF, (n ? n : 1) * sizeof(float))); /* garbage that must be overwritten */
+    /* garbage that must be overwritten, or left as it is by a refused frame */
+    memset(rc_, 0xFF, (n ? n : 1) * sizeof(float));
+    memset(mc, 0xA5, n ? n : 1);
+    cudaCheck(cudaMemset(drepr, 0xFF, (n ? n : 1) * sizeof(float)));
+    cudaCheck(cudaMemset(dmask, 0xA5, n ? n : 1));
     int64_t lc = codec_encode(c, fc, cap, x, n, &sc);
     int64_t lg = codec_encode_cuda(g, fg, cap, dx, n, &sg);
     SAME(lc == lg, CASEF ": encode length cpu %lld gpu %lld", CASEA(text, n, d, seed), (long long)lc, (long long)lg);
+    if (lc < 0 && lc == lg) { /* a refused frame writes neither repr nor mask, on both */
+        down(rg, drepr, n * sizeof(float));
+        down(mg, dmask, n);
+        int cpu_kept = 1, gpu_kept = 1;
+        const uint32_t junk = 0xFFFFFFFFu;
+        for (size_t i = 0; i < n; i++) {
+            cpu_kept &= first_diff(&rc_[i], &junk, 4) < 0 && (!is_sparse(id) || mc[i] == 0xA5);
+            gpu_kept &= first_diff(&rg[i], &junk, 4) < 0 && (!is_sparse(id) || mg[i] == 0xA5);
+        }
+        SAME(cpu_kept && gpu_kept, CASEF ": a refused frame (%lld) left repr and mask as they were: cpu %s, gpu %s",
+             CASEA(text, n, d, seed), (long long)lc, cpu_kept ? "yes" : "no", gpu_kept ? "yes" : "no");
+    }
     if (lc > 0 && lc == lg) {
         long at = first_diff(fc, fg, (size_t)lc);
         SAME(at < 0, CASEF ": frames differ at byte %ld (payload %ld): cpu %02x gpu %02x", CASEA(text, n, d, seed), at,
