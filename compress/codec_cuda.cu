@@ -1654,7 +1654,8 @@ typedef struct {
 
 /* a staged frame (codec_batch_stage): its payload in a scratch piece (fp32: still x), its
  * length known, or pending in bk until codec_batch_sizes (3lc's one-block encoder: a
- * TlcBack; topk's and dgc's: their checks, SPARSE_BACK bytes, and sp) */
+ * TlcBack; topk's, dgc's and sbc's: their checks or length, SPARSE_BACK bytes, and sp; the
+ * one-block frames among them launched there) */
 typedef struct {
     CodecCuda *g;
     const float *x;
@@ -1945,8 +1946,12 @@ __global__ void k_gather_backs(uint8_t *dst, BackTab a) {
 }
 
 void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
-    size_t np = 0;
+    size_t np = 0, nj = 0;
     for (size_t i = 0; i < b->nst; i++) np += b->st[i].bk != NULL;
+    SparseOne *jobs[np + 1]; /* the sparsifiers' one-block frames, launched together */
+    for (size_t i = 0; i < b->nst; i++)
+        if (b->st[i].bk && b->st[i].sp.one) jobs[nj++] = &b->st[i].sp.job;
+    if (nj) gcx_sparse_launch_ones(jobs, nj);
     if (np) {
         if (b->cback < np * BACK_SLOT) {
             if (b->back) cudaCheck(cudaFreeHost(b->back));

@@ -180,18 +180,22 @@ void codec_batch_flush(CodecBatch *b);
  * known (the exchange's bundles): codec_batch_stage encodes frame i's payload (i counting
  * the stages since the last flush) into device memory of the batch's, as
  * codec_encode_cuda_dev with cap = codec_cuda_max_frame(g, n) would, side->repr and
- * side->mask written as there (fp32: at the flush; topk and dgc: also for a frame that
- * turns out to fail, a NaN among its values, so their side->repr must not alias x); it waits for nothing where the codec need not
- * (fp32, and 3lc's frames of up to 8 KiB, whose length comes back later), topk and dgc
- * only for their candidates' count (their checks and dgc's run entries come back later),
- * the other codecs as they wait anyway. codec_batch_sizes: every staged frame's length (header
- * included) or negative GcError, in lens[i], with one wait for all of them.
- * codec_batch_place: frame i (of a length >= 0) queued into frame, the bytes
- * codec_encode_cuda_dev would have written there. x and side->repr stay as they are until
- * the flush (fp32 reads x there, and writes repr there, placed or not). Staging holds each
- * payload's max_payload bytes of scratch (topk and dgc: what their ratio's k values can
- * take) until the flush and copies it once more, which pays where the lengths would each
- * cost a wait (3lc, topk, dgc) */
+ * side->mask written as there (fp32: at the flush; topk, dgc and sbc of up to
+ * gcx_sparse_one_max() values: at codec_batch_sizes, by one launch a CODEC_BATCH of them,
+ * nothing written for a frame that fails; larger topk and dgc frames: at once, also for a
+ * frame that turns out to fail, a NaN among its values, so their side->repr must not
+ * alias x). It waits for nothing where the codec need not (fp32, 3lc's frames of up to 8
+ * KiB and the sparsifiers' one-block frames, whose lengths come back later), larger topk
+ * and dgc frames only for their candidates' count (their checks and dgc's run entries come
+ * back later), the other codecs as they wait anyway. codec_batch_sizes: every staged
+ * frame's length (header included) or negative GcError, in lens[i], with one wait for all
+ * of them. codec_batch_place: frame i (of a length >= 0) queued into frame, the bytes
+ * codec_encode_cuda_dev would have written there. x, side->repr and side->mask stay as they
+ * are until the flush (fp32 reads x there and writes repr there, placed or not; the
+ * one-block frames read x and write repr and mask at codec_batch_sizes). Staging holds
+ * each payload's max_payload bytes of scratch (topk and dgc: what their ratio's k values
+ * can take) until the flush and copies it once more, which pays where the lengths would
+ * each cost a wait (3lc, topk, dgc, sbc) */
 void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, const CodecSide *side);
 void codec_batch_sizes(CodecBatch *b, int64_t *lens);
 void codec_batch_place(CodecBatch *b, size_t i, uint8_t *frame);
@@ -277,14 +281,28 @@ int gcx_sparse_decode(CodecCuda *g, float *out, size_t n, float weight, int acc,
  * negative GcError known at once (nothing taken). gcx_sparse_staged_len: the payload's
  * length or GcError from the checks read back (hb: SPARSE_BACK bytes) */
 #define SPARSE_BACK 24
+/* a frame of the sparsifiers' one-block encoder (compress/sparse_cuda.cu): its arguments */
+typedef struct {
+    void *bk;                  /* its length or GcError, left there (SPARSE_BACK bytes) */
+    uint8_t *pay, *mask;
+    float *repr;
+    uint32_t *idx;             /* sbc's scratch */
+    const float *x;
+    uint64_t n, k, cap;
+    int id, rb;
+} SparseOne;
 typedef struct {
     void *bk;
-    size_t cnt; /* the values selected */
-    int radix;  /* the selection's radix select ran: its checks are in bk */
-    int one;    /* the one-block encoder ran (a tensor of up to gcx_sparse_one_max() values;
-                 * sbc is staged only then): bk holds its length or GcError */
+    size_t cnt;    /* the values selected */
+    int radix;     /* the selection's radix select ran: its checks are in bk */
+    int one;       /* a tensor of up to gcx_sparse_one_max() values (sbc is staged only then):
+                    * job is left for gcx_sparse_launch_ones, which writes the payload,
+                    * side->mask and side->repr, and its length or GcError into bk */
+    SparseOne job;
 } SparseStage;
 size_t gcx_sparse_one_max(void);
+/* the one-block encoder of k frames, a block each, CODEC_BATCH a launch */
+void gcx_sparse_launch_ones(SparseOne *const *jobs, size_t k);
 int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, size_t n, const CodecSide *side,
                                  SparseStage *st);
 int64_t gcx_sparse_staged_len(const CodecCuda *g, size_t n, const void *hb, const SparseStage *st);

@@ -1062,13 +1062,17 @@ __device__ __forceinline__ void d_put_u32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* the one-block encoder (above) of codec id (topk, dgc or sbc) with k values a selection
- * and sbc's Rice parameter rb. pay: 4-byte aligned, of the codec's max_payload(n) bytes;
- * cap: the payload bytes allowed; idx: sbc's scratch, [2 k]; mask, repr: NULL or [n] */
-__global__ void __launch_bounds__(ONE_T)
-    k_sparse_one(OneBack *bk, uint8_t *pay, uint8_t *mask, float *repr, uint32_t *idx, const float *x, size_t n,
-                 uint64_t k, int id, int rb, uint64_t cap) {
+/* the one-block encoder (above) of frame j */
+__device__ void d_sparse_one(const SparseOne &j) {
     __shared__ OneShared s;
+    OneBack *bk = (OneBack *)j.bk;
+    uint8_t *pay = j.pay, *mask = j.mask;
+    float *repr = j.repr;
+    uint32_t *idx = j.idx;
+    const float *x = j.x;
+    const size_t n = (size_t)j.n;
+    const uint64_t k = j.k, cap = j.cap;
+    const int id = j.id, rb = j.rb;
     const unsigned t = threadIdx.x;
     const size_t per = ((n + ONE_T - 1) / ONE_T + 7) / 8 * 8;
     const size_t lo = (size_t)t * per < n ? (size_t)t * per : n, hi = lo + per < n ? lo + per : n;
@@ -1201,26 +1205,52 @@ __global__ void __launch_bounds__(ONE_T)
     }
 }
 
+/* up to CODEC_BATCH frames, a block each, their arguments going as the kernel's */
+typedef struct {
+    SparseOne j[CODEC_BATCH];
+} OneTab;
+__global__ void __launch_bounds__(ONE_T) k_sparse_one(OneTab a) { d_sparse_one(a.j[blockIdx.x]); }
+
+void gcx_sparse_launch_ones(SparseOne *const *jobs, size_t k) {
+    OneTab a;
+    for (size_t i = 0; i < k; i += CODEC_BATCH) {
+        size_t m = k - i < CODEC_BATCH ? k - i : CODEC_BATCH;
+        for (size_t q = 0; q < m; q++) a.j[q] = *jobs[i + q];
+        k_sparse_one<<<(unsigned)m, ONE_T>>>(a);
+        cudaCheckLast();
+    }
+    for (size_t i = k; i-- > 0;) { /* sbc's index scratch, the newest first */
+        gcx_dfree(jobs[i]->idx);
+        jobs[i]->idx = NULL;
+    }
+}
+
 /* ============================================================ dispatch ==== */
 
-/* the one-block encoder's k, and for sbc its Rice parameter, of x[n]; launched with its
- * result left in bk (SPARSE_BACK bytes of device memory). Returns 0, or the GcError of a
- * density out of range (nothing launched) */
-static int sparse_one_launch(CodecCuda *g, void *bk, uint8_t *pay, uint64_t cap, const float *x, size_t n,
-                             const CodecSide *side) {
-    int id = g->spec.ops->id, rb = 0;
+/* frame j of the one-block encoder: its k, and for sbc its Rice parameter and index
+ * scratch (taken here, returned by gcx_sparse_launch_ones), of x[n] into pay (cap bytes
+ * allowed), its result to be left in bk (SPARSE_BACK bytes of device memory). Returns 0,
+ * or the GcError of a density out of range (nothing taken) */
+static int sparse_one_job(SparseOne *j, CodecCuda *g, void *bk, uint8_t *pay, uint64_t cap, const float *x, size_t n,
+                          const CodecSide *side) {
     double p;
     if (select_density(&p, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
     size_t k = select_count(p, n);
     if (k > n) k = n;
-    uint32_t *idx = NULL;
-    if (id == CODEC_SBC) {
-        rb = golomb_rice_bits(p);
-        idx = (uint32_t *)gcx_dmalloc((k ? 2 * k : 1) * 4);
+    memset(j, 0, sizeof *j);
+    j->bk = bk;
+    j->pay = pay;
+    j->mask = side->mask;
+    j->repr = side->repr;
+    j->x = x;
+    j->n = n;
+    j->k = k;
+    j->cap = cap;
+    j->id = g->spec.ops->id;
+    if (j->id == CODEC_SBC) {
+        j->rb = golomb_rice_bits(p);
+        j->idx = (uint32_t *)gcx_dmalloc((k ? 2 * k : 1) * 4);
     }
-    k_sparse_one<<<1, ONE_T>>>((OneBack *)bk, pay, side->mask, side->repr, idx, x, n, (uint64_t)k, id, rb, cap);
-    cudaCheckLast();
-    gcx_dfree(idx);
     return 0;
 }
 
@@ -1240,8 +1270,12 @@ static int64_t sparse_one_enc(CodecCuda *g, uint8_t *pay, size_t cap, const floa
                               const CodecSide *side) {
     void *bk = gcx_dmalloc(SPARSE_BACK);
     uint8_t hb[sizeof(OneBack)];
-    int rc = sparse_one_launch(g, bk, pay, cap, x, n, side);
-    if (!rc) cudaCheck(cudaMemcpy(hb, bk, sizeof hb, cudaMemcpyDeviceToHost));
+    SparseOne j, *jp = &j;
+    int rc = sparse_one_job(&j, g, bk, pay, cap, x, n, side);
+    if (!rc) {
+        gcx_sparse_launch_ones(&jp, 1);
+        cudaCheck(cudaMemcpy(hb, bk, sizeof hb, cudaMemcpyDeviceToHost));
+    }
     gcx_dfree(bk);
     return rc ? rc : sparse_one_verdict(hb);
 }
@@ -1277,7 +1311,7 @@ int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, si
                                  : 4 + (n + 7) / 8 + 4 * (size_t)k;
     *pay = (uint8_t *)gcx_dmalloc(cap);
     st->bk = gcx_dmalloc(SPARSE_BACK);
-    if (st->one) return sparse_one_launch(g, st->bk, *pay, UINT64_MAX, x, n, side);
+    if (st->one) return sparse_one_job(&st->job, g, st->bk, *pay, UINT64_MAX, x, n, side); /* launched there */
     return dgc ? dgc_enc(g, *pay, cap, x, n, side, st) : topk_enc(g, *pay, cap, x, n, side, st);
 }
 

@@ -787,7 +787,8 @@ static void gcomp_sequence(const char *text) {
  * accumulating, the floats equal the CPU decoder's; a frame with a flipped payload byte is
  * refused with the CPU's code and its output left as it was */
 static void batch_frames(void) {
-    static const char *const bspecs[] = {"fp32", "fp32", "3lc", "fp32", "int8", "topk", "fp32", "fp16", "ternsum", "dgc"};
+    static const char *const bspecs[] = {"fp32", "fp32", "3lc", "fp32",    "int8", "topk", "fp32",
+                                         "fp16", "ternsum", "dgc", "sbc", "topk", "dgc"};
     static const size_t bn[] = {0, 1, 3, 17, 1000, 70001, 5, 64};
     enum { K = 3 * CODEC_BATCH + 11, LEAD = 12 };
     size_t nb_spec = sizeof bspecs / sizeof bspecs[0], nb_n = sizeof bn / sizeof bn[0];
@@ -806,7 +807,8 @@ static void batch_frames(void) {
     }
     float *x = malloc(total * sizeof(float)), *rc_ = malloc(total * sizeof(float)), *rg = malloc(total * sizeof(float));
     float *init = malloc(total * sizeof(float)), *oc = malloc(total * sizeof(float)), *og = malloc(total * sizeof(float));
-    uint8_t *hb = malloc(bytes), *lead = malloc((size_t)K * LEAD);
+    uint8_t *hb = malloc(bytes), *lead = malloc((size_t)K * LEAD), *mc = calloc(total ? total : 1, 1),
+            *mg = malloc(total ? total : 1);
     float *dx = dalloc_f(total), *drepr = dalloc_f(total), *dout = dalloc_f(total);
     uint8_t *dbuf = dalloc_b(bytes);
     Rng r;
@@ -818,7 +820,7 @@ static void batch_frames(void) {
     size_t xo = 0, bo = 0;
     for (int i = 0; i < K; i++, xo += n[i - 1]) {
         gen(x + xo, n[i], (int[]){0, 1, 3}[i % 3], 300 + (uint64_t)i);
-        if (i == 32 || i == 15 || i == 29) /* frames that fail (GC_ERR_PARAM): 3lc's, topk's, dgc's */
+        if (i == 15 || i == 18 || i == 48 || i == 62) /* frames that fail (GC_ERR_PARAM): 3lc's, topk's, dgc's, sbc's */
             x[xo + n[i] / 2] = NAN;
         size_t cap = codec_max_frame(cc[i], n[i]);
         at[i] = bo + LEAD + (size_t)(i % 4); /* any alignment */
@@ -826,6 +828,7 @@ static void batch_frames(void) {
         CodecSide sc = {0};
         sc.seed = 77 + (uint64_t)i;
         sc.repr = rc_ + xo;
+        sc.mask = mc + xo;
         fc[i] = malloc(cap);
         lc[i] = codec_encode(cc[i], fc[i], cap, x + xo, n[i], &sc);
         g[i] = codec_cuda_new(&spec[i]);
@@ -895,15 +898,17 @@ static void batch_frames(void) {
     }
     /* the same frames staged (codec_batch_stage, codec_batch_sizes, codec_batch_place) into a
      * second buffer: the CPU's lengths and error codes, and its bytes where placed */
-    uint8_t *dbuf2 = dalloc_b(bytes);
+    uint8_t *dbuf2 = dalloc_b(bytes), *dmask = dalloc_b(total);
     float *drepr2 = dalloc_f(total);
     int64_t *lens2 = malloc(K * sizeof *lens2);
     cudaCheck(cudaMemset(dbuf2, 0, bytes));
+    cudaCheck(cudaMemset(dmask, 0, total ? total : 1));
     xo = 0;
     for (int i = 0; i < K; xo += n[i], i++) {
         CodecSide sg = {0};
         sg.seed = 77 + (uint64_t)i;
         sg.repr = drepr2 + xo;
+        sg.mask = dmask + xo;
         codec_batch_stage(b, g[i], dx + xo, n[i], &sg);
     }
     codec_batch_sizes(b, lens2);
@@ -914,10 +919,11 @@ static void batch_frames(void) {
         if (lens2[i] >= 0) codec_batch_place(b, (size_t)i, dbuf2 + at[i]);
         failed += lc[i] < 0;
     }
-    CHECK(failed == 3, "batch: three frames among them fail (%d)", failed);
+    CHECK(failed == 4, "batch: four frames among them fail (%d)", failed);
     codec_batch_flush(b);
     down(hb, dbuf2, bytes);
     down(rg, drepr2, total * sizeof(float));
+    down(mg, dmask, total);
     xo = 0;
     for (int i = 0; i < K; xo += n[i], i++) {
         if (lc[i] < 0 || lens2[i] != lc[i]) continue;
@@ -926,8 +932,12 @@ static void batch_frames(void) {
              d);
         SAME(first_diff(rg + xo, rc_ + xo, n[i] * sizeof(float)) < 0, "staged frame %d (%s): repr", i,
              bspecs[i % nb_spec]);
+        SAME(first_diff(mg + xo, mc + xo, n[i]) < 0, "staged frame %d (%s, n=%zu): mask", i, bspecs[i % nb_spec], n[i]);
     }
     free(lens2);
+    free(mc);
+    free(mg);
+    cudaCheck(cudaFree(dmask));
     cudaCheck(cudaFree(dbuf2));
     cudaCheck(cudaFree(drepr2));
     for (int i = 0; i < K; i++) {
