@@ -550,9 +550,8 @@ static void corrupt(const char *codec, int topology, int tamper) {
     run_free(&d);
 }
 
-/* worker 0's gradient with a NaN at step 1 in tensor t (conv1.weight, 2,700 values, or
- * layer1.0.conv1.weight, 5,000: the emulation's sparsifiers encode the first in one kernel,
- * the second with their selection's kernels), which the codec refuses to encode: both
+/* worker 0's gradient with a NaN at step 1 in tensor t (conv1.weight, the first, or
+ * layer1.0.conv1.weight, the fourth, after three frames that encode), which the codec refuses to encode: both
  * exchanges stop with the host's message, and what the failed step left (residual,
  * parameters, the server's model and pull memory, --log-layers' statistics of the frames
  * encoded after the failed one) is the same */
@@ -650,7 +649,7 @@ int main(void) {
     nan_frame("3lc", TOPO_PS, 0);
     nan_frame("int8", TOPO_ALLGATHER, 0); /* frames encoded in place */
     nan_frame("dgc", TOPO_ALLGATHER, 0);  /* staged: its length read with the pass's */
-    nan_frame("dgc", TOPO_ALLGATHER, 3);  /* staged: its selection's checks read with the pass's lengths */
+    nan_frame("dgc", TOPO_ALLGATHER, 3);
     nan_frame("sbc", TOPO_ALLGATHER, 0);
     nan_frame("topk:ratio=0.05", TOPO_PS, 0);
     nan_frame("topk:ratio=0.05", TOPO_PS, 3);
