@@ -130,7 +130,9 @@ else
     SHARE=(--depth 110 --batch 128 --steps 30 --print-every 5)
     WORD_STEPS=50 WORD_ARGS=()
     FOLDER=/tmp/gcx-folder FOLDER_SIZES=(64 16)
-    CODECS_ARGS=(--sizes 4k,1M,16M,64M) # 4k: a small tensor's frame, what the waits cost
+    # 36k: ResNet-110's largest tensor (36,864 values), a frame of the one-block 3lc and
+    # sparse encoders, what a small frame's launches and waits cost
+    CODECS_ARGS=(--sizes 36k,1M,16M,64M)
     EXCHANGE_ARGS=(--steps 20)
 fi
 
