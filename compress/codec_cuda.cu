@@ -1678,6 +1678,8 @@ struct CodecBatch {
     size_t nst, cst;
     uint8_t *back;  /* page-locked: the staged frames' read-backs (codec_batch_sizes), DMA'd */
     size_t cback;   /* its bytes */
+    SparseDec *dec; /* the sparsifiers' probed payloads decoded by one block each */
+    size_t ndec, cdec;
 };
 
 CodecBatch *codec_batch_new(void) { return (CodecBatch *)callocCheck(1, sizeof(CodecBatch)); }
@@ -1686,6 +1688,7 @@ void codec_batch_free(CodecBatch *b) {
     free(b->put);
     free(b->cp);
     free(b->st);
+    free(b->dec);
     if (b->back) cudaCheck(cudaFreeHost(b->back));
     free(b);
 }
@@ -1864,7 +1867,10 @@ void codec_batch_flush(CodecBatch *b) {
         copy_chunk(b->cp + i, b->ncp - i < CODEC_BATCH ? b->ncp - i : CODEC_BATCH);
     for (size_t i = 0; i < b->nput; i += CODEC_BATCH)
         put_chunk(b->put + i, b->nput - i < CODEC_BATCH ? b->nput - i : CODEC_BATCH);
+    gcx_sparse_launch_decs(b->dec, b->ndec);
+    b->ndec = 0;
     for (size_t i = b->nst; i-- > 0;) { /* after the copies that read them, in stream order; top first */
+        gcx_dfree(b->st[i].sp.job.idx); /* a one-block sbc frame's, where codec_batch_sizes did not run */
         gcx_dfree(b->st[i].bk);
         gcx_dfree(b->st[i].pay);
     }
@@ -1918,11 +1924,10 @@ void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, co
         j->bk = gcx_dmalloc(sizeof(TlcBack));
         k_tlc_one_enc<<<1, TLC_ONE_T>>>((TlcBack *)j->bk, j->pay, side->repr, x, n, L, (float)g->spec.v[0]);
         cudaCheckLast();
-    } else if (g->spec.ops->id == CODEC_TOPK || g->spec.ops->id == CODEC_DGC ||
-               (g->spec.ops->id == CODEC_SBC && n <= gcx_sparse_one_max())) { /* its checks read there */
+    } else if (g->spec.ops->id == CODEC_TOPK || g->spec.ops->id == CODEC_DGC || g->spec.ops->id == CODEC_SBC) {
         int64_t rc = gcx_sparse_encode_staged(g, &j->pay, x, n, side, &j->sp);
-        if (rc < 0) j->len = rc;
-        else j->bk = j->sp.bk;
+        if (rc) j->len = rc; /* an error, or a larger sbc frame's length */
+        else j->bk = j->sp.bk; /* its checks or length read there */
     } else { /* the codec's own waits */
         j->pay = (uint8_t *)gcx_dmalloc(maxp);
         j->len = encode_payload(g, j->pay, maxp, &j->flags, x, n, side);
@@ -1948,9 +1953,12 @@ __global__ void k_gather_backs(uint8_t *dst, BackTab a) {
 void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
     size_t np = 0, nj = 0;
     for (size_t i = 0; i < b->nst; i++) np += b->st[i].bk != NULL;
-    SparseOne *jobs[np + 1]; /* the sparsifiers' one-block frames, launched together */
+    SparseOne *jobs[np + 1]; /* the sparsifiers' one-block frames, launched together, once */
     for (size_t i = 0; i < b->nst; i++)
-        if (b->st[i].bk && b->st[i].sp.one) jobs[nj++] = &b->st[i].sp.job;
+        if (b->st[i].bk && b->st[i].sp.one && !b->st[i].sp.ran) {
+            jobs[nj++] = &b->st[i].sp.job;
+            b->st[i].sp.ran = 1;
+        }
     if (nj) gcx_sparse_launch_ones(jobs, nj);
     if (np) {
         if (b->cback < np * BACK_SLOT) {
@@ -2218,11 +2226,28 @@ int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weigh
     return rc;
 }
 
-/* fp32's copy or sum queued in b (read where it lies, any alignment), every other codec
- * decoded now */
+/* fp32's copy or sum queued in b (read where it lies, any alignment), and a sparsifier's
+ * payload that its probe checked, of a tensor of up to gcx_sparse_one_max() values; every
+ * other frame decoded now */
 int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
                               const uint8_t *frame, size_t len, const CodecProbe *probe) {
-    if (g->spec.ops->id != CODEC_FP32) return codec_decode_cuda_dev_probed(g, out, n, weight, acc, frame, len, probe);
+    int id = g->spec.ops->id;
+    if (id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC) {
+        Pay pay;
+        uint16_t flags = 0;
+        SparseDec j;
+        int rc = probe_check(g, n, frame, len, probe, &pay, &flags);
+        if (!rc) rc = gcx_sparse_decode_job(&j, g, out, n, weight, acc ? 1 : 0, &pay, flags);
+        if (rc < 0) return rc;
+        if (rc == 0) return codec_decode_cuda_dev_probed(g, out, n, weight, acc, frame, len, probe);
+        if (b->ndec == b->cdec) {
+            b->cdec = b->cdec ? 2 * b->cdec : 64;
+            b->dec = (SparseDec *)reallocCheck(b->dec, b->cdec * sizeof *b->dec);
+        }
+        b->dec[b->ndec++] = j;
+        return 0;
+    }
+    if (id != CODEC_FP32) return codec_decode_cuda_dev_probed(g, out, n, weight, acc, frame, len, probe);
     Pay pay;
     uint16_t flags = 0;
     int rc = probe_check(g, n, frame, len, probe, &pay, &flags);

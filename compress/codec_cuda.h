@@ -146,7 +146,7 @@ int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weigh
  * frames that needs no answer on the host: each frame's header with its CRC (computed on
  * the device), small writes next to them (a bundle's entry headers), and fp32's frames
  * whole (the copy of x into the payload and to side->repr; decoding, the copy or sum of the
- * payload into out). codec_batch_flush launches it, up to CODEC_BATCH frames a launch, the
+ * payload into out), and the sparsifiers' small probed payloads' decoding. codec_batch_flush launches it, up to CODEC_BATCH frames a launch, the
  * tables going as the kernels' arguments (no upload, no wait): the bytes and floats are
  * those of the unbatched calls.
  * Until the flush the queued work has not run: the frame's header and fp32's payload are
@@ -166,7 +166,9 @@ void codec_batch_free(CodecBatch *b);
 int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
                                   const CodecSide *side);
 /* codec_decode_cuda_dev_probed, its checks made now (the same return), fp32's copy or sum
- * into out left to the flush; the other codecs decode now */
+ * into out left to the flush, and so is the decoding of a topk, dgc or sbc payload that the
+ * probe found valid, of a tensor of up to gcx_sparse_one_max() values (one block each,
+ * CODEC_BATCH a launch); the other frames decode now */
 int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
                               const uint8_t *frame, size_t len, const CodecProbe *probe);
 /* n <= 20 bytes of host memory written to dev (device memory) at the flush; src is free
@@ -192,7 +194,8 @@ void codec_batch_flush(CodecBatch *b);
  * of them. codec_batch_place: frame i (of a length >= 0) queued into frame, the bytes
  * codec_encode_cuda_dev would have written there. x, side->repr and side->mask stay as they
  * are until the flush (fp32 reads x there and writes repr there, placed or not; the
- * one-block frames read x and write repr and mask at codec_batch_sizes). Staging holds
+ * one-block frames read x and write repr and mask at codec_batch_sizes, side by side, so
+ * one staged frame's x may not overlap another's repr or mask). Staging holds
  * each payload's max_payload bytes of scratch (topk and dgc: what their ratio's k values
  * can take) until the flush and copies it once more, which pays where the lengths would
  * each cost a wait (3lc, topk, dgc, sbc) */
@@ -273,13 +276,17 @@ uint32_t gcx_absmax_bits(const float *x, size_t n);
 int64_t gcx_sparse_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
                           const CodecSide *side);
 int gcx_sparse_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags);
-/* topk's and dgc's frames staged (codec_batch_stage): the encoder without its final read. It
- * takes the payload's scratch (*pay: the most the frame can take) and then the piece its
- * checks are left in (st->bk: SPARSE_BACK bytes), writes the payload and side->repr and
- * side->mask for a frame that may yet fail (a NaN among its values: found once the checks
- * are read), and leaves in st what the host needs for its length besides. Returns 0, or a
- * negative GcError known at once (nothing taken). gcx_sparse_staged_len: the payload's
- * length or GcError from the checks read back (hb: SPARSE_BACK bytes) */
+/* topk's, dgc's and sbc's frames staged (codec_batch_stage). It takes the payload's scratch
+ * (*pay: the most the frame can take) and then the piece its checks or length are left in
+ * (st->bk: SPARSE_BACK bytes). A tensor of up to gcx_sparse_one_max() values: the one-block
+ * encoder's job left in st->job (launched by codec_batch_sizes, nothing written for a frame
+ * that fails). A larger topk or dgc tensor: the encoder without its final read, which writes
+ * the payload and side->repr and side->mask for a frame that may yet fail (a NaN among its
+ * values: found once the checks are read), and leaves in st what the host needs for its
+ * length besides. A larger sbc tensor: encoded with its own waits, no st->bk. Returns 0, the
+ * length known now (a larger sbc frame's), or a negative GcError known at once (nothing
+ * taken). gcx_sparse_staged_len: the payload's length or GcError from what was read back
+ * (hb: SPARSE_BACK bytes) */
 #define SPARSE_BACK 24
 /* a frame of the sparsifiers' one-block encoder (compress/sparse_cuda.cu): its arguments */
 typedef struct {
@@ -295,12 +302,28 @@ typedef struct {
     void *bk;
     size_t cnt;    /* the values selected */
     int radix;     /* the selection's radix select ran: its checks are in bk */
-    int one;       /* a tensor of up to gcx_sparse_one_max() values (sbc is staged only then):
-                    * job is left for gcx_sparse_launch_ones, which writes the payload,
+    int one;       /* a tensor of up to gcx_sparse_one_max() values: job is left for
+                    * gcx_sparse_launch_ones (codec_batch_sizes), which writes the payload,
                     * side->mask and side->repr, and its length or GcError into bk */
+    int ran;       /* that launch made */
     SparseOne job;
 } SparseStage;
 size_t gcx_sparse_one_max(void);
+/* a sparsifier's payload the bundle's probe found valid, of a tensor of up to
+ * gcx_sparse_one_max() values, decoded by one block (compress/sparse_cuda.cu) */
+typedef struct {
+    float *out;
+    const uint8_t *pay;
+    uint64_t len, n, k; /* the payload's bytes, the values, the count in its header */
+    float weight, mean; /* mean: sbc's */
+    int acc, id, rb;    /* rb: sbc's Rice parameter */
+} SparseDec;
+/* 1 with *j filled for such a payload, 0 where the codec's general decoder decodes it, or
+ * the decoder's error (the header's checks on the host, the probe's) */
+int gcx_sparse_decode_job(SparseDec *j, const CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p,
+                          uint16_t flags);
+/* k such payloads decoded, a block each, CODEC_BATCH a launch */
+void gcx_sparse_launch_decs(const SparseDec *jobs, size_t k);
 /* the one-block encoder of k frames, a block each, CODEC_BATCH a launch */
 void gcx_sparse_launch_ones(SparseOne *const *jobs, size_t k);
 int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, size_t n, const CodecSide *side,

@@ -533,16 +533,24 @@ __global__ void k_topk_dec(float *out, const uint8_t *bitmap, const uint8_t *val
     }
 }
 
-/* compress/topk.c topk_decode: lengths on the host, the bitmap and values on the device */
-static int topk_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+/* compress/topk.c topk_decode's checks of the lengths, on the host: the count in *k */
+static int topk_head(uint64_t *k, size_t n, const Pay *p, uint16_t flags) {
     if (flags) return -GC_ERR_CORRUPT;
     if (p->len < 4) return -GC_ERR_TRUNCATED;
-    uint64_t k = get_u32(p->head);
-    if (k > n) return -GC_ERR_CORRUPT;
-    size_t bm = (n + 7) / 8;
-    uint64_t need = 4 + (uint64_t)bm + 4 * k;
+    *k = get_u32(p->head);
+    if (*k > n) return -GC_ERR_CORRUPT;
+    uint64_t need = 4 + (uint64_t)((n + 7) / 8) + 4 * *k;
     if ((uint64_t)p->len < need) return -GC_ERR_TRUNCATED;
     if ((uint64_t)p->len > need) return -GC_ERR_OVERSIZED;
+    return 0;
+}
+
+/* compress/topk.c topk_decode: lengths on the host, the bitmap and values on the device */
+static int topk_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    uint64_t k;
+    int head = topk_head(&k, n, p, flags);
+    if (head) return head;
+    size_t bm = (n + 7) / 8;
     if (n == 0) return 0;
     int checked = p->checked == CODEC_TOPK, rc = checked ? (int)p->chk1 : 0; /* the probe's d_topk_check */
     if (rc) return rc;
@@ -679,14 +687,22 @@ __global__ void k_dgc_short(DgcWalk *w, const uint64_t *S, const uint32_t *J, si
     }
 }
 
-/* compress/dgc.c dgc_decode: the count on the host, values and run entries on the device */
-static int dgc_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+/* compress/dgc.c dgc_decode's checks of the count and length, on the host: the count in *k */
+static int dgc_head(uint64_t *k, size_t n, const Pay *p, uint16_t flags) {
     if (flags) return -GC_ERR_CORRUPT;
     if (p->len < 4) return -GC_ERR_TRUNCATED;
-    uint64_t k = get_u32(p->head);
-    if (k > n) return -GC_ERR_CORRUPT;
-    if ((uint64_t)p->len < 4 + 6 * k) return -GC_ERR_TRUNCATED;
-    if (k == 0 && p->len != 4) return -GC_ERR_OVERSIZED;
+    *k = get_u32(p->head);
+    if (*k > n) return -GC_ERR_CORRUPT;
+    if ((uint64_t)p->len < 4 + 6 * *k) return -GC_ERR_TRUNCATED;
+    if (*k == 0 && p->len != 4) return -GC_ERR_OVERSIZED;
+    return 0;
+}
+
+/* compress/dgc.c dgc_decode: the count on the host, values and run entries on the device */
+static int dgc_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    uint64_t k;
+    int head = dgc_head(&k, n, p, flags);
+    if (head) return head;
     size_t E = (p->len - 4 - 4 * (size_t)k) / 2; /* >= k */
     int stray = (p->len - 4 - 4 * (size_t)k) & 1;
     int checked = p->checked == CODEC_DGC, rc = checked ? (int)p->chk1 : 0; /* the probe's d_dgc_check */
@@ -889,19 +905,29 @@ __global__ void k_sbc_walk(uint32_t *pos, int *rc, size_t n, int b, uint64_t m, 
     *rc = d_sbc_walk(pos, n, b, m, bits, nbytes);
 }
 
-/* compress/sbc.c sbc_decode: the header on the host, the Rice codes on the device */
-static int sbc_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+/* compress/sbc.c sbc_decode's checks of the header, on the host: the codes' count, the
+ * mean and the Rice parameter */
+static int sbc_head(uint64_t *m, float *mean, int *b, size_t n, const Pay *p, uint16_t flags) {
     if (flags) return -GC_ERR_CORRUPT;
     if (p->len < SBC_HEADER) return -GC_ERR_TRUNCATED;
-    uint64_t m = get_u32(p->head);
+    *m = get_u32(p->head);
     uint32_t mu_bits = get_u32(p->head + 4);
-    float mean = get_f32(p->head + 4);
-    int b = p->head[8];
-    if (m > n || b > 31) return -GC_ERR_CORRUPT;
-    if (m == 0 && mu_bits != 0) return -GC_ERR_CORRUPT;
-    if (m > 0 && (!isfinite(mean) || mean == 0.0f)) return -GC_ERR_CORRUPT;
+    *mean = get_f32(p->head + 4);
+    *b = p->head[8];
+    if (*m > n || *b > 31) return -GC_ERR_CORRUPT;
+    if (*m == 0 && mu_bits != 0) return -GC_ERR_CORRUPT;
+    if (*m > 0 && (!isfinite(*mean) || *mean == 0.0f)) return -GC_ERR_CORRUPT;
     uint64_t have = 8 * (uint64_t)(p->len - SBC_HEADER);
-    if (m * (uint64_t)(b + 1) > have) return -GC_ERR_TRUNCATED;
+    if (*m * (uint64_t)(*b + 1) > have) return -GC_ERR_TRUNCATED;
+    return 0;
+}
+
+/* compress/sbc.c sbc_decode: the header on the host, the Rice codes on the device */
+static int sbc_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    uint64_t m;
+    float mean;
+    int b, head = sbc_head(&m, &mean, &b, n, p, flags);
+    if (head) return head;
     int checked = p->checked == CODEC_SBC, rc = checked ? (int)p->chk1 : 0; /* the probe's walk */
     if (rc) return rc;
     uint32_t *pos = (uint32_t *)gcx_dmalloc(m * 4);
@@ -1127,6 +1153,10 @@ __device__ void d_sparse_one(const SparseOne &j) {
         uint64_t pn = d_one_pick(s, s.lev[1], x, lo, hi, k, SELECT_NEG, &lost);
         uint64_t bn = d_scan_sum((uint64_t)__popcll(pn), s.sh, &tot);
         const uint64_t cn = tot;
+        if (lost) { /* the whole block: more than k may be picked, which idx cannot hold */
+            if (t == 0) bk->lost = 1;
+            return;
+        }
         for (size_t i = lo; i < hi; i++) {
             if (pp >> (i - lo) & 1) idx[bp++] = (uint32_t)i;
             if (pn >> (i - lo) & 1) idx[k + bn++] = (uint32_t)i;
@@ -1225,6 +1255,110 @@ void gcx_sparse_launch_ones(SparseOne *const *jobs, size_t k) {
     }
 }
 
+/* The decoders of a payload the bundle's probe has checked (k_probe_checks: valid as the
+ * CPU decoder would find it) of a tensor of up to ONE_N values, in one block too: topk's
+ * bitmap bytes split into runs a thread, their popcounts scanned for each value's place;
+ * dgc's run entries (one a value: a skip would take the index past n) split the same way,
+ * their sums scanned for each value's index; sbc's Rice codes walked by one thread (as the
+ * probe walked them), after the block has zeroed out. out = v, or out += weight * v (acc),
+ * as the general decoders */
+__device__ __forceinline__ void d_put_out(float *out, size_t i, float v, float weight, int acc) {
+    out[i] = acc ? __fadd_rn(out[i], __fmul_rn(weight, v)) : v;
+}
+
+/* sbc: Algorithm 4's walk, each position given the mean, in one thread */
+__device__ __noinline__ void d_sbc_put(float *out, const uint8_t *p, uint64_t len, uint64_t n, uint64_t m, int b,
+                                       float mean, float weight, int acc) {
+    BitReader r;
+    br_init(&r, p + SBC_HEADER, len - SBC_HEADER);
+    uint64_t next = 0, gap;
+    for (uint64_t q = 0; q < m && next < n && !rice_get(&gap, &r, b, n - 1 - next); q++) {
+        d_put_out(out, (size_t)(next + gap), mean, weight, acc);
+        next += gap + 1;
+    }
+}
+
+__device__ void d_sparse_one_dec(const SparseDec &j) {
+    __shared__ uint64_t sh[ONE_T];
+    const unsigned t = threadIdx.x;
+    const size_t n = (size_t)j.n, k = (size_t)j.k;
+    const uint8_t *p = j.pay;
+    float *out = j.out;
+    uint64_t tot;
+    if (j.id == CODEC_TOPK) { /* every value of this thread's bytes written: no zeroing first */
+        const size_t bm = (n + 7) / 8, per = (bm + ONE_T - 1) / ONE_T;
+        const size_t b0 = t * per < bm ? t * per : bm, b1 = b0 + per < bm ? b0 + per : bm;
+        uint64_t c = 0;
+        for (size_t b = b0; b < b1; b++) c += (uint64_t)__popc(p[4 + b]);
+        uint64_t r = d_scan_sum(c, sh, &tot);
+        const uint8_t *vals = p + 4 + bm;
+        for (size_t b = b0; b < b1; b++)
+            for (int q = 0; q < 8 && 8 * b + q < n; q++) {
+                size_t i = 8 * b + (size_t)q;
+                if (p[4 + b] & (0x80u >> q)) d_put_out(out, i, __uint_as_float(d_get_u32(vals + 4 * r++)), j.weight, j.acc);
+                else if (!j.acc) out[i] = 0.0f;
+            }
+        return;
+    }
+    if (!j.acc)
+        for (size_t i = t; i < n; i += ONE_T) out[i] = 0.0f;
+    __syncthreads(); /* zeroed before any value lands (d_scan's barriers come after, too) */
+    if (j.id == CODEC_DGC) {
+        const size_t per = (k + ONE_T - 1) / ONE_T, e0 = t * per < k ? t * per : k, e1 = e0 + per < k ? e0 + per : k;
+        const uint8_t *runs = p + 4 + 4 * k;
+        uint64_t g = 0;
+        for (size_t e = e0; e < e1; e++) g += (uint64_t)runs[2 * e] | (uint64_t)runs[2 * e + 1] << 8;
+        uint64_t at = d_scan_sum(g, sh, &tot) + e0; /* the index after value e0 - 1 */
+        for (size_t e = e0; e < e1; e++) {
+            at += (uint64_t)runs[2 * e] | (uint64_t)runs[2 * e + 1] << 8;
+            d_put_out(out, (size_t)at++, __uint_as_float(d_get_u32(p + 4 + 4 * e)), j.weight, j.acc);
+        }
+    } else if (t == 0) {
+        d_sbc_put(out, p, j.len, n, k, j.rb, j.mean, j.weight, j.acc);
+    }
+}
+
+typedef struct {
+    SparseDec j[CODEC_BATCH];
+} DecTab;
+__global__ void __launch_bounds__(ONE_T) k_sparse_one_dec(DecTab a) { d_sparse_one_dec(a.j[blockIdx.x]); }
+
+void gcx_sparse_launch_decs(const SparseDec *jobs, size_t k) {
+    DecTab a;
+    for (size_t i = 0; i < k; i += CODEC_BATCH) {
+        size_t m = k - i < CODEC_BATCH ? k - i : CODEC_BATCH;
+        memcpy(a.j, jobs + i, m * sizeof *jobs);
+        k_sparse_one_dec<<<(unsigned)m, ONE_T>>>(a);
+        cudaCheckLast();
+    }
+}
+
+int gcx_sparse_decode_job(SparseDec *j, const CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p,
+                          uint16_t flags) {
+    int id = g->spec.ops->id, rc, rb = 0;
+    uint64_t k;
+    float mean = 0.0f;
+    if (id == CODEC_TOPK) rc = topk_head(&k, n, p, flags);
+    else if (id == CODEC_DGC) rc = dgc_head(&k, n, p, flags);
+    else if (id == CODEC_SBC) rc = sbc_head(&k, &mean, &rb, n, p, flags);
+    else return 0;
+    if (rc) return rc;
+    if (p->checked != id || n > ONE_N) return 0; /* the general decoder's own checks */
+    if (p->chk1) return (int)p->chk1;
+    memset(j, 0, sizeof *j);
+    j->out = out;
+    j->pay = p->d;
+    j->len = p->len;
+    j->n = n;
+    j->k = k;
+    j->weight = weight;
+    j->mean = mean;
+    j->acc = acc;
+    j->id = id;
+    j->rb = rb;
+    return 1;
+}
+
 /* ============================================================ dispatch ==== */
 
 /* frame j of the one-block encoder: its k, and for sbc its Rice parameter and index
@@ -1299,17 +1433,27 @@ int64_t gcx_sparse_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flag
 
 int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, size_t n, const CodecSide *side,
                                  SparseStage *st) {
-    int id = g->spec.ops->id, dgc = id == CODEC_DGC;
+    int id = g->spec.ops->id, dgc = id == CODEC_DGC, sbc = id == CODEC_SBC;
     int64_t k = sparse_count(g, n, side);
+    if (k < 0 || !(dgc || sbc || id == CODEC_TOPK)) return k < 0 ? -GC_ERR_PARAM : -GC_ERR_CODEC;
+    memset(st, 0, sizeof *st);
     st->one = n <= ONE_N;
-    if (k < 0 || !(dgc || id == CODEC_TOPK || (id == CODEC_SBC && st->one)))
-        return k < 0 ? -GC_ERR_PARAM : -GC_ERR_CODEC;
     /* the most its values can take: topk's bitmap and k values; dgc's k values and entries,
-     * one a value and one per 65535 zeros skipped (at most n / 65535 of them); sbc's codes */
-    size_t cap = id == CODEC_SBC ? g->spec.ops->max_payload(g->cpu, n)
-               : dgc             ? 4 + 4 * (size_t)k + 2 * ((size_t)k + n / 65535 + 1)
-                                 : 4 + (n + 7) / 8 + 4 * (size_t)k;
+     * one a value and one per 65535 zeros skipped (at most n / 65535 of them); sbc's k Rice
+     * codes of rb + 1 bits besides their quotients, which sum to at most n >> rb (the gaps
+     * sum to less than n), and the rest of the 32-bit word its last bits are ORed into */
+    double p = 1.0;
+    select_density(&p, g->spec.v[0], side->density); /* in range: sparse_count checked it */
+    int rb = golomb_rice_bits(p);
+    size_t cap = sbc ? SBC_HEADER + (size_t)(((uint64_t)(n >> rb) + (uint64_t)k * (rb + 1) + 7) / 8) + 3
+               : dgc ? 4 + 4 * (size_t)k + 2 * ((size_t)k + n / 65535 + 1)
+                     : 4 + (n + 7) / 8 + 4 * (size_t)k;
     *pay = (uint8_t *)gcx_dmalloc(cap);
+    if (sbc && !st->one) { /* its own waits, its length known now */
+        int64_t len = sbc_enc(g, *pay, cap - 3, x, n, side);
+        if (len < 0) gcx_dfree(*pay);
+        return len;
+    }
     st->bk = gcx_dmalloc(SPARSE_BACK);
     if (st->one) return sparse_one_job(&st->job, g, st->bk, *pay, UINT64_MAX, x, n, side); /* launched there */
     return dgc ? dgc_enc(g, *pay, cap, x, n, side, st) : topk_enc(g, *pay, cap, x, n, side, st);
@@ -1323,6 +1467,13 @@ int64_t gcx_sparse_staged_len(const CodecCuda *g, size_t n, const void *hb, cons
 }
 
 int gcx_sparse_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    SparseDec j;
+    int rc = gcx_sparse_decode_job(&j, g, out, n, weight, acc, p, flags);
+    if (rc < 0) return rc;
+    if (rc == 1) {
+        gcx_sparse_launch_decs(&j, 1);
+        return 0;
+    }
     switch (g->spec.ops->id) {
     case CODEC_TOPK: return topk_dec(out, n, weight, acc, p, flags);
     case CODEC_DGC: return dgc_dec(out, n, weight, acc, p, flags);

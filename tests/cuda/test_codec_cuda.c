@@ -51,7 +51,7 @@ static int shown; /* failures printed in detail */
 
 static const char *const specs[] = {
     "fp32", "fp16", "int8", "terngrad", "terngrad:c=0", "terngrad:c=1,seed=7", "stoch3", "stoch3:c=2.5", "3lc",
-    "3lc:s=1.5", "onebit", "topk", "topk:ratio=0.3", "dgc", "dgc:density=0.02", "sbc", "sbc:p=0.01", "sbc:p=0.2",
+    "3lc:s=1.5", "onebit", "topk", "topk:ratio=0.3", "dgc", "dgc:density=0.02", "dgc:density=0.2", "sbc", "sbc:p=0.01", "sbc:p=0.2",
     "gcomp", "gcomp:ntheta=3,chunk=64", "gcomp:ntheta=16,chunk=1000", "gcomp:ntheta=5,chunk=777",
     "ternsum", "ternsum:n=1", "ternsum:n=7", "ternsum:n=300",
 };

@@ -74,6 +74,7 @@ extern uint64_t emu_slot[1024];
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__
 #define __launch_bounds__(...)
 /* __shared__ variables are static (one copy, which every block's threads share as they
  * run one block at a time) in a section of their own, emu_shared: emu_launch fills the
