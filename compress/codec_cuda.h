@@ -146,9 +146,10 @@ int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weigh
  * frames that needs no answer on the host: each frame's header with its CRC (computed on
  * the device), small writes next to them (a bundle's entry headers), and fp32's frames
  * whole (the copy of x into the payload and to side->repr; decoding, the copy or sum of the
- * payload into out), and the sparsifiers' small probed payloads' decoding. codec_batch_flush launches it, up to CODEC_BATCH frames a launch, the
- * tables going as the kernels' arguments (no upload, no wait): the bytes and floats are
- * those of the unbatched calls.
+ * payload into out), and the sparsifiers' small probed payloads' decoding.
+ * codec_batch_flush launches it, up to CODEC_BATCH frames a launch, the tables going as
+ * the kernels' arguments (no upload, no wait): the bytes and floats are those of the
+ * unbatched calls.
  * Until the flush the queued work has not run: the frame's header and fp32's payload are
  * not written, fp32's x is still to be read and side->repr or out still to be written; the
  * caller changes none of them and reads none of those results before it. After the flush
@@ -174,9 +175,9 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
 /* n <= 20 bytes of host memory written to dev (device memory) at the flush; src is free
  * at once */
 void codec_batch_put(CodecBatch *b, void *dev, const void *src, size_t n);
-/* launches what b holds (the copies, then the CRCs, then the headers and puts), in stream
- * order after everything issued before it, and returns the staged frames' memory; b is
- * empty after it */
+/* launches what b holds (the copies, then the CRCs, then the headers and puts, then the
+ * sparsifiers' decoding), in stream order after everything issued before it, and returns
+ * the staged frames' memory; b is empty after it */
 void codec_batch_flush(CodecBatch *b);
 /* Staged frames, for a container that can lay its frames out only once their lengths are
  * known (the exchange's bundles): codec_batch_stage encodes frame i's payload (i counting
@@ -197,7 +198,7 @@ void codec_batch_flush(CodecBatch *b);
  * one-block frames read x and write repr and mask at codec_batch_sizes, side by side, so
  * one staged frame's x may not overlap another's repr or mask). Staging holds
  * each payload's max_payload bytes of scratch (topk and dgc: what their ratio's k values
- * can take) until the flush and copies it once more, which pays where the lengths would
+ * can take; sbc: what its k codes can) until the flush and copies it once more, which pays where the lengths would
  * each cost a wait (3lc, topk, dgc, sbc) */
 void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, const CodecSide *side);
 void codec_batch_sizes(CodecBatch *b, int64_t *lens);

@@ -1295,7 +1295,8 @@ __device__ void d_sparse_one_dec(const SparseDec &j) {
         for (size_t b = b0; b < b1; b++)
             for (int q = 0; q < 8 && 8 * b + q < n; q++) {
                 size_t i = 8 * b + (size_t)q;
-                if (p[4 + b] & (0x80u >> q)) d_put_out(out, i, __uint_as_float(d_get_u32(vals + 4 * r++)), j.weight, j.acc);
+                if (p[4 + b] & (0x80u >> q))
+                    d_put_out(out, i, __uint_as_float(d_get_u32(vals + 4 * r++)), j.weight, j.acc);
                 else if (!j.acc) out[i] = 0.0f;
             }
         return;
@@ -1345,17 +1346,8 @@ int gcx_sparse_decode_job(SparseDec *j, const CodecCuda *g, float *out, size_t n
     if (rc) return rc;
     if (p->checked != id || n > ONE_N) return 0; /* the general decoder's own checks */
     if (p->chk1) return (int)p->chk1;
-    memset(j, 0, sizeof *j);
-    j->out = out;
-    j->pay = p->d;
-    j->len = p->len;
-    j->n = n;
-    j->k = k;
-    j->weight = weight;
-    j->mean = mean;
-    j->acc = acc;
-    j->id = id;
-    j->rb = rb;
+    SparseDec d = {out, p->d, (uint64_t)p->len, (uint64_t)n, k, weight, mean, acc, id, rb};
+    *j = d;
     return 1;
 }
 
@@ -1371,20 +1363,11 @@ static int sparse_one_job(SparseOne *j, CodecCuda *g, void *bk, uint8_t *pay, ui
     if (select_density(&p, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
     size_t k = select_count(p, n);
     if (k > n) k = n;
-    memset(j, 0, sizeof *j);
-    j->bk = bk;
-    j->pay = pay;
-    j->mask = side->mask;
-    j->repr = side->repr;
-    j->x = x;
-    j->n = n;
-    j->k = k;
-    j->cap = cap;
-    j->id = g->spec.ops->id;
-    if (j->id == CODEC_SBC) {
-        j->rb = golomb_rice_bits(p);
-        j->idx = (uint32_t *)gcx_dmalloc((k ? 2 * k : 1) * 4);
-    }
+    int id = g->spec.ops->id, sbc = id == CODEC_SBC;
+    uint32_t *idx = sbc ? (uint32_t *)gcx_dmalloc((k ? 2 * k : 1) * 4) : NULL;
+    SparseOne o = {bk, pay, side->mask, side->repr, idx, x, (uint64_t)n, (uint64_t)k, cap, id,
+                   sbc ? golomb_rice_bits(p) : 0};
+    *j = o;
     return 0;
 }
 
@@ -1451,7 +1434,10 @@ int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, si
     *pay = (uint8_t *)gcx_dmalloc(cap);
     if (sbc && !st->one) { /* its own waits, its length known now */
         int64_t len = sbc_enc(g, *pay, cap - 3, x, n, side);
-        if (len < 0) gcx_dfree(*pay);
+        if (len < 0) { /* nothing taken */
+            gcx_dfree(*pay);
+            *pay = NULL;
+        }
         return len;
     }
     st->bk = gcx_dmalloc(SPARSE_BACK);
