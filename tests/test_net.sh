@@ -7,9 +7,10 @@
 # assumes and fails the bound below: dist/comm_mpi.c). Each run must finish with every
 # rank holding the same model (the trainer checks its replicas at the end), and the
 # bytes the links carried must match the project's own accounting within the protocol
-# overhead: between a short and a longer run, the growth of the link's tx bytes against
-# the growth of the frames the log says were sent (TCP/IP headers and acknowledgements,
-# MPI's own headers and the per-step control messages; at most 15% and 2 KiB a step).
+# overhead: the link's tx bytes at least the frames the log says were sent, and between a
+# short and a longer run the growth of the one within that of the other plus the overhead
+# (TCP/IP headers and acknowledgements, MPI's own headers and the per-step control
+# messages; at most 15% and 2 KiB a step).
 # Skipped, saying why, without root, network namespaces or mpirun. `make test-net` runs it alone.
 # Ends with "RESULT passed failed" (tests/run.sh).
 set -u
@@ -73,8 +74,12 @@ for spec in sbc:4:300:2 gcomp:4:12:2 fp32:3:8:4; do
     dtx=$((${tx:-0} - txa)) dup=$((${up:-0} - upa)) n=$((b - a))
     echo "$codec: $n more steps moved $dtx bytes on host 0's link for $dup bytes of frames" \
          "($(awk -v a=$dtx -v b=$dup -v n=$n 'BEGIN {printf "%+.1f%%, %+.0f bytes a step", b ? 100 * (a - b) / b : 0, (a - b) / n}'))"
-    check "$([ "$dup" -gt 0 ] && [ "$dtx" -ge "$dup" ] && [ "$dtx" -le $((dup + dup * 15 / 100 + n * 2048)) ]; echo $?)" \
-        "$codec: the link carried $dtx bytes for $dup bytes of frames (expected within 15% and 2 KiB a step above)"
+    # below: the longer run's link carried at least its frames (a difference of two runs
+    # would not do: the 20 Mbit/s token bucket drops packets, and what TCP resends in the
+    # shorter run, a few hundred KB at times, comes off the difference); above: the growth
+    check "$([ "$dup" -gt 0 ] && [ "${tx:-0}" -ge "${up:-0}" ] && [ "$dtx" -le $((dup + dup * 15 / 100 + n * 2048)) ]
+             echo $?)" \
+        "$codec: the link carried ${tx:-0} bytes for ${up:-0} bytes of frames in $b steps, and $dtx more for $dup more in $n more (expected at least the frames, and the growth within 15% and 2 KiB a step above theirs)"
 done
 check "$([ -z "$(ip netns list | grep gcx-)" ]; echo $?)" "the lab is gone"
 echo "RESULT $passed $failed"
