@@ -958,8 +958,8 @@ __device__ uint32_t d_block_scan(uint32_t v, int op, uint32_t *sh, uint32_t *tot
 /* tlc_enc's kernels in one: max|x| (its bits, and the scale's, into bk, the scale into
  * pay[0..3]), the bytes (and repr; nothing when max|x| or the scale is not finite, where
  * the host fails the frame), the zero-run stream into pay + 4 and its length into bk->z */
-__global__ void __launch_bounds__(TLC_ONE_T)
-    k_tlc_one_enc(TlcBack *bk, uint8_t *pay, float *repr, const float *x, size_t n, size_t L, float s) {
+__device__ void d_tlc_one_enc(TlcBack *bk, uint8_t *pay, float *repr, const float *x, size_t n, size_t L,
+                              float s) {
     __shared__ uint32_t sh[TLC_ONE_T];
     __shared__ uint8_t B[TLC_ONE_L];
     unsigned t = threadIdx.x;
@@ -1009,6 +1009,34 @@ __global__ void __launch_bounds__(TLC_ONE_T)
     if (t == 0) bk->z = all;
 }
 
+/* frames of the one-block encoder, a block each, CODEC_BATCH a launch, their arguments
+ * going as the kernel's (a pass's staged frames, launched together at codec_batch_sizes) */
+typedef struct {
+    TlcBack *bk;
+    uint8_t *pay;
+    float *repr;
+    const float *x;
+    uint64_t n, L;
+    float s;
+} TlcJob;
+typedef struct {
+    TlcJob j[CODEC_BATCH];
+} TlcTab;
+__global__ void __launch_bounds__(TLC_ONE_T) k_tlc_one_enc(TlcTab a) {
+    const TlcJob &j = a.j[blockIdx.x];
+    d_tlc_one_enc(j.bk, j.pay, j.repr, j.x, (size_t)j.n, (size_t)j.L, j.s);
+}
+
+static void tlc_launch_ones(TlcJob *const *jobs, size_t k) {
+    TlcTab a;
+    for (size_t i = 0; i < k; i += CODEC_BATCH) {
+        size_t m = k - i < CODEC_BATCH ? k - i : CODEC_BATCH;
+        for (size_t q = 0; q < m; q++) a.j[q] = *jobs[i + q];
+        k_tlc_one_enc<<<(unsigned)m, TLC_ONE_T>>>(a);
+        cudaCheckLast();
+    }
+}
+
 /* the payload's length (cap bytes at most) from what the encoder read back, or its error */
 static int64_t tlc_back_len(const TlcBack *hb, size_t cap) {
     if (hb->mb > DENSE_FINITE_MAX_GPU || hb->m > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
@@ -1023,8 +1051,8 @@ static int64_t tlc_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_
     size_t L = b3_len(n);
     TlcBack *bk = (TlcBack *)gcx_dmalloc(sizeof(TlcBack)), hb;
     if (L <= TLC_ONE_L) {
-        k_tlc_one_enc<<<1, TLC_ONE_T>>>(bk, pay, side->repr, x, n, L, (float)c->spec.v[0]);
-        cudaCheckLast();
+        TlcJob j = {bk, pay, side->repr, x, (uint64_t)n, (uint64_t)L, (float)c->spec.v[0]}, *jp = &j;
+        tlc_launch_ones(&jp, 1);
     } else {
         cudaCheck(cudaMemsetAsync(bk, 0, sizeof(TlcBack), 0));
         absmax_into(&bk->mb, x, n, 1); /* zeroed with bk */
@@ -1664,6 +1692,8 @@ typedef struct {
     uint8_t *pay;
     void *bk;
     SparseStage sp;
+    TlcJob tlc;       /* 3lc's one-block frame (tlc_one), launched at codec_batch_sizes */
+    int tlc_one, ran; /* ran: that launch made */
     int64_t len;
     uint16_t flags;
     int placed;
@@ -1922,8 +1952,9 @@ void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, co
     } else if (g->spec.ops->id == CODEC_3LC && L <= TLC_ONE_L) { /* its length read at codec_batch_sizes */
         j->pay = (uint8_t *)gcx_dmalloc(maxp);
         j->bk = gcx_dmalloc(sizeof(TlcBack));
-        k_tlc_one_enc<<<1, TLC_ONE_T>>>((TlcBack *)j->bk, j->pay, side->repr, x, n, L, (float)g->spec.v[0]);
-        cudaCheckLast();
+        TlcJob t = {(TlcBack *)j->bk, j->pay, side->repr, x, (uint64_t)n, (uint64_t)L, (float)g->spec.v[0]};
+        j->tlc = t;
+        j->tlc_one = 1; /* launched with the pass's others at codec_batch_sizes */
     } else if (g->spec.ops->id == CODEC_TOPK || g->spec.ops->id == CODEC_DGC || g->spec.ops->id == CODEC_SBC) {
         int64_t rc = gcx_sparse_encode_staged(g, &j->pay, x, n, side, &j->sp);
         if (rc) j->len = rc; /* an error, or a larger sbc frame's length */
@@ -1953,12 +1984,21 @@ __global__ void k_gather_backs(uint8_t *dst, BackTab a) {
 void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
     size_t np = 0, nj = 0;
     for (size_t i = 0; i < b->nst; i++) np += b->st[i].bk != NULL;
-    SparseOne *jobs[np + 1]; /* the sparsifiers' one-block frames, launched together, once */
-    for (size_t i = 0; i < b->nst; i++)
-        if (b->st[i].bk && b->st[i].sp.one && !b->st[i].sp.ran) {
-            jobs[nj++] = &b->st[i].sp.job;
-            b->st[i].sp.ran = 1;
+    size_t nt = 0;
+    SparseOne *jobs[np + 1]; /* the one-block frames, launched together, once */
+    TlcJob *tjobs[np + 1];
+    for (size_t i = 0; i < b->nst; i++) {
+        StageJob *j = &b->st[i];
+        if (j->bk && j->sp.one && !j->sp.ran) {
+            jobs[nj++] = &j->sp.job;
+            j->sp.ran = 1;
         }
+        if (j->tlc_one && !j->ran) {
+            tjobs[nt++] = &j->tlc;
+            j->ran = 1;
+        }
+    }
+    if (nt) tlc_launch_ones(tjobs, nt);
     if (nj) gcx_sparse_launch_ones(jobs, nj);
     if (np) {
         if (b->cback < np * BACK_SLOT) {

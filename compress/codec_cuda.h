@@ -183,9 +183,9 @@ void codec_batch_flush(CodecBatch *b);
  * known (the exchange's bundles): codec_batch_stage encodes frame i's payload (i counting
  * the stages since the last flush) into device memory of the batch's, as
  * codec_encode_cuda_dev with cap = codec_cuda_max_frame(g, n) would, side->repr and
- * side->mask written as there (fp32: at the flush; topk, dgc and sbc of up to
- * gcx_sparse_one_max() values: at codec_batch_sizes, by one launch a CODEC_BATCH of them,
- * nothing written for a frame that fails; larger topk and dgc frames: at once, also for a
+ * side->mask written as there (fp32: at the flush; 3lc's one-block frames, and topk, dgc
+ * and sbc of up to gcx_sparse_one_max() values: at codec_batch_sizes, by one launch a
+ * CODEC_BATCH of them, the sparsifiers writing nothing for a frame that fails; larger topk and dgc frames: at once, also for a
  * frame that turns out to fail, a NaN among its values, so their side->repr must not
  * alias x). It waits for nothing where the codec need not (fp32, 3lc's frames of up to 8
  * KiB and the sparsifiers' one-block frames, whose lengths come back later), larger topk
