@@ -421,11 +421,6 @@ static inline uint32_t f2bits(float f) {
     return u;
 }
 
-/* out[i] = v (acc == 0) or out[i] + weight * v, both roundings separate as on the CPU */
-__device__ __forceinline__ void store_out(float *out, size_t i, float v, float weight, int acc) {
-    out[i] = acc ? __fadd_rn(out[i], __fmul_rn(weight, v)) : v;
-}
-
 /* set *flag when any byte of p[n] matches the codec's invalid-byte test */
 enum { BAD_TERN = 1, BAD_B3 = 2, BAD_I8 = 3 };
 __global__ void k_bad_bytes(uint32_t *flag, const uint8_t *p, size_t n, int what) {
@@ -853,7 +848,7 @@ typedef struct {
 __global__ void k_tlc_scale(TlcBack *b, uint8_t *pay, float s) {
     uint32_t m = __float_as_uint(__fmul_rn(__uint_as_float(b->mb), s));
     b->m = m;
-    for (int i = 0; i < 4; i++) pay[i] = (uint8_t)(m >> (8 * i));
+    d_put_u32(pay, m);
 }
 
 /* byte j of L: the base-3^5 digits of x[j], x[L + j], ... x[4 L + j] (3LC 3.1, 3.2) with
@@ -974,7 +969,7 @@ __device__ void d_tlc_one_enc(TlcBack *bk, uint8_t *pay, float *repr, const floa
         bk->mb = all;
         bk->m = mm;
         bk->z = 0;
-        for (int i = 0; i < 4; i++) pay[i] = (uint8_t)(mm >> (8 * i));
+        d_put_u32(pay, mm);
     }
     if (all > DENSE_FINITE_MAX_GPU || mm > DENSE_FINITE_MAX_GPU) return;
     float m = __uint_as_float(mm);
@@ -1692,8 +1687,8 @@ typedef struct {
     uint8_t *pay;
     void *bk;
     SparseStage sp;
-    TlcJob tlc;       /* 3lc's one-block frame (tlc_one), launched at codec_batch_sizes */
-    int tlc_one, ran; /* ran: that launch made */
+    TlcJob tlc; /* 3lc's one-block frame (tlc.bk set), launched at codec_batch_sizes */
+    int ran;    /* the launch of its one-block frame (3lc's, or sp.job) made */
     int64_t len;
     uint16_t flags;
     int placed;
@@ -1953,8 +1948,7 @@ void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, co
         j->pay = (uint8_t *)gcx_dmalloc(maxp);
         j->bk = gcx_dmalloc(sizeof(TlcBack));
         TlcJob t = {(TlcBack *)j->bk, j->pay, side->repr, x, (uint64_t)n, (uint64_t)L, (float)g->spec.v[0]};
-        j->tlc = t;
-        j->tlc_one = 1; /* launched with the pass's others at codec_batch_sizes */
+        j->tlc = t; /* launched with the pass's others at codec_batch_sizes */
     } else if (g->spec.ops->id == CODEC_TOPK || g->spec.ops->id == CODEC_DGC || g->spec.ops->id == CODEC_SBC) {
         int64_t rc = gcx_sparse_encode_staged(g, &j->pay, x, n, side, &j->sp);
         if (rc) j->len = rc; /* an error, or a larger sbc frame's length */
@@ -1989,14 +1983,10 @@ void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
     TlcJob *tjobs[np + 1];
     for (size_t i = 0; i < b->nst; i++) {
         StageJob *j = &b->st[i];
-        if (j->bk && j->sp.one && !j->sp.ran) {
-            jobs[nj++] = &j->sp.job;
-            j->sp.ran = 1;
-        }
-        if (j->tlc_one && !j->ran) {
-            tjobs[nt++] = &j->tlc;
-            j->ran = 1;
-        }
+        if (j->ran) continue;
+        if (j->tlc.bk) tjobs[nt++] = &j->tlc;
+        else if (j->bk && j->sp.one) jobs[nj++] = &j->sp.job;
+        j->ran = 1;
     }
     if (nt) tlc_launch_ones(tjobs, nt);
     if (nj) gcx_sparse_launch_ones(jobs, nj);
@@ -2247,27 +2237,32 @@ static int probe_check(const CodecCuda *g, size_t n, const uint8_t *frame, size_
     return 0;
 }
 
-/* a device frame with its probe: the header and the CRC checked on the host, the payload
- * read in place (moved when it is not aligned as the codec's kernels need, pay_align) */
-int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
-                                 size_t len, const CodecProbe *probe) {
-    Pay pay;
-    uint16_t flags = 0;
-    int rc = probe_check(g, n, frame, len, probe, &pay, &flags);
-    if (rc) return rc;
+/* the payload pay (probe_check's) decoded where it lies, or moved first when it is not
+ * aligned as the codec's kernels need (pay_align) */
+static int decode_probed(CodecCuda *g, float *out, size_t n, float weight, int acc, Pay pay, uint16_t flags) {
     uint8_t *moved = NULL;
     if ((uintptr_t)pay.d & (pay_align(g) - 1)) {
         moved = (uint8_t *)gcx_dmalloc(pay.len);
         if (pay.len) cudaCheck(cudaMemcpyAsync(moved, pay.d, pay.len, cudaMemcpyDeviceToDevice, 0));
         pay.d = moved;
     }
-    rc = decode_payload(g, out, n, weight, acc ? 1 : 0, &pay, NULL, flags);
+    int rc = decode_payload(g, out, n, weight, acc ? 1 : 0, &pay, NULL, flags);
     if (moved) gcx_dfree(moved);
     return rc;
 }
 
+/* a device frame with its probe: the header and the CRC checked on the host, the payload
+ * read in place (decode_probed) */
+int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
+                                 size_t len, const CodecProbe *probe) {
+    Pay pay;
+    uint16_t flags = 0;
+    int rc = probe_check(g, n, frame, len, probe, &pay, &flags);
+    return rc ? rc : decode_probed(g, out, n, weight, acc, pay, flags);
+}
+
 /* fp32's copy or sum queued in b (read where it lies, any alignment), and a sparsifier's
- * payload that its probe checked, of a tensor of up to gcx_sparse_one_max() values; every
+ * payload that its probe checked, of a tensor of up to 65,535 values; every
  * other frame decoded now */
 int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
                               const uint8_t *frame, size_t len, const CodecProbe *probe) {
@@ -2279,7 +2274,7 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
         int rc = probe_check(g, n, frame, len, probe, &pay, &flags);
         if (!rc) rc = gcx_sparse_decode_job(&j, g, out, n, weight, acc ? 1 : 0, &pay, flags);
         if (rc < 0) return rc;
-        if (rc == 0) return codec_decode_cuda_dev_probed(g, out, n, weight, acc, frame, len, probe);
+        if (rc == 0) return decode_probed(g, out, n, weight, acc, pay, flags);
         if (b->ndec == b->cdec) {
             b->cdec = b->cdec ? 2 * b->cdec : 64;
             b->dec = (SparseDec *)reallocCheck(b->dec, b->cdec * sizeof *b->dec);

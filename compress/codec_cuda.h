@@ -168,7 +168,7 @@ int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, s
                                   const CodecSide *side);
 /* codec_decode_cuda_dev_probed, its checks made now (the same return), fp32's copy or sum
  * into out left to the flush, and so is the decoding of a topk, dgc or sbc payload that the
- * probe found valid, of a tensor of up to gcx_sparse_one_max() values (one block each,
+ * probe found valid, of a tensor of up to 65,535 values (one block each,
  * CODEC_BATCH a launch); the other frames decode now */
 int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
                               const uint8_t *frame, size_t len, const CodecProbe *probe);
@@ -184,7 +184,7 @@ void codec_batch_flush(CodecBatch *b);
  * the stages since the last flush) into device memory of the batch's, as
  * codec_encode_cuda_dev with cap = codec_cuda_max_frame(g, n) would, side->repr and
  * side->mask written as there (fp32: at the flush; 3lc's one-block frames, and topk, dgc
- * and sbc of up to gcx_sparse_one_max() values: at codec_batch_sizes, by one launch a
+ * and sbc of up to 65,535 values: at codec_batch_sizes, by one launch a
  * CODEC_BATCH of them, the sparsifiers writing nothing for a frame that fails; larger topk and dgc frames: at once, also for a
  * frame that turns out to fail, a NaN among its values, so their side->repr must not
  * alias x). It waits for nothing where the codec need not (fp32, 3lc's frames of up to 8
@@ -279,7 +279,7 @@ int64_t gcx_sparse_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flag
 int gcx_sparse_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags);
 /* topk's, dgc's and sbc's frames staged (codec_batch_stage). It takes the payload's scratch
  * (*pay: the most the frame can take) and then the piece its checks or length are left in
- * (st->bk: SPARSE_BACK bytes). A tensor of up to gcx_sparse_one_max() values: the one-block
+ * (st->bk: SPARSE_BACK bytes). A tensor of up to 65,535 values: the one-block
  * encoder's job left in st->job (launched by codec_batch_sizes, nothing written for a frame
  * that fails). A larger topk or dgc tensor: the encoder without its final read, which writes
  * the payload and side->repr and side->mask for a frame that may yet fail (a NaN among its
@@ -303,15 +303,14 @@ typedef struct {
     void *bk;
     size_t cnt;    /* the values selected */
     int radix;     /* the selection's radix select ran: its checks are in bk */
-    int one;       /* a tensor of up to gcx_sparse_one_max() values: job is left for
-                    * gcx_sparse_launch_ones (codec_batch_sizes), which writes the payload,
-                    * side->mask and side->repr, and its length or GcError into bk */
-    int ran;       /* that launch made */
+    int one;       /* a tensor of up to ONE_N values (compress/sparse_cuda.cu: 65,535; 4,095
+                    * on the emulation's blocks of 64 threads): job is
+                    * left for gcx_sparse_launch_ones (codec_batch_sizes), which writes the
+                    * payload, side->mask and side->repr, and its length or GcError into bk */
     SparseOne job;
 } SparseStage;
-size_t gcx_sparse_one_max(void);
 /* a sparsifier's payload the bundle's probe found valid, of a tensor of up to
- * gcx_sparse_one_max() values, decoded by one block (compress/sparse_cuda.cu) */
+ * 65,535 values, decoded by one block (compress/sparse_cuda.cu) */
 typedef struct {
     float *out;
     const uint8_t *pay;

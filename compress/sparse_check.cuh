@@ -2,8 +2,9 @@
  * bitmap and values, dgc's values and run entries, sbc's Rice codes), each also made on a
  * whole frame by the bundle's probe (compress/codec_cuda.cu, k_probe_checks), so that a
  * decoder given the probe's result waits for none of them (docs/GPU.md, "Waits and
- * launches"). Device code for those two files only; the block-wide helpers work with any
- * block size, their shared scratch sized by the caller. */
+ * launches"), and the small device helpers both files use. Device code for those two files
+ * only; the block-wide helpers work with any block size, their shared scratch sized by the
+ * caller. */
 #ifndef GCX_COMPRESS_SPARSE_CHECK_CUH
 #define GCX_COMPRESS_SPARSE_CHECK_CUH
 
@@ -13,6 +14,15 @@
 /* little-endian 32-bit word at any alignment */
 __device__ __forceinline__ uint32_t d_get_u32(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+__device__ __forceinline__ void d_put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* out[i] = v (acc == 0) or out[i] + weight * v, both roundings separate as on the CPU */
+__device__ __forceinline__ void store_out(float *out, size_t i, float v, float weight, int acc) {
+    out[i] = acc ? __fadd_rn(out[i], __fmul_rn(weight, v)) : v;
 }
 
 /* a value topk and dgc may not carry: +-0, NaN or +-inf */

@@ -349,8 +349,7 @@ __global__ void k_scatter(float *out, const uint32_t *idx, const float *v, float
     if (!d_picked(got, c)) return;
     GRID_STRIDE(j, c) {
         uint32_t i = idx[j];
-        float val = v ? v[j] : cv;
-        out[i] = acc ? __fadd_rn(out[i], __fmul_rn(weight, val)) : val;
+        store_out(out, i, v ? v[j] : cv, weight, acc);
     }
 }
 
@@ -396,14 +395,7 @@ __global__ void k_topk_bits(uint32_t *pay32, const uint32_t *idx, size_t c, cons
 
 /* value j (float, little-endian) at byte off + 4j, any alignment */
 __global__ void k_put_vals_bytes(uint8_t *pay, size_t off, const float *v, size_t c) {
-    GRID_STRIDE(j, c) {
-        uint32_t u = __float_as_uint(v[j]);
-        uint8_t *d = pay + off + 4 * j;
-        d[0] = (uint8_t)u;
-        d[1] = (uint8_t)(u >> 8);
-        d[2] = (uint8_t)(u >> 16);
-        d[3] = (uint8_t)(u >> 24);
-    }
+    GRID_STRIDE(j, c) d_put_u32(pay + off + 4 * j, __float_as_uint(v[j]));
 }
 
 /* what topk_enc and dgc_enc read back at their end, in one copy: the selection's checks, and
@@ -414,11 +406,13 @@ struct SparseBack {
 };
 static_assert(sizeof(SparseBack) == SPARSE_BACK, "a staged sparse frame's checks: SPARSE_BACK bytes");
 
-/* the k of topk's ratio or dgc's density (side->density: DGC's warm-up), or -1 */
-static int64_t sparse_count(const CodecCuda *g, size_t n, const CodecSide *side) {
-    double d;
-    if (select_density(&d, g->spec.v[0], side->density)) return -1;
-    return (int64_t)select_count(d, n);
+/* the k (at most n) of topk's ratio, dgc's density or sbc's p (side->density: DGC's
+ * warm-up), that density in *d where d is not NULL; or -1 */
+static int64_t sparse_count(const CodecCuda *g, size_t n, const CodecSide *side, double *d) {
+    double p;
+    if (select_density(&p, g->spec.v[0], side->density)) return -1;
+    if (d) *d = p;
+    return (int64_t)select_count(p, n);
 }
 
 /* topk's and dgc's selection: the top k of x, their values gathered and checked into
@@ -435,7 +429,7 @@ typedef struct {
 
 static int sparse_select(SparseSel *s, CodecCuda *g, const float *x, size_t n, const CodecSide *side,
                          SparseStage *st) {
-    int64_t k = sparse_count(g, n, side);
+    int64_t k = sparse_count(g, n, side, NULL);
     if (k < 0) return -GC_ERR_PARAM;
     s->idx = (uint32_t *)gcx_dmalloc((k ? (size_t)k : 1) * 4);
     s->bk = st ? (SparseBack *)st->bk : (SparseBack *)gcx_dmalloc(sizeof(SparseBack));
@@ -528,7 +522,7 @@ __global__ void k_topk_dec(float *out, const uint8_t *bitmap, const uint8_t *val
             if (!(w & (0x80u >> t))) continue;
             size_t i = 8 * b + (size_t)t;
             float v = __uint_as_float(d_get_u32(vals + 4 * (size_t)r++));
-            if (i < n) out[i] = acc ? __fadd_rn(out[i], __fmul_rn(weight, v)) : v;
+            if (i < n) store_out(out, i, v, weight, acc);
         }
     }
 }
@@ -586,7 +580,7 @@ __global__ void k_scatter_le(float *out, const uint32_t *idx, const uint8_t *val
     GRID_STRIDE(j, c) {
         uint32_t i = idx[j];
         float v = __uint_as_float(d_get_u32(vals + 4 * j));
-        out[i] = acc ? __fadd_rn(out[i], __fmul_rn(weight, v)) : v;
+        store_out(out, i, v, weight, acc);
     }
 }
 
@@ -1084,10 +1078,6 @@ __device__ __forceinline__ void d_or_bits(uint32_t *pay32, uint64_t P, uint32_t 
     }
 }
 
-__device__ __forceinline__ void d_put_u32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* the one-block encoder (above) of frame j */
 __device__ void d_sparse_one(const SparseOne &j) {
     __shared__ OneShared s;
@@ -1261,10 +1251,7 @@ void gcx_sparse_launch_ones(SparseOne *const *jobs, size_t k) {
  * dgc's run entries (one a value: a skip would take the index past n) split the same way,
  * their sums scanned for each value's index; sbc's Rice codes walked by one thread (as the
  * probe walked them), after the block has zeroed out. out = v, or out += weight * v (acc),
- * as the general decoders */
-__device__ __forceinline__ void d_put_out(float *out, size_t i, float v, float weight, int acc) {
-    out[i] = acc ? __fadd_rn(out[i], __fmul_rn(weight, v)) : v;
-}
+ * as the general decoders (store_out) */
 
 /* sbc: Algorithm 4's walk, each position given the mean, in one thread */
 __device__ __noinline__ void d_sbc_put(float *out, const uint8_t *p, uint64_t len, uint64_t n, uint64_t m, int b,
@@ -1273,7 +1260,7 @@ __device__ __noinline__ void d_sbc_put(float *out, const uint8_t *p, uint64_t le
     br_init(&r, p + SBC_HEADER, len - SBC_HEADER);
     uint64_t next = 0, gap;
     for (uint64_t q = 0; q < m && next < n && !rice_get(&gap, &r, b, n - 1 - next); q++) {
-        d_put_out(out, (size_t)(next + gap), mean, weight, acc);
+        store_out(out, (size_t)(next + gap), mean, weight, acc);
         next += gap + 1;
     }
 }
@@ -1296,7 +1283,7 @@ __device__ void d_sparse_one_dec(const SparseDec &j) {
             for (int q = 0; q < 8 && 8 * b + q < n; q++) {
                 size_t i = 8 * b + (size_t)q;
                 if (p[4 + b] & (0x80u >> q))
-                    d_put_out(out, i, __uint_as_float(d_get_u32(vals + 4 * r++)), j.weight, j.acc);
+                    store_out(out, i, __uint_as_float(d_get_u32(vals + 4 * r++)), j.weight, j.acc);
                 else if (!j.acc) out[i] = 0.0f;
             }
         return;
@@ -1312,7 +1299,7 @@ __device__ void d_sparse_one_dec(const SparseDec &j) {
         uint64_t at = d_scan_sum(g, sh, &tot) + e0; /* the index after value e0 - 1 */
         for (size_t e = e0; e < e1; e++) {
             at += (uint64_t)runs[2 * e] | (uint64_t)runs[2 * e + 1] << 8;
-            d_put_out(out, (size_t)at++, __uint_as_float(d_get_u32(p + 4 + 4 * e)), j.weight, j.acc);
+            store_out(out, (size_t)at++, __uint_as_float(d_get_u32(p + 4 + 4 * e)), j.weight, j.acc);
         }
     } else if (t == 0) {
         d_sbc_put(out, p, j.len, n, k, j.rb, j.mean, j.weight, j.acc);
@@ -1360,9 +1347,8 @@ int gcx_sparse_decode_job(SparseDec *j, const CodecCuda *g, float *out, size_t n
 static int sparse_one_job(SparseOne *j, CodecCuda *g, void *bk, uint8_t *pay, uint64_t cap, const float *x, size_t n,
                           const CodecSide *side) {
     double p;
-    if (select_density(&p, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
-    size_t k = select_count(p, n);
-    if (k > n) k = n;
+    int64_t k = sparse_count(g, n, side, &p);
+    if (k < 0) return -GC_ERR_PARAM;
     int id = g->spec.ops->id, sbc = id == CODEC_SBC;
     uint32_t *idx = sbc ? (uint32_t *)gcx_dmalloc((k ? 2 * k : 1) * 4) : NULL;
     SparseOne o = {bk, pay, side->mask, side->repr, idx, x, (uint64_t)n, (uint64_t)k, cap, id,
@@ -1397,8 +1383,6 @@ static int64_t sparse_one_enc(CodecCuda *g, uint8_t *pay, size_t cap, const floa
     return rc ? rc : sparse_one_verdict(hb);
 }
 
-size_t gcx_sparse_one_max(void) { return ONE_N; }
-
 
 int64_t gcx_sparse_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
                           const CodecSide *side) {
@@ -1417,7 +1401,8 @@ int64_t gcx_sparse_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flag
 int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, size_t n, const CodecSide *side,
                                  SparseStage *st) {
     int id = g->spec.ops->id, dgc = id == CODEC_DGC, sbc = id == CODEC_SBC;
-    int64_t k = sparse_count(g, n, side);
+    double p;
+    int64_t k = sparse_count(g, n, side, &p);
     if (k < 0 || !(dgc || sbc || id == CODEC_TOPK)) return k < 0 ? -GC_ERR_PARAM : -GC_ERR_CODEC;
     memset(st, 0, sizeof *st);
     st->one = n <= ONE_N;
@@ -1425,8 +1410,6 @@ int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, si
      * one a value and one per 65535 zeros skipped (at most n / 65535 of them); sbc's k Rice
      * codes of rb + 1 bits besides their quotients, which sum to at most n >> rb (the gaps
      * sum to less than n), and the rest of the 32-bit word its last bits are ORed into */
-    double p = 1.0;
-    select_density(&p, g->spec.v[0], side->density); /* in range: sparse_count checked it */
     int rb = golomb_rice_bits(p);
     size_t cap = sbc ? SBC_HEADER + (size_t)(((uint64_t)(n >> rb) + (uint64_t)k * (rb + 1) + 7) / 8) + 3
                : dgc ? 4 + 4 * (size_t)k + 2 * ((size_t)k + n / 65535 + 1)

@@ -66,8 +66,8 @@ struct ExchangeCuda {
     uint32_t nprobed;   /* the first nprobed entries' frames have their probe */
     const CodecProbe *probe; /* the probe of the frame next_entry found last, or NULL */
     CodecBatch *batch;  /* device bundles: the frames' work launched per pass, not per frame */
-    int stage;          /* device bundles with 3lc, topk or dgc frames: the passes' frames staged
-                         * (place_frames) */
+    int stage;          /* device bundles with frames of a codec that stages (stages()): the
+                         * passes' frames staged (place_frames) */
     int64_t *flen;      /* [T] a pass's frame lengths (negative: none, or its error), */
     int placed;         /* the tensors below it have their frames in the bundle: all but those
                          * from the first that failed on (exchange.c's encode_pass) */

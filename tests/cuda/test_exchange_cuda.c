@@ -441,7 +441,7 @@ static void compare(const char *codec, int topology) {
          * each 3lc frame and each frame's --log-layers sums gives 1.33 (ps) and 1.74 (ring)
          * for 3lc and 1.46 for fp32 over the ring. The sparsifiers at most 1.0: their
          * decoders' checks made with the bundle's probes, their frames of up to
-         * gcx_sparse_one_max() values encoded by one kernel and staged, their lengths read
+         * 65,535 values encoded by one kernel and staged, their lengths read
          * with the pass's (1.51 to 2.28 when each waited for its own checks, 1.15 for sbc
          * and 1.19 for topk over the server when their selections waited for their
          * candidates' count) */
