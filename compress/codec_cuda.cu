@@ -45,9 +45,6 @@ extern "C" {
 /* ====================================================== device primitives == */
 
 #define TPB 256
-#define GRID_STRIDE(i, n) \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
-
 /* the default pool keeps freed blocks (no release at every synchronization) */
 static void pool_setup(void) {
     static int done[64];

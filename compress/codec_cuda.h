@@ -207,6 +207,10 @@ void codec_batch_place(CodecBatch *b, size_t i, uint8_t *frame);
 /* compress/gcomp.h gcomp_frame_parts of a gcomp frame in DEVICE memory: the headers read on
  * the host, the level segments counted by a kernel; the same sums and return code */
 int codec_cuda_gcomp_parts(GcompParts *p, const uint8_t *frame, size_t len);
+/* the same for the frame g's last encode wrote (frame_len bytes in all, common header
+ * included), from the encoder's own counts: no read of the frame, no wait. Returns 0, or
+ * -GC_ERR_STATE when g is not gcomp or its last encode wrote no frame (p unchanged) */
+int codec_cuda_gcomp_parts_last(GcompParts *p, const CodecCuda *g, size_t frame_len);
 
 
 /* crc32c(crc, data, len) (common/crc32c.h) of len bytes of DEVICE memory, computed on the

@@ -1,22 +1,27 @@
 /* GPU path of gcomp (Li et al., SoCC 2024; CPU twin compress/gcomp.c, format
  * docs/FORMAT.md section 10), byte-identical frames.
  *
- * Encode, as the CPU's two passes (Section 6.1, 6.2):
- *   1. one thread block per chunk: the exponent histogram (shared-memory
- *      atomics, aggregated per warp with __match_any_sync), the sum of applied
- *      levels, whether a zero/denormal has its sign bit set, invalid levels;
- *   2. the host sums the histograms, runs the table schedule of Section 4.4
- *      (bootstrap from the first tensor, rebuild every K encodes, carry the
- *      table when it changes: the CPU's rules, the CPU's Huffman code builder
- *      compress/huffman.c), and one block per chunk computes the chunk's
- *      exponent-segment bits from its histogram; the host lays out the chunk
- *      headers and segment offsets exactly as the CPU;
- *   3. one block of 256 threads per chunk writes the three segments: each
- *      thread owns a contiguous run of the chunk's values, a block-wide
- *      exclusive scan of the per-thread bit counts gives each thread its bit
- *      position in every segment, and bits are ORed into the zeroed payload
- *      32 bits at a time (atomicOr of big-endian-ordered words, so threads that
- *      share a word at the edges of their runs never lose bits).
+ * Encode, as the CPU's two passes (Section 6.1, 6.2), with one wait at the end:
+ *   0. the host runs the table schedule of Section 4.4 (bootstrap from the first tensor,
+ *      rebuild every K encodes from what was encoded since the last rebuild, carry the
+ *      table when it changes: the CPU's rules and Huffman code builder, compress/huffman.c).
+ *      Once a table is held the schedule needs nothing of this frame, so its code is known
+ *      before pass 1; the bootstrap alone reads the frame's histogram first (a second wait);
+ *   1. one thread block per chunk: the exponent histogram (shared-memory atomics,
+ *      aggregated per warp with __match_any_sync), the sum of applied levels, the levels'
+ *      counts, whether a zero/denormal has its sign bit set, invalid levels, and the
+ *      exponent segment's bits (histogram times code lengths);
+ *   2. one block lays out the chunk headers and segment offsets exactly as the CPU (a
+ *      block scan of the chunks' sizes) and writes the headers, the table section and the
+ *      total bits; it leaves the frame's histogram, length, flags and size breakdown for
+ *      the host's one read;
+ *   3. one block of 256 threads per chunk writes the three segments: each thread owns a
+ *      contiguous run of the chunk's values, a block-wide exclusive scan of the per-thread
+ *      bit counts gives each thread its bit position in every segment, and bits are ORed
+ *      into the chunk's zeroed bytes 32 bits at a time (atomicOr of big-endian-ordered
+ *      words, so threads that share a word at the edges of their runs never lose bits);
+ *      then a copy to the payload. A frame refused on the device (a level above 3, too
+ *      small a buffer) writes nothing: no payload byte, no repr.
  * Decode: the host parses and validates the block header, the table section
  * and the chunk headers (the CPU's checks in the CPU's order), builds the
  * lookup table (Section 4.5) and uploads it; one GPU thread per chunk walks
@@ -45,8 +50,10 @@ extern "C" {
 #include <cub/cub.cuh>
 
 #include "common/cuda_check.h"
+#include "compress/sparse_check.cuh"
 
 #define GP_THREADS 256
+#define TPB 256
 
 static void *host_alloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
@@ -57,7 +64,7 @@ static void *host_alloc(size_t bytes) {
     return p;
 }
 
-static inline size_t bytes_of(uint64_t bits) { return (size_t)((bits + 7) >> 3); }
+__host__ __device__ static inline unsigned long long bytes_of(unsigned long long bits) { return (bits + 7) >> 3; }
 static void put_u64(uint8_t *p, uint64_t v) {
     put_u32(p, (uint32_t)v);
     put_u32(p + 4, (uint32_t)(v >> 32));
@@ -76,9 +83,13 @@ typedef struct {
 } GpTab;
 
 typedef struct {
-    GcompEnc enc; /* encoder (compress/gcomp.c GcompState) */
+    GcompEnc enc;       /* encoder (compress/gcomp.c GcompState) */
+    GcompParts parts;   /* the size breakdown of its last frame, bytes aside */
+    int parts_ok;       /* whether its last encode wrote one */
     /* decoder */
     GpTab cur, pend;
+    GcompChunk *hck;    /* page-locked: the chunks' descriptors for their upload */
+    size_t hck_n;
 } GpState;
 
 static void tab_free(GpTab *t) {
@@ -101,29 +112,69 @@ void gcx_gcomp_state_free(void *p) {
     if (!st) return;
     tab_free(&st->cur);
     tab_free(&st->pend);
+    if (st->hck) cudaCheck(cudaFreeHost(st->hck));
     free(st);
 }
 
 /* ---------------------------------------------------------------- encode */
 
-/* pass 1, one block per chunk: histogram of exponents, applied level sum
- * (exponents 1..254 only), negative zero seen, level > 3 seen.
- * chist: [nch][256]; levsum, neg0: [nch]; bad: [1]; x: [n]; lv: [n] or NULL */
-__global__ void k_gp_scan(uint32_t *chist, unsigned long long *levsum, uint32_t *neg0, uint32_t *bad,
-                          const float *x, const uint8_t *lv, size_t n, size_t chunk) {
+/* what pass 1 finds in chunk k (GpScan), and what the encoder reads back at its end in
+ * one copy (GpBack). flags: GP_NEG0 (an exponent-0 value has its sign bit set), GP_BAD
+ * (a level above 3) */
+#define GP_NEG0 1u
+#define GP_BAD 2u
+typedef struct {
+    unsigned long long levsum;   /* applied levels (exponents 1..254) */
+    unsigned long long ebits;    /* exponent-segment bits: pass 1's when the code is known, else k_gp_ebits' */
+    unsigned long long level[4]; /* nonzero exponents by applied level (the size breakdown) */
+    uint32_t z0, flags;          /* exponent-0 values; GP_NEG0 | GP_BAD */
+} GpScan;
+
+typedef struct {
+    unsigned long long fh[HUFF_NSYM]; /* the frame's exponent histogram (the table schedule's) */
+    unsigned long long off;           /* the payload's bytes */
+    unsigned long long zeros, ebits, lbits, mbits, level[4]; /* the size breakdown (GcompParts) */
+    uint32_t flags, nospace, err;     /* GP_NEG0 | GP_BAD over the chunks; off > cap; sizes disagree */
+} GpBack;
+
+/* the code's emitted words, code | length << 24 (HuffCode emit, emit_len), and the block
+ * header with the table section when carried: kernel arguments, so no upload waits */
+struct GpEmit {
+    uint32_t e[HUFF_NSYM];
+};
+struct GpHead {
+    uint8_t b[GCOMP_BLOCK_HDR + GCOMP_TABLE_MAX];
+    uint32_t len;
+};
+
+/* bits of chunk k's exponent segment from its histogram h (shared), every thread of a
+ * block of HUFF_NSYM (GP_THREADS) threads taking part; thread 0's result */
+typedef cub::BlockReduce<unsigned long long, HUFF_NSYM> EbitsReduce;
+__device__ __forceinline__ unsigned long long d_ebits(typename EbitsReduce::TempStorage &tmp, const uint32_t *h,
+                                                      const GpEmit &emit) {
+    int s = threadIdx.x;
+    return EbitsReduce(tmp).Sum((unsigned long long)h[s] * (emit.e[s] >> 24));
+}
+
+/* pass 1, one block of GP_THREADS per chunk: the exponent histogram into chist[k] ([nch][256]),
+ * and into cs[k] the applied level sum, the level counts, the exponent-0 count, the flags and,
+ * when the code is known (known), the exponent-segment bits. x: [n]; lv: [n] or NULL */
+__global__ void k_gp_scan(GpScan *cs, uint32_t *chist, const float *x, const uint8_t *lv, size_t n, size_t chunk,
+                          GpEmit emit, int known) {
     __shared__ uint32_t h[HUFF_NSYM];
-    __shared__ unsigned long long ls;
-    __shared__ uint32_t ng, bd;
+    __shared__ unsigned long long ls, lc[4];
+    __shared__ uint32_t fl;
+    __shared__ typename EbitsReduce::TempStorage tmp;
     const size_t k = blockIdx.x, lo = k * chunk, cnt = n - lo < chunk ? n - lo : chunk;
     for (int s = threadIdx.x; s < HUFF_NSYM; s += blockDim.x) h[s] = 0;
+    if (threadIdx.x < 4) lc[threadIdx.x] = 0;
     if (threadIdx.x == 0) {
         ls = 0;
-        ng = 0;
-        bd = 0;
+        fl = 0;
     }
     __syncthreads();
-    unsigned long long lsum = 0;
-    uint32_t neg = 0, b = 0;
+    unsigned long long lsum = 0, c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+    uint32_t f = 0;
     const int lane = threadIdx.x & 31;
     for (size_t base = 0; base < cnt; base += blockDim.x) { /* uniform trip count: whole warps match */
         size_t i = base + threadIdx.x;
@@ -131,50 +182,55 @@ __global__ void k_gp_scan(uint32_t *chist, unsigned long long *levsum, uint32_t 
         if (i < cnt) {
             uint32_t u = __float_as_uint(x[lo + i]);
             e = (u >> 23) & 0xFFu;
-            neg |= (e == 0) & (u >> 31);
+            if (e == 0 && (u >> 31)) f |= GP_NEG0;
+            uint32_t L = 0;
             if (lv) {
                 uint32_t l = lv[lo + i];
-                b |= l > 3;
-                lsum += (e - 1u < 254u) ? l : 0u;
+                if (l > 3) f |= GP_BAD;
+                L = (e - 1u < 254u) ? l : 0u;
+                lsum += L;
+            }
+            if (e) { /* registers, not an indexed array */
+                c0 += L == 0;
+                c1 += L == 1;
+                c2 += L == 2;
+                c3 += L == 3;
             }
         }
         uint32_t same = __match_any_sync(0xFFFFFFFFu, e);
         if (e < 0x100u && lane == __ffs(same) - 1) atomicAdd(&h[e], (uint32_t)__popc(same));
     }
     atomicAdd(&ls, lsum);
-    if (neg) atomicOr(&ng, 1u);
-    if (b) atomicOr(&bd, 1u);
+    if (c0) atomicAdd(&lc[0], c0);
+    if (c1) atomicAdd(&lc[1], c1);
+    if (c2) atomicAdd(&lc[2], c2);
+    if (c3) atomicAdd(&lc[3], c3);
+    if (f) atomicOr(&fl, f);
     __syncthreads();
     for (int s = threadIdx.x; s < HUFF_NSYM; s += blockDim.x) chist[k * HUFF_NSYM + s] = h[s];
+    unsigned long long eb = known ? d_ebits(tmp, h, emit) : 0;
     if (threadIdx.x == 0) {
-        levsum[k] = ls;
-        neg0[k] = ng;
-        if (bd) atomicOr(bad, 1u);
+        GpScan r = {ls, eb, {lc[0], lc[1], lc[2], lc[3]}, h[0], fl};
+        cs[k] = r;
     }
 }
 
-/* fh[s] = sum over chunks of chist[k][s]. One thread per symbol. */
-__global__ void k_gp_hist_sum(unsigned long long *fh, const uint32_t *chist, size_t nch) {
-    int s = threadIdx.x;
-    if (s >= HUFF_NSYM) return;
-    unsigned long long v = 0;
-    for (size_t k = 0; k < nch; k++) v += chist[k * HUFF_NSYM + s];
-    fh[s] = v;
-}
-
-/* exponent-segment bits of chunk k (from its histogram) and its exponent-0 count.
- * One block of HUFF_NSYM threads per chunk. elen: [256] emitted lengths */
-__global__ void k_gp_ebits(unsigned long long *ebits, uint32_t *z0, const uint32_t *chist, const uint8_t *elen) {
-    typedef cub::BlockReduce<unsigned long long, HUFF_NSYM> Reduce;
-    __shared__ typename Reduce::TempStorage tmp;
-    const size_t k = blockIdx.x;
-    int s = threadIdx.x;
-    unsigned long long v = (unsigned long long)chist[k * HUFF_NSYM + s] * elen[s];
-    unsigned long long tot = Reduce(tmp).Sum(v);
-    if (s == 0) {
-        ebits[k] = tot;
-        z0[k] = chist[k * HUFF_NSYM];
+/* fh[s] = sum over chunks of chist[k][s]. One thread per symbol of a block */
+__device__ __forceinline__ void d_hist_sum(unsigned long long *fh, const uint32_t *chist, size_t nch) {
+    for (int s = threadIdx.x; s < HUFF_NSYM; s += blockDim.x) {
+        unsigned long long v = 0;
+        for (size_t k = 0; k < nch; k++) v += chist[k * HUFF_NSYM + s];
+        fh[s] = v;
     }
+}
+__global__ void k_gp_hist_sum(unsigned long long *fh, const uint32_t *chist, size_t nch) { d_hist_sum(fh, chist, nch); }
+
+/* a table built from this frame's histogram (the bootstrap): each chunk's exponent-segment
+ * bits, one block of HUFF_NSYM threads per chunk */
+__global__ void k_gp_ebits(GpScan *cs, const uint32_t *chist, GpEmit emit) {
+    __shared__ typename EbitsReduce::TempStorage tmp;
+    unsigned long long eb = d_ebits(tmp, chist + (size_t)blockIdx.x * HUFF_NSYM, emit);
+    if (threadIdx.x == 0) cs[blockIdx.x].ebits = eb;
 }
 
 /* MSB-first bit writer over 32-bit words: bits go to stream position pos,
@@ -227,11 +283,95 @@ struct Bits3Sum {
     }
 };
 
+struct U64Sum {
+    __device__ unsigned long long operator()(const unsigned long long &a, const unsigned long long &b) const {
+        return a + b;
+    }
+};
+
 /* per-chunk layout for the writer. bit positions are absolute in the buffer */
 typedef struct {
     unsigned long long epos, lpos, mpos; /* first bit of each segment */
     unsigned long long ebits, lbits, mbits;
 } GpWrite;
+
+/* the layout, in one block of GP_THREADS: the CPU's (compress/gcomp.c) chunk headers and
+ * segment offsets from the chunks' scans, written with the block header (head, and the
+ * total bits) into buf; lay[k] for the writer; into bk the frame's histogram, its length and
+ * whether it fits cap, its flags and size breakdown. buf: [max(room, hdr end) + 8] */
+__global__ void k_gp_layout(GpWrite *lay, GpBack *bk, uint8_t *buf, const GpScan *cs, const uint32_t *chist,
+                            size_t n, size_t chunk, size_t nch, size_t cap, size_t room, GpHead head) {
+    typedef cub::BlockScan<unsigned long long, GP_THREADS> Scan;
+    __shared__ typename Scan::TempStorage tmp;
+    __shared__ unsigned long long sum[9]; /* zeros, ebits, lbits, mbits, level[4], off */
+    __shared__ uint32_t fl;
+    const int t = threadIdx.x;
+    d_hist_sum(bk->fh, chist, nch);
+    if (t < 9) sum[t] = 0;
+    if (t == 0) fl = 0;
+    __syncthreads();
+    uint32_t f = 0;
+    for (size_t k = t; k < nch; k += blockDim.x) f |= cs[k].flags;
+    if (f) atomicOr(&fl, f);
+    __syncthreads();
+    const uint32_t zsign = (fl & GP_NEG0) != 0;
+    unsigned long long at = head.len + nch * GCOMP_CHUNK_HDR, mine[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t base = 0; base < nch; base += blockDim.x) {
+        size_t k = base + t;
+        unsigned long long size = 0, before, tile;
+        GpScan c;
+        uint64_t count = 0, nnz = 0, mbits = 0;
+        if (k < nch) {
+            c = cs[k];
+            count = n - k * chunk < chunk ? n - k * chunk : chunk;
+            nnz = count - c.z0;
+            mbits = (uint64_t)GCOMP_MAN_BITS * nnz - GCOMP_LEVEL_SHIFT * c.levsum + (zsign ? c.z0 : 0);
+            size = bytes_of(c.ebits) + bytes_of(2 * nnz) + bytes_of(mbits);
+        }
+        Scan(tmp).ExclusiveScan(size, before, 0ull, U64Sum(), tile);
+        if (k < nch) {
+            unsigned long long o = at + before;
+            GpWrite w = {8ull * o, 8ull * (o + bytes_of(c.ebits)), 8ull * (o + bytes_of(c.ebits) + bytes_of(2 * nnz)),
+                         c.ebits, 2 * nnz, mbits};
+            lay[k] = w;
+            uint8_t *q = buf + head.len + k * GCOMP_CHUNK_HDR;
+            d_put_u32(q, (uint32_t)(k * chunk));
+            d_put_u32(q + 4, (uint32_t)count);
+            d_put_u32(q + 8, (uint32_t)(c.ebits + 2 * nnz + mbits));
+            d_put_u32(q + 12, (uint32_t)c.ebits);
+            d_put_u32(q + 16, (uint32_t)nnz);
+            mine[0] += count - nnz;
+            mine[1] += c.ebits;
+            mine[2] += 2 * nnz;
+            mine[3] += mbits;
+            for (int l = 0; l < 4; l++) mine[4 + l] += c.level[l];
+        }
+        at += tile;
+        __syncthreads(); /* tmp reused */
+    }
+    for (int i = 0; i < 8; i++)
+        if (mine[i]) atomicAdd(&sum[i], mine[i]);
+    __syncthreads();
+    const unsigned long long totbits = sum[1] + sum[2] + sum[3];
+    for (uint32_t i = t; i < head.len; i += blockDim.x) /* the total bits at 12..19 */
+        buf[i] = i - 12u < 8u ? (uint8_t)(totbits >> (8 * (i - 12))) : head.b[i];
+    if (t == 0) {
+        bk->off = at;
+        bk->zeros = sum[0];
+        bk->ebits = sum[1];
+        bk->lbits = sum[2];
+        bk->mbits = sum[3];
+        for (int l = 0; l < 4; l++) bk->level[l] = sum[4 + l];
+        bk->flags = fl;
+        bk->nospace = at > cap;
+        bk->err = !bk->nospace && at > room; /* longer than max_payload */
+    }
+}
+
+/* whether the frame is written: its levels valid, its length within cap and the scratch */
+__device__ __forceinline__ int d_gp_writes(const GpBack *bk) {
+    return !(bk->flags & GP_BAD) && !bk->nospace && !bk->err;
+}
 
 /* what value u (level lv0 from the levels, 0..3) contributes: its exponent
  * code, level, mantissa (compress/gcomp.c gp_write_values) */
@@ -244,16 +384,37 @@ __device__ __forceinline__ void gp_value_bits(uint32_t *eb, uint32_t *lb, uint32
     *mb = e != 0 ? (uint32_t)(GCOMP_MAN_BITS - GCOMP_LEVEL_SHIFT * (int)L) : zsign;
 }
 
-/* pass 2, one block of GP_THREADS per chunk.
- * buf32: the payload (zeroed chunk area); repr: [n] or NULL; emit: [256] code | len << 24 */
-__global__ void k_gp_write(uint32_t *buf32, uint32_t *err, float *repr, const float *x, const uint8_t *lv, size_t n,
-                           size_t chunk, const uint32_t *emit_g, uint32_t zsign, const GpWrite *lay) {
+/* bytes [b0, b1) of the 32-bit words w zeroed by a block: the words wholly inside by
+ * stores, the edge words' own bytes by atomicAnd (another block may be ORing its bits into
+ * the rest of such a word) */
+__device__ __forceinline__ void d_zero_bytes(uint32_t *w, unsigned long long b0, unsigned long long b1) {
+    for (unsigned long long i = ((b0 + 3) >> 2) + threadIdx.x; i < (b1 >> 2); i += blockDim.x) w[i] = 0;
+    if (threadIdx.x != 0 || b1 <= b0) return;
+    unsigned long long edge[2] = {b0 >> 2, (b1 - 1) >> 2};
+    for (int j = 0; j < 2 && (j == 0 || edge[1] != edge[0]); j++) {
+        uint32_t mask = 0;
+        for (unsigned long long i = 4 * edge[j]; i < 4 * edge[j] + 4; i++)
+            if (i >= b0 && i < b1) mask |= 0xFFu << (8 * (i & 3));
+        if (mask != 0xFFFFFFFFu) atomicAnd(&w[edge[j]], ~mask);
+    }
+}
+
+/* pass 2, one block of GP_THREADS per chunk, nothing written for a frame k_gp_layout
+ * refused: the block zeroes its chunk's bytes of buf (its segments and their padding; the
+ * neighbours' bytes of a shared word are theirs), then each thread ORs in the bits of its
+ * run of values. repr: [n] or NULL */
+__global__ void k_gp_write(uint32_t *buf32, GpBack *bk, float *repr, const float *x, const uint8_t *lv, size_t n,
+                           size_t chunk, GpEmit emit_a, const GpWrite *lay) {
     typedef cub::BlockScan<Bits3, GP_THREADS> Scan;
     __shared__ typename Scan::TempStorage tmp;
     __shared__ uint32_t emit[HUFF_NSYM];
-    for (int s = threadIdx.x; s < HUFF_NSYM; s += blockDim.x) emit[s] = emit_g[s];
-    __syncthreads();
+    if (!d_gp_writes(bk)) return;
+    const uint32_t zsign = (bk->flags & GP_NEG0) != 0;
     const size_t k = blockIdx.x, lo = k * chunk, cnt = n - lo < chunk ? n - lo : chunk;
+    GpWrite L = lay[k];
+    d_zero_bytes(buf32, L.epos >> 3, (L.mpos >> 3) + bytes_of(L.mbits));
+    for (int s = threadIdx.x; s < HUFF_NSYM; s += blockDim.x) emit[s] = emit_a.e[s];
+    __syncthreads();
     const size_t per = (cnt + GP_THREADS - 1) / GP_THREADS;
     size_t a = (size_t)threadIdx.x * per, bnd = a + per;
     if (a > cnt) a = cnt;
@@ -270,8 +431,7 @@ __global__ void k_gp_write(uint32_t *buf32, uint32_t *err, float *repr, const fl
     }
     Bits3 zero = {0, 0, 0}, before, total;
     Scan(tmp).ExclusiveScan(mine, before, zero, Bits3Sum(), total);
-    GpWrite L = lay[k];
-    if (threadIdx.x == 0 && (total.e != L.ebits || total.l != L.lbits || total.m != L.mbits)) atomicOr(err, 1u);
+    if (threadIdx.x == 0 && (total.e != L.ebits || total.l != L.lbits || total.m != L.mbits)) atomicOr(&bk->err, 1u);
     BitOut oe, ol, om;
     bo_init(oe, buf32, L.epos + before.e);
     bo_init(ol, buf32, L.lpos + before.l);
@@ -293,6 +453,21 @@ __global__ void k_gp_write(uint32_t *buf32, uint32_t *err, float *repr, const fl
     bo_flush(om);
 }
 
+/* the frame's bytes from buf to pay, when it was written and came out right */
+__global__ void k_gp_copy(uint8_t *pay, const uint8_t *buf, const GpBack *bk) {
+    if (!d_gp_writes(bk)) return; /* nor one whose sizes disagree (k_gp_write) */
+    GRID_STRIDE(i, bk->off) pay[i] = buf[i];
+}
+
+static void gp_emit(GpEmit *m, const HuffCode *hc) {
+    for (int s = 0; s < HUFF_NSYM; s++) m->e[s] = hc->emit[s] | (uint32_t)hc->emit_len[s] << 24;
+}
+
+/* All on the device but the table schedule, and one wait, at the end, for the frame's length,
+ * checks, histogram and size breakdown; two when the table is built from this frame (the
+ * bootstrap), whose histogram the host reads first. When a table is held, the schedule
+ * (Section 4.4) knows this frame's code before pass 1: a rebuild uses what was encoded
+ * before it */
 int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
                          const CodecSide *side) {
     GpState *st = (GpState *)g->gp;
@@ -300,144 +475,88 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
     uint64_t every = (uint64_t)codec_param(&g->spec, "every");
     size_t chunk = (size_t)codec_param(&g->spec, "chunk");
     *flags = 0;
+    st->parts_ok = 0;
     if (cap < GCOMP_BLOCK_HDR) return -GC_ERR_NOSPACE;
-    uint8_t h[GCOMP_BLOCK_HDR];
-    memset(h, 0, sizeof h);
+    GpHead head;
+    memset(&head, 0, sizeof head);
+    uint8_t *h = head.b;
     h[0] = GCOMP_MAGIC0;
     h[1] = GCOMP_MAGIC1;
     h[2] = GCOMP_DTYPE_FP32;
     h[3] = (uint8_t)ntheta;
     if (n == 0) { /* no table, no chunks, state untouched */
         cudaCheck(cudaMemcpy(pay, h, GCOMP_BLOCK_HDR, cudaMemcpyHostToDevice));
+        memset(&st->parts, 0, sizeof st->parts);
+        st->parts_ok = 1;
         return GCOMP_BLOCK_HDR;
     }
     const size_t nch = (n + chunk - 1) / chunk;
     const uint8_t *lv = side->levels;
-
-    /* pass 1: per-chunk histograms */
-    uint32_t *chist = (uint32_t *)gcx_dmalloc(nch * HUFF_NSYM * 4);
-    unsigned long long *dlev = (unsigned long long *)gcx_dmalloc(nch * 8), *dfh = (unsigned long long *)gcx_dmalloc(
-                                                                                 HUFF_NSYM * 8);
-    uint32_t *dneg = (uint32_t *)gcx_dmalloc(nch * 4), *dbad = (uint32_t *)gcx_dmalloc(4);
-    cudaCheck(cudaMemsetAsync(dbad, 0, 4, 0));
-    k_gp_scan<<<(unsigned)nch, GP_THREADS>>>(chist, dlev, dneg, dbad, x, lv, n, chunk);
-    cudaCheckLast();
-    k_gp_hist_sum<<<1, HUFF_NSYM>>>(dfh, chist, nch);
-    cudaCheckLast();
-    uint64_t fh[HUFF_NSYM];
-    uint32_t bad = 0;
-    uint64_t *levsum = (uint64_t *)host_alloc(nch * 8), *ebits = (uint64_t *)host_alloc(nch * 8);
-    uint32_t *neg0 = (uint32_t *)host_alloc(nch * 4), *z0 = (uint32_t *)host_alloc(nch * 4);
-    cudaCheck(cudaMemcpy(fh, dfh, sizeof fh, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(&bad, dbad, 4, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(levsum, dlev, nch * 8, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(neg0, dneg, nch * 4, cudaMemcpyDeviceToHost));
-    gcx_dfree(dlev);
-    gcx_dfree(dfh);
-    gcx_dfree(dneg);
-    gcx_dfree(dbad);
-    int64_t rc = 0;
+    /* one piece of scratch: the read-back, the chunks' scans, histograms and layout */
+    size_t sb = sizeof(GpBack), cb = nch * sizeof(GpScan), hb = nch * HUFF_NSYM * 4;
+    uint8_t *ws = (uint8_t *)gcx_dmalloc(sb + cb + hb + nch * sizeof(GpWrite));
+    GpBack *bk = (GpBack *)ws;
+    GpScan *cs = (GpScan *)(ws + sb);
+    uint32_t *chist = (uint32_t *)(ws + sb + cb);
+    GpWrite *lay = (GpWrite *)(ws + sb + cb + hb);
     GcompTablePlan plan;
-    int carry = 0, zsign = 0;
-    size_t tablen = 0;
-    const HuffCode *hc = &st->enc.code;
-    size_t off = 0;
-    uint64_t totbits = 0;
-    GpWrite *lay = NULL;
-    if (bad) rc = -GC_ERR_PARAM; /* a level above 3 */
-    if (!rc) {
-        for (size_t k = 0; k < nch; k++) zsign |= neg0[k] != 0;
-        /* table (Section 4.4): bootstrap from this tensor, or rebuild every K
-         * encodes from what was encoded since the last rebuild; carry it when it changes */
-        gcomp_table_plan(&plan, &st->enc, fh, ntheta, every);
-        hc = plan.code;
-        carry = plan.carry;
-        tablen = plan.tablen;
-        /* sizes: every chunk's segments from its histogram alone */
-        uint8_t elen[HUFF_NSYM];
-        uint32_t emit[HUFF_NSYM];
-        for (int s = 0; s < HUFF_NSYM; s++) {
-            elen[s] = hc->emit_len[s];
-            emit[s] = hc->emit[s] | (uint32_t)hc->emit_len[s] << 24;
-        }
-        uint8_t *delen = (uint8_t *)gcx_dmalloc(HUFF_NSYM);
-        unsigned long long *deb = (unsigned long long *)gcx_dmalloc(nch * 8);
-        uint32_t *dz0 = (uint32_t *)gcx_dmalloc(nch * 4);
-        cudaCheck(cudaMemcpy(delen, elen, HUFF_NSYM, cudaMemcpyHostToDevice));
-        k_gp_ebits<<<(unsigned)nch, HUFF_NSYM>>>(deb, dz0, chist, delen);
-        cudaCheckLast();
-        cudaCheck(cudaMemcpy(ebits, deb, nch * 8, cudaMemcpyDeviceToHost));
-        cudaCheck(cudaMemcpy(z0, dz0, nch * 4, cudaMemcpyDeviceToHost));
-        gcx_dfree(delen);
-        gcx_dfree(deb);
-        gcx_dfree(dz0);
-        lay = (GpWrite *)host_alloc(nch * sizeof(GpWrite));
-        size_t hdr_end = GCOMP_BLOCK_HDR + tablen + nch * GCOMP_CHUNK_HDR;
-        off = hdr_end;
-        uint8_t *hbuf = (uint8_t *)host_alloc(hdr_end);
-        for (size_t k = 0; k < nch; k++) {
-            uint64_t count = n - k * chunk < chunk ? n - k * chunk : chunk;
-            uint64_t nnz = count - z0[k];
-            uint64_t mbits = (uint64_t)GCOMP_MAN_BITS * nnz - GCOMP_LEVEL_SHIFT * levsum[k] + (zsign ? z0[k] : 0);
-            uint64_t eb = ebits[k];
-            lay[k].epos = 8ull * off;
-            lay[k].lpos = 8ull * (off + bytes_of(eb));
-            lay[k].mpos = 8ull * (off + bytes_of(eb) + bytes_of(2 * nnz));
-            lay[k].ebits = eb;
-            lay[k].lbits = 2 * nnz;
-            lay[k].mbits = mbits;
-            uint8_t *q = hbuf + GCOMP_BLOCK_HDR + tablen + k * GCOMP_CHUNK_HDR;
-            put_u32(q, (uint32_t)(k * chunk));
-            put_u32(q + 4, (uint32_t)count);
-            put_u32(q + 8, (uint32_t)(eb + 2 * nnz + mbits));
-            put_u32(q + 12, (uint32_t)eb);
-            put_u32(q + 16, (uint32_t)nnz);
-            off += bytes_of(eb) + bytes_of(2 * nnz) + bytes_of(mbits);
-            totbits += eb + 2 * nnz + mbits;
-        }
-        if (off > cap) rc = -GC_ERR_NOSPACE;
-        if (!rc) {
-            put_u32(h + 4, plan.id);
-            put_u32(h + 8, (uint32_t)nch);
-            put_u64(h + 12, totbits);
-            put_u64(h + 20, 32ull * n);
-            memcpy(hbuf, h, GCOMP_BLOCK_HDR);
-            if (carry) memcpy(hbuf + GCOMP_BLOCK_HDR, plan.tab, tablen);
-            /* the chunk data is ORed into a zeroed scratch with a word of slack,
-             * then copied: pay itself may end inside a word */
-            uint8_t *buf = (uint8_t *)gcx_dmalloc(off + 8);
-            cudaCheck(cudaMemsetAsync(buf + hdr_end, 0, off + 8 - hdr_end, 0));
-            cudaCheck(cudaMemcpy(buf, hbuf, hdr_end, cudaMemcpyHostToDevice));
-            uint32_t *demit = (uint32_t *)gcx_dmalloc(sizeof emit), *derr = (uint32_t *)gcx_dmalloc(4);
-            GpWrite *dlay = (GpWrite *)gcx_dmalloc(nch * sizeof(GpWrite));
-            cudaCheck(cudaMemcpy(demit, emit, sizeof emit, cudaMemcpyHostToDevice));
-            cudaCheck(cudaMemcpy(dlay, lay, nch * sizeof(GpWrite), cudaMemcpyHostToDevice));
-            cudaCheck(cudaMemsetAsync(derr, 0, 4, 0));
-            k_gp_write<<<(unsigned)nch, GP_THREADS>>>((uint32_t *)buf, derr, side->repr, x, lv, n, chunk, demit,
-                                                     (uint32_t)zsign, dlay);
-            cudaCheckLast();
-            uint32_t herr = 0;
-            cudaCheck(cudaMemcpy(&herr, derr, 4, cudaMemcpyDeviceToHost));
-            if (herr) rc = -GC_ERR_NOSPACE; /* sizes disagree with the histograms: internal error, as the CPU */
-            else cudaCheck(cudaMemcpyAsync(pay, buf, off, cudaMemcpyDeviceToDevice, 0));
-            gcx_dfree(buf);
-            gcx_dfree(demit);
-            gcx_dfree(derr);
-            gcx_dfree(dlay);
-        }
-        free(hbuf);
+    GpEmit emit;
+    memset(&emit, 0, sizeof emit);
+    const int known = st->enc.have;
+    if (known) {
+        gcomp_table_plan(&plan, &st->enc, NULL, ntheta, every);
+        gp_emit(&emit, plan.code);
     }
-    gcx_dfree(chist);
-    free(levsum);
-    free(ebits);
-    free(neg0);
-    free(z0);
-    free(lay);
-    if (rc) return rc;
+    k_gp_scan<<<(unsigned)nch, GP_THREADS>>>(cs, chist, x, lv, n, chunk, emit, known);
+    cudaCheckLast();
+    if (!known) {
+        k_gp_hist_sum<<<1, HUFF_NSYM>>>(bk->fh, chist, nch);
+        cudaCheckLast();
+        uint64_t fh[HUFF_NSYM];
+        cudaCheck(cudaMemcpy(fh, bk->fh, sizeof fh, cudaMemcpyDeviceToHost));
+        gcomp_table_plan(&plan, &st->enc, fh, ntheta, every);
+        gp_emit(&emit, plan.code);
+        k_gp_ebits<<<(unsigned)nch, HUFF_NSYM>>>(cs, chist, emit);
+        cudaCheckLast();
+    }
+    put_u32(h + 4, plan.id);
+    put_u32(h + 8, (uint32_t)nch);
+    put_u64(h + 20, 32ull * n);
+    if (plan.carry) memcpy(h + GCOMP_BLOCK_HDR, plan.tab, plan.tablen);
+    head.len = (uint32_t)(GCOMP_BLOCK_HDR + plan.tablen);
+    /* the frame is ORed into a scratch with a word of slack, then copied: pay itself may end
+     * inside a word. A frame takes at most max_payload bytes (the CPU's bound; the layout
+     * calls a longer one an internal error), so a larger cap needs no more scratch */
+    size_t hdr_end = head.len + nch * GCOMP_CHUNK_HDR, maxp = g->spec.ops->max_payload(g->cpu, n);
+    size_t room = cap < maxp ? cap : maxp;
+    if (room < hdr_end) room = hdr_end;
+    uint8_t *buf = (uint8_t *)gcx_dmalloc(room + 8);
+    k_gp_layout<<<1, GP_THREADS>>>(lay, bk, buf, cs, chist, n, chunk, nch, cap, room, head);
+    cudaCheckLast();
+    k_gp_write<<<(unsigned)nch, GP_THREADS>>>((uint32_t *)buf, bk, side->repr, x, lv, n, chunk, emit, lay);
+    cudaCheckLast();
+    k_gp_copy<<<gcx_grid(room), TPB>>>(pay, buf, bk);
+    cudaCheckLast();
+    GpBack r;
+    cudaCheck(cudaMemcpy(&r, bk, sizeof r, cudaMemcpyDeviceToHost));
+    gcx_dfree(buf);
+    gcx_dfree(ws);
+    if (r.flags & GP_BAD) return -GC_ERR_PARAM; /* a level above 3 */
+    if (r.nospace) return -GC_ERR_NOSPACE;
+    if (r.err) return -GC_ERR_NOSPACE; /* sizes disagree with the histograms or the bound: internal error */
     /* commit the state only once the frame is complete */
-    gcomp_table_commit(&st->enc, &plan, fh);
-    *flags = (uint16_t)((carry ? GCOMP_FLAG_TABLE : 0) | (zsign ? GCOMP_FLAG_ZSIGN : 0));
-    return (int64_t)off;
+    gcomp_table_commit(&st->enc, &plan, (const uint64_t *)r.fh);
+    GcompParts *p = &st->parts;
+    memset(p, 0, sizeof *p);
+    p->values = n;
+    p->zeros = r.zeros;
+    p->exp_bits = r.ebits;
+    p->level_bits = r.lbits;
+    p->man_bits = r.mbits;
+    for (int l = 0; l < 4; l++) p->level[l] = r.level[l];
+    st->parts_ok = 1;
+    *flags = (uint16_t)((plan.carry ? GCOMP_FLAG_TABLE : 0) | (r.flags & GP_NEG0 ? GCOMP_FLAG_ZSIGN : 0));
+    return (int64_t)r.off;
 }
 
 /* ---------------------------------------------------------------- decode */
@@ -458,11 +577,13 @@ __device__ __forceinline__ int d_pad_ok(const uint8_t *p, unsigned long long bit
 }
 
 /* one thread per chunk: compress/gcomp.c gp_decode_chunk. out: [n] scratch
- * (a chunk may fail after writing values); rc: [nch]; neg: [nch] */
+ * (a chunk may fail after writing values); rc: [nch]; neg: [nch], whether a decoded
+ * exponent-0 value is negative (0 for a chunk that fails) */
 __global__ void k_gp_dec(float *out, int *rc, uint32_t *neg, const uint8_t *pay, size_t len, const uint16_t *lut,
                          const uint8_t *hclen, int nth, uint32_t zs, const GpChunkD *ck, size_t nch) {
     size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= nch) return;
+    neg[k] = 0;
     GpChunkD c = ck[k];
     unsigned long long lbits = 2ull * c.nnz;
     unsigned long long pe = 8ull * c.off, pl = pe + 8ull * ((c.ebits + 7) >> 3), pm = pl + 8ull * ((lbits + 7) >> 3);
@@ -514,8 +635,7 @@ __global__ void k_gp_dec(float *out, int *rc, uint32_t *neg, const uint8_t *pay,
 
 /* out[i] += weight * v[i], rounded as the CPU's out[i] + weight * v[i]. out, v: [n] */
 __global__ void k_gp_acc(float *out, const float *v, size_t n, float weight) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        out[i] = __fadd_rn(out[i], __fmul_rn(weight, v[i]));
+    GRID_STRIDE(i, n) store_out(out, i, v[i], weight, 1);
 }
 
 /* compress/gcomp.c gp_table_set, plus the device copies of the lookup table
@@ -549,16 +669,22 @@ static int gp_table_read(GpTab *t, size_t *used, const uint8_t *p, size_t len, i
 
 /* The payload's parts the host parses (block header, table section, chunk headers: a
  * prefix of at most 28 + GCOMP_TABLE_MAX + 20 C bytes) are read from host (a host frame)
- * or copied down from p->d (a device frame); the chunks are decoded on the device, from
- * p->d, or from one upload of host once the headers have passed */
+ * or copied down from p->d (a device frame: in one copy for up to GP_PREFIX_CHUNKS chunks,
+ * the rest of the chunk headers in a second); the chunks are decoded on the device, from
+ * p->d, or from one upload of host once the headers have passed, their descriptors
+ * uploaded from page-locked memory (no wait), and their results read back in one copy:
+ * two waits for a device frame of up to GP_PREFIX_CHUNKS chunks */
+#define GP_PREFIX_CHUNKS 64
 int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, const uint8_t *host,
                      uint16_t flags) {
     GpState *st = (GpState *)g->gp;
     size_t len = p->len;
-    uint8_t *pre = NULL; /* the prefix copied down from a device frame */
+    uint8_t *pre = NULL; /* the prefix copied down from a device frame, first bytes */
+    size_t first = 0;
     const uint8_t *payload = host;
     if (!host) {
-        size_t first = len < GCOMP_BLOCK_HDR + GCOMP_TABLE_MAX ? len : GCOMP_BLOCK_HDR + GCOMP_TABLE_MAX;
+        const size_t most = GCOMP_BLOCK_HDR + GCOMP_TABLE_MAX + GP_PREFIX_CHUNKS * GCOMP_CHUNK_HDR;
+        first = len < most ? len : most;
         pre = (uint8_t *)host_alloc(first ? first : 1);
         if (first) cudaCheck(cudaMemcpy(pre, p->d, first, cudaMemcpyDeviceToHost));
         payload = pre;
@@ -586,37 +712,39 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         if (!st->cur.have || st->cur.id != b.id || st->cur.hc.ntheta != ntheta) rc = -GC_ERR_STATE;
     }
     if (!rc) rc = gcomp_chunks_fit(len, at, &b); /* before the per-chunk memory */
-    if (!rc && pre) { /* the chunk headers too */
+    if (!rc && pre && at + nch * GCOMP_CHUNK_HDR > first) { /* the rest of the chunk headers */
         pre = (uint8_t *)reallocCheck(pre, at + nch * GCOMP_CHUNK_HDR);
         payload = pre;
-        cudaCheck(cudaMemcpy(pre + at, p->d + at, nch * GCOMP_CHUNK_HDR, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(pre + first, p->d + first, at + nch * GCOMP_CHUNK_HDR - first, cudaMemcpyDeviceToHost));
     }
     if (rc) {
         free(pre);
         return rc;
     }
-    GpChunkD *ck = (GpChunkD *)host_alloc(nch * sizeof(GpChunkD));
+    if (nch > st->hck_n) { /* page-locked, so that their upload waits for nothing; the last
+                            * decode's upload is complete (its results were read) */
+        if (st->hck) cudaCheck(cudaFreeHost(st->hck));
+        cudaCheck(cudaMallocHost((void **)&st->hck, nch * sizeof(GpChunkD)));
+        st->hck_n = nch;
+    }
+    GpChunkD *ck = st->hck;
     rc = gcomp_chunks_parse(ck, payload, len, at, &b, n);
     if (!rc) {
         const uint8_t *dpay = host ? gcx_upload(host, len) : p->d;
         GpChunkD *dck = (GpChunkD *)gcx_dmalloc((size_t)nch * sizeof(GpChunkD));
-        int *drc = (int *)gcx_dmalloc((size_t)nch * sizeof(int));
-        uint32_t *dneg = (uint32_t *)gcx_dmalloc((size_t)nch * 4);
+        int *dres = (int *)gcx_dmalloc(2 * (size_t)nch * sizeof(int)); /* each chunk's result, then its sign flag */
         float *dv = (float *)gcx_dmalloc(n * sizeof(float)); /* the values, before they reach out */
-        cudaCheck(cudaMemcpy(dck, ck, (size_t)nch * sizeof(GpChunkD), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemsetAsync(dneg, 0, (size_t)nch * 4, 0));
+        cudaCheck(cudaMemcpyAsync(dck, ck, (size_t)nch * sizeof(GpChunkD), cudaMemcpyHostToDevice, 0));
         unsigned blocks = (unsigned)((nch + 63) / 64);
-        k_gp_dec<<<blocks, 64>>>(dv, drc, dneg, dpay, len, t->dlut, t->dlen, ntheta, (uint32_t)zsign, dck,
-                                 (size_t)nch);
+        k_gp_dec<<<blocks, 64>>>(dv, dres, (uint32_t *)dres + nch, dpay, len, t->dlut, t->dlen, ntheta,
+                                 (uint32_t)zsign, dck, (size_t)nch);
         cudaCheckLast();
-        int *hrc = (int *)host_alloc((size_t)nch * sizeof(int));
-        uint32_t *hneg = (uint32_t *)host_alloc((size_t)nch * 4);
-        cudaCheck(cudaMemcpy(hrc, drc, (size_t)nch * sizeof(int), cudaMemcpyDeviceToHost));
-        cudaCheck(cudaMemcpy(hneg, dneg, (size_t)nch * 4, cudaMemcpyDeviceToHost));
+        int *hres = (int *)host_alloc(2 * (size_t)nch * sizeof(int));
+        cudaCheck(cudaMemcpy(hres, dres, 2 * (size_t)nch * sizeof(int), cudaMemcpyDeviceToHost));
         int anyneg = 0;
         for (size_t k = 0; k < nch && !rc; k++) {
-            rc = hrc[k];
-            anyneg |= hneg[k] != 0;
+            rc = hres[k];
+            anyneg |= hres[nch + k] != 0;
         }
         if (!rc && zsign && !anyneg) rc = -GC_ERR_CORRUPT; /* ZSIGN set without a negative zero */
         if (!rc && acc) { /* the frame is valid: only now the output */
@@ -625,15 +753,12 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         } else if (!rc) {
             cudaCheck(cudaMemcpyAsync(out, dv, n * sizeof(float), cudaMemcpyDeviceToDevice, 0));
         }
-        free(hrc);
-        free(hneg);
+        free(hres);
         if (host) gcx_dfree((void *)dpay);
         gcx_dfree(dck);
-        gcx_dfree(drc);
-        gcx_dfree(dneg);
+        gcx_dfree(dres);
         gcx_dfree(dv);
     }
-    free(ck);
     free(pre);
     if (rc) return rc;
     if (t == &st->pend) { /* commit the carried table */
@@ -736,5 +861,19 @@ int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len) {
     st->enc = b.enc;
     if (b.dec_have) gp_table_set(&st->cur, &b.dec, b.dec_id); /* builds and uploads its lookup table */
     st->cur.have = b.dec_have;
+    return 0;
+}
+
+int codec_cuda_gcomp_parts_last(GcompParts *p, const CodecCuda *g, size_t frame_len) {
+    const GpState *st = (const GpState *)g->gp;
+    if (!st || !st->parts_ok) return -GC_ERR_STATE;
+    const GcompParts *q = &st->parts;
+    p->values += q->values;
+    p->zeros += q->zeros;
+    for (int l = 0; l < 4; l++) p->level[l] += q->level[l];
+    p->exp_bits += q->exp_bits;
+    p->level_bits += q->level_bits;
+    p->man_bits += q->man_bits;
+    p->bytes += frame_len;
     return 0;
 }

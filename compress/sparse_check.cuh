@@ -2,14 +2,22 @@
  * bitmap and values, dgc's values and run entries, sbc's Rice codes), each also made on a
  * whole frame by the bundle's probe (compress/codec_cuda.cu, k_probe_checks), so that a
  * decoder given the probe's result waits for none of them (docs/GPU.md, "Waits and
- * launches"), and the small device helpers both files use. Device code for those two files
- * only; the block-wide helpers work with any block size, their shared scratch sized by the
- * caller. */
+ * launches"), and the small device helpers the codec files share (gcomp_cuda.cu too).
+ * Device code for those files only; the block-wide helpers work with any block size, their
+ * shared scratch sized by the caller. */
 #ifndef GCX_COMPRESS_SPARSE_CHECK_CUH
 #define GCX_COMPRESS_SPARSE_CHECK_CUH
 
+extern "C" {
+#include "compress/golomb.h" /* rice_get, compiled for both */
+}
+
 #define DGC_RUN_SKIP 0xFFFFu /* a dgc run entry that skips 65535 zeros and ends no gap */
 #define SBC_HEADER 9         /* sbc's payload header: the count, the mean, the Rice parameter */
+
+/* a grid-stride loop: i over 0 .. n - 1 */
+#define GRID_STRIDE(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
 
 /* little-endian 32-bit word at any alignment */
 __device__ __forceinline__ uint32_t d_get_u32(const uint8_t *p) {

@@ -56,9 +56,6 @@ extern "C" {
 #include "common/cuda_check.h"
 
 #define TPB 256
-#define GRID_STRIDE(i, n) \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
-
 /* ============================================================ selection ==== */
 
 /* compress/select.h select_key */

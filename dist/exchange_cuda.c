@@ -742,16 +742,20 @@ static int next_entry(ExchangeCuda *x, BundleReader *br, int t, int chunk, const
     return rc;
 }
 
-/* a pushed frame (flen bytes at fp in x->out) of m values of tensor t in this step's
- * byte counts, with gcomp's size breakdown of the frame */
-static void count_push(ExchangeCuda *x, int t, size_t m, const uint8_t *fp, int64_t flen) {
+/* a pushed frame of flen bytes, of m values of tensor t, encoded by g, in this step's
+ * byte counts, with gcomp's size breakdown of the frame (the encoder's own counts: the
+ * frame is not read) */
+static void count_push(ExchangeCuda *x, int t, size_t m, const CodecCuda *g, int64_t flen) {
     x->st.raw_up += 4 * (uint64_t)m;
     if (!x->pol[t].compressed) return;
     x->st.comp_raw += 4 * (uint64_t)m;
     x->st.comp_bytes += ENTRY_HDR + (uint64_t)flen;
     if (x->pol[t].spec.ops->id != CODEC_GCOMP) return;
-    if (x->devb) codec_cuda_gcomp_parts(&x->st.gcomp, fp, (size_t)flen);
-    else gcomp_frame_parts(&x->st.gcomp, fp, (size_t)flen);
+    if (codec_cuda_gcomp_parts_last(&x->st.gcomp, g, (size_t)flen)) {
+        fprintf(stderr, "internal error: no size breakdown of tensor %d's gcomp frame at %s:%d\n", t, __FILE__,
+                __LINE__);
+        exit(1);
+    }
 }
 
 /* --log-layers (exchange_layer_add) of the frames of a push or a ring hop over chunk c (c < 0:
@@ -867,7 +871,7 @@ static void encode_pass(ExchangeCuda *x, const EncPass *p, const float *d_lp, co
         /* the server's pull is everyone's down traffic, not its up; the counting is not the
          * codec's time (t0 moves past it, as the host exchange counts after its timer) */
         double tc = mono_seconds();
-        count_push(x, t, n, b->p + x->fat[t], flen);
+        count_push(x, t, n, enc[t], flen);
         t0 += mono_seconds() - tc;
     }
     if (!pull) { /* memory_out: the residual keeps what the frame did not represent; DGC masks its momentum */

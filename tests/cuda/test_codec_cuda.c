@@ -44,6 +44,7 @@ int main(void) {
 #include "common/rng.h"
 #include "compress/codec.h"
 #include "compress/codec_cuda.h"
+#include "compress/gcomp.h"
 #include "compress/golomb.h"
 
 static int shown; /* failures printed in detail */
@@ -712,6 +713,72 @@ static void gcomp_state_swap(const char *text, const CodecSpec *spec, Codec **ce
     free(b);
 }
 
+/* encodes that fail mid-sequence on both encoders (too small a buffer; a level above 3
+ * with levels 0..3 elsewhere): the same error, no payload byte, repr or table state
+ * changed (the sequence's later frames are compared), no size breakdown */
+static void gcomp_refused(const char *text, const CodecSpec *spec, Codec *ce, CodecCuda *ge, const float *x,
+                          const float *dx, size_t n, int step) {
+    /* the frame's length, from a copy of the CPU encoder (its state blob) */
+    size_t smax = codec_state_max(ce), fmax = codec_max_frame(ce, n);
+    uint8_t *blob = malloc(smax), *f0 = malloc(fmax);
+    Codec *c0 = codec_new(spec);
+    int64_t bl = codec_state_save(ce, blob, smax);
+    int64_t l0 = bl > 0 && codec_state_load(c0, blob, (size_t)bl) == 0 ? codec_encode(c0, f0, fmax, x, n, NULL) : -1;
+    codec_free(c0);
+    free(blob);
+    free(f0);
+    CHECK(l0 > 0, "%s step %d: a copy of the encoder encodes (%lld)", text, step, (long long)l0);
+    if (l0 <= 0) return;
+    size_t len = (size_t)l0, cap = len + 64;
+    uint8_t *fc = malloc(cap), *fg = malloc(cap), *lv = malloc(n), *dpay = dalloc_b(cap), *dlv = dalloc_b(n),
+            *back = malloc(cap);
+    float *repr = malloc(n * sizeof(float)), *drepr = dalloc_f(n);
+    for (size_t i = 0; i < n; i++) {
+        lv[i] = (uint8_t)(i % 4);
+        repr[i] = -7.0f;
+    }
+    lv[n - 1] = 5;
+    up(dlv, lv, n);
+    for (int how = 0; how < 2; how++) {
+        CodecSide sc = {0}, sg = {0};
+        if (how) {
+            sc.levels = lv;
+            sg.levels = dlv;
+        }
+        sg.repr = drepr;
+        up(drepr, repr, n * sizeof(float));
+        memset(back, 0xA5, cap);
+        up(dpay, back, cap);
+        size_t c = how ? cap : len - CODEC_HEADER_SIZE - 1;
+        uint16_t fl = 0;
+        int64_t a = codec_encode(ce, fc, how ? cap : len - 1, x, n, &sc);
+        int64_t b = codec_encode_cuda_payload(ge, dpay, c, &fl, dx, n, &sg);
+        int want = how ? -GC_ERR_PARAM : -GC_ERR_NOSPACE;
+        GcompParts pg;
+        memset(&pg, 0, sizeof pg);
+        int pr = codec_cuda_gcomp_parts_last(&pg, ge, 100);
+        down(back, dpay, cap);
+        float *got = malloc(n * sizeof(float));
+        down(got, drepr, n * sizeof(float));
+        size_t untouched = 0;
+        while (untouched < cap && back[untouched] == 0xA5) untouched++;
+        SAME(a == want && b == want && untouched == cap && memcmp(got, repr, n * sizeof(float)) == 0 &&
+                 pr == -GC_ERR_STATE,
+             "%s step %d, %s: cpu %lld gpu %lld (want %d), payload untouched to %zu of %zu, repr %s, breakdown %d",
+             text, step, how ? "a level 5" : "one byte short", (long long)a, (long long)b, want, untouched, cap,
+             memcmp(got, repr, n * sizeof(float)) ? "changed" : "kept", pr);
+        free(got);
+    }
+    free(fc);
+    free(fg);
+    free(lv);
+    free(back);
+    free(repr);
+    cudaCheck(cudaFree(dpay));
+    cudaCheck(cudaFree(dlv));
+    cudaCheck(cudaFree(drepr));
+}
+
 /* gcomp's table schedule across calls: encoders and decoders in step */
 static void gcomp_sequence(const char *text) {
     CodecSpec spec;
@@ -734,10 +801,21 @@ static void gcomp_sequence(const char *text) {
         up(dx, x, n * sizeof(float));
         size_t cap = codec_max_frame(ce, n);
         uint8_t *fc = malloc(cap), *fg = malloc(cap);
+        if (n > 0 && step % 3 == 1) gcomp_refused(text, &spec, ce, ge, x, dx, n, step);
         int64_t lc = codec_encode(ce, fc, cap, x, n, NULL);
         int64_t lg = codec_encode_cuda(ge, fg, cap, dx, n, NULL);
         SAME(lc == lg && lc > 0 && first_diff(fc, fg, (size_t)lc) < 0, "%s step %d n=%zu: frames (cpu %lld gpu %lld)",
              text, step, n, (long long)lc, (long long)lg);
+        if (lc > 0) { /* the GPU encoder's own size breakdown, as the CPU's frame parses */
+            GcompParts pc, pg;
+            memset(&pc, 0, sizeof pc);
+            memset(&pg, 0, sizeof pg);
+            int a = gcomp_frame_parts(&pc, fc, (size_t)lc), b = codec_cuda_gcomp_parts_last(&pg, ge, (size_t)lg);
+            SAME(a == 0 && b == 0 && memcmp(&pc, &pg, sizeof pc) == 0,
+                 "%s step %d: size breakdown (cpu %d gpu %d; exponent bits %llu | %llu, level 0 %llu | %llu)", text,
+                 step, a, b, (unsigned long long)pc.exp_bits, (unsigned long long)pg.exp_bits,
+                 (unsigned long long)pc.level[0], (unsigned long long)pg.level[0]);
+        }
         if (lc > 0) {
             int a = codec_decode(cd, oc, n, fc, (size_t)lc);
             int b = codec_decode_cuda(gd, dout, n, fc, (size_t)lc);

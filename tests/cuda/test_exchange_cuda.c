@@ -444,11 +444,16 @@ static void compare(const char *codec, int topology) {
          * 65,535 values encoded by one kernel and staged, their lengths read
          * with the pass's (1.51 to 2.28 when each waited for its own checks, 1.15 for sbc
          * and 1.19 for topk over the server when their selections waited for their
-         * candidates' count) */
+         * candidates' count). gcomp at most 2.5: one wait to encode (the table schedule
+         * on the host knows the frame's code before its histogram is taken, the layout made
+         * on the device, the size breakdown counted by the encoder), two to decode (its
+         * headers, its chunks' results); 4.93 when the encoder read its histograms, sizes
+         * and checks one after the other and the breakdown was read from each frame */
         double per = per_pass(&d, d.waits, topology, k), ops = per_pass(&d, d.ops, topology, k);
         int sparse = !strncmp(codec, "topk", 4) || !strncmp(codec, "dgc", 3) || !strcmp(codec, "sbc");
-        double most = sparse ? 1.0 : 1.25;
-        CHECK(per < 0 || (strcmp(codec, "fp32") && strcmp(codec, "3lc") && !sparse) || per <= most,
+        int gcomp = !strncmp(codec, "gcomp", 5);
+        double most = sparse ? 1.0 : gcomp ? 2.5 : 1.25;
+        CHECK(per < 0 || (strcmp(codec, "fp32") && strcmp(codec, "3lc") && !sparse && !gcomp) || per <= most,
               "%s %s worker %d: %.2f waits for the device per frame pass (at most %.2f)", codec, name, k, per, most);
         /* and issues at most 3 operations to the device per frame pass with fp32, 6 with 3lc
          * and 4 with the sparsifiers (launches, copies, CUB calls, stream-ordered allocations):
@@ -457,9 +462,10 @@ static void compare(const char *codec, int topology) {
          * each, the sparsifiers' small frames encoded and decoded by one launch a batch,
          * scratch from the thread's arena; the code that launched these per frame gives 7.3
          * and 21.4 here, the sparsifiers' selections by several kernels 8.0 to 11.7, and
-         * their decoders' kernels a frame 3.7 to 5.0 */
-        double most_ops = !strcmp(codec, "fp32") ? 3.0 : sparse ? 4.0 : 6.0;
-        CHECK(ops < 0 || (strcmp(codec, "fp32") && strcmp(codec, "3lc") && !sparse) || ops <= most_ops,
+         * their decoders' kernels a frame 3.7 to 5.0; gcomp at most 8 (9.1 to 9.3 with its
+         * encoder's separate uploads and reads) */
+        double most_ops = !strcmp(codec, "fp32") ? 3.0 : sparse ? 4.0 : gcomp ? 8.0 : 6.0;
+        CHECK(ops < 0 || (strcmp(codec, "fp32") && strcmp(codec, "3lc") && !sparse && !gcomp) || ops <= most_ops,
               "%s %s worker %d: %.1f device operations per frame pass (at most %.1f)", codec, name, k, ops, most_ops);
         if (per > worst) worst = per;
         if (ops > worst_ops) worst_ops = ops;

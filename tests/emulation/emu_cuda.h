@@ -115,6 +115,7 @@ template <class T> static inline T *emu_atomic_at(T *p, const char *op) {
     return p;
 }
 template <class T> static inline T atomicOr(T *p, T v) { emu_atomic_at(p, "atomicOr"); T o = *p; *p = o | v; return o; }
+template <class T> static inline T atomicAnd(T *p, T v) { emu_atomic_at(p, "atomicAnd"); T o = *p; *p = o & v; return o; }
 template <class T> static inline T atomicAdd(T *p, T v) { emu_atomic_at(p, "atomicAdd"); T o = *p; *p = o + v; return o; }
 template <class T> static inline T atomicMax(T *p, T v) { emu_atomic_at(p, "atomicMax"); T o = *p; *p = o > v ? o : v; return o; }
 /* warp ops: the lanes a mask names meet at a barrier of their own (emu_sched.cpp). A named
