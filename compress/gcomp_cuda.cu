@@ -134,7 +134,8 @@ typedef struct {
     unsigned long long fh[HUFF_NSYM]; /* the frame's exponent histogram (the table schedule's) */
     unsigned long long off;           /* the payload's bytes */
     unsigned long long zeros, ebits, lbits, mbits, level[4]; /* the size breakdown (GcompParts) */
-    uint32_t flags, nospace, err;     /* GP_NEG0 | GP_BAD over the chunks; off > cap; sizes disagree */
+    uint32_t flags, nospace, err;     /* GP_NEG0 | GP_BAD over the chunks; off > cap; off > the scratch */
+    uint32_t werr;                    /* the writer's bit counts disagree with the layout */
 } GpBack;
 
 /* the code's emitted words, code | length << 24 (HuffCode emit, emit_len), and the block
@@ -365,10 +366,12 @@ __global__ void k_gp_layout(GpWrite *lay, GpBack *bk, uint8_t *buf, const GpScan
         bk->flags = fl;
         bk->nospace = at > cap;
         bk->err = !bk->nospace && at > room; /* longer than max_payload */
+        bk->werr = 0;
     }
 }
 
-/* whether the frame is written: its levels valid, its length within cap and the scratch */
+/* whether the frame is written: its levels valid, its length within cap and the scratch
+ * (all fixed before k_gp_write, so every thread of a block takes the same branch) */
 __device__ __forceinline__ int d_gp_writes(const GpBack *bk) {
     return !(bk->flags & GP_BAD) && !bk->nospace && !bk->err;
 }
@@ -431,7 +434,7 @@ __global__ void k_gp_write(uint32_t *buf32, GpBack *bk, float *repr, const float
     }
     Bits3 zero = {0, 0, 0}, before, total;
     Scan(tmp).ExclusiveScan(mine, before, zero, Bits3Sum(), total);
-    if (threadIdx.x == 0 && (total.e != L.ebits || total.l != L.lbits || total.m != L.mbits)) atomicOr(&bk->err, 1u);
+    if (threadIdx.x == 0 && (total.e != L.ebits || total.l != L.lbits || total.m != L.mbits)) atomicOr(&bk->werr, 1u);
     BitOut oe, ol, om;
     bo_init(oe, buf32, L.epos + before.e);
     bo_init(ol, buf32, L.lpos + before.l);
@@ -455,7 +458,7 @@ __global__ void k_gp_write(uint32_t *buf32, GpBack *bk, float *repr, const float
 
 /* the frame's bytes from buf to pay, when it was written and came out right */
 __global__ void k_gp_copy(uint8_t *pay, const uint8_t *buf, const GpBack *bk) {
-    if (!d_gp_writes(bk)) return; /* nor one whose sizes disagree (k_gp_write) */
+    if (!d_gp_writes(bk) || bk->werr) return; /* nor one whose sizes disagree (k_gp_write) */
     GRID_STRIDE(i, bk->off) pay[i] = buf[i];
 }
 
@@ -543,7 +546,7 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
     gcx_dfree(ws);
     if (r.flags & GP_BAD) return -GC_ERR_PARAM; /* a level above 3 */
     if (r.nospace) return -GC_ERR_NOSPACE;
-    if (r.err) return -GC_ERR_NOSPACE; /* sizes disagree with the histograms or the bound: internal error */
+    if (r.err || r.werr) return -GC_ERR_NOSPACE; /* sizes disagree with the histograms or the bound: internal error */
     /* commit the state only once the frame is complete */
     gcomp_table_commit(&st->enc, &plan, (const uint64_t *)r.fh);
     GcompParts *p = &st->parts;
@@ -859,6 +862,7 @@ int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len) {
     int rc = gcomp_state_parse(&b, buf, len, (int)codec_param(&g->spec, "ntheta"));
     if (rc) return rc;
     st->enc = b.enc;
+    st->parts_ok = 0; /* no frame since */
     if (b.dec_have) gp_table_set(&st->cur, &b.dec, b.dec_id); /* builds and uploads its lookup table */
     st->cur.have = b.dec_have;
     return 0;

@@ -20,7 +20,8 @@
  * Payloads, written by kernels: topk's bitmap and values, dgc's values and 16-bit
  * runs, sbc's Golomb-Rice positions (SBC Algorithm 3: each code's length, their scan,
  * then one thread per code sets its bits); sbc's two means (Algorithm 2: double sums in
- * index order, the CPU's roundings) are summed by one device thread.
+ * index order, the CPU's roundings) found in parallel where that sum is exact (k_sbc_bins),
+ * else by one device thread.
  *
  * Decoders read the payload in device memory (a Pay: the host holds only its first 16
  * and last 8 bytes) and give the CPU decoder's return code for every input:
@@ -746,9 +747,13 @@ static int dgc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
 
 /* ================================================================= sbc ==== */
 
-/* Algorithm 2's two sums, double, in index order (the CPU's roundings), in one device
- * thread; *bad_out: a value is NaN or infinite. v: [cp + cn] the positive side's values,
- * then the negative side's */
+/* Algorithm 2's two sums: the CPU's (compress/sbc.c sum_at), double, in index order. The
+ * values of one side share their sign, so every partial sum lies between 0 and the total;
+ * all are multiples of the smallest value's unit in the last place, u. When the total is
+ * below 2^53 u, every partial sum is a double, no addition rounds, and the CPU's sum is the
+ * exact sum: that is found in parallel, order-free, from each exponent's sum of mantissas
+ * (k_sbc_bins, integer atomics). Otherwise (a wide spread of exponents with many values)
+ * one device thread adds them in index order, as the CPU (k_sbc_sums) */
 struct SbcSums {
     double sp, sn;
 };
@@ -759,19 +764,74 @@ struct SbcBack {
     SbcSums sums;
     uint64_t total[2];
 };
+/* each side's mantissas (with the hidden bit) summed by exponent (exact: below 2^24 each,
+ * so 2^40 values fit), and whether a value is NaN or infinite */
+struct SbcBins {
+    unsigned long long m[2][256];
+    uint32_t bad;
+};
 
-__global__ void k_sbc_sums(SbcSums *s, uint32_t *bad_out, const float *v, size_t cp, size_t cn) {
-    double sp = 0, sn = 0;
-    uint32_t bad = 0;
-    for (size_t j = 0; j < cp + cn; j++) {
-        float f = v[j];
-        bad |= (__float_as_uint(f) & 0x7F800000u) == 0x7F800000u;
-        if (j < cp) sp = __dadd_rn(sp, (double)f);
-        else sn = __dadd_rn(sn, (double)f);
+/* v: [cp + cn] the positive side's values, then the negative side's. bins zeroed */
+__global__ void k_sbc_bins(SbcBins *bins, const float *v, size_t cp, size_t cn) {
+    __shared__ unsigned long long h[2][256];
+    __shared__ uint32_t bad;
+    for (int i = threadIdx.x; i < 512; i += blockDim.x) h[i >> 8][i & 255] = 0;
+    if (threadIdx.x == 0) bad = 0;
+    __syncthreads();
+    uint32_t b = 0;
+    GRID_STRIDE(j, cp + cn) {
+        uint32_t u = __float_as_uint(v[j]), e = (u >> 23) & 0xFFu;
+        b |= e == 0xFFu;
+        atomicAdd(&h[j >= cp][e], (unsigned long long)((u & 0x7FFFFFu) | (e ? 0x800000u : 0u)));
     }
-    s->sp = sp;
-    s->sn = sn;
-    *bad_out = bad;
+    if (b) atomicOr(&bad, 1u);
+    __syncthreads();
+    for (int i = threadIdx.x; i < 512; i += blockDim.x)
+        if (h[i >> 8][i & 255]) atomicAdd(&bins->m[i >> 8][i & 255], h[i >> 8][i & 255]);
+    if (threadIdx.x == 0 && bad) atomicOr(&bins->bad, 1u);
+}
+
+/* the exact sum of one side's magnitudes from its bins into *s, when it is below 2^53 units
+ * of its smallest value's last place (so that the CPU's index-order double sum is exact and
+ * equal to it); 0 otherwise. Exponent 0 (denormals) has exponent 1's unit */
+__device__ int d_sbc_exact(double *s, const unsigned long long *m) {
+    int lo = 0;
+    while (lo < 255 && !m[lo]) lo++;
+    if (lo == 255) {
+        *s = 0.0;
+        return 1;
+    }
+    const int ulo = lo ? lo : 1;
+    const unsigned long long top = 1ull << 53;
+    unsigned long long units = 0;
+    for (int e = lo; e < 255; e++) {
+        if (!m[e]) continue;
+        int sh = (e ? e : 1) - ulo;
+        if (sh >= 53 || m[e] >= top >> sh) return 0;
+        units += m[e] << sh;
+        if (units >= top) return 0;
+    }
+    *s = ldexp((double)units, ulo - 150);
+    return 1;
+}
+
+/* the sums from the bins, or in index order where they are not exact; *bad_out: a value is
+ * NaN or infinite */
+__global__ void k_sbc_sums(SbcSums *s, uint32_t *bad_out, const SbcBins *bins, const float *v, size_t cp,
+                           size_t cn) {
+    double sum[2];
+    for (int q = 0; q < 2; q++) {
+        if (d_sbc_exact(&sum[q], bins->m[q])) {
+            if (q) sum[q] = -sum[q];
+            continue;
+        }
+        double a = 0;
+        for (size_t j = q ? cp : 0; j < (q ? cp + cn : cp); j++) a = __dadd_rn(a, (double)v[j]);
+        sum[q] = a;
+    }
+    s->sp = sum[0];
+    s->sn = sum[1];
+    *bad_out = bins->bad;
 }
 
 /* the gap before position j (positions increasing; the first counts from -1) */
@@ -824,7 +884,13 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
         k_gather_vals<<<gcx_grid(cn), TPB>>>(dv + cp, dneg, x, cn, n);
         cudaCheckLast();
     }
-    k_sbc_sums<<<1, 1>>>(&bk->sums, &bk->sel[0].bad, dv, cp, cn);
+    SbcBins *bins = (SbcBins *)gcx_dmalloc(sizeof(SbcBins));
+    cudaCheck(cudaMemsetAsync(bins, 0, sizeof(SbcBins), 0));
+    if (cp + cn) {
+        k_sbc_bins<<<gcx_grid(cp + cn), TPB>>>(bins, dv, cp, cn);
+        cudaCheckLast();
+    }
+    k_sbc_sums<<<1, 1>>>(&bk->sums, &bk->sel[0].bad, bins, dv, cp, cn);
     cudaCheckLast();
     /* Algorithm 3: gaps, Golomb-Rice with the optimal parameter (equation 5): on both sides,
      * each code's length and their exclusive scan (each code's bit offset, the total at m),
@@ -845,6 +911,7 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     }
     cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost)); /* the sums, lengths and checks */
     gcx_dfree(bk);
+    gcx_dfree(bins);
     gcx_dfree(dv);
     sel_check(&hb.sel[0], radix[0], cp);
     sel_check(&hb.sel[1], radix[1], cn);
