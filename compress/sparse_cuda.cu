@@ -1024,8 +1024,9 @@ static int sbc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
  *      side->mask and side->repr, or nothing when the frame fails (a NaN or infinite value
  *      picked, a mean that is not finite, more than cap bytes);
  * dgc's run entries (one a value: n < 65,536) from the exclusive max-scan of each thread's
- * last pick (the gap before its first); sbc's two selections, its sums in index
- * order in one thread (the CPU's roundings), its mean and side (Algorithm 2) and its Rice
+ * last pick (the gap before its first); sbc's two selections, its sums (the CPU's
+ * index-order roundings: exact from the block's bins, or in one thread; k_sbc_bins), its
+ * mean and side (Algorithm 2) and its Rice
  * codes (Algorithm 3: each thread's codes' lengths scanned, their bits ORed a word at a
  * time into the zeroed payload). The frame's length, or its GcError, comes back in
  * OneBack: one wait in place, none staged (read with the pass's lengths). */
@@ -1215,16 +1216,31 @@ __device__ void d_sparse_one(const SparseOne &j) {
             if (pp >> (i - lo) & 1) idx[bp++] = (uint32_t)i;
             if (pn >> (i - lo) & 1) idx[k + bn++] = (uint32_t)i;
         }
+        /* Algorithm 2's sums: each side's mantissas by exponent (k_sbc_bins), in the
+         * histogram's memory, for the exact sum where it is the CPU's */
+        unsigned long long *bins = (unsigned long long *)s.hist; /* [2][256] */
+        for (unsigned i = t; i < 512; i += ONE_T) bins[i] = 0;
         __syncthreads();
-        if (t == 0) { /* Algorithm 2: the sums in index order, the two means, the larger side */
-            double sp = 0, sn = 0;
-            uint32_t nf = 0;
-            for (uint64_t j = 0; j < cp + cn; j++) {
-                float f = x[j < cp ? idx[j] : idx[k + j - cp]];
-                nf |= (__float_as_uint(f) & 0x7F800000u) == 0x7F800000u;
-                if (j < cp) sp = __dadd_rn(sp, (double)f);
-                else sn = __dadd_rn(sn, (double)f);
+        for (size_t i = lo; i < hi; i++) {
+            int q = pp >> (i - lo) & 1 ? 0 : pn >> (i - lo) & 1 ? 256 : -1;
+            if (q < 0) continue;
+            uint32_t u = __float_as_uint(x[i]), e = (u >> 23) & 0xFFu;
+            atomicAdd(&bins[q + e], (unsigned long long)((u & 0x7FFFFFu) | (e ? 0x800000u : 0u)));
+        }
+        __syncthreads();
+        if (t == 0) { /* Algorithm 2: the sums (in index order where not exact), the two means, the larger side */
+            double sum[2];
+            uint32_t nf = bins[255] || bins[256 + 255]; /* a NaN or an infinity */
+            for (int q = 0; q < 2; q++) {
+                if (d_sbc_exact(&sum[q], bins + 256 * q)) {
+                    if (q) sum[q] = -sum[q];
+                    continue;
+                }
+                double a = 0;
+                for (uint64_t j = 0; j < (q ? cn : cp); j++) a = __dadd_rn(a, (double)x[idx[q ? k + j : j]]);
+                sum[q] = a;
             }
+            const double sp = sum[0], sn = sum[1];
             double mu_pos = cp ? __ddiv_rn(sp, (double)cp) : 0.0, mu_neg = cn ? __ddiv_rn(-sn, (double)cn) : 0.0;
             uint32_t side = 0;
             uint64_t m = 0;
