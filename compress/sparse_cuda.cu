@@ -5,10 +5,12 @@
  * precise threshold "calculated from the already-selected gradients"):
  *   1. tensors above SELECT_EXACT_MAX values: a kernel gathers the keys of the
  *      same strided sample as the CPU (select_sample_index), and the radix
- *      select of step 3 finds the sample threshold t0 among them;
+ *      select of step 3 finds the sample threshold t0 among them, left on the
+ *      device;
  *   2. compaction on the GPU (cub::DeviceSelect::If over the indices): the
- *      candidates i with key(x[i]) >= t0, in increasing order; if fewer than k
- *      pass a sampled t0, again with t0 = 1 (every nonzero key);
+ *      candidates i with key(x[i]) >= t0, in increasing order; the host reads
+ *      their count and t0 in one copy; if fewer than k pass a sampled t0, again
+ *      with t0 = 1 (every nonzero key);
  *   3. more than k candidates: the exact k-th largest candidate key T by a
  *      radix select on the GPU (digits of 12, 12 and 8 bits as the CPU: one
  *      histogram kernel and one bucket-choosing block per digit), then the
@@ -76,28 +78,30 @@ __global__ void k_sample(uint32_t *s, const float *x, size_t n, size_t m, int mo
     }
 }
 
-struct KeyGe {
-    const float *x;
-    uint32_t t;
-    int mode;
-    __device__ bool operator()(const uint32_t &i) const { return d_key(x[i], mode) >= t; }
+/* the candidates' threshold and count (compact_ge): t on the device before the compaction,
+ * num after it; both read back in one copy */
+struct CandBack {
+    int64_t num;
+    uint32_t t, pad;
 };
 
-/* indices i < n (increasing) with key(x[i]) >= t into out ([n] device); returns the count */
-static size_t compact_ge(uint32_t *out, const float *x, size_t n, uint32_t t, int mode) {
-    if (n == 0) return 0;
-    KeyGe pred = {x, t, mode};
+struct KeyGe {
+    const float *x;
+    const CandBack *cb;
+    int mode;
+    __device__ bool operator()(const uint32_t &i) const { return d_key(x[i], mode) >= cb->t; }
+};
+
+/* indices i < n (increasing) with key(x[i]) >= cb->t into out ([n] device), their count into
+ * cb->num (cb: device) */
+static void compact_ge(uint32_t *out, const float *x, size_t n, CandBack *cb, int mode) {
+    KeyGe pred = {x, cb, mode};
     thrust::counting_iterator<uint32_t> first(0);
-    int64_t *d_num = (int64_t *)gcx_dmalloc(sizeof(int64_t));
     size_t tb = 0;
-    cudaCheck(cub::DeviceSelect::If(NULL, tb, first, out, d_num, gcx_cub_items(n), pred));
+    cudaCheck(cub::DeviceSelect::If(NULL, tb, first, out, &cb->num, gcx_cub_items(n), pred));
     void *tmp = gcx_dmalloc(tb);
-    cudaCheck(cub::DeviceSelect::If(tmp, tb, first, out, d_num, gcx_cub_items(n), pred));
-    int64_t num = 0;
-    cudaCheck(cudaMemcpy(&num, d_num, sizeof num, cudaMemcpyDeviceToHost));
+    cudaCheck(cub::DeviceSelect::If(tmp, tb, first, out, &cb->num, gcx_cub_items(n), pred));
     gcx_dfree(tmp);
-    gcx_dfree(d_num);
-    return (size_t)num;
 }
 
 __global__ void k_gather_keys(uint32_t *keys, const uint32_t *idx, const float *x, size_t c, int mode) {
@@ -199,14 +203,13 @@ static void kth_check(uint32_t found) {
     }
 }
 
-/* the same, the result copied to the host: the key, and in *above the keys above it */
-static uint32_t kth_largest(size_t *above, const uint32_t *keys, size_t c, size_t k) {
-    KthState *dst = kth_largest_dev(keys, c, k), st;
-    cudaCheck(cudaMemcpy(&st, dst, sizeof st, cudaMemcpyDeviceToHost));
-    gcx_dfree(dst);
-    kth_check(st.found);
-    *above = (size_t)st.greater;
-    return st.prefix;
+/* the candidates' threshold from the sample's radix select st (NULL: none): its key, or 1
+ * where that is 0 (fewer nonzero sample keys than sought: every nonzero key); its digits'
+ * count kept for the host's check */
+__global__ void k_cand_t(CandBack *cb, const KthState *st) {
+    cb->num = 0;
+    cb->t = st && st->prefix ? st->prefix : 1u;
+    cb->pad = st ? st->found : 3u;
 }
 
 /* T = st->prefix, the k-th largest key (kth_largest_dev) */
@@ -255,28 +258,38 @@ static size_t gpu_select(uint32_t *idx, const float *x, size_t n, size_t k, int 
     *radix = 0;
     if (k > n) k = n;
     if (k == 0) return 0;
-    uint32_t t0 = 1;
+    KthState *st0 = NULL; /* the sample's threshold, left on the device for the compaction */
+    uint32_t *ds = NULL;
     if (n > SELECT_EXACT_MAX) {
         size_t m = (size_t)ceil((double)n * SELECT_SAMPLE_FRAC);
         if (m < SELECT_MIN_SAMPLE) m = SELECT_MIN_SAMPLE;
         if (m > n) m = n;
-        uint32_t *ds = (uint32_t *)gcx_dmalloc(m * 4);
+        ds = (uint32_t *)gcx_dmalloc(m * 4);
         k_sample<<<gcx_grid(m), TPB>>>(ds, x, n, m, mode);
         cudaCheckLast();
         /* select.c: t0 = the jr-th largest nonzero sample key, if there are jr of them;
          * zeros sort last, so that is the jr-th largest key when that is not 0 */
         double e = (double)k * (double)m / (double)n;
         double jr = ceil(e + 3.0 * sqrt(e) + 1.0);
-        if (jr <= (double)m) {
-            size_t above;
-            uint32_t t = kth_largest(&above, ds, m, (size_t)jr);
-            if (t) t0 = t;
-        }
-        gcx_dfree(ds);
+        if (jr <= (double)m) st0 = kth_largest_dev(ds, m, (size_t)jr);
     }
+    CandBack *cb = (CandBack *)gcx_dmalloc(sizeof(CandBack)), hc;
+    k_cand_t<<<1, 1>>>(cb, st0);
+    cudaCheckLast();
     uint32_t *cand = (uint32_t *)gcx_dmalloc(n * 4);
-    size_t c = compact_ge(cand, x, n, t0, mode);
-    if (c < k && t0 > 1) c = compact_ge(cand, x, n, 1, mode); /* the sample threshold was too high */
+    compact_ge(cand, x, n, cb, mode);
+    cudaCheck(cudaMemcpy(&hc, cb, sizeof hc, cudaMemcpyDeviceToHost)); /* the count and the threshold */
+    kth_check(hc.pad);
+    if ((size_t)hc.num < k && hc.t > 1) { /* the sample threshold was too high: every nonzero key */
+        k_cand_t<<<1, 1>>>(cb, NULL);
+        cudaCheckLast();
+        compact_ge(cand, x, n, cb, mode);
+        cudaCheck(cudaMemcpy(&hc, cb, sizeof hc, cudaMemcpyDeviceToHost));
+    }
+    size_t c = (size_t)hc.num;
+    gcx_dfree(cb);
+    if (st0) gcx_dfree(st0);
+    if (ds) gcx_dfree(ds);
     if (c <= k) {
         if (c) cudaCheck(cudaMemcpyAsync(idx, cand, c * 4, cudaMemcpyDeviceToDevice, 0));
         gcx_dfree(cand);

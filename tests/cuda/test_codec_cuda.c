@@ -38,6 +38,7 @@ int main(void) {
 }
 #else
 
+#include <math.h>
 #include <stdint.h>
 
 #include "common/cuda_check.h"
@@ -46,6 +47,7 @@ int main(void) {
 #include "compress/codec_cuda.h"
 #include "compress/gcomp.h"
 #include "compress/golomb.h"
+#include "compress/select.h"
 
 static int shown; /* failures printed in detail */
 #define SHOW_MAX 25
@@ -779,6 +781,42 @@ static void gcomp_refused(const char *text, const CodecSpec *spec, Codec *ce, Co
     cudaCheck(cudaFree(drepr));
 }
 
+/* a tensor whose strided sample (compress/select.h, select_sample_index) overstates it: jr
+ * of its sample positions hold 1, the others 0.5, every other value +-0.25, so the sample's
+ * threshold (the jr-th largest sample key) leaves jr < k candidates and the selection must
+ * start again from every nonzero key (select.c; compress/sparse_cuda.cu gpu_select) */
+static void sample_too_high(const char *text, double density, size_t n) {
+    CodecSpec spec;
+    char err[256];
+    if (codec_parse(&spec, text, err, sizeof err)) {
+        CHECK(0, "%s: %s", text, err);
+        return;
+    }
+    size_t k = select_count(density, n), m = (size_t)ceil((double)n * SELECT_SAMPLE_FRAC);
+    if (m < SELECT_MIN_SAMPLE) m = SELECT_MIN_SAMPLE;
+    if (m > n) m = n;
+    double e = (double)k * (double)m / (double)n, jr = ceil(e + 3.0 * sqrt(e) + 1.0);
+    CHECK(n > SELECT_EXACT_MAX && jr < (double)k && jr <= (double)m, "%s n=%zu: a sampled selection, jr %g < k %zu",
+          text, n, jr, k);
+    float *x = malloc(n * sizeof(float)), *dx = dalloc_f(n);
+    for (size_t i = 0; i < n; i++) x[i] = i % 2 ? -0.25f : 0.25f;
+    for (size_t j = 0; j < m; j++) x[select_sample_index(n, m, j)] = (double)j < jr ? 1.0f : 0.5f;
+    up(dx, x, n * sizeof(float));
+    Codec *c = codec_new(&spec);
+    CodecCuda *g = codec_cuda_new(&spec);
+    size_t cap = codec_max_frame(c, n);
+    uint8_t *fc = malloc(cap), *fg = malloc(cap);
+    int64_t lc = codec_encode(c, fc, cap, x, n, NULL), lg = codec_encode_cuda(g, fg, cap, dx, n, NULL);
+    SAME(lc > 0 && lc == lg && first_diff(fc, fg, (size_t)lc) < 0, "%s n=%zu: the sample's threshold too high: cpu %lld gpu %lld",
+         text, n, (long long)lc, (long long)lg);
+    codec_free(c);
+    codec_cuda_free(g);
+    free(x);
+    free(fc);
+    free(fg);
+    cudaCheck(cudaFree(dx));
+}
+
 /* gcomp's table schedule across calls: encoders and decoders in step */
 static void gcomp_sequence(const char *text) {
     CodecSpec spec;
@@ -1074,6 +1112,19 @@ int main(void) {
             }
         }
         printf("  %-28s %6d checks, %d failed\n", specs[s], test_passed_ + test_failed_ - p0 - f0, test_failed_ - f0);
+        fflush(stdout);
+    }
+    {
+        int f0 = test_failed_, p0 = test_passed_;
+        static const size_t tn[] = {8193, 100003};
+        for (int k = 0; k < 2; k++) {
+            if (tn[k] > maxn) continue;
+            sample_too_high("topk:ratio=0.05", 0.05, tn[k]);
+            sample_too_high("dgc:density=0.05", 0.05, tn[k]);
+            sample_too_high("sbc:p=0.05", 0.05, tn[k]);
+        }
+        printf("  %-28s %6d checks, %d failed\n", "sample threshold too high", test_passed_ + test_failed_ - p0 - f0,
+               test_failed_ - f0);
         fflush(stdout);
     }
     {
