@@ -732,7 +732,7 @@ static void gcomp_refused(const char *text, const CodecSpec *spec, Codec *ce, Co
     CHECK(l0 > 0, "%s step %d: a copy of the encoder encodes (%lld)", text, step, (long long)l0);
     if (l0 <= 0) return;
     size_t len = (size_t)l0, cap = len + 64;
-    uint8_t *fc = malloc(cap), *fg = malloc(cap), *lv = malloc(n), *dpay = dalloc_b(cap), *dlv = dalloc_b(n),
+    uint8_t *fc = malloc(cap), *lv = malloc(n), *dpay = dalloc_b(cap), *dlv = dalloc_b(n),
             *back = malloc(cap);
     float *repr = malloc(n * sizeof(float)), *drepr = dalloc_f(n);
     for (size_t i = 0; i < n; i++) {
@@ -772,7 +772,6 @@ static void gcomp_refused(const char *text, const CodecSpec *spec, Codec *ce, Co
         free(got);
     }
     free(fc);
-    free(fg);
     free(lv);
     free(back);
     free(repr);
