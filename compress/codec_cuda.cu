@@ -1148,18 +1148,16 @@ __device__ uint32_t d_tlc_one_check(uint8_t *zb, uint32_t *pos, uint32_t *total,
     return bad;
 }
 
-/* tlc_dec's kernels in one (TlcCheck defined above): the stream checked (into chk) and,
- * only when it is valid, expanded and decoded into out as k_zre_expand and k_b3_dec */
-__global__ void __launch_bounds__(TLC_ONE_T)
-    k_tlc_one_dec(TlcCheck *chk, float *out, const uint8_t *z, size_t zlen, size_t n, size_t L, float m, float weight,
-                  int acc) {
-    __shared__ uint32_t sh[TLC_ONE_T];
-    __shared__ uint8_t B[TLC_ONE_L];
+/* tlc_dec's kernels in one (TlcCheck defined above): the stream checked (into chk, where
+ * not NULL) and, only when it is valid, expanded and decoded into out as k_zre_expand and
+ * k_b3_dec. sh: [TLC_ONE_T], B: [TLC_ONE_L] shared */
+__device__ void d_tlc_one_dec(TlcCheck *chk, float *out, const uint8_t *z, size_t zlen, size_t n, size_t L, float m,
+                              float weight, int acc, uint32_t *sh, uint8_t *B) {
     unsigned t = threadIdx.x;
     size_t i0 = (size_t)t * TLC_ONE_ITEMS;
     uint8_t zb[TLC_ONE_ITEMS];
     uint32_t pos, total, bad = d_tlc_one_check(zb, &pos, &total, z, zlen, n, L, sh);
-    if (t == 0) {
+    if (t == 0 && chk) {
         chk->bad = bad;
         chk->total = total;
     }
@@ -1170,16 +1168,86 @@ __global__ void __launch_bounds__(TLC_ONE_T)
     for (size_t j = t; j < L; j += TLC_ONE_T) d_b3_out(out, B[j], j, n, L, m, weight, acc); /* k_b3_dec */
 }
 
-static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
-    size_t len = p->len;
+__global__ void __launch_bounds__(TLC_ONE_T)
+    k_tlc_one_dec(TlcCheck *chk, float *out, const uint8_t *z, size_t zlen, size_t n, size_t L, float m, float weight,
+                  int acc) {
+    __shared__ uint32_t sh[TLC_ONE_T];
+    __shared__ uint8_t B[TLC_ONE_L];
+    d_tlc_one_dec(chk, out, z, zlen, n, L, m, weight, acc, sh, B);
+}
+
+/* 3lc payloads that their probe found valid, of one block's size: a block each, CODEC_BATCH
+ * a launch, queued in a CodecBatch and launched at its flush (codec_decode_cuda_batched) */
+typedef struct {
+    float *out;
+    const uint8_t *z;       /* the zero-run stream */
+    uint64_t zlen, n, L;
+    float m, weight;
+    int acc;
+} TlcDec;
+typedef struct {
+    TlcDec j[CODEC_BATCH];
+} TlcDecTab;
+__global__ void __launch_bounds__(TLC_ONE_T) k_tlc_one_decs(TlcDecTab a) {
+    __shared__ uint32_t sh[TLC_ONE_T];
+    __shared__ uint8_t B[TLC_ONE_L];
+    const TlcDec &j = a.j[blockIdx.x];
+    d_tlc_one_dec(NULL, j.out, j.z, (size_t)j.zlen, (size_t)j.n, (size_t)j.L, j.m, j.weight, j.acc, sh, B);
+}
+
+static void tlc_launch_decs(const TlcDec *jobs, size_t k) {
+    TlcDecTab a;
+    for (size_t i = 0; i < k; i += CODEC_BATCH) {
+        size_t m = k - i < CODEC_BATCH ? k - i : CODEC_BATCH;
+        for (size_t q = 0; q < m; q++) a.j[q] = jobs[i + q];
+        k_tlc_one_decs<<<(unsigned)m, TLC_ONE_T>>>(a);
+        cudaCheckLast();
+    }
+}
+
+/* compress/tlc.c's checks of the payload's header and sizes: its scale m, the base-3 bytes
+ * L, the zero-run stream's zlen bytes. Returns a GcError, 0 when there is nothing to
+ * decode (an empty stream for an empty tensor), 1 to decode */
+static int tlc_head(float *m, size_t *L, size_t *zlen, size_t n, const Pay *p, uint16_t flags) {
     if (flags) return -GC_ERR_CORRUPT;
-    if (len < 4) return -GC_ERR_TRUNCATED;
+    if (p->len < 4) return -GC_ERR_TRUNCATED;
     uint32_t mb = get_u32(p->head);
     if (mb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
-    float m = bits2f(mb);
-    size_t L = b3_len(n), full = b3_full(n, L);
-    size_t zlen = len - 4;
-    if (zlen == 0) return L ? -GC_ERR_TRUNCATED : 0;
+    *m = bits2f(mb);
+    *L = b3_len(n);
+    *zlen = p->len - 4;
+    if (*zlen == 0) return *L ? -GC_ERR_TRUNCATED : 0;
+    return 1;
+}
+
+/* the decoder's verdict on a stream of L base-3 bytes from its check */
+static int tlc_verdict(const TlcCheck *hc, size_t L) {
+    return hc->bad ? -GC_ERR_CORRUPT : hc->total < L ? -GC_ERR_TRUNCATED : hc->total > L ? -GC_ERR_OVERSIZED : 0;
+}
+
+/* j for the batch (1), 0 for one decoded at once, or the error the probe found */
+static int tlc_decode_job(TlcDec *j, float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    float m;
+    size_t L, zlen;
+    int rc = tlc_head(&m, &L, &zlen, n, p, flags);
+    if (rc <= 0) return rc;
+    if (!p->checked || L > TLC_ONE_L || zlen > TLC_ONE_L) return 0; /* not one for the batch */
+    TlcCheck hc;
+    hc.bad = p->chk1;
+    hc.total = p->chk2;
+    rc = tlc_verdict(&hc, L);
+    if (rc) return rc;
+    TlcDec d = {out, p->d + 4, (uint64_t)zlen, (uint64_t)n, (uint64_t)L, m, weight, acc};
+    *j = d;
+    return 1;
+}
+
+static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
+    float m;
+    size_t L, zlen;
+    int head = tlc_head(&m, &L, &zlen, n, p, flags);
+    if (head <= 0) return head;
+    size_t full = b3_full(n, L);
     const uint8_t *z = p->d + 4;
     TlcCheck *chk = (TlcCheck *)gcx_dmalloc(sizeof(TlcCheck)), hc; /* read back together: one wait */
     if (L <= TLC_ONE_L && zlen <= TLC_ONE_L) { /* one kernel, which decodes only a valid stream */
@@ -1193,7 +1261,7 @@ static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
         }
         if (!p->checked) cudaCheck(cudaMemcpy(&hc, chk, sizeof hc, cudaMemcpyDeviceToHost));
         gcx_dfree(chk);
-        return hc.bad ? -GC_ERR_CORRUPT : hc.total < L ? -GC_ERR_TRUNCATED : hc.total > L ? -GC_ERR_OVERSIZED : 0;
+        return tlc_verdict(&hc, L);
     }
     uint64_t *e = (uint64_t *)gcx_dmalloc((zlen + 1) * 8), *pos = (uint64_t *)gcx_dmalloc((zlen + 1) * 8);
     k_zre_len<<<gcx_grid(zlen + 1), TPB>>>(e, chk, z, zlen);
@@ -1203,10 +1271,7 @@ static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     cudaCheckLast();
     cudaCheck(cudaMemcpy(&hc, chk, sizeof hc, cudaMemcpyDeviceToHost));
     gcx_dfree(chk);
-    int rc = 0;
-    if (hc.bad) rc = -GC_ERR_CORRUPT;
-    else if (hc.total < L) rc = -GC_ERR_TRUNCATED;
-    else if (hc.total > L) rc = -GC_ERR_OVERSIZED; /* no run crosses L (checked), so bytes are left over */
+    int rc = tlc_verdict(&hc, L); /* too long: no run crosses L (checked), so bytes are left over */
     if (!rc && L) {
         uint8_t *B = (uint8_t *)gcx_dmalloc(L);
         k_zre_expand<<<gcx_grid(zlen), TPB>>>(B, z, pos, zlen, L);
@@ -1702,6 +1767,8 @@ struct CodecBatch {
     size_t cback;   /* its bytes */
     SparseDec *dec; /* the sparsifiers' probed payloads decoded by one block each */
     size_t ndec, cdec;
+    TlcDec *tdec;   /* 3lc's, the same */
+    size_t ntdec, ctdec;
 };
 
 CodecBatch *codec_batch_new(void) { return (CodecBatch *)callocCheck(1, sizeof(CodecBatch)); }
@@ -1711,6 +1778,7 @@ void codec_batch_free(CodecBatch *b) {
     free(b->cp);
     free(b->st);
     free(b->dec);
+    free(b->tdec);
     if (b->back) cudaCheck(cudaFreeHost(b->back));
     free(b);
 }
@@ -1890,7 +1958,8 @@ void codec_batch_flush(CodecBatch *b) {
     for (size_t i = 0; i < b->nput; i += CODEC_BATCH)
         put_chunk(b->put + i, b->nput - i < CODEC_BATCH ? b->nput - i : CODEC_BATCH);
     gcx_sparse_launch_decs(b->dec, b->ndec);
-    b->ndec = 0;
+    tlc_launch_decs(b->tdec, b->ntdec);
+    b->ndec = b->ntdec = 0;
     for (size_t i = b->nst; i-- > 0;) { /* after the copies that read them, in stream order; top first */
         gcx_dfree(b->st[i].sp.job.idx); /* a one-block sbc frame's, where codec_batch_sizes did not run */
         gcx_dfree(b->st[i].bk);
@@ -2258,12 +2327,27 @@ int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weigh
     return rc ? rc : decode_probed(g, out, n, weight, acc, pay, flags);
 }
 
-/* fp32's copy or sum queued in b (read where it lies, any alignment), and a sparsifier's
- * payload that its probe checked, of a tensor of up to 65,535 values; every
- * other frame decoded now */
+/* fp32's copy or sum queued in b (read where it lies, any alignment), a sparsifier's
+ * payload that its probe checked, of a tensor of up to 65,535 values, and a 3lc payload its
+ * probe checked, of one block's size; every other frame decoded now */
 int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
                               const uint8_t *frame, size_t len, const CodecProbe *probe) {
     int id = g->spec.ops->id;
+    if (id == CODEC_3LC) {
+        Pay pay;
+        uint16_t flags = 0;
+        TlcDec j;
+        int rc = probe_check(g, n, frame, len, probe, &pay, &flags);
+        if (!rc) rc = tlc_decode_job(&j, out, n, weight, acc ? 1 : 0, &pay, flags);
+        if (rc < 0) return rc;
+        if (rc == 0) return decode_probed(g, out, n, weight, acc, pay, flags);
+        if (b->ntdec == b->ctdec) {
+            b->ctdec = b->ctdec ? 2 * b->ctdec : 64;
+            b->tdec = (TlcDec *)reallocCheck(b->tdec, b->ctdec * sizeof *b->tdec);
+        }
+        b->tdec[b->ntdec++] = j;
+        return 0;
+    }
     if (id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC) {
         Pay pay;
         uint16_t flags = 0;
