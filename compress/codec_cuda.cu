@@ -2332,45 +2332,37 @@ int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weigh
  * probe checked, of one block's size; every other frame decoded now */
 int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
                               const uint8_t *frame, size_t len, const CodecProbe *probe) {
-    int id = g->spec.ops->id;
-    if (id == CODEC_3LC) {
-        Pay pay;
-        uint16_t flags = 0;
-        TlcDec j;
-        int rc = probe_check(g, n, frame, len, probe, &pay, &flags);
-        if (!rc) rc = tlc_decode_job(&j, out, n, weight, acc ? 1 : 0, &pay, flags);
-        if (rc < 0) return rc;
-        if (rc == 0) return decode_probed(g, out, n, weight, acc, pay, flags);
-        if (b->ntdec == b->ctdec) {
-            b->ctdec = b->ctdec ? 2 * b->ctdec : 64;
-            b->tdec = (TlcDec *)reallocCheck(b->tdec, b->ctdec * sizeof *b->tdec);
-        }
-        b->tdec[b->ntdec++] = j;
+    int id = g->spec.ops->id, sparse = id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC;
+    Pay pay;
+    uint16_t flags = 0;
+    int rc = probe_check(g, n, frame, len, probe, &pay, &flags);
+    if (rc) return rc;
+    if (id == CODEC_FP32) {
+        rc = fp32_check(n, pay.len, flags);
+        if (rc || n == 0) return rc;
+        CopyJob c = {pay.d, (uint8_t *)out, NULL, (uint32_t)n, weight, (uint8_t)(acc ? 1 : 0)};
+        add_copy(b, &c);
         return 0;
     }
-    if (id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC) {
-        Pay pay;
-        uint16_t flags = 0;
-        SparseDec j;
-        int rc = probe_check(g, n, frame, len, probe, &pay, &flags);
-        if (!rc) rc = gcx_sparse_decode_job(&j, g, out, n, weight, acc ? 1 : 0, &pay, flags);
-        if (rc < 0) return rc;
-        if (rc == 0) return decode_probed(g, out, n, weight, acc, pay, flags);
+    SparseDec sj;
+    TlcDec tj;
+    rc = sparse ? gcx_sparse_decode_job(&sj, g, out, n, weight, acc ? 1 : 0, &pay, flags)
+         : id == CODEC_3LC ? tlc_decode_job(&tj, out, n, weight, acc ? 1 : 0, &pay, flags)
+                           : 0;
+    if (rc <= 0) return rc < 0 ? rc : decode_probed(g, out, n, weight, acc, pay, flags); /* now */
+    if (sparse) {
         if (b->ndec == b->cdec) {
             b->cdec = b->cdec ? 2 * b->cdec : 64;
             b->dec = (SparseDec *)reallocCheck(b->dec, b->cdec * sizeof *b->dec);
         }
-        b->dec[b->ndec++] = j;
-        return 0;
+        b->dec[b->ndec++] = sj;
+    } else {
+        if (b->ntdec == b->ctdec) {
+            b->ctdec = b->ctdec ? 2 * b->ctdec : 64;
+            b->tdec = (TlcDec *)reallocCheck(b->tdec, b->ctdec * sizeof *b->tdec);
+        }
+        b->tdec[b->ntdec++] = tj;
     }
-    if (id != CODEC_FP32) return codec_decode_cuda_dev_probed(g, out, n, weight, acc, frame, len, probe);
-    Pay pay;
-    uint16_t flags = 0;
-    int rc = probe_check(g, n, frame, len, probe, &pay, &flags);
-    if (!rc) rc = fp32_check(n, pay.len, flags);
-    if (rc || n == 0) return rc;
-    CopyJob c = {pay.d, (uint8_t *)out, NULL, (uint32_t)n, weight, (uint8_t)(acc ? 1 : 0)};
-    add_copy(b, &c);
     return 0;
 }
 

@@ -783,7 +783,9 @@ static void gcomp_refused(const char *text, const CodecSpec *spec, Codec *ce, Co
 /* a tensor whose strided sample (compress/select.h, select_sample_index) overstates it: jr
  * of its sample positions hold 1, the others 0.5, every other value +-0.25, so the sample's
  * threshold (the jr-th largest sample key) leaves jr < k candidates and the selection must
- * start again from every nonzero key (select.c; compress/sparse_cuda.cu gpu_select) */
+ * start again from every nonzero key (select.c; compress/sparse_cuda.cu gpu_select). The
+ * GPU samples above the one-block encoder's 65,535 values (n = 100003); the emulation's
+ * blocks take 4,095, so there n = 8193 samples too */
 static void sample_too_high(const char *text, double density, size_t n) {
     CodecSpec spec;
     char err[256];
@@ -813,6 +815,51 @@ static void sample_too_high(const char *text, double density, size_t n) {
     free(x);
     free(fc);
     free(fg);
+    cudaCheck(cudaFree(dx));
+}
+
+/* sbc's sums (compress/sparse_cuda.cu d_sbc_exact) at the edges of their exact path, CPU
+ * against GPU with every value selected (p = 1), zeros elsewhere: (0) a side whose total
+ * just reaches 2^53 units of its smallest value, where the CPU's index-order sum rounds
+ * twice and the means tie differently; (1) values 2^41 apart, whose shifted mantissa would
+ * wrap; (2) denormals alone, (3) denormals with exponents 1 to 3 (their unit is
+ * exponent 1's) */
+static void sbc_sum_edges(size_t n) {
+    CodecSpec spec;
+    char err[256];
+    if (codec_parse(&spec, "sbc:p=1", err, sizeof err)) {
+        CHECK(0, "sbc:p=1: %s", err);
+        return;
+    }
+    float *x = malloc(n * sizeof(float)), *dx = dalloc_f(n);
+    for (int c = 0; c < 4; c++) {
+        memset(x, 0, n * sizeof(float));
+        if (c == 0) {
+            x[1] = 0x1.fffffep+29f, x[2] = 0x1.fffffep+28f, x[n / 2] = 0x1.000002p+0f, x[n - 1] = 0x1.000002p+0f;
+            x[3] = -0x1.fffffep+29f, x[4] = -0x1.fffffep+28f, x[5] = -1.0f, x[6] = -0x1.000004p+0f;
+        } else if (c == 1) {
+            x[0] = 1.0f, x[1] = 0x1.000002p+41f, x[2] = -1.0f, x[n - 1] = -0x1.000002p+41f;
+        } else {
+            for (size_t i = 0; i < n; i++) {
+                uint32_t u = (uint32_t)(rng_hash64(900 + (uint64_t)c, i) & 0x807FFFFFu); /* a denormal, either sign */
+                if (c == 3 && i % 3 == 0) u |= (uint32_t)(1 + i % 3 + (i / 3) % 3) << 23; /* exponents 1 to 3 */
+                memcpy(&x[i], &u, 4);
+            }
+        }
+        up(dx, x, n * sizeof(float));
+        Codec *cc = codec_new(&spec);
+        CodecCuda *g = codec_cuda_new(&spec);
+        size_t cap = codec_max_frame(cc, n);
+        uint8_t *fc = malloc(cap), *fg = malloc(cap);
+        int64_t lc = codec_encode(cc, fc, cap, x, n, NULL), lg = codec_encode_cuda(g, fg, cap, dx, n, NULL);
+        SAME(lc == lg && (lc <= 0 || first_diff(fc, fg, (size_t)lc) < 0), "sbc:p=1 n=%zu sums' edge %d: cpu %lld gpu %lld",
+             n, c, (long long)lc, (long long)lg);
+        codec_free(cc);
+        codec_cuda_free(g);
+        free(fc);
+        free(fg);
+    }
+    free(x);
     cudaCheck(cudaFree(dx));
 }
 
@@ -1153,6 +1200,10 @@ int main(void) {
             sample_too_high("dgc:density=0.05", 0.05, tn[k]);
             sample_too_high("sbc:p=0.05", 0.05, tn[k]);
         }
+        sbc_sum_edges(64);
+        sbc_sum_edges(2000);
+        if (maxn >= 70001) sbc_sum_edges(70001);
+        else sbc_sum_edges(5000); /* the emulation's general path */
 #ifdef EMU_HOST_WAITS
         /* one wait less a selection with the sample's threshold left on the device (4 for
          * topk and dgc, 6 for sbc, when the host read it first) */
@@ -1160,7 +1211,7 @@ int main(void) {
         sampled_waits("dgc", 8193, 3);
         sampled_waits("sbc", 8193, 4);
 #endif
-        printf("  %-28s %6d checks, %d failed\n", "sampled selections", test_passed_ + test_failed_ - p0 - f0,
+        printf("  %-28s %6d checks, %d failed\n", "sampled selections, sbc sums", test_passed_ + test_failed_ - p0 - f0,
                test_failed_ - f0);
         fflush(stdout);
     }
