@@ -1020,13 +1020,8 @@ __global__ void __launch_bounds__(TLC_ONE_T) k_tlc_one_enc(TlcTab a) {
 }
 
 static void tlc_launch_ones(TlcJob *const *jobs, size_t k) {
-    TlcTab a;
-    for (size_t i = 0; i < k; i += CODEC_BATCH) {
-        size_t m = k - i < CODEC_BATCH ? k - i : CODEC_BATCH;
-        for (size_t q = 0; q < m; q++) a.j[q] = *jobs[i + q];
-        k_tlc_one_enc<<<(unsigned)m, TLC_ONE_T>>>(a);
-        cudaCheckLast();
-    }
+    launch_tables<TlcTab>(k, [&](size_t i) { return *jobs[i]; },
+                          [](const TlcTab &a, unsigned m) { k_tlc_one_enc<<<m, TLC_ONE_T>>>(a); });
 }
 
 /* the payload's length (cap bytes at most) from what the encoder read back, or its error */
@@ -1196,13 +1191,8 @@ __global__ void __launch_bounds__(TLC_ONE_T) k_tlc_one_decs(TlcDecTab a) {
 }
 
 static void tlc_launch_decs(const TlcDec *jobs, size_t k) {
-    TlcDecTab a;
-    for (size_t i = 0; i < k; i += CODEC_BATCH) {
-        size_t m = k - i < CODEC_BATCH ? k - i : CODEC_BATCH;
-        for (size_t q = 0; q < m; q++) a.j[q] = jobs[i + q];
-        k_tlc_one_decs<<<(unsigned)m, TLC_ONE_T>>>(a);
-        cudaCheckLast();
-    }
+    launch_tables<TlcDecTab>(k, [&](size_t i) { return jobs[i]; },
+                             [](const TlcDecTab &a, unsigned m) { k_tlc_one_decs<<<m, TLC_ONE_T>>>(a); });
 }
 
 /* compress/tlc.c's checks of the payload's header and sizes: its scale m, the base-3 bytes

@@ -2,7 +2,8 @@
  * bitmap and values, dgc's values and run entries, sbc's Rice codes), each also made on a
  * whole frame by the bundle's probe (compress/codec_cuda.cu, k_probe_checks), so that a
  * decoder given the probe's result waits for none of them (docs/GPU.md, "Waits and
- * launches"), and the small device helpers the codec files share (gcomp_cuda.cu too).
+ * launches"), the small device helpers the codec files share (gcomp_cuda.cu too), and
+ * the host's launcher of a batch's tables of jobs (launch_tables).
  * Device code for those files only; the block-wide helpers work with any block size, their
  * shared scratch sized by the caller. */
 #ifndef GCX_COMPRESS_SPARSE_CHECK_CUH
@@ -11,6 +12,7 @@
 extern "C" {
 #include "compress/golomb.h" /* rice_get, compiled for both */
 }
+#include "common/cuda_check.h"
 
 #define DGC_RUN_SKIP 0xFFFFu /* a dgc run entry that skips 65535 zeros and ends no gap */
 #define SBC_HEADER 9         /* sbc's payload header: the count, the mean, the Rice parameter */
@@ -166,6 +168,20 @@ static __device__ int d_sparse_check(const uint8_t *frame, size_t len, uint64_t 
         return 0;
     }
     return id;
+}
+
+/* k jobs, job(i) each, launched CODEC_BATCH at a time: launch(tab, m) runs the table's first m
+ * jobs, a block each, the table going as the kernel's argument (no upload, no wait). Tab:
+ * a struct of one member, j[CODEC_BATCH] */
+template <class Tab, class Job, class Launch>
+static void launch_tables(size_t k, Job job, Launch launch) {
+    Tab a;
+    for (size_t i = 0; i < k; i += CODEC_BATCH) {
+        unsigned m = (unsigned)(k - i < CODEC_BATCH ? k - i : CODEC_BATCH);
+        for (unsigned q = 0; q < m; q++) a.j[q] = job(i + q);
+        launch(a, m);
+        cudaCheckLast();
+    }
 }
 
 #endif

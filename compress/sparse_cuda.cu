@@ -1325,13 +1325,8 @@ typedef struct {
 __global__ void __launch_bounds__(ONE_T) k_sparse_one(OneTab a) { d_sparse_one(a.j[blockIdx.x]); }
 
 void gcx_sparse_launch_ones(SparseOne *const *jobs, size_t k) {
-    OneTab a;
-    for (size_t i = 0; i < k; i += CODEC_BATCH) {
-        size_t m = k - i < CODEC_BATCH ? k - i : CODEC_BATCH;
-        for (size_t q = 0; q < m; q++) a.j[q] = *jobs[i + q];
-        k_sparse_one<<<(unsigned)m, ONE_T>>>(a);
-        cudaCheckLast();
-    }
+    launch_tables<OneTab>(
+        k, [&](size_t i) { return *jobs[i]; }, [](const OneTab &a, unsigned m) { k_sparse_one<<<m, ONE_T>>>(a); });
     for (size_t i = k; i-- > 0;) { /* sbc's index scratch, the newest first */
         gcx_dfree(jobs[i]->idx);
         jobs[i]->idx = NULL;
@@ -1405,13 +1400,8 @@ typedef struct {
 __global__ void __launch_bounds__(ONE_T) k_sparse_one_dec(DecTab a) { d_sparse_one_dec(a.j[blockIdx.x]); }
 
 void gcx_sparse_launch_decs(const SparseDec *jobs, size_t k) {
-    DecTab a;
-    for (size_t i = 0; i < k; i += CODEC_BATCH) {
-        size_t m = k - i < CODEC_BATCH ? k - i : CODEC_BATCH;
-        memcpy(a.j, jobs + i, m * sizeof *jobs);
-        k_sparse_one_dec<<<(unsigned)m, ONE_T>>>(a);
-        cudaCheckLast();
-    }
+    launch_tables<DecTab>(
+        k, [&](size_t i) { return jobs[i]; }, [](const DecTab &a, unsigned m) { k_sparse_one_dec<<<m, ONE_T>>>(a); });
 }
 
 int gcx_sparse_decode_job(SparseDec *j, const CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p,
