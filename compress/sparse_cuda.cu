@@ -82,7 +82,7 @@ __global__ void k_sample(uint32_t *s, const float *x, size_t n, size_t m, int mo
  * num after it; both read back in one copy */
 struct CandBack {
     int64_t num;
-    uint32_t t, pad;
+    uint32_t t, found; /* the sample's radix select: the digits it found (3 when none ran) */
 };
 
 struct KeyGe {
@@ -209,7 +209,7 @@ static void kth_check(uint32_t found) {
 __global__ void k_cand_t(CandBack *cb, const KthState *st) {
     cb->num = 0;
     cb->t = st && st->prefix ? st->prefix : 1u;
-    cb->pad = st ? st->found : 3u;
+    cb->found = st ? st->found : 3u;
 }
 
 /* T = st->prefix, the k-th largest key (kth_largest_dev) */
@@ -279,7 +279,7 @@ static size_t gpu_select(uint32_t *idx, const float *x, size_t n, size_t k, int 
     uint32_t *cand = (uint32_t *)gcx_dmalloc(n * 4);
     compact_ge(cand, x, n, cb, mode);
     cudaCheck(cudaMemcpy(&hc, cb, sizeof hc, cudaMemcpyDeviceToHost)); /* the count and the threshold */
-    kth_check(hc.pad);
+    kth_check(hc.found);
     if ((size_t)hc.num < k && hc.t > 1) { /* the sample threshold was too high: every nonzero key */
         k_cand_t<<<1, 1>>>(cb, NULL);
         cudaCheckLast();
