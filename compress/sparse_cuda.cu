@@ -34,8 +34,13 @@
  *         ended before an entry, the CPU walk's index after entry e is S[e] + J[e],
  *         nondecreasing in e, so the walk fails (an index >= n) exactly when it fails
  *         at the last entry it reads, the k-th gap's end or else the last entry;
- *   sbc:  one device thread walks the Rice codes (SBC Algorithm 4) with the CPU's own
- *         reader (compress/golomb.h rice_get): O(m) sequential steps, m = p n.
+ *   sbc:  the Rice codes (SBC Algorithm 4) without a sequential walk: where each code
+ *         starts depends on the bits alone (a run of ones, a zero, b bits), so the starts
+ *         come from the successor of every bit position by doubling (log2 m rounds), each
+ *         code's value from its start, their sum each code's index, and the walk's
+ *         checks (compress/golomb.h rice_get) on every code at once, the first failure's
+ *         code the return code (rice_positions). A bundle's probe of a small payload, and
+ *         the one-block decoder, walk in one thread (compress/sparse_check.cuh d_sbc_walk).
  * Then a kernel scatters the values into out.
  */
 #define GC_CODEC_CUDA_INTERNAL
@@ -971,9 +976,179 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     return rc;
 }
 
-/* the walk in one device thread, recording the positions. pos: [m]; *rc: its return code */
-__global__ void k_sbc_walk(uint32_t *pos, int *rc, size_t n, int b, uint64_t m, const uint8_t *bits, size_t nbytes) {
-    *rc = d_sbc_walk(pos, n, b, m, bits, nbytes);
+/* ---- sbc's Rice codes in parallel (SBC Algorithm 4 without its sequential walk) ----
+ * A Rice code is a run of ones, its terminating zero and b more bits, so the code that
+ * starts at bit p ends at succ(p) = z(p) + 1 + b, z(p) the first zero at or after p: where
+ * the codes start is a property of the bits alone, not of their values. So:
+ *   1. z(p) for every p: each 32-bit word's first zero, and for runs of ones past a word
+ *      the next word that has one (a max-scan of the words' indices, reversed);
+ *   2. succ on every bit position p <= D (D + 1, past the last, is a sink succ keeps), and
+ *      the codes' starts s_0 = 0, s_{j+1} = succ(s_j) by doubling: round k knows s_0 ..
+ *      s_{2^k - 1} and succ^(2^k), gives s_{j + 2^k} = succ^(2^k)(s_j) and composes
+ *      succ^(2^(k+1)); ceil(log2(m + 1)) rounds, no wait between them;
+ *   3. each code's value from its start alone, clamped to n (only a code that fails is
+ *      clamped), their exclusive sum each code's smallest index next_j (as the walk's);
+ *   4. each code checked as rice_get and sbc.c sbc_walk check it at next_j, and the
+ *      padding after s_m: the walk's return code is the first failure's, an atomic
+ *      minimum of (j, code) over the codes.
+ * The walk reads no bit past B = m (1 + b) + 2 (n >> b) + b + 2 (the codes that pass end by
+ * m (1 + b) + (n >> b), their quotients summing to at most n >> b; the first that fails
+ * reads its unary part up to (n >> b) + 1 bits and its b low bits), so the domain stops at
+ * D = min(L, B + 14): past it, a padding of 16 bits is left, and the frame is oversized.
+ * Positions are 32-bit where D + 1 fits (any frame of up to 2^26 values), else 64-bit */
+#define RICE_NARROW_MAX 0xFFFFFFF0ull /* the largest D of 32-bit positions */
+
+struct RiceBits {
+    const uint8_t *p; /* the codes' bytes (after the header) */
+    uint64_t nbytes, L, D; /* L = 8 nbytes bits; bits at D and past read as zeros */
+    const uint32_t *nzw;   /* the reversed max-scan: UINT32_MAX - the next word with a zero */
+    uint64_t words;        /* D / 32 + 1 */
+    int b;
+};
+
+/* bits 32w .. 32w + 31 of the domain, MSB first */
+__device__ __forceinline__ uint32_t d_rice_word(const RiceBits &r, uint64_t w) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        uint64_t q = 4 * w + (uint64_t)i;
+        v |= (uint32_t)(q < r.nbytes ? r.p[q] : 0) << (24 - 8 * i);
+    }
+    uint64_t lo = 32 * w;
+    if (r.D <= lo) return 0;
+    return r.D - lo >= 32 ? v : v & ~(0xFFFFFFFFu >> (r.D - lo));
+}
+
+/* the first zero bit at or after p (p <= D; at most D, which reads as zero) */
+__device__ __forceinline__ uint64_t d_rice_zero(const RiceBits &r, uint64_t p) {
+    uint64_t w = p >> 5;
+    uint32_t inv = ~d_rice_word(r, w) & (0xFFFFFFFFu >> (p & 31));
+    if (!inv) { /* the word is ones from p on, so it ends before D: word w + 1 exists */
+        w = (uint64_t)(UINT32_MAX - r.nzw[r.words - 2 - w]);
+        inv = ~d_rice_word(r, w);
+    }
+    return 32 * w + (uint64_t)__clz((int)inv);
+}
+
+/* the b bits at q (MSB first) */
+__device__ __forceinline__ uint64_t d_rice_low(const RiceBits &r, uint64_t q) {
+    uint64_t x = 0;
+    for (int i = 0; i < r.b; i++) {
+        uint64_t P = q + (uint64_t)i;
+        x = x << 1 | (uint64_t)(P < r.D ? (r.p[P >> 3] >> (7 - (P & 7))) & 1 : 0);
+    }
+    return x;
+}
+
+/* e[words - 1 - w] = UINT32_MAX - w where word w has a zero, else 0 (the last word, holding
+ * bit D, always has one) */
+__global__ void k_rice_words(uint32_t *e, RiceBits r) {
+    GRID_STRIDE(w, r.words) e[r.words - 1 - w] = d_rice_word(r, w) != 0xFFFFFFFFu ? UINT32_MAX - (uint32_t)w : 0;
+}
+
+/* A[p] = succ(p) for p <= D + 1 */
+template <class T> __global__ void k_rice_succ(T *A, RiceBits r) {
+    GRID_STRIDE(p, r.D + 2) {
+        uint64_t s = p > r.D ? r.D + 1 : d_rice_zero(r, p) + 1 + (uint64_t)r.b;
+        A[p] = (T)(s < r.D + 1 ? s : r.D + 1);
+    }
+}
+
+/* round k of the doubling (half = 2^k): s[j + half] = A[s[j]] for j < half, j + half < cnt;
+ * with compose, B = A o A over the D + 2 positions */
+template <class T> __global__ void k_rice_jump(T *B, const T *A, T *s, uint64_t dom, uint64_t half, uint64_t cnt,
+                                               int compose) {
+    GRID_STRIDE(i, compose && dom > half ? dom : half) {
+        if (compose && i < dom) B[i] = A[A[i]];
+        if (i < half && i + half < cnt) s[i + half] = A[s[i]];
+    }
+}
+
+/* code j's value (clamped to n; a clamped one fails) from its start st; z: its terminating zero */
+__device__ __forceinline__ uint64_t d_rice_val(const RiceBits &r, uint64_t st, uint64_t n, uint64_t *z) {
+    if (st > r.D) return *z = r.D, n; /* past a code that ran off the domain */
+    *z = d_rice_zero(r, st);
+    uint64_t R = *z - st;
+    if (R > (n >> r.b)) return n;
+    uint64_t v = R << r.b | d_rice_low(r, *z + 1);
+    return v < n ? v : n;
+}
+
+/* c[j] = code j's value + 1 (clamped), c[m] = 0: their exclusive sum is each code's next */
+template <class T> __global__ void k_rice_vals(uint64_t *c, const T *s, RiceBits r, uint64_t m, uint64_t n) {
+    uint64_t z;
+    GRID_STRIDE(j, m + 1) c[j] = j < m ? d_rice_val(r, (uint64_t)s[j], n, &z) + 1 : 0;
+}
+
+/* each code's checks (golomb.h rice_get, sbc.c sbc_walk) at next[j], its position into
+ * pos, and the padding after s[m]; the first failure's j * 4 + (1 corrupt, 2 truncated,
+ * 3 oversized) into *first (UINT64_MAX before: none) */
+template <class T>
+__global__ void k_rice_check(unsigned long long *first, uint32_t *pos, const T *s, const uint64_t *next, RiceBits r,
+                             uint64_t m, uint64_t n) {
+    GRID_STRIDE(j, m + 1) {
+        uint64_t st = (uint64_t)s[j], e = 0;
+        if (j == m) {
+            uint64_t left = st <= r.L ? r.L - st : 0, pad = 0;
+            for (uint64_t P = st; P < r.L && left < 8; P++) pad |= (r.p[P >> 3] >> (7 - (P & 7))) & 1;
+            e = left >= 8 ? 3 : pad ? 1 : 0;
+        } else if (next[j] >= n) {
+            e = 1;
+        } else {
+            uint64_t vmax = n - 1 - next[j], z, v = d_rice_val(r, st, n, &z);
+            if (st > r.D) e = 2; /* after a failure: any code */
+            else if (z - st > (vmax >> r.b)) e = 1;
+            else if (z >= r.L || z + 1 + (uint64_t)r.b > r.L) e = 2;
+            else if (v > vmax) e = 1;
+            else pos[j] = (uint32_t)(next[j] + v);
+        }
+        if (e) atomicMin(first, (unsigned long long)(j << 2 | e));
+    }
+}
+
+/* the walk's return code and the m positions (pos), from the codes in bits[nbytes]; first:
+ * device, where the verdict is left (rice_verdict reads it) */
+template <class T>
+static void rice_positions(uint32_t *pos, unsigned long long *first, const uint8_t *bits, size_t nbytes, uint64_t n,
+                           int b, uint64_t m, uint64_t D) {
+    RiceBits r = {bits, nbytes, 8 * (uint64_t)nbytes, D, NULL, D / 32 + 1, b};
+    uint32_t *e = (uint32_t *)gcx_dmalloc(r.words * 4), *nzw = (uint32_t *)gcx_dmalloc(r.words * 4);
+    k_rice_words<<<gcx_grid(r.words), TPB>>>(e, r);
+    cudaCheckLast();
+    gcx_inclusive_max_u32(nzw, e, r.words);
+    r.nzw = nzw;
+    T *const A0 = (T *)gcx_dmalloc((D + 2) * sizeof(T)), *const B0 = (T *)gcx_dmalloc((D + 2) * sizeof(T));
+    T *A = A0, *B = B0;
+    T *s = (T *)gcx_dmalloc((m + 1) * sizeof(T));
+    k_rice_succ<<<gcx_grid(D + 2), TPB>>>(A, r);
+    cudaCheckLast();
+    cudaCheck(cudaMemsetAsync(s, 0, sizeof(T), 0));
+    for (uint64_t half = 1; half < m + 1; half *= 2) {
+        int compose = 2 * half < m + 1;
+        k_rice_jump<<<gcx_grid(compose && D + 2 > half ? D + 2 : half), TPB>>>(B, A, s, D + 2, half, m + 1, compose);
+        cudaCheckLast();
+        T *t = A;
+        A = B, B = t;
+    }
+    uint64_t *c = (uint64_t *)gcx_dmalloc((m + 1) * 8), *next = (uint64_t *)gcx_dmalloc((m + 1) * 8);
+    k_rice_vals<<<gcx_grid(m + 1), TPB>>>(c, s, r, m, n);
+    cudaCheckLast();
+    gcx_exclusive_sum_u64(next, c, m + 1);
+    cudaCheck(cudaMemsetAsync(first, 0xFF, sizeof *first, 0));
+    k_rice_check<<<gcx_grid(m + 1), TPB>>>(first, pos, s, next, r, m, n);
+    cudaCheckLast();
+    gcx_dfree(next);
+    gcx_dfree(c);
+    gcx_dfree(s);
+    gcx_dfree(B0);
+    gcx_dfree(A0);
+    gcx_dfree(nzw);
+    gcx_dfree(e);
+}
+
+/* the return code of the first failure rice_positions left */
+static int rice_verdict(unsigned long long first) {
+    static const int codes[4] = {0, -GC_ERR_CORRUPT, -GC_ERR_TRUNCATED, -GC_ERR_OVERSIZED};
+    return first == ~0ull ? 0 : codes[first & 3];
 }
 
 /* compress/sbc.c sbc_decode's checks of the header, on the host: the codes' count, the
@@ -1001,11 +1176,17 @@ static int sbc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     if (head) return head;
     int checked = p->checked == CODEC_SBC, rc = checked ? (int)p->chk1 : 0; /* the probe's walk */
     if (rc) return rc;
+    /* the domain of rice_positions: the bits the walk can read, and 16 more */
+    uint64_t L = 8 * (uint64_t)(p->len - SBC_HEADER), B = m * (uint64_t)(b + 1) + 2 * ((uint64_t)n >> b) + (uint64_t)b + 2;
+    uint64_t D = L < B + 14 ? L : B + 14;
     uint32_t *pos = (uint32_t *)gcx_dmalloc(m * 4);
-    int *drc = (int *)gcx_dmalloc(sizeof(int));
-    k_sbc_walk<<<1, 1>>>(pos, drc, n, b, m, p->d + SBC_HEADER, p->len - SBC_HEADER);
-    cudaCheckLast();
-    if (!checked) cudaCheck(cudaMemcpy(&rc, drc, sizeof rc, cudaMemcpyDeviceToHost)); /* a wait for it */
+    unsigned long long *first = (unsigned long long *)gcx_dmalloc(sizeof *first), hf;
+    if (D <= RICE_NARROW_MAX) rice_positions<uint32_t>(pos, first, p->d + SBC_HEADER, p->len - SBC_HEADER, n, b, m, D);
+    else rice_positions<uint64_t>(pos, first, p->d + SBC_HEADER, p->len - SBC_HEADER, n, b, m, D);
+    if (!checked) { /* a wait for it */
+        cudaCheck(cudaMemcpy(&hf, first, sizeof hf, cudaMemcpyDeviceToHost));
+        rc = rice_verdict(hf);
+    }
     if (!rc && n) {
         if (!acc) cudaCheck(cudaMemsetAsync(out, 0, n * sizeof(float), 0));
         if (m) {
@@ -1014,8 +1195,8 @@ static int sbc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
             cudaCheckLast();
         }
     }
+    gcx_dfree(first);
     gcx_dfree(pos);
-    gcx_dfree(drc);
     return rc;
 }
 

@@ -355,6 +355,55 @@ static void crafted_sbc(size_t n, uint64_t seed, int *rcs) {
     free(f);
 }
 
+/* sbc payloads for the decoder's parallel parse (compress/sparse_cuda.cu rice_positions):
+ * up to 300 codes, unary parts of up to 1,500 ones (across many 32-bit words, past the
+ * quotient n allows), and a tail of nothing, stray bits, ones to the end (a run the
+ * stream cuts), up to 400 random bytes (past the bits the CPU's walk can read), or the
+ * last 1 to 3 bytes cut */
+static void crafted_sbc_long(size_t n, uint64_t seed, int *rcs) {
+    Rng r;
+    rng_init(&r, seed, 34);
+    size_t m = (size_t)(rng_u64(&r) % 301);
+    if (m > n) m = n;
+    int b = (int)(rng_u64(&r) % 14);
+    if (rng_u64(&r) % 16 == 0) b = 31;
+    size_t cap = 9 + (size_t)m * 8 + 4 * 1500 / 8 + 8 + 400;
+    uint8_t *f = calloc(1, CODEC_HEADER_SIZE + cap), *p = f + CODEC_HEADER_SIZE;
+    put_u32(p, (uint32_t)m);
+    if (m) put_value(p + 4, &r, 0);
+    p[8] = (uint8_t)b;
+    BitWriter w;
+    bw_init(&w, p + 9, cap - 9 - 400);
+    uint64_t spread = 2 * (uint64_t)n / (m + 1) + 1;
+    int longs = 0;
+    for (size_t j = 0; j < m; j++) {
+        uint64_t gap = rng_u64(&r) % spread;
+        if ((gap >> b) > 40) gap = (gap & ((1ull << b) - 1)) | (40ull << b);
+        if (longs < 3 && rng_u64(&r) % 64 == 0) { /* a long unary part */
+            gap = (gap & ((1ull << b) - 1)) | ((uint64_t)(33 + rng_u64(&r) % 1467) << b);
+            longs++;
+        }
+        rice_put(&w, gap, b);
+    }
+    int tail = (int)(rng_u64(&r) % 5);
+    if (tail == 1) bw_put(&w, (uint32_t)rng_u64(&r), 1 + (int)(rng_u64(&r) % 12));
+    size_t plen = 9 + bw_finish(&w);
+    if (tail == 2) { /* ones to the end */
+        size_t k = 1 + (size_t)(rng_u64(&r) % (rng_u64(&r) % 2 ? 3 : 200));
+        if (plen > 9) p[plen - 1] |= (uint8_t)(0xFFu >> (rng_u64(&r) % 8));
+        memset(p + plen, 0xFF, k);
+        plen += k;
+    }
+    if (tail == 3) {
+        size_t k = 1 + (size_t)(rng_u64(&r) % 400);
+        for (size_t i = 0; i < k; i++) p[plen + i] = (uint8_t)rng_u64(&r);
+        plen += k;
+    }
+    if (tail == 4) plen -= plen - 9 < 3 ? plen - 9 : 1 + (size_t)(rng_u64(&r) % 3); /* cut */
+    crafted_frame("sbc", f, plen, n, seed, rcs);
+    free(f);
+}
+
 static void crafted_topk(size_t n, uint64_t seed, int *rcs) {
     Rng r;
     rng_init(&r, seed, 33);
@@ -1231,22 +1280,25 @@ int main(void) {
         /* every return code of the CPU decoders reached, with the device's agreeing */
         static const size_t cn[] = {1, 5, 8, 9, 64, 1000, 65535, 65536, 70001, 200003};
         int f0 = test_failed_, p0 = test_passed_;
-        int rd[GC_ERR_COUNT_] = {0}, rs[GC_ERR_COUNT_] = {0}, rt[GC_ERR_COUNT_] = {0};
+        int rd[GC_ERR_COUNT_] = {0}, rs[GC_ERR_COUNT_] = {0}, rt[GC_ERR_COUNT_] = {0}, rl[GC_ERR_COUNT_] = {0};
         for (uint64_t t = 0; t < 600; t++) {
             size_t n = cn[t % (sizeof cn / sizeof cn[0])];
             crafted_dgc(n, 500 + t, rd);
             crafted_sbc(n, 500 + t, rs);
+            if (t % 2 == 0) crafted_sbc_long(n, 500 + t, rl);
             if (n <= 70001 && t % 2) crafted_topk(n, 500 + t, rt);
         }
         static const int want[] = {GC_OK, GC_ERR_CORRUPT, GC_ERR_TRUNCATED, GC_ERR_OVERSIZED};
         for (int w = 0; w < 4; w++)
-            CHECK(rd[want[w]] && rs[want[w]] && rt[want[w]],
-                  "crafted frames: CPU code %s reached by dgc %d, sbc %d, topk %d times", gc_strerror(want[w]),
-                  rd[want[w]], rs[want[w]], rt[want[w]]);
-        printf("  %-28s %6d checks, %d failed (dgc ok/corrupt/truncated/oversized %d/%d/%d/%d, sbc %d/%d/%d/%d)\n",
+            CHECK(rd[want[w]] && rs[want[w]] && rt[want[w]] && rl[want[w]],
+                  "crafted frames: CPU code %s reached by dgc %d, sbc %d (long %d), topk %d times", gc_strerror(want[w]),
+                  rd[want[w]], rs[want[w]], rl[want[w]], rt[want[w]]);
+        printf("  %-28s %6d checks, %d failed (dgc ok/corrupt/truncated/oversized %d/%d/%d/%d, sbc %d/%d/%d/%d, "
+               "long sbc %d/%d/%d/%d)\n",
                "crafted sparse payloads", test_passed_ + test_failed_ - p0 - f0, test_failed_ - f0, rd[0],
                rd[GC_ERR_CORRUPT], rd[GC_ERR_TRUNCATED], rd[GC_ERR_OVERSIZED], rs[0], rs[GC_ERR_CORRUPT],
-               rs[GC_ERR_TRUNCATED], rs[GC_ERR_OVERSIZED]);
+               rs[GC_ERR_TRUNCATED], rs[GC_ERR_OVERSIZED], rl[0], rl[GC_ERR_CORRUPT], rl[GC_ERR_TRUNCATED],
+               rl[GC_ERR_OVERSIZED]);
     }
     {
         int f0 = test_failed_, p0 = test_passed_;
