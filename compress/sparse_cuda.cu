@@ -995,8 +995,11 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
  * m (1 + b) + (n >> b), their quotients summing to at most n >> b; the first that fails
  * reads its unary part up to (n >> b) + 1 bits and its b low bits), so the domain stops at
  * D = min(L, B + 14): past it, a padding of 16 bits is left, and the frame is oversized.
- * Positions are 32-bit where D + 1 fits (any frame of up to 2^26 values), else 64-bit */
-#define RICE_NARROW_MAX 0xFFFFFFF0ull /* the largest D of 32-bit positions */
+ * Scratch: 8 bytes a bit of the domain (two tables of 32-bit positions) and 28 a code. A
+ * domain above RICE_PARSE_MAX bits (a payload above 32 MiB; an encoder writes at most about
+ * one bit a value, so only a frame of more than 2^28 values, or a bad one, gets there) is
+ * walked by one device thread instead (d_sbc_walk): a bad frame's scratch stays bounded */
+#define RICE_PARSE_MAX (1ull << 28)
 
 struct RiceBits {
     const uint8_t *p; /* the codes' bytes (after the header) */
@@ -1046,16 +1049,16 @@ __global__ void k_rice_words(uint32_t *e, RiceBits r) {
 }
 
 /* A[p] = succ(p) for p <= D + 1 */
-template <class T> __global__ void k_rice_succ(T *A, RiceBits r) {
+__global__ void k_rice_succ(uint32_t *A, RiceBits r) {
     GRID_STRIDE(p, r.D + 2) {
         uint64_t s = p > r.D ? r.D + 1 : d_rice_zero(r, p) + 1 + (uint64_t)r.b;
-        A[p] = (T)(s < r.D + 1 ? s : r.D + 1);
+        A[p] = (uint32_t)(s < r.D + 1 ? s : r.D + 1);
     }
 }
 
 /* round k of the doubling (half = 2^k): s[j + half] = A[s[j]] for j < half, j + half < cnt;
  * with compose, B = A o A over the D + 2 positions */
-template <class T> __global__ void k_rice_jump(T *B, const T *A, T *s, uint64_t dom, uint64_t half, uint64_t cnt,
+__global__ void k_rice_jump(uint32_t *B, const uint32_t *A, uint32_t *s, uint64_t dom, uint64_t half, uint64_t cnt,
                                                int compose) {
     GRID_STRIDE(i, compose && dom > half ? dom : half) {
         if (compose && i < dom) B[i] = A[A[i]];
@@ -1074,7 +1077,7 @@ __device__ __forceinline__ uint64_t d_rice_val(const RiceBits &r, uint64_t st, u
 }
 
 /* c[j] = code j's value + 1 (clamped), c[m] = 0: their exclusive sum is each code's next */
-template <class T> __global__ void k_rice_vals(uint64_t *c, const T *s, RiceBits r, uint64_t m, uint64_t n) {
+__global__ void k_rice_vals(uint64_t *c, const uint32_t *s, RiceBits r, uint64_t m, uint64_t n) {
     uint64_t z;
     GRID_STRIDE(j, m + 1) c[j] = j < m ? d_rice_val(r, (uint64_t)s[j], n, &z) + 1 : 0;
 }
@@ -1082,8 +1085,7 @@ template <class T> __global__ void k_rice_vals(uint64_t *c, const T *s, RiceBits
 /* each code's checks (golomb.h rice_get, sbc.c sbc_walk) at next[j], its position into
  * pos, and the padding after s[m]; the first failure's j * 4 + (1 corrupt, 2 truncated,
  * 3 oversized) into *first (UINT64_MAX before: none) */
-template <class T>
-__global__ void k_rice_check(unsigned long long *first, uint32_t *pos, const T *s, const uint64_t *next, RiceBits r,
+__global__ void k_rice_check(unsigned long long *first, uint32_t *pos, const uint32_t *s, const uint64_t *next, RiceBits r,
                              uint64_t m, uint64_t n) {
     GRID_STRIDE(j, m + 1) {
         uint64_t st = (uint64_t)s[j], e = 0;
@@ -1107,7 +1109,6 @@ __global__ void k_rice_check(unsigned long long *first, uint32_t *pos, const T *
 
 /* the walk's return code and the m positions (pos), from the codes in bits[nbytes]; first:
  * device, where the verdict is left (rice_verdict reads it) */
-template <class T>
 static void rice_positions(uint32_t *pos, unsigned long long *first, const uint8_t *bits, size_t nbytes, uint64_t n,
                            int b, uint64_t m, uint64_t D) {
     RiceBits r = {bits, nbytes, 8 * (uint64_t)nbytes, D, NULL, D / 32 + 1, b};
@@ -1116,17 +1117,16 @@ static void rice_positions(uint32_t *pos, unsigned long long *first, const uint8
     cudaCheckLast();
     gcx_inclusive_max_u32(nzw, e, r.words);
     r.nzw = nzw;
-    T *const A0 = (T *)gcx_dmalloc((D + 2) * sizeof(T)), *const B0 = (T *)gcx_dmalloc((D + 2) * sizeof(T));
-    T *A = A0, *B = B0;
-    T *s = (T *)gcx_dmalloc((m + 1) * sizeof(T));
+    uint32_t *const A0 = (uint32_t *)gcx_dmalloc((D + 2) * 4), *const B0 = (uint32_t *)gcx_dmalloc((D + 2) * 4);
+    uint32_t *A = A0, *B = B0, *s = (uint32_t *)gcx_dmalloc((m + 1) * 4);
     k_rice_succ<<<gcx_grid(D + 2), TPB>>>(A, r);
     cudaCheckLast();
-    cudaCheck(cudaMemsetAsync(s, 0, sizeof(T), 0));
+    cudaCheck(cudaMemsetAsync(s, 0, 4, 0));
     for (uint64_t half = 1; half < m + 1; half *= 2) {
         int compose = 2 * half < m + 1;
         k_rice_jump<<<gcx_grid(compose && D + 2 > half ? D + 2 : half), TPB>>>(B, A, s, D + 2, half, m + 1, compose);
         cudaCheckLast();
-        T *t = A;
+        uint32_t *t = A;
         A = B, B = t;
     }
     uint64_t *c = (uint64_t *)gcx_dmalloc((m + 1) * 8), *next = (uint64_t *)gcx_dmalloc((m + 1) * 8);
@@ -1145,7 +1145,15 @@ static void rice_positions(uint32_t *pos, unsigned long long *first, const uint8
     gcx_dfree(e);
 }
 
-/* the return code of the first failure rice_positions left */
+/* the walk in one device thread (a domain above RICE_PARSE_MAX), its verdict left as
+ * k_rice_check leaves it */
+__global__ void k_sbc_walk(uint32_t *pos, unsigned long long *first, size_t n, int b, uint64_t m, const uint8_t *bits,
+                           size_t nbytes) {
+    int rc = d_sbc_walk(pos, n, b, m, bits, nbytes);
+    *first = rc == 0 ? ~0ull : rc == -GC_ERR_CORRUPT ? 1 : rc == -GC_ERR_TRUNCATED ? 2 : 3;
+}
+
+/* the return code of the first failure rice_positions (or k_sbc_walk) left */
 static int rice_verdict(unsigned long long first) {
     static const int codes[4] = {0, -GC_ERR_CORRUPT, -GC_ERR_TRUNCATED, -GC_ERR_OVERSIZED};
     return first == ~0ull ? 0 : codes[first & 3];
@@ -1181,8 +1189,12 @@ static int sbc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     uint64_t D = L < B + 14 ? L : B + 14;
     uint32_t *pos = (uint32_t *)gcx_dmalloc(m * 4);
     unsigned long long *first = (unsigned long long *)gcx_dmalloc(sizeof *first), hf;
-    if (D <= RICE_NARROW_MAX) rice_positions<uint32_t>(pos, first, p->d + SBC_HEADER, p->len - SBC_HEADER, n, b, m, D);
-    else rice_positions<uint64_t>(pos, first, p->d + SBC_HEADER, p->len - SBC_HEADER, n, b, m, D);
+    if (D <= RICE_PARSE_MAX) {
+        rice_positions(pos, first, p->d + SBC_HEADER, p->len - SBC_HEADER, n, b, m, D);
+    } else {
+        k_sbc_walk<<<1, 1>>>(pos, first, n, b, m, p->d + SBC_HEADER, p->len - SBC_HEADER);
+        cudaCheckLast();
+    }
     if (!checked) { /* a wait for it */
         cudaCheck(cudaMemcpy(&hf, first, sizeof hf, cudaMemcpyDeviceToHost));
         rc = rice_verdict(hf);

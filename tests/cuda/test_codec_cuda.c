@@ -404,6 +404,39 @@ static void crafted_sbc_long(size_t n, uint64_t seed, int *rcs) {
     free(f);
 }
 
+/* sbc payloads at the edges of the walk's checks (golomb.h rice_get), each with the CPU's
+ * code it must give: a run of ones a multiple of 32 long that the end cuts (too long for
+ * the quotient n allows, or not), a terminating zero on the last bit before the low bits,
+ * runs one below and one above the quotient allowed, and a valid pair of codes */
+static void sbc_rice_edges(int *rcs) {
+    static const struct {
+        uint32_t n, m;
+        uint8_t b, nb, bytes[8];
+        int want;
+    } e[] = {
+        {20, 1, 0, 4, {0xFF, 0xFF, 0xFF, 0xFF}, -GC_ERR_CORRUPT},
+        {100, 1, 0, 4, {0xFF, 0xFF, 0xFF, 0xFF}, -GC_ERR_TRUNCATED},
+        {100, 1, 0, 8, {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}, -GC_ERR_TRUNCATED},
+        {1, 1, 31, 4, {0xFF, 0xFF, 0xFF, 0xFF}, -GC_ERR_CORRUPT},
+        {100, 1, 2, 1, {0xFE}, -GC_ERR_TRUNCATED},
+        {9, 1, 0, 2, {0xFF, 0x00}, 0},
+        {9, 1, 0, 2, {0xFF, 0x80}, -GC_ERR_CORRUPT},
+        {100, 2, 2, 1, {0x96}, 0},
+    };
+    for (size_t i = 0; i < sizeof e / sizeof e[0]; i++) {
+        uint8_t f[CODEC_HEADER_SIZE + 9 + 8] = {0}, *p = f + CODEC_HEADER_SIZE;
+        put_u32(p, e[i].m);
+        put_f32(p + 4, 0.5f);
+        p[8] = e[i].b;
+        memcpy(p + 9, e[i].bytes, e[i].nb);
+        int before[GC_ERR_COUNT_];
+        memcpy(before, rcs, sizeof before);
+        crafted_frame("sbc", f, 9 + (size_t)e[i].nb, e[i].n, 700 + i, rcs);
+        int w = e[i].want < 0 ? -e[i].want : 0;
+        CHECK(rcs[w] == before[w] + 1, "sbc Rice edge %zu: the CPU's code is not %s", i, gc_strerror(w));
+    }
+}
+
 static void crafted_topk(size_t n, uint64_t seed, int *rcs) {
     Rng r;
     rng_init(&r, seed, 33);
@@ -1288,6 +1321,7 @@ int main(void) {
             if (t % 2 == 0) crafted_sbc_long(n, 500 + t, rl);
             if (n <= 70001 && t % 2) crafted_topk(n, 500 + t, rt);
         }
+        sbc_rice_edges(rl);
         static const int want[] = {GC_OK, GC_ERR_CORRUPT, GC_ERR_TRUNCATED, GC_ERR_OVERSIZED};
         for (int w = 0; w < 4; w++)
             CHECK(rd[want[w]] && rs[want[w]] && rt[want[w]] && rl[want[w]],

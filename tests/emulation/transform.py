@@ -3,9 +3,9 @@
 # block's threads as fibers), after checking that every pointer argument is
 # device memory and with the device pages accessible while it runs (tracked
 # device memory: nn/cuda_runtime.h, nn/emu_device.c); blocks of 64 threads and
-# at most 3 blocks, so that every grid-stride loop goes round; sbc's decoder takes
-# 64-bit positions past 2,000 bits (32-bit up to 2^32 on a GPU), so that the tests'
-# frames reach both.
+# at most 3 blocks, so that every grid-stride loop goes round; sbc's decoder walks
+# its codes in one thread past 6,000 bits (2^28 on a GPU), so that the tests' frames
+# reach both of its paths.
 import re, sys
 s = open(sys.argv[1]).read()
 def rep(m):
@@ -15,5 +15,5 @@ def rep(m):
             % (args, g, b, name, args))
 s = re.sub(r'(\w+)<<<(.*?)>>>\((.*?)\);', rep, s, flags=re.S)
 s = s.replace('#define TPB 256', '#define TPB 64').replace('if (b > 65536) b = 65536;', 'if (b > 3) b = 3;')
-s = s.replace('#define RICE_NARROW_MAX 0xFFFFFFF0ull', '#define RICE_NARROW_MAX 2000ull')
+s = s.replace('#define RICE_PARSE_MAX (1ull << 28)', '#define RICE_PARSE_MAX 6000ull')
 open(sys.argv[2], 'w').write(s)
