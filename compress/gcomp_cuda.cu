@@ -24,10 +24,12 @@
  *      small a buffer) writes nothing: no payload byte, no repr.
  * Decode: the host parses and validates the block header, the table section
  * and the chunk headers (the CPU's checks in the CPU's order), builds the
- * lookup table (Section 4.5) and uploads it; one GPU thread per chunk walks
- * the chunk's three segments (a chunk is sequential by construction: a
- * Huffman code's length is known only once decoded) with the CPU's checks,
- * into a device scratch of n floats; the host collects the per-chunk results
+ * lookup table (Section 4.5) and uploads it; one block per chunk decodes the
+ * chunk's three segments with the CPU's checks (k_gp_dec: where the Huffman codes
+ * start is known only by decoding them, so each thread's share of the exponent
+ * segment is decoded from each of its possible entries, and the CPU's path is
+ * followed through those tables), into a device scratch of n floats; the host
+ * collects the per-chunk results
  * in chunk order, and only when the whole frame is valid are the values
  * copied (or added) to out and a carried table made the held one: a refused
  * frame leaves out and the state untouched, as on the CPU.
@@ -579,61 +581,172 @@ __device__ __forceinline__ int d_pad_ok(const uint8_t *p, unsigned long long bit
     return r == 0 || (p[bits >> 3] & ((1u << (8 - r)) - 1)) == 0;
 }
 
-/* one thread per chunk: compress/gcomp.c gp_decode_chunk. out: [n] scratch
- * (a chunk may fail after writing values); rc: [nch]; neg: [nch], whether a decoded
- * exponent-0 value is negative (0 for a chunk that fails) */
-__global__ void k_gp_dec(float *out, int *rc, uint32_t *neg, const uint8_t *pay, size_t len, const uint16_t *lut,
-                         const uint8_t *hclen, int nth, uint32_t zs, const GpChunkD *ck, size_t nch) {
-    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= nch) return;
-    neg[k] = 0;
-    GpChunkD c = ck[k];
-    unsigned long long lbits = 2ull * c.nnz;
-    unsigned long long pe = 8ull * c.off, pl = pe + 8ull * ((c.ebits + 7) >> 3), pm = pl + 8ull * ((lbits + 7) >> 3);
-    unsigned long long ee = pe + c.ebits, le = pl + lbits, me = pm + c.mbits;
-    uint32_t anyneg = 0, bad = 0;
-    float *o = out + c.start;
-    for (uint32_t i = 0; i < c.count; i++) {
-        unsigned long long bits = d_peek(pay, len, pe);
-        uint32_t ent = lut[bits >> (64 - nth)], l = HUFF_LUT_LEN(ent), e = HUFF_LUT_SYM(ent);
+/* the code at bit pos (compress/gcomp.c GP_DECODE_LOOP's step (1)): its length, and the
+ * exponent into *e; 0 where no code starts there or an escaped symbol has a code of its own
+ * (the CPU's two failures) */
+__device__ __forceinline__ uint32_t d_gp_code(uint32_t *e, const uint8_t *pay, size_t len, unsigned long long pos,
+                                              const uint16_t *lut, const uint8_t *hclen, int nth) {
+    unsigned long long bits = d_peek(pay, len, pos);
+    uint32_t ent = lut[bits >> (64 - nth)], l = HUFF_LUT_LEN(ent);
+    *e = HUFF_LUT_SYM(ent);
+    if (l && (ent & HUFF_LUT_ESC)) { /* escape + raw exponent (Section 4.3) */
+        *e = (uint32_t)(bits >> (64 - nth - HUFF_RAW_BITS)) & 0xFFu;
+        l = hclen[*e] ? 0 : l + HUFF_RAW_BITS;
+    }
+    return l;
+}
+
+#define GP_MAXL (HUFF_MAX_NTHETA + HUFF_RAW_BITS) /* the longest code: escape + raw exponent */
+#define GP_DEAD 0xFFu
+
+/* where the codes that start in [a, b) lead, from each of the M entries a + o (o < M; the
+ * first code at or after a starts below a + M, the code across a being at most M long): the
+ * first code start at or after b, as its offset from b (below M), or GP_DEAD where a code
+ * fails first. The M walks go in step, the one furthest behind first, and a walk that lands
+ * where another stands joins it, so codes that resynchronise are decoded once. to: [M] */
+__device__ void d_gp_entries(uint8_t *to, const uint8_t *pay, size_t len, unsigned long long a,
+                             unsigned long long b, int M, const uint16_t *lut, const uint8_t *hclen, int nth) {
+    unsigned long long cur[GP_MAXL];
+    uint8_t st[GP_MAXL], link[GP_MAXL]; /* st: 0 walking, 1 failed, 2 joined link[o] */
+    for (int o = 0; o < M; o++) cur[o] = a + (unsigned long long)o, st[o] = 0, link[o] = (uint8_t)o;
+    for (;;) {
+        int j = -1;
+        for (int o = 0; o < M; o++)
+            if (st[o] == 0 && (j < 0 || cur[o] < cur[j])) j = o;
+        if (j < 0 || cur[j] >= b) break; /* every walk that goes on is past b */
+        uint32_t e, l = d_gp_code(&e, pay, len, cur[j], lut, hclen, nth);
         if (!l) {
-            rc[k] = -GC_ERR_CORRUPT; /* no code starts with these bits */
-            return;
+            st[j] = 1;
+            continue;
         }
-        pe += l;
-        if (ent & HUFF_LUT_ESC) { /* escape + raw exponent (Section 4.3) */
-            e = (uint32_t)(bits >> (64 - nth - HUFF_RAW_BITS)) & 0xFFu;
-            pe += HUFF_RAW_BITS;
-            if (hclen[e]) {
-                rc[k] = -GC_ERR_CORRUPT; /* an escaped symbol that has a code */
-                return;
+        cur[j] += l;
+        for (int o = 0; o < M; o++)
+            if (o != j && st[o] == 0 && cur[o] == cur[j]) {
+                st[j] = 2, link[j] = (uint8_t)o;
+                break;
             }
-        }
-        uint32_t nzm = 0u - (uint32_t)(e != 0);
+    }
+    for (int o = 0; o < M; o++) {
+        int r = o;
+        while (st[r] == 2) r = link[r];
+        to[o] = st[r] == 1 ? (uint8_t)GP_DEAD : (uint8_t)(cur[r] - b);
+    }
+}
+
+/* the levels and the mantissa bits of values [v0, v1) of a chunk whose exponents are in
+ * ex (as uint32): the levels from bit pl (nzb nonzero exponents before v0), mantissas from
+ * bit pm; write: the values into out as floats (over their exponents), else only the
+ * mantissa bits into *mbits. *bad: a level on exponent 255; *neg: a negative exponent-0 value */
+__device__ void d_gp_values(float *out, uint32_t *ex, size_t v0, size_t v1, const uint8_t *pay, size_t len,
+                            unsigned long long pl, unsigned long long pm, uint32_t zs, int write,
+                            unsigned long long *mbits, uint32_t *bad, uint32_t *neg) {
+    unsigned long long mb = 0;
+    for (size_t i = v0; i < v1; i++) {
+        uint32_t e = ex[i], nzm = 0u - (uint32_t)(e != 0);
         uint32_t L = (uint32_t)(d_peek(pay, len, pl) >> 62) & nzm;
         pl += 2 & nzm;
-        bad |= (e == 0xFFu) & (L != 0);
+        *bad |= (e == 0xFFu) & (L != 0);
         int sh = GCOMP_LEVEL_SHIFT * (int)L;
         int nb = (int)(((uint32_t)(GCOMP_MAN_BITS - sh) & nzm) | (zs & ~nzm));
-        uint32_t mv = (uint32_t)((d_peek(pay, len, pm) >> 1) >> (63 - nb));
-        pm += (unsigned long long)nb;
-        uint32_t sm = mv << sh;
-        uint32_t u = ((((sm >> 23) << 31) | (e << 23) | (sm & 0x7FFFFFu)) & nzm) | ((mv << 31) & ~nzm);
-        anyneg |= u & ~nzm;
-        o[i] = __uint_as_float(u);
+        if (write) {
+            uint32_t mv = (uint32_t)((d_peek(pay, len, pm + mb) >> 1) >> (63 - nb));
+            uint32_t sm = mv << sh;
+            uint32_t u = ((((sm >> 23) << 31) | (e << 23) | (sm & 0x7FFFFFu)) & nzm) | ((mv << 31) & ~nzm);
+            *neg |= u & ~nzm;
+            out[i] = __uint_as_float(u);
+        }
+        mb += (unsigned long long)nb;
     }
-    if (bad || pe != ee || pl != le || pm != me) {
-        rc[k] = -GC_ERR_CORRUPT;
+    *mbits = mb;
+}
+
+/* one block of GP_THREADS per chunk: compress/gcomp.c gp_decode_chunk, its result the
+ * CPU's for every input (each failure is GC_ERR_CORRUPT). out: [n] scratch (a chunk may
+ * fail after writing values); rc: [nch]; neg: [nch], whether a decoded exponent-0 value is
+ * negative (0 for a chunk that fails).
+ *   1. the exponent codes: thread t's share [a, b) of the segment, d_gp_entries from each
+ *      of its M possible entries; thread 0 follows the entries from the segment's start
+ *      (the path the CPU walks) through the threads' tables, which must end exactly at
+ *      the segment's end; each thread then decodes its codes from its true entry, counted
+ *      (a block scan: where its values go; the chunk's count must match), and writes their
+ *      exponents into out;
+ *   2. the values: thread t's run of them; its nonzero exponents counted and scanned (the
+ *      levels' positions: the chunk's nonzero count must match), its mantissa bits counted
+ *      and scanned (their positions: the segment's bits must match), then each value. */
+__global__ void __launch_bounds__(GP_THREADS) k_gp_dec(float *out, int *rc, uint32_t *neg, const uint8_t *pay,
+                                                       size_t len, const uint16_t *lut, const uint8_t *hclen, int nth,
+                                                       uint32_t zs, const GpChunkD *ck) {
+    typedef cub::BlockScan<unsigned long long, GP_THREADS> Scan;
+    __shared__ typename Scan::TempStorage tmp;
+    __shared__ uint8_t ent[GP_THREADS][GP_MAXL];
+    __shared__ uint8_t from[GP_THREADS];
+    __shared__ uint32_t fail, negs;
+    const unsigned t = threadIdx.x, T = GP_THREADS;
+    const size_t k = blockIdx.x;
+    const GpChunkD c = ck[k];
+    const unsigned long long lbits = 2ull * c.nnz, E0 = 8ull * c.off;
+    const unsigned long long pl0 = E0 + 8ull * ((c.ebits + 7) >> 3), pm0 = pl0 + 8ull * ((lbits + 7) >> 3);
+    const int M = nth + HUFF_RAW_BITS;
+    const unsigned long long S = (c.ebits + T - 1) / T;
+    const unsigned long long a = E0 + (t * S < c.ebits ? t * S : c.ebits);
+    const unsigned long long b = E0 + ((t + 1) * S < c.ebits ? (t + 1) * S : c.ebits);
+    uint32_t *ex = (uint32_t *)(out + c.start);
+    if (t == 0) fail = 0, negs = 0;
+    d_gp_entries(ent[t], pay, len, a, b, M, lut, hclen, nth);
+    __syncthreads();
+    if (t == 0) { /* the CPU's path: from the segment's start, to exactly its end */
+        unsigned o = 0;
+        for (unsigned u = 0; u < T && o != GP_DEAD; u++) {
+            from[u] = (uint8_t)o;
+            o = ent[u][o];
+        }
+        fail = o != 0;
+    }
+    __syncthreads();
+    unsigned long long codes = 0, before, total;
+    if (!fail) {
+        for (unsigned long long p = a + from[t]; p < b; codes++) {
+            uint32_t e;
+            p += d_gp_code(&e, pay, len, p, lut, hclen, nth); /* each code on the path is one */
+        }
+    }
+    Scan(tmp).ExclusiveScan(codes, before, 0ull, U64Sum(), total);
+    if (fail || total != c.count) { /* too few or too many codes fill the segment */
+        if (t == 0) rc[k] = -GC_ERR_CORRUPT, neg[k] = 0;
         return;
     }
-    const uint8_t *p = pay + c.off;
+    unsigned long long p = a + from[t];
+    for (unsigned long long q = before; q < before + codes; q++) {
+        uint32_t e;
+        p += d_gp_code(&e, pay, len, p, lut, hclen, nth);
+        ex[q] = e;
+    }
+    __syncthreads();
+    const size_t per = (c.count + T - 1) / T, v0 = t * per < c.count ? t * per : c.count;
+    const size_t v1 = v0 + per < c.count ? v0 + per : c.count;
+    unsigned long long nz = 0, nzb, nzall;
+    for (size_t i = v0; i < v1; i++) nz += ex[i] != 0;
+    __syncthreads(); /* tmp reused */
+    Scan(tmp).ExclusiveScan(nz, nzb, 0ull, U64Sum(), nzall);
+    uint32_t bad = 0, anyneg = 0;
+    unsigned long long mb, mbb, mball;
+    d_gp_values(NULL, ex, v0, v1, pay, len, pl0 + 2 * nzb, 0, zs, 0, &mb, &bad, &anyneg);
+    __syncthreads();
+    Scan(tmp).ExclusiveScan(mb, mbb, 0ull, U64Sum(), mball);
+    if (bad) atomicOr(&fail, 1u);
+    __syncthreads();
+    /* every segment consumed exactly, their padding zero */
+    const uint8_t *pc = pay + c.off;
     size_t eb = (size_t)((c.ebits + 7) >> 3), lb = (size_t)((lbits + 7) >> 3);
-    if (!d_pad_ok(p, c.ebits) || !d_pad_ok(p + eb, lbits) || !d_pad_ok(p + eb + lb, c.mbits)) {
-        rc[k] = -GC_ERR_CORRUPT;
+    if (fail || nzall != c.nnz || mball != c.mbits || !d_pad_ok(pc, c.ebits) || !d_pad_ok(pc + eb, lbits) ||
+        !d_pad_ok(pc + eb + lb, c.mbits)) {
+        if (t == 0) rc[k] = -GC_ERR_CORRUPT, neg[k] = 0;
         return;
     }
-    neg[k] = anyneg != 0;
-    rc[k] = 0;
+    d_gp_values(out + c.start, ex, v0, v1, pay, len, pl0 + 2 * nzb, pm0 + mbb, zs, 1, &mb, &bad, &anyneg);
+    if (anyneg) atomicOr(&negs, 1u);
+    __syncthreads();
+    if (t == 0) rc[k] = 0, neg[k] = negs;
 }
 
 /* out[i] += weight * v[i], rounded as the CPU's out[i] + weight * v[i]. out, v: [n] */
@@ -738,9 +851,8 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         int *dres = (int *)gcx_dmalloc(2 * (size_t)nch * sizeof(int)); /* each chunk's result, then its sign flag */
         float *dv = (float *)gcx_dmalloc(n * sizeof(float)); /* the values, before they reach out */
         cudaCheck(cudaMemcpyAsync(dck, ck, (size_t)nch * sizeof(GpChunkD), cudaMemcpyHostToDevice, 0));
-        unsigned blocks = (unsigned)((nch + 63) / 64);
-        k_gp_dec<<<blocks, 64>>>(dv, dres, (uint32_t *)dres + nch, dpay, len, t->dlut, t->dlen, ntheta,
-                                 (uint32_t)zsign, dck, (size_t)nch);
+        k_gp_dec<<<(unsigned)nch, GP_THREADS>>>(dv, dres, (uint32_t *)dres + nch, dpay, len, t->dlut, t->dlen, ntheta,
+                                                (uint32_t)zsign, dck);
         cudaCheckLast();
         int *hres = (int *)host_alloc(2 * (size_t)nch * sizeof(int));
         cudaCheck(cudaMemcpy(hres, dres, 2 * (size_t)nch * sizeof(int), cudaMemcpyDeviceToHost));

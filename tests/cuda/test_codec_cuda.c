@@ -46,6 +46,7 @@ int main(void) {
 #include "compress/codec.h"
 #include "compress/codec_cuda.h"
 #include "compress/gcomp.h"
+#include "compress/gcomp_state.h"
 #include "compress/golomb.h"
 #include "compress/select.h"
 
@@ -401,6 +402,164 @@ static void crafted_sbc_long(size_t n, uint64_t seed, int *rcs) {
     }
     if (tail == 4) plen -= plen - 9 < 3 ? plen - 9 : 1 + (size_t)(rng_u64(&r) % 3); /* cut */
     crafted_frame("sbc", f, plen, n, seed, rcs);
+    free(f);
+}
+
+/* a gcomp payload's block header: its total chunk bits moved by d */
+static void gcomp_cbits_add(uint8_t *pay, int64_t d) {
+    uint64_t cbits = ((uint64_t)get_u32(pay + 12) | (uint64_t)get_u32(pay + 16) << 32) + (uint64_t)d;
+    put_u32(pay + 12, (uint32_t)cbits);
+    put_u32(pay + 16, (uint32_t)(cbits >> 32));
+}
+
+/* gcomp frames whose exponent segment is declared d bits shorter or longer than its codes,
+ * whose nonzero count is one off, or with a padding bit set (the chunk's bits and the block's total moved with it,
+ * the bytes unchanged, the CRC fixed), so that only the codes' path or the count of nonzero
+ * exponents says it: the CPU's walk ends off a segment's end, and the GPU's decoder
+ * (compress/gcomp_cuda.cu k_gp_dec) must see it too. Data: heavy-tailed values, or
+ * (uniform) exponents spread evenly over 8 values, whose near-equal code lengths
+ * resynchronise least */
+static void gcomp_shifts(const char *text, size_t n, int uniform, uint64_t seed) {
+    CodecSpec spec;
+    char err[256];
+    CHECK(codec_parse(&spec, text, err, sizeof err) == 0, "spec %s", text);
+    Codec *c = codec_new(&spec);
+    float *x = malloc(n * sizeof(float));
+    Rng r;
+    rng_init(&r, seed, 77);
+    for (size_t i = 0; i < n; i++)
+        x[i] = uniform ? ldexpf(1.0f + (float)(rng_u64(&r) % 1000) / 1000.0f, (int)(rng_u64(&r) % 8) - 20) *
+                             (rng_u64(&r) & 1 ? 1.0f : -1.0f)
+               : rng_u64(&r) % 10 == 0 ? (rng_u64(&r) & 1 ? -0.0f : 0.0f) /* exponent 0: fewer nonzero, a
+                                                                         * sign bit a zero (ZSIGN) */
+                                       : 1e-3f * rng_normal(&r) / (0.05f + fabsf(rng_normal(&r)));
+    size_t cap = codec_max_frame(c, n);
+    uint8_t *f = malloc(cap), *m = malloc(cap);
+    int64_t len = codec_encode(c, f, cap, x, n, NULL);
+    CHECK(len > 0, "%s n=%zu: encode %lld", text, n, (long long)len);
+    uint8_t *pay = f + CODEC_HEADER_SIZE;
+    size_t plen = (size_t)len - CODEC_HEADER_SIZE, at = GCOMP_BLOCK_HDR;
+    GcompBlock b;
+    HuffCode hc;
+    size_t used = 0;
+    if (len > 0 && gcomp_block_parse(&b, pay, plen, n, get_u16(f + 6)) == 0 &&
+        (!b.table || gcomp_table_parse(&hc, &used, pay + at, plen - at, b.ntheta, b.id) == 0)) {
+        at += used;
+        static const int ds[] = {1, 2, 3, 5, -1, -2};
+        for (uint32_t k = 0; k < b.nch && k < 12; k++)
+            for (size_t q = 0; q < sizeof ds / sizeof ds[0]; q++) {
+                uint8_t *h = pay + at + (size_t)k * GCOMP_CHUNK_HDR;
+                uint32_t count = get_u32(h + 4), bits = get_u32(h + 8), ebits = get_u32(h + 12);
+                uint32_t e2 = ebits - (uint32_t)ds[q];
+                if ((e2 + 7) / 8 != (ebits + 7) / 8 || e2 < count) continue; /* the layout would move */
+                memcpy(m, f, (size_t)len);
+                uint8_t *hm = m + CODEC_HEADER_SIZE + at + (size_t)k * GCOMP_CHUNK_HDR;
+                put_u32(hm + 12, e2);
+                put_u32(hm + 8, bits - (uint32_t)ds[q]);
+                gcomp_cbits_add(m + CODEC_HEADER_SIZE, -ds[q]);
+                refresh(m, plen);
+                char what[64];
+                snprintf(what, sizeof what, "chunk %u's exponent bits %+d", k, -ds[q]);
+                cmp_decode(&spec, text, m, (size_t)len, n, 0, seed, what);
+            }
+        for (uint32_t k = 0; k < b.nch && k < 12; k++) /* the nonzero count moved, the mantissas' bits kept */
+            for (int d = -1; d <= 1; d += 2) {
+                uint8_t *h = pay + at + (size_t)k * GCOMP_CHUNK_HDR;
+                uint32_t count = get_u32(h + 4), bits = get_u32(h + 8), nnz = get_u32(h + 16), z2 = nnz + (uint32_t)d;
+                if ((2 * (uint64_t)z2 + 7) / 8 != (2 * (uint64_t)nnz + 7) / 8 || z2 > count || (d < 0 && nnz == 0))
+                    continue;
+                memcpy(m, f, (size_t)len);
+                uint8_t *hm = m + CODEC_HEADER_SIZE + at + (size_t)k * GCOMP_CHUNK_HDR;
+                put_u32(hm + 16, z2);
+                put_u32(hm + 8, bits + 2 * (uint32_t)d);
+                gcomp_cbits_add(m + CODEC_HEADER_SIZE, 2 * d);
+                refresh(m, plen);
+                char what[64];
+                snprintf(what, sizeof what, "chunk %u's nonzero count %+d", k, d);
+                cmp_decode(&spec, text, m, (size_t)len, n, 0, seed, what);
+            }
+        uint64_t off = at + (uint64_t)b.nch * GCOMP_CHUNK_HDR; /* a padding bit set in each segment */
+        for (uint32_t k = 0; k < b.nch; k++) {
+            const uint8_t *h = pay + at + (size_t)k * GCOMP_CHUNK_HDR;
+            uint64_t bits = get_u32(h + 8), ebits = get_u32(h + 12), nnz = get_u32(h + 16);
+            uint64_t seg[3] = {ebits, 2 * nnz, bits - ebits - 2 * nnz};
+            for (int q = 0; q < 3; q++) {
+                if (k < 12 && seg[q] % 8) {
+                    memcpy(m, f, (size_t)len);
+                    m[CODEC_HEADER_SIZE + off + seg[q] / 8] |= (uint8_t)(0x80u >> (seg[q] % 8));
+                    refresh(m, plen);
+                    char what[64];
+                    snprintf(what, sizeof what, "chunk %u's segment %d padded with a 1", k, q);
+                    cmp_decode(&spec, text, m, (size_t)len, n, 0, seed, what);
+                }
+                off += (seg[q] + 7) / 8;
+            }
+        }
+        cmp_decode(&spec, text, f, (size_t)len, n, 0, seed, "unshifted");
+    }
+    codec_free(c);
+    free(x);
+    free(f);
+    free(m);
+}
+
+static int bit_at(const uint8_t *p, uint64_t i) { return (p[i >> 3] >> (7 - (i & 7))) & 1; }
+static void bit_set(uint8_t *p, uint64_t i, int v) {
+    p[i >> 3] = (uint8_t)((p[i >> 3] & ~(0x80u >> (i & 7))) | (v ? 0x80u >> (i & 7) : 0));
+}
+
+/* a gcomp frame whose infinite value has level 1 (exponent 255 must be at level 0: Section
+ * 5.1's levels apply to finite values), its mantissa 6 bits shorter to match, so that its
+ * sizes all agree and only that check refuses it: the CPU's code, and the GPU's the same */
+static void gcomp_inf_level(void) {
+    CodecSpec spec;
+    char err[256];
+    CHECK(codec_parse(&spec, "gcomp", err, sizeof err) == 0, "spec gcomp");
+    const size_t n = 100, at_inf = 37;
+    float x[100];
+    Rng r;
+    rng_init(&r, 5, 78);
+    for (size_t i = 0; i < n; i++) x[i] = 1e-3f * rng_normal(&r);
+    x[at_inf] = INFINITY;
+    Codec *c = codec_new(&spec);
+    size_t cap = codec_max_frame(c, n);
+    uint8_t *f = malloc(cap);
+    int64_t len = codec_encode(c, f, cap, x, n, NULL);
+    uint8_t *pay = f + CODEC_HEADER_SIZE;
+    size_t plen = (size_t)len - CODEC_HEADER_SIZE, at = GCOMP_BLOCK_HDR, used = 0;
+    GcompBlock b;
+    HuffCode hc;
+    int ok = len > 0 && gcomp_block_parse(&b, pay, plen, n, get_u16(f + 6)) == 0 && b.nch == 1 && b.table &&
+             gcomp_table_parse(&hc, &used, pay + at, plen - at, b.ntheta, b.id) == 0;
+    CHECK(ok, "gcomp inf level: a one-chunk frame with its table");
+    if (ok) {
+        uint8_t *h = pay + at + used;
+        uint32_t bits = get_u32(h + 8), ebits = get_u32(h + 12), nnz = get_u32(h + 16);
+        uint64_t mbits = bits - ebits - 2ull * nnz, off = at + used + GCOMP_CHUNK_HDR;
+        uint64_t L0 = 8 * (off + (ebits + 7) / 8), M0 = L0 + 8 * ((2ull * nnz + 7) / 8), rank = 0, P = 0;
+        for (size_t i = 0; i < at_inf; i++) { /* the values before it: levels 0, full mantissas */
+            uint32_t u, e;
+            memcpy(&u, &x[i], 4);
+            e = (u >> 23) & 0xFFu;
+            rank += e != 0;
+            P += e != 0 ? GCOMP_MAN_BITS : (b.zsign ? 1 : 0);
+        }
+        bit_set(pay, L0 + 2 * rank + 1, 1); /* level 1 */
+        uint64_t from = M0 + P + (GCOMP_MAN_BITS - GCOMP_LEVEL_SHIFT), end = M0 + mbits;
+        for (uint64_t i = from; i + GCOMP_LEVEL_SHIFT < end; i++) bit_set(pay, i, bit_at(pay, i + GCOMP_LEVEL_SHIFT));
+        for (uint64_t i = end - GCOMP_LEVEL_SHIFT; i < end; i++) bit_set(pay, i, 0);
+        size_t plen2 = (size_t)(off + (ebits + 7) / 8 + (2ull * nnz + 7) / 8 + (mbits - GCOMP_LEVEL_SHIFT + 7) / 8);
+        put_u32(h + 8, bits - GCOMP_LEVEL_SHIFT);
+        gcomp_cbits_add(pay, -GCOMP_LEVEL_SHIFT);
+        refresh(f, plen2);
+        float o[100];
+        Codec *d = codec_new(&spec);
+        int rc = codec_decode(d, o, n, f, CODEC_HEADER_SIZE + plen2);
+        CHECK(rc == -GC_ERR_CORRUPT, "gcomp inf level: the CPU decoder gives %d, not corrupt", rc);
+        codec_free(d);
+        cmp_decode(&spec, "gcomp", f, CODEC_HEADER_SIZE + plen2, n, 0, 5, "infinity at level 1");
+    }
+    codec_free(c);
     free(f);
 }
 
@@ -1333,6 +1492,18 @@ int main(void) {
                rd[GC_ERR_CORRUPT], rd[GC_ERR_TRUNCATED], rd[GC_ERR_OVERSIZED], rs[0], rs[GC_ERR_CORRUPT],
                rs[GC_ERR_TRUNCATED], rs[GC_ERR_OVERSIZED], rl[0], rl[GC_ERR_CORRUPT], rl[GC_ERR_TRUNCATED],
                rl[GC_ERR_OVERSIZED]);
+    }
+    {
+        int f0 = test_failed_, p0 = test_passed_;
+        gcomp_shifts("gcomp", 8193, 0, 61);
+        gcomp_shifts("gcomp", 8193, 1, 62);
+        gcomp_shifts("gcomp:ntheta=3,chunk=64", 1000, 1, 63);
+        gcomp_shifts("gcomp:ntheta=5,chunk=777", 4097, 0, 64);
+        gcomp_shifts("gcomp:ntheta=16,chunk=1000", 3001, 1, 65);
+        gcomp_inf_level();
+        printf("  %-28s %6d checks, %d failed\n", "gcomp segment shifts", test_passed_ + test_failed_ - p0 - f0,
+               test_failed_ - f0);
+        fflush(stdout);
     }
     {
         int f0 = test_failed_, p0 = test_passed_;
