@@ -998,8 +998,11 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
  * Scratch: 8 bytes a bit of the domain (two tables of 32-bit positions) and 28 a code. A
  * domain above RICE_PARSE_MAX bits (a payload above 32 MiB; an encoder writes at most about
  * one bit a value, so only a frame of more than 2^28 values, or a bad one, gets there) is
- * walked by one device thread instead (d_sbc_walk): a bad frame's scratch stays bounded */
+ * walked by one device thread instead (d_sbc_walk): a bad frame's scratch stays bounded. So
+ * are up to RICE_WALK_CODES codes (as a bundle's probe walks them): one launch, where the
+ * parse takes a dozen and more */
 #define RICE_PARSE_MAX (1ull << 28)
+#define RICE_WALK_CODES 1024
 
 struct RiceBits {
     const uint8_t *p; /* the codes' bytes (after the header) */
@@ -1145,7 +1148,7 @@ static void rice_positions(uint32_t *pos, unsigned long long *first, const uint8
     gcx_dfree(e);
 }
 
-/* the walk in one device thread (a domain above RICE_PARSE_MAX), its verdict left as
+/* the walk in one device thread (a domain above RICE_PARSE_MAX, or few codes), its verdict left as
  * k_rice_check leaves it */
 __global__ void k_sbc_walk(uint32_t *pos, unsigned long long *first, size_t n, int b, uint64_t m, const uint8_t *bits,
                            size_t nbytes) {
@@ -1189,7 +1192,7 @@ static int sbc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     uint64_t D = L < B + 14 ? L : B + 14;
     uint32_t *pos = (uint32_t *)gcx_dmalloc(m * 4);
     unsigned long long *first = (unsigned long long *)gcx_dmalloc(sizeof *first), hf;
-    if (D <= RICE_PARSE_MAX) {
+    if (D <= RICE_PARSE_MAX && m > RICE_WALK_CODES) {
         rice_positions(pos, first, p->d + SBC_HEADER, p->len - SBC_HEADER, n, b, m, D);
     } else {
         k_sbc_walk<<<1, 1>>>(pos, first, n, b, m, p->d + SBC_HEADER, p->len - SBC_HEADER);
