@@ -603,33 +603,40 @@ __device__ __forceinline__ uint32_t d_gp_code(uint32_t *e, const uint8_t *pay, s
  * first code at or after a starts below a + M, the code across a being at most M long): the
  * first code start at or after b, as its offset from b (below M), or GP_DEAD where a code
  * fails first. The M walks go in step, the one furthest behind first, and a walk that lands
- * where another stands joins it, so codes that resynchronise are decoded once. to: [M] */
+ * where another stands joins it, so no bit position is decoded twice (at most b - a + M
+ * codes). The walks still going lie within M (at most 24) bits of the one furthest behind,
+ * so a 32-bit mask of their positions modulo 32 (and who[], which walk stands there) gives
+ * the next one and a join in a step each. to: [M] */
 __device__ void d_gp_entries(uint8_t *to, const uint8_t *pay, size_t len, unsigned long long a,
                              unsigned long long b, int M, const uint16_t *lut, const uint8_t *hclen, int nth) {
-    unsigned long long cur[GP_MAXL];
-    uint8_t st[GP_MAXL], link[GP_MAXL]; /* st: 0 walking, 1 failed, 2 joined link[o] */
-    for (int o = 0; o < M; o++) cur[o] = a + (unsigned long long)o, st[o] = 0, link[o] = (uint8_t)o;
-    for (;;) {
-        int j = -1;
-        for (int o = 0; o < M; o++)
-            if (st[o] == 0 && (j < 0 || cur[o] < cur[j])) j = o;
-        if (j < 0 || cur[j] >= b) break; /* every walk that goes on is past b */
-        uint32_t e, l = d_gp_code(&e, pay, len, cur[j], lut, hclen, nth);
+    uint8_t st[GP_MAXL], link[GP_MAXL], ends[GP_MAXL], who[32]; /* st: 0 walking, 1 failed, 2 joined link[o] */
+    uint32_t mask = 0;
+    for (int o = 0; o < M; o++) {
+        st[o] = 0, link[o] = (uint8_t)o;
+        who[(a + (unsigned)o) & 31] = (uint8_t)o;
+        mask |= 1u << ((a + (unsigned)o) & 31);
+    }
+    unsigned long long at = a; /* the walk furthest behind */
+    while (mask && at < b) {
+        const unsigned s = (unsigned)(at & 31);
+        const int j = who[s];
+        uint32_t e, l = d_gp_code(&e, pay, len, at, lut, hclen, nth);
+        mask &= ~(1u << s);
         if (!l) {
             st[j] = 1;
-            continue;
+        } else {
+            const unsigned s2 = (unsigned)((at + l) & 31);
+            if ((mask >> s2) & 1u) st[j] = 2, link[j] = who[s2];
+            else mask |= 1u << s2, who[s2] = (uint8_t)j;
         }
-        cur[j] += l;
-        for (int o = 0; o < M; o++)
-            if (o != j && st[o] == 0 && cur[o] == cur[j]) {
-                st[j] = 2, link[j] = (uint8_t)o;
-                break;
-            }
+        if (mask) at += (unsigned)__ffs(s ? (mask >> s) | (mask << (32 - s)) : mask) - 1;
     }
+    for (unsigned q = 0; q < 32; q++) /* every walk still going is at or past b */
+        if ((mask >> q) & 1u) ends[who[q]] = (uint8_t)(at + ((q - (unsigned)(at & 31)) & 31) - b);
     for (int o = 0; o < M; o++) {
         int r = o;
         while (st[r] == 2) r = link[r];
-        to[o] = st[r] == 1 ? (uint8_t)GP_DEAD : (uint8_t)(cur[r] - b);
+        to[o] = st[r] == 1 ? (uint8_t)GP_DEAD : ends[r];
     }
 }
 
@@ -722,7 +729,7 @@ __global__ void __launch_bounds__(GP_THREADS) k_gp_dec(float *out, int *rc, uint
         ex[q] = e;
     }
     __syncthreads();
-    const size_t per = (c.count + T - 1) / T, v0 = t * per < c.count ? t * per : c.count;
+    const size_t per = ((size_t)c.count + T - 1) / T, v0 = t * per < c.count ? t * per : c.count;
     const size_t v1 = v0 + per < c.count ? v0 + per : c.count;
     unsigned long long nz = 0, nzb, nzall;
     for (size_t i = v0; i < v1; i++) nz += ex[i] != 0;

@@ -445,7 +445,7 @@ static void gcomp_shifts(const char *text, size_t n, int uniform, uint64_t seed)
     if (len > 0 && gcomp_block_parse(&b, pay, plen, n, get_u16(f + 6)) == 0 &&
         (!b.table || gcomp_table_parse(&hc, &used, pay + at, plen - at, b.ntheta, b.id) == 0)) {
         at += used;
-        static const int ds[] = {1, 2, 3, 5, -1, -2};
+        static const int ds[] = {1, 2, 3, 5, -1, -2, -3, -4};
         for (uint32_t k = 0; k < b.nch && k < 12; k++)
             for (size_t q = 0; q < sizeof ds / sizeof ds[0]; q++) {
                 uint8_t *h = pay + at + (size_t)k * GCOMP_CHUNK_HDR;
@@ -508,19 +508,21 @@ static void bit_set(uint8_t *p, uint64_t i, int v) {
     p[i >> 3] = (uint8_t)((p[i >> 3] & ~(0x80u >> (i & 7))) | (v ? 0x80u >> (i & 7) : 0));
 }
 
-/* a gcomp frame whose infinite value has level 1 (exponent 255 must be at level 0: Section
- * 5.1's levels apply to finite values), its mantissa 6 bits shorter to match, so that its
- * sizes all agree and only that check refuses it: the CPU's code, and the GPU's the same */
-static void gcomp_inf_level(void) {
+/* a one-chunk gcomp frame of n normal values but value at_v = v, edited so that its sizes
+ * all agree and only one check refuses it (the CPU's code, and the GPU's the same):
+ *   v = inf: level 1 on it, its mantissa 6 bits shorter to match (exponent 255 must be at
+ *            level 0: Section 5.1's levels apply to finite values);
+ *   v = -0:  its sign bit cleared, the frame's only negative zero, so that ZSIGN is set
+ *            without one (placed far into the chunk: a thread's run past the first) */
+static void gcomp_one_value(size_t n, size_t at_v, float v, const char *what) {
     CodecSpec spec;
     char err[256];
     CHECK(codec_parse(&spec, "gcomp", err, sizeof err) == 0, "spec gcomp");
-    const size_t n = 100, at_inf = 37;
-    float x[100];
+    float *x = malloc(n * sizeof(float)), *o = malloc(n * sizeof(float));
     Rng r;
     rng_init(&r, 5, 78);
     for (size_t i = 0; i < n; i++) x[i] = 1e-3f * rng_normal(&r);
-    x[at_inf] = INFINITY;
+    x[at_v] = v;
     Codec *c = codec_new(&spec);
     size_t cap = codec_max_frame(c, n);
     uint8_t *f = malloc(cap);
@@ -531,36 +533,43 @@ static void gcomp_inf_level(void) {
     HuffCode hc;
     int ok = len > 0 && gcomp_block_parse(&b, pay, plen, n, get_u16(f + 6)) == 0 && b.nch == 1 && b.table &&
              gcomp_table_parse(&hc, &used, pay + at, plen - at, b.ntheta, b.id) == 0;
-    CHECK(ok, "gcomp inf level: a one-chunk frame with its table");
+    CHECK(ok, "gcomp %s: a one-chunk frame with its table", what);
     if (ok) {
         uint8_t *h = pay + at + used;
         uint32_t bits = get_u32(h + 8), ebits = get_u32(h + 12), nnz = get_u32(h + 16);
         uint64_t mbits = bits - ebits - 2ull * nnz, off = at + used + GCOMP_CHUNK_HDR;
         uint64_t L0 = 8 * (off + (ebits + 7) / 8), M0 = L0 + 8 * ((2ull * nnz + 7) / 8), rank = 0, P = 0;
-        for (size_t i = 0; i < at_inf; i++) { /* the values before it: levels 0, full mantissas */
+        for (size_t i = 0; i < at_v; i++) { /* the values before it: levels 0, full mantissas */
             uint32_t u, e;
             memcpy(&u, &x[i], 4);
             e = (u >> 23) & 0xFFu;
             rank += e != 0;
             P += e != 0 ? GCOMP_MAN_BITS : (b.zsign ? 1 : 0);
         }
-        bit_set(pay, L0 + 2 * rank + 1, 1); /* level 1 */
-        uint64_t from = M0 + P + (GCOMP_MAN_BITS - GCOMP_LEVEL_SHIFT), end = M0 + mbits;
-        for (uint64_t i = from; i + GCOMP_LEVEL_SHIFT < end; i++) bit_set(pay, i, bit_at(pay, i + GCOMP_LEVEL_SHIFT));
-        for (uint64_t i = end - GCOMP_LEVEL_SHIFT; i < end; i++) bit_set(pay, i, 0);
-        size_t plen2 = (size_t)(off + (ebits + 7) / 8 + (2ull * nnz + 7) / 8 + (mbits - GCOMP_LEVEL_SHIFT + 7) / 8);
-        put_u32(h + 8, bits - GCOMP_LEVEL_SHIFT);
-        gcomp_cbits_add(pay, -GCOMP_LEVEL_SHIFT);
-        refresh(f, plen2);
-        float o[100];
+        if (isinf(v)) {
+            bit_set(pay, L0 + 2 * rank + 1, 1); /* level 1 */
+            uint64_t from = M0 + P + (GCOMP_MAN_BITS - GCOMP_LEVEL_SHIFT), end = M0 + mbits;
+            for (uint64_t i = from; i + GCOMP_LEVEL_SHIFT < end; i++)
+                bit_set(pay, i, bit_at(pay, i + GCOMP_LEVEL_SHIFT));
+            for (uint64_t i = end - GCOMP_LEVEL_SHIFT; i < end; i++) bit_set(pay, i, 0);
+            plen = (size_t)(off + (ebits + 7) / 8 + (2ull * nnz + 7) / 8 + (mbits - GCOMP_LEVEL_SHIFT + 7) / 8);
+            put_u32(h + 8, bits - GCOMP_LEVEL_SHIFT);
+            gcomp_cbits_add(pay, -GCOMP_LEVEL_SHIFT);
+        } else {
+            CHECK(b.zsign && bit_at(pay, M0 + P) == 1, "gcomp %s: the negative zero's sign bit", what);
+            bit_set(pay, M0 + P, 0);
+        }
+        refresh(f, plen);
         Codec *d = codec_new(&spec);
-        int rc = codec_decode(d, o, n, f, CODEC_HEADER_SIZE + plen2);
-        CHECK(rc == -GC_ERR_CORRUPT, "gcomp inf level: the CPU decoder gives %d, not corrupt", rc);
+        int rc = codec_decode(d, o, n, f, CODEC_HEADER_SIZE + plen);
+        CHECK(rc == -GC_ERR_CORRUPT, "gcomp %s: the CPU decoder gives %d, not corrupt", what, rc);
         codec_free(d);
-        cmp_decode(&spec, "gcomp", f, CODEC_HEADER_SIZE + plen2, n, 0, 5, "infinity at level 1");
+        cmp_decode(&spec, "gcomp", f, CODEC_HEADER_SIZE + plen, n, 0, 5, what);
     }
     codec_free(c);
     free(f);
+    free(x);
+    free(o);
 }
 
 /* sbc payloads at the edges of the walk's checks (golomb.h rice_get), each with the CPU's
@@ -1500,7 +1509,8 @@ int main(void) {
         gcomp_shifts("gcomp:ntheta=3,chunk=64", 1000, 1, 63);
         gcomp_shifts("gcomp:ntheta=5,chunk=777", 4097, 0, 64);
         gcomp_shifts("gcomp:ntheta=16,chunk=1000", 3001, 1, 65);
-        gcomp_inf_level();
+        gcomp_one_value(100, 37, INFINITY, "infinity at level 1");
+        gcomp_one_value(8193, 5000, -0.0f, "ZSIGN without a negative zero");
         printf("  %-28s %6d checks, %d failed\n", "gcomp segment shifts", test_passed_ + test_failed_ - p0 - f0,
                test_failed_ - f0);
         fflush(stdout);
