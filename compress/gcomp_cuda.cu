@@ -606,38 +606,44 @@ __device__ __forceinline__ uint32_t d_gp_code(uint32_t *e, const uint8_t *pay, s
  * where another stands joins it, so no bit position is decoded twice (at most b - a + M
  * codes). The walks still going lie within M (at most 24) bits of the one furthest behind,
  * so a 32-bit mask of their positions modulo 32 (and who[], which walk stands there) gives
- * the next one and a join in a step each. to: [M] */
-__device__ void d_gp_entries(uint8_t *to, const uint8_t *pay, size_t len, unsigned long long a,
+ * the next one and a join in a step each. to: [M]; w: the thread's column of GP_WALK rows
+ * of shared bytes, GP_THREADS apart (consecutive threads, consecutive bytes): st[o] (0
+ * walking, 1 failed, 2 joined), link[o] (the walk it joined; its own exit once it ends
+ * past b), who[32] */
+#define GP_WALK (2 * GP_MAXL + 32)
+__device__ void d_gp_entries(uint8_t *to, uint8_t *w, const uint8_t *pay, size_t len, unsigned long long a,
                              unsigned long long b, int M, const uint16_t *lut, const uint8_t *hclen, int nth) {
-    uint8_t st[GP_MAXL], link[GP_MAXL], ends[GP_MAXL], who[32]; /* st: 0 walking, 1 failed, 2 joined link[o] */
+    uint8_t *st = w, *link = w + GP_MAXL * GP_THREADS, *who = w + 2 * GP_MAXL * GP_THREADS;
+#define GP_W(arr, i) arr[(size_t)(i) * GP_THREADS]
     uint32_t mask = 0;
     for (int o = 0; o < M; o++) {
-        st[o] = 0, link[o] = (uint8_t)o;
-        who[(a + (unsigned)o) & 31] = (uint8_t)o;
+        GP_W(st, o) = 0;
+        GP_W(who, (a + (unsigned)o) & 31) = (uint8_t)o;
         mask |= 1u << ((a + (unsigned)o) & 31);
     }
     unsigned long long at = a; /* the walk furthest behind */
     while (mask && at < b) {
         const unsigned s = (unsigned)(at & 31);
-        const int j = who[s];
+        const int j = GP_W(who, s);
         uint32_t e, l = d_gp_code(&e, pay, len, at, lut, hclen, nth);
         mask &= ~(1u << s);
         if (!l) {
-            st[j] = 1;
+            GP_W(st, j) = 1;
         } else {
             const unsigned s2 = (unsigned)((at + l) & 31);
-            if ((mask >> s2) & 1u) st[j] = 2, link[j] = who[s2];
-            else mask |= 1u << s2, who[s2] = (uint8_t)j;
+            if ((mask >> s2) & 1u) GP_W(st, j) = 2, GP_W(link, j) = GP_W(who, s2);
+            else mask |= 1u << s2, GP_W(who, s2) = (uint8_t)j;
         }
         if (mask) at += (unsigned)__ffs(s ? (mask >> s) | (mask << (32 - s)) : mask) - 1;
     }
     for (unsigned q = 0; q < 32; q++) /* every walk still going is at or past b */
-        if ((mask >> q) & 1u) ends[who[q]] = (uint8_t)(at + ((q - (unsigned)(at & 31)) & 31) - b);
+        if ((mask >> q) & 1u) GP_W(link, GP_W(who, q)) = (uint8_t)(at + ((q - (unsigned)(at & 31)) & 31) - b);
     for (int o = 0; o < M; o++) {
         int r = o;
-        while (st[r] == 2) r = link[r];
-        to[o] = st[r] == 1 ? (uint8_t)GP_DEAD : ends[r];
+        while (GP_W(st, r) == 2) r = GP_W(link, r);
+        to[o] = GP_W(st, r) == 1 ? (uint8_t)GP_DEAD : GP_W(link, r);
     }
+#undef GP_W
 }
 
 /* the levels and the mantissa bits of values [v0, v1) of a chunk whose exponents are in
@@ -686,6 +692,7 @@ __global__ void __launch_bounds__(GP_THREADS) k_gp_dec(float *out, int *rc, uint
     typedef cub::BlockScan<unsigned long long, GP_THREADS> Scan;
     __shared__ typename Scan::TempStorage tmp;
     __shared__ uint8_t ent[GP_THREADS][GP_MAXL];
+    __shared__ uint8_t walks[GP_WALK * GP_THREADS];
     __shared__ uint8_t from[GP_THREADS];
     __shared__ uint32_t fail, negs;
     const unsigned t = threadIdx.x, T = GP_THREADS;
@@ -699,7 +706,7 @@ __global__ void __launch_bounds__(GP_THREADS) k_gp_dec(float *out, int *rc, uint
     const unsigned long long b = E0 + ((t + 1) * S < c.ebits ? (t + 1) * S : c.ebits);
     uint32_t *ex = (uint32_t *)(out + c.start);
     if (t == 0) fail = 0, negs = 0;
-    d_gp_entries(ent[t], pay, len, a, b, M, lut, hclen, nth);
+    d_gp_entries(ent[t], walks + t, pay, len, a, b, M, lut, hclen, nth);
     __syncthreads();
     if (t == 0) { /* the CPU's path: from the segment's start, to exactly its end */
         unsigned o = 0;
