@@ -995,7 +995,7 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
  * m (1 + b) + (n >> b), their quotients summing to at most n >> b; the first that fails
  * reads its unary part up to (n >> b) + 1 bits and its b low bits), so the domain stops at
  * D = min(L, B + 14): past it, a padding of 16 bits is left, and the frame is oversized.
- * Scratch: 8 bytes a bit of the domain (two tables of 32-bit positions) and 28 a code. A
+ * Scratch: 8 bytes a bit of the domain (two tables of 32-bit positions) and 24 a code. A
  * domain above RICE_PARSE_MAX bits (a payload above 32 MiB; an encoder writes at most about
  * one bit a value, so only a frame of more than 2^28 values, or a bad one, gets there) is
  * walked by one device thread instead (d_sbc_walk): a bad frame's scratch stays bounded. So
