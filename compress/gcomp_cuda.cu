@@ -720,8 +720,12 @@ __global__ void __launch_bounds__(GP_THREADS) k_gp_dec(float *out, int *rc, uint
     unsigned long long codes = 0, before, total;
     if (!fail) {
         for (unsigned long long p = a + from[t]; p < b; codes++) {
-            uint32_t e;
-            p += d_gp_code(&e, pay, len, p, lut, hclen, nth); /* each code on the path is one */
+            uint32_t e, l = d_gp_code(&e, pay, len, p, lut, hclen, nth);
+            if (!l) { /* none on the path fails (d_gp_entries found it whole); were one to, */
+                codes = 1ull << 40; /* a total no chunk has, not a loop without end */
+                break;
+            }
+            p += l;
         }
     }
     Scan(tmp).ExclusiveScan(codes, before, 0ull, U64Sum(), total);
