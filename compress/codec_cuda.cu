@@ -1773,22 +1773,19 @@ void codec_batch_free(CodecBatch *b) {
     free(b);
 }
 
-static PutJob *add_put(CodecBatch *b) {
-    if (b->nput == b->cput) {
-        b->cput = b->cput ? 2 * b->cput : 64;
-        b->put = (PutJob *)reallocCheck(b->put, b->cput * sizeof *b->put);
+/* a new zeroed slot at the end of one of the batch's queues (arr: n used of cap) */
+template <class T> static T *batch_slot(T *&arr, size_t &n, size_t &cap) {
+    if (n == cap) {
+        cap = cap ? 2 * cap : 64;
+        arr = (T *)reallocCheck(arr, cap * sizeof *arr);
     }
-    PutJob *j = &b->put[b->nput++];
+    T *j = &arr[n++];
     memset(j, 0, sizeof *j);
     return j;
 }
-static void add_copy(CodecBatch *b, const CopyJob *c) {
-    if (b->ncp == b->ccp) {
-        b->ccp = b->ccp ? 2 * b->ccp : 64;
-        b->cp = (CopyJob *)reallocCheck(b->cp, b->ccp * sizeof *b->cp);
-    }
-    b->cp[b->ncp++] = *c;
-}
+
+static PutJob *add_put(CodecBatch *b) { return batch_slot(b->put, b->nput, b->cput); }
+static void add_copy(CodecBatch *b, const CopyJob *c) { *batch_slot(b->cp, b->ncp, b->ccp) = *c; }
 
 /* fp32's frame copied at the flush: x[n] into the payload at pay (any alignment), and to repr
  * unless it is NULL or x */
@@ -1983,12 +1980,7 @@ int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, s
 void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, const CodecSide *side) {
     static const CodecSide none = CodecSide();
     if (!side) side = &none;
-    if (b->nst == b->cst) {
-        b->cst = b->cst ? 2 * b->cst : 64;
-        b->st = (StageJob *)reallocCheck(b->st, b->cst * sizeof *b->st);
-    }
-    StageJob *j = &b->st[b->nst++];
-    memset(j, 0, sizeof *j);
+    StageJob *j = batch_slot(b->st, b->nst, b->cst);
     j->g = g;
     j->n = n;
     if (n > CODEC_MAX_COUNT) {
@@ -2340,19 +2332,8 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
          : id == CODEC_3LC ? tlc_decode_job(&tj, out, n, weight, acc ? 1 : 0, &pay, flags)
                            : 0;
     if (rc <= 0) return rc < 0 ? rc : decode_probed(g, out, n, weight, acc, pay, flags); /* now */
-    if (sparse) {
-        if (b->ndec == b->cdec) {
-            b->cdec = b->cdec ? 2 * b->cdec : 64;
-            b->dec = (SparseDec *)reallocCheck(b->dec, b->cdec * sizeof *b->dec);
-        }
-        b->dec[b->ndec++] = sj;
-    } else {
-        if (b->ntdec == b->ctdec) {
-            b->ctdec = b->ctdec ? 2 * b->ctdec : 64;
-            b->tdec = (TlcDec *)reallocCheck(b->tdec, b->ctdec * sizeof *b->tdec);
-        }
-        b->tdec[b->ntdec++] = tj;
-    }
+    if (sparse) *batch_slot(b->dec, b->ndec, b->cdec) = sj;
+    else *batch_slot(b->tdec, b->ntdec, b->ctdec) = tj;
     return 0;
 }
 

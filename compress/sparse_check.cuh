@@ -50,6 +50,18 @@ __host__ __device__ static inline int dgc_verdict(uint32_t bad, uint64_t ends, u
     return 0;
 }
 
+/* compress/sbc.c sbc_walk's verdict on what follows its last code, at bit `at` of
+ * bits[nbytes]: only the zero padding of the last byte may remain */
+static __device__ int d_sbc_tail(const uint8_t *bits, size_t nbytes, uint64_t at) {
+    BitReader r;
+    br_init(&r, bits, nbytes);
+    r.bitpos = at;
+    uint64_t left = br_bits_left(&r);
+    if (left >= 8) return -GC_ERR_OVERSIZED;
+    if (left && br_peek(&r, (int)left) != 0) return -GC_ERR_CORRUPT;
+    return 0;
+}
+
 /* compress/sbc.c sbc_walk (SBC Algorithm 4, validation) of m Rice codes in bits[nbytes],
  * the positions into pos ([m]) unless it is NULL; its return code. One thread */
 static __device__ int d_sbc_walk(uint32_t *pos, uint64_t n, int b, uint64_t m, const uint8_t *bits, size_t nbytes) {
@@ -64,10 +76,7 @@ static __device__ int d_sbc_walk(uint32_t *pos, uint64_t n, int b, uint64_t m, c
         if (pos) pos[j] = (uint32_t)(next + gap);
         next += gap + 1;
     }
-    uint64_t left = br_bits_left(&r);
-    if (left >= 8) return -GC_ERR_OVERSIZED;
-    if (left && br_peek(&r, (int)left) != 0) return -GC_ERR_CORRUPT;
-    return 0;
+    return d_sbc_tail(bits, nbytes, r.bitpos);
 }
 
 /* the exclusive scan of v over the block's threads in thread order, a sum (or with max a

@@ -783,30 +783,27 @@ struct SbcBack {
     uint64_t total[2];
 };
 /* each side's mantissas (with the hidden bit) summed by exponent (exact: below 2^24 each,
- * so 2^40 values fit), and whether a value is NaN or infinite */
+ * so 2^40 values fit); exponent 255's bin is not 0 exactly when a value is NaN or infinite */
 struct SbcBins {
     unsigned long long m[2][256];
-    uint32_t bad;
 };
+
+/* value f's mantissa, its hidden bit included, added to its exponent's bin of one side's
+ * bins[256] */
+__device__ __forceinline__ void d_sbc_bin(unsigned long long *bins, float f) {
+    uint32_t u = __float_as_uint(f), e = (u >> 23) & 0xFFu;
+    atomicAdd(&bins[e], (unsigned long long)((u & 0x7FFFFFu) | (e ? 0x800000u : 0u)));
+}
 
 /* v: [cp + cn] the positive side's values, then the negative side's. bins zeroed */
 __global__ void k_sbc_bins(SbcBins *bins, const float *v, size_t cp, size_t cn) {
     __shared__ unsigned long long h[2][256];
-    __shared__ uint32_t bad;
     for (int i = threadIdx.x; i < 512; i += blockDim.x) h[i >> 8][i & 255] = 0;
-    if (threadIdx.x == 0) bad = 0;
     __syncthreads();
-    uint32_t b = 0;
-    GRID_STRIDE(j, cp + cn) {
-        uint32_t u = __float_as_uint(v[j]), e = (u >> 23) & 0xFFu;
-        b |= e == 0xFFu;
-        atomicAdd(&h[j >= cp][e], (unsigned long long)((u & 0x7FFFFFu) | (e ? 0x800000u : 0u)));
-    }
-    if (b) atomicOr(&bad, 1u);
+    GRID_STRIDE(j, cp + cn) d_sbc_bin(h[j >= cp], v[j]);
     __syncthreads();
     for (int i = threadIdx.x; i < 512; i += blockDim.x)
         if (h[i >> 8][i & 255]) atomicAdd(&bins->m[i >> 8][i & 255], h[i >> 8][i & 255]);
-    if (threadIdx.x == 0 && bad) atomicOr(&bins->bad, 1u);
 }
 
 /* the exact sum of one side's magnitudes from its bins into *s, when it is below 2^53 units
@@ -833,23 +830,30 @@ __device__ int d_sbc_exact(double *s, const unsigned long long *m) {
     return 1;
 }
 
-/* the sums from the bins, or in index order where they are not exact; *bad_out: a value is
- * NaN or infinite */
-__global__ void k_sbc_sums(SbcSums *s, uint32_t *bad_out, const SbcBins *bins, const float *v, size_t cp,
-                           size_t cn) {
-    double sum[2];
+/* Algorithm 2's sums of the two sides into sum[2] (the negative side's negative): exact from
+ * their bins ([2][256]) where d_sbc_exact applies, else val(q, j), side q's j-th value,
+ * added in index order with the CPU's roundings. One thread */
+template <class V>
+__device__ void d_sbc_sums(double *sum, const unsigned long long *bins, uint64_t cp, uint64_t cn, V val) {
     for (int q = 0; q < 2; q++) {
-        if (d_sbc_exact(&sum[q], bins->m[q])) {
+        if (d_sbc_exact(&sum[q], bins + 256 * q)) {
             if (q) sum[q] = -sum[q];
             continue;
         }
         double a = 0;
-        for (size_t j = q ? cp : 0; j < (q ? cp + cn : cp); j++) a = __dadd_rn(a, (double)v[j]);
+        for (uint64_t j = 0; j < (q ? cn : cp); j++) a = __dadd_rn(a, (double)val(q, j));
         sum[q] = a;
     }
+}
+
+/* the sums of v ([cp + cn], as k_sbc_bins'); *bad_out: a value is NaN or infinite */
+__global__ void k_sbc_sums(SbcSums *s, uint32_t *bad_out, const SbcBins *bins, const float *v, size_t cp,
+                           size_t cn) {
+    double sum[2];
+    d_sbc_sums(sum, bins->m[0], cp, cn, [&](int q, uint64_t j) { return v[q ? cp + j : j]; });
     s->sp = sum[0];
     s->sn = sum[1];
-    *bad_out = bins->bad;
+    *bad_out = bins->m[0][255] || bins->m[1][255];
 }
 
 /* the gap before position j (positions increasing; the first counts from -1) */
@@ -1062,7 +1066,7 @@ __global__ void k_rice_succ(uint32_t *A, RiceBits r) {
 /* round k of the doubling (half = 2^k): s[j + half] = A[s[j]] for j < half, j + half < cnt;
  * with compose, B = A o A over the D + 2 positions */
 __global__ void k_rice_jump(uint32_t *B, const uint32_t *A, uint32_t *s, uint64_t dom, uint64_t half, uint64_t cnt,
-                                               int compose) {
+                            int compose) {
     GRID_STRIDE(i, compose && dom > half ? dom : half) {
         if (compose && i < dom) B[i] = A[A[i]];
         if (i < half && i + half < cnt) s[i + half] = A[s[i]];
@@ -1086,27 +1090,26 @@ __global__ void k_rice_vals(uint64_t *c, const uint32_t *s, RiceBits r, uint64_t
 }
 
 /* each code's checks (golomb.h rice_get, sbc.c sbc_walk) at next[j], its position into
- * pos, and the padding after s[m]; the first failure's j * 4 + (1 corrupt, 2 truncated,
- * 3 oversized) into *first (UINT64_MAX before: none) */
+ * pos, and the padding after s[m] (d_sbc_tail); the first failure's j * 8 + its GcError
+ * into *first (UINT64_MAX before: none) */
+static_assert(GC_ERR_TRUNCATED < 8 && GC_ERR_CORRUPT < 8 && GC_ERR_OVERSIZED < 8, "a Rice verdict's error in 3 bits");
 __global__ void k_rice_check(unsigned long long *first, uint32_t *pos, const uint32_t *s, const uint64_t *next, RiceBits r,
                              uint64_t m, uint64_t n) {
     GRID_STRIDE(j, m + 1) {
         uint64_t st = (uint64_t)s[j], e = 0;
         if (j == m) {
-            uint64_t left = st <= r.L ? r.L - st : 0, pad = 0;
-            for (uint64_t P = st; P < r.L && left < 8; P++) pad |= (r.p[P >> 3] >> (7 - (P & 7))) & 1;
-            e = left >= 8 ? 3 : pad ? 1 : 0;
+            e = (uint64_t)-d_sbc_tail(r.p, r.nbytes, st);
         } else if (next[j] >= n) {
-            e = 1;
+            e = GC_ERR_CORRUPT;
         } else {
             uint64_t vmax = n - 1 - next[j], z, v = d_rice_val(r, st, n, &z);
-            if (st > r.D) e = 2; /* after a failure: any code */
-            else if (z - st > (vmax >> r.b)) e = 1;
-            else if (z >= r.L || z + 1 + (uint64_t)r.b > r.L) e = 2;
-            else if (v > vmax) e = 1;
+            if (st > r.D) e = GC_ERR_TRUNCATED; /* after a failure: any code */
+            else if (z - st > (vmax >> r.b)) e = GC_ERR_CORRUPT;
+            else if (z >= r.L || z + 1 + (uint64_t)r.b > r.L) e = GC_ERR_TRUNCATED;
+            else if (v > vmax) e = GC_ERR_CORRUPT;
             else pos[j] = (uint32_t)(next[j] + v);
         }
-        if (e) atomicMin(first, (unsigned long long)(j << 2 | e));
+        if (e) atomicMin(first, (unsigned long long)(j << 3 | e));
     }
 }
 
@@ -1153,14 +1156,11 @@ static void rice_positions(uint32_t *pos, unsigned long long *first, const uint8
 __global__ void k_sbc_walk(uint32_t *pos, unsigned long long *first, size_t n, int b, uint64_t m, const uint8_t *bits,
                            size_t nbytes) {
     int rc = d_sbc_walk(pos, n, b, m, bits, nbytes);
-    *first = rc == 0 ? ~0ull : rc == -GC_ERR_CORRUPT ? 1 : rc == -GC_ERR_TRUNCATED ? 2 : 3;
+    *first = rc ? (unsigned long long)-rc : ~0ull;
 }
 
 /* the return code of the first failure rice_positions (or k_sbc_walk) left */
-static int rice_verdict(unsigned long long first) {
-    static const int codes[4] = {0, -GC_ERR_CORRUPT, -GC_ERR_TRUNCATED, -GC_ERR_OVERSIZED};
-    return first == ~0ull ? 0 : codes[first & 3];
-}
+static int rice_verdict(unsigned long long first) { return first == ~0ull ? 0 : -(int)(first & 7); }
 
 /* compress/sbc.c sbc_decode's checks of the header, on the host: the codes' count, the
  * mean and the Rice parameter */
@@ -1430,25 +1430,13 @@ __device__ void d_sparse_one(const SparseOne &j) {
         unsigned long long *bins = (unsigned long long *)s.hist; /* [2][256] */
         for (unsigned i = t; i < 512; i += ONE_T) bins[i] = 0;
         __syncthreads();
-        for (size_t i = lo; i < hi; i++) {
-            int q = pp >> (i - lo) & 1 ? 0 : pn >> (i - lo) & 1 ? 256 : -1;
-            if (q < 0) continue;
-            uint32_t u = __float_as_uint(x[i]), e = (u >> 23) & 0xFFu;
-            atomicAdd(&bins[q + e], (unsigned long long)((u & 0x7FFFFFu) | (e ? 0x800000u : 0u)));
-        }
+        for (size_t i = lo; i < hi; i++)
+            if ((pp | pn) >> (i - lo) & 1) d_sbc_bin(bins + (pp >> (i - lo) & 1 ? 0 : 256), x[i]);
         __syncthreads();
         if (t == 0) { /* Algorithm 2: the sums (in index order where not exact), the two means, the larger side */
             double sum[2];
             uint32_t nf = bins[255] || bins[256 + 255]; /* a NaN or an infinity */
-            for (int q = 0; q < 2; q++) {
-                if (d_sbc_exact(&sum[q], bins + 256 * q)) {
-                    if (q) sum[q] = -sum[q];
-                    continue;
-                }
-                double a = 0;
-                for (uint64_t j = 0; j < (q ? cn : cp); j++) a = __dadd_rn(a, (double)x[idx[q ? k + j : j]]);
-                sum[q] = a;
-            }
+            d_sbc_sums(sum, bins, cp, cn, [&](int q, uint64_t j) { return x[idx[q ? k + j : j]]; });
             const double sp = sum[0], sn = sum[1];
             double mu_pos = cp ? __ddiv_rn(sp, (double)cp) : 0.0, mu_neg = cn ? __ddiv_rn(-sn, (double)cn) : 0.0;
             uint32_t side = 0;

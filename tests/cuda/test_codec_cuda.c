@@ -405,6 +405,24 @@ static void crafted_sbc_long(size_t n, uint64_t seed, int *rcs) {
     free(f);
 }
 
+static int bit_at(const uint8_t *p, uint64_t i) { return (p[i >> 3] >> (7 - (i & 7))) & 1; }
+static void bit_set(uint8_t *p, uint64_t i, int v) {
+    p[i >> 3] = (uint8_t)((p[i >> 3] & ~(0x80u >> (i & 7))) | (v ? 0x80u >> (i & 7) : 0));
+}
+
+/* where the chunk headers of gcomp frame f (len bytes, n values) start in its payload (after
+ * the block header and the table section it may carry), its block header into *b; 0 when
+ * the frame does not parse */
+static size_t gcomp_chunk_headers(GcompBlock *b, const uint8_t *f, int64_t len, size_t n) {
+    const uint8_t *pay = f + CODEC_HEADER_SIZE;
+    size_t plen = (size_t)len - CODEC_HEADER_SIZE, used = 0;
+    HuffCode hc;
+    if (len <= 0 || gcomp_block_parse(b, pay, plen, n, get_u16(f + 6)) != 0) return 0;
+    if (b->table && gcomp_table_parse(&hc, &used, pay + GCOMP_BLOCK_HDR, plen - GCOMP_BLOCK_HDR, b->ntheta, b->id))
+        return 0;
+    return GCOMP_BLOCK_HDR + used;
+}
+
 /* a gcomp payload's block header: its total chunk bits moved by d */
 static void gcomp_cbits_add(uint8_t *pay, int64_t d) {
     uint64_t cbits = ((uint64_t)get_u32(pay + 12) | (uint64_t)get_u32(pay + 16) << 32) + (uint64_t)d;
@@ -419,6 +437,20 @@ static void gcomp_cbits_add(uint8_t *pay, int64_t d) {
  * (compress/gcomp_cuda.cu k_gp_dec) must see it too. Data: heavy-tailed values, or
  * (uniform) exponents spread evenly over 8 values, whose near-equal code lengths
  * resynchronise least */
+/* frame f (len bytes) copied into m with the 32-bit field at byte `field` of the chunk header
+ * at payload byte h set to v, and the chunk's bits and the block's total moved by d so that
+ * the sizes agree; decoded by both (cmp_decode) */
+static void gcomp_edited(const CodecSpec *spec, const char *text, uint8_t *m, const uint8_t *f, size_t len, size_t n,
+                         uint64_t seed, size_t h, int field, uint32_t v, int d, const char *what) {
+    memcpy(m, f, len);
+    uint8_t *pay = m + CODEC_HEADER_SIZE;
+    put_u32(pay + h + field, v);
+    put_u32(pay + h + 8, get_u32(pay + h + 8) + (uint32_t)d);
+    gcomp_cbits_add(pay, d);
+    refresh(m, len - CODEC_HEADER_SIZE);
+    cmp_decode(spec, text, m, len, n, 0, seed, what);
+}
+
 static void gcomp_shifts(const char *text, size_t n, int uniform, uint64_t seed) {
     CodecSpec spec;
     char err[256];
@@ -437,46 +469,29 @@ static void gcomp_shifts(const char *text, size_t n, int uniform, uint64_t seed)
     uint8_t *f = malloc(cap), *m = malloc(cap);
     int64_t len = codec_encode(c, f, cap, x, n, NULL);
     CHECK(len > 0, "%s n=%zu: encode %lld", text, n, (long long)len);
-    uint8_t *pay = f + CODEC_HEADER_SIZE;
-    size_t plen = (size_t)len - CODEC_HEADER_SIZE, at = GCOMP_BLOCK_HDR;
+    const uint8_t *pay = f + CODEC_HEADER_SIZE;
+    size_t plen = (size_t)len - CODEC_HEADER_SIZE;
     GcompBlock b;
-    HuffCode hc;
-    size_t used = 0;
-    if (len > 0 && gcomp_block_parse(&b, pay, plen, n, get_u16(f + 6)) == 0 &&
-        (!b.table || gcomp_table_parse(&hc, &used, pay + at, plen - at, b.ntheta, b.id) == 0)) {
-        at += used;
+    size_t at = gcomp_chunk_headers(&b, f, len, n);
+    if (at) {
+        char what[64];
         static const int ds[] = {1, 2, 3, 5, -1, -2, -3, -4};
         for (uint32_t k = 0; k < b.nch && k < 12; k++)
             for (size_t q = 0; q < sizeof ds / sizeof ds[0]; q++) {
-                uint8_t *h = pay + at + (size_t)k * GCOMP_CHUNK_HDR;
-                uint32_t count = get_u32(h + 4), bits = get_u32(h + 8), ebits = get_u32(h + 12);
-                uint32_t e2 = ebits - (uint32_t)ds[q];
+                size_t h = at + (size_t)k * GCOMP_CHUNK_HDR;
+                uint32_t count = get_u32(pay + h + 4), ebits = get_u32(pay + h + 12), e2 = ebits - (uint32_t)ds[q];
                 if ((e2 + 7) / 8 != (ebits + 7) / 8 || e2 < count) continue; /* the layout would move */
-                memcpy(m, f, (size_t)len);
-                uint8_t *hm = m + CODEC_HEADER_SIZE + at + (size_t)k * GCOMP_CHUNK_HDR;
-                put_u32(hm + 12, e2);
-                put_u32(hm + 8, bits - (uint32_t)ds[q]);
-                gcomp_cbits_add(m + CODEC_HEADER_SIZE, -ds[q]);
-                refresh(m, plen);
-                char what[64];
                 snprintf(what, sizeof what, "chunk %u's exponent bits %+d", k, -ds[q]);
-                cmp_decode(&spec, text, m, (size_t)len, n, 0, seed, what);
+                gcomp_edited(&spec, text, m, f, (size_t)len, n, seed, h, 12, e2, -ds[q], what);
             }
         for (uint32_t k = 0; k < b.nch && k < 12; k++) /* the nonzero count moved, the mantissas' bits kept */
             for (int d = -1; d <= 1; d += 2) {
-                uint8_t *h = pay + at + (size_t)k * GCOMP_CHUNK_HDR;
-                uint32_t count = get_u32(h + 4), bits = get_u32(h + 8), nnz = get_u32(h + 16), z2 = nnz + (uint32_t)d;
+                size_t h = at + (size_t)k * GCOMP_CHUNK_HDR;
+                uint32_t count = get_u32(pay + h + 4), nnz = get_u32(pay + h + 16), z2 = nnz + (uint32_t)d;
                 if ((2 * (uint64_t)z2 + 7) / 8 != (2 * (uint64_t)nnz + 7) / 8 || z2 > count || (d < 0 && nnz == 0))
                     continue;
-                memcpy(m, f, (size_t)len);
-                uint8_t *hm = m + CODEC_HEADER_SIZE + at + (size_t)k * GCOMP_CHUNK_HDR;
-                put_u32(hm + 16, z2);
-                put_u32(hm + 8, bits + 2 * (uint32_t)d);
-                gcomp_cbits_add(m + CODEC_HEADER_SIZE, 2 * d);
-                refresh(m, plen);
-                char what[64];
                 snprintf(what, sizeof what, "chunk %u's nonzero count %+d", k, d);
-                cmp_decode(&spec, text, m, (size_t)len, n, 0, seed, what);
+                gcomp_edited(&spec, text, m, f, (size_t)len, n, seed, h, 16, z2, 2 * d, what);
             }
         uint64_t off = at + (uint64_t)b.nch * GCOMP_CHUNK_HDR; /* a padding bit set in each segment */
         for (uint32_t k = 0; k < b.nch; k++) {
@@ -486,9 +501,8 @@ static void gcomp_shifts(const char *text, size_t n, int uniform, uint64_t seed)
             for (int q = 0; q < 3; q++) {
                 if (k < 12 && seg[q] % 8) {
                     memcpy(m, f, (size_t)len);
-                    m[CODEC_HEADER_SIZE + off + seg[q] / 8] |= (uint8_t)(0x80u >> (seg[q] % 8));
+                    bit_set(m + CODEC_HEADER_SIZE, 8 * off + seg[q], 1);
                     refresh(m, plen);
-                    char what[64];
                     snprintf(what, sizeof what, "chunk %u's segment %d padded with a 1", k, q);
                     cmp_decode(&spec, text, m, (size_t)len, n, 0, seed, what);
                 }
@@ -501,11 +515,6 @@ static void gcomp_shifts(const char *text, size_t n, int uniform, uint64_t seed)
     free(x);
     free(f);
     free(m);
-}
-
-static int bit_at(const uint8_t *p, uint64_t i) { return (p[i >> 3] >> (7 - (i & 7))) & 1; }
-static void bit_set(uint8_t *p, uint64_t i, int v) {
-    p[i >> 3] = (uint8_t)((p[i >> 3] & ~(0x80u >> (i & 7))) | (v ? 0x80u >> (i & 7) : 0));
 }
 
 /* a one-chunk gcomp frame of n normal values but value at_v = v, edited so that its sizes
@@ -528,16 +537,15 @@ static void gcomp_one_value(size_t n, size_t at_v, float v, const char *what) {
     uint8_t *f = malloc(cap);
     int64_t len = codec_encode(c, f, cap, x, n, NULL);
     uint8_t *pay = f + CODEC_HEADER_SIZE;
-    size_t plen = (size_t)len - CODEC_HEADER_SIZE, at = GCOMP_BLOCK_HDR, used = 0;
+    size_t plen = (size_t)len - CODEC_HEADER_SIZE;
     GcompBlock b;
-    HuffCode hc;
-    int ok = len > 0 && gcomp_block_parse(&b, pay, plen, n, get_u16(f + 6)) == 0 && b.nch == 1 && b.table &&
-             gcomp_table_parse(&hc, &used, pay + at, plen - at, b.ntheta, b.id) == 0;
+    size_t at = gcomp_chunk_headers(&b, f, len, n);
+    int ok = at && b.nch == 1 && b.table;
     CHECK(ok, "gcomp %s: a one-chunk frame with its table", what);
     if (ok) {
-        uint8_t *h = pay + at + used;
+        uint8_t *h = pay + at;
         uint32_t bits = get_u32(h + 8), ebits = get_u32(h + 12), nnz = get_u32(h + 16);
-        uint64_t mbits = bits - ebits - 2ull * nnz, off = at + used + GCOMP_CHUNK_HDR;
+        uint64_t mbits = bits - ebits - 2ull * nnz, off = at + GCOMP_CHUNK_HDR;
         uint64_t L0 = 8 * (off + (ebits + 7) / 8), M0 = L0 + 8 * ((2ull * nnz + 7) / 8), rank = 0, P = 0;
         for (size_t i = 0; i < at_v; i++) { /* the values before it: levels 0, full mantissas */
             uint32_t u, e;
