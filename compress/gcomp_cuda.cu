@@ -46,6 +46,7 @@ extern "C" {
 }
 #include "compress/codec_cuda.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,8 +81,6 @@ typedef struct {
     HuffCode hc;
     uint16_t *lut; /* host [1 << ntheta] */
     int lut_n;
-    uint16_t *dlut; /* device copy */
-    uint8_t *dlen;  /* device copy of hc.len [256] */
 } GpTab;
 
 typedef struct {
@@ -89,16 +88,12 @@ typedef struct {
     GcompParts parts;   /* the size breakdown of its last frame, bytes aside */
     int parts_ok;       /* whether its last encode wrote one */
     /* decoder */
-    GpTab cur, pend;
-    GcompChunk *hck;    /* page-locked: the chunks' descriptors for their upload */
-    size_t hck_n;
+    GpTab cur, pend;   /* the table in use, and the one a frame carries until it has passed */
+    uint8_t *dtab;     /* device: cur's lookup table, then its code lengths (tab_bytes) */
+    int dtab_n;        /* the ntheta dtab was sized for */
 } GpState;
 
-static void tab_free(GpTab *t) {
-    free(t->lut);
-    if (t->dlut) cudaCheck(cudaFree(t->dlut));
-    if (t->dlen) cudaCheck(cudaFree(t->dlen));
-}
+static void tab_free(GpTab *t) { free(t->lut); }
 
 void *gcx_gcomp_state_new(void) {
     GpState *st = (GpState *)calloc(1, sizeof(GpState));
@@ -114,7 +109,7 @@ void gcx_gcomp_state_free(void *p) {
     if (!st) return;
     tab_free(&st->cur);
     tab_free(&st->pend);
-    if (st->hck) cudaCheck(cudaFreeHost(st->hck));
+    if (st->dtab) cudaCheck(cudaFree(st->dtab));
     free(st);
 }
 
@@ -772,22 +767,24 @@ __global__ void k_gp_acc(float *out, const float *v, size_t n, float weight) {
     GRID_STRIDE(i, n) store_out(out, i, v[i], weight, 1);
 }
 
-/* compress/gcomp.c gp_table_set, plus the device copies of the lookup table
- * and of the code lengths */
+/* A table on the device: its lookup table [1 << ntheta] (u16), then its code lengths
+ * [HUFF_NSYM], padded to 16 bytes (the chunks' descriptors follow it in a decode's upload) */
+static size_t tab_bytes(int ntheta) { return ((sizeof(uint16_t) << ntheta) + HUFF_NSYM + 15) & ~(size_t)15; }
+static void tab_put(uint8_t *dst, const GpTab *t) {
+    memcpy(dst, t->lut, sizeof(uint16_t) << t->hc.ntheta);
+    memcpy(dst + (sizeof(uint16_t) << t->hc.ntheta), t->hc.len, HUFF_NSYM);
+}
+
+/* compress/gcomp.c gp_table_set: the code and its lookup table, on the host */
 static void gp_table_set(GpTab *t, const HuffCode *hc, uint32_t id) {
     int ntheta = hc->ntheta;
     t->hc = *hc;
     if (t->lut_n != ntheta || !t->lut) {
         free(t->lut);
-        if (t->dlut) cudaCheck(cudaFree(t->dlut));
         t->lut = (uint16_t *)host_alloc(sizeof(uint16_t) << ntheta);
-        cudaCheck(cudaMalloc((void **)&t->dlut, sizeof(uint16_t) << ntheta));
         t->lut_n = ntheta;
     }
-    if (!t->dlen) cudaCheck(cudaMalloc((void **)&t->dlen, HUFF_NSYM));
     huff_lut_build(t->lut, &t->hc);
-    cudaCheck(cudaMemcpy(t->dlut, t->lut, sizeof(uint16_t) << ntheta, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(t->dlen, t->hc.len, HUFF_NSYM, cudaMemcpyHostToDevice));
     t->id = id;
     t->have = 1;
 }
@@ -801,14 +798,47 @@ static int gp_table_read(GpTab *t, size_t *used, const uint8_t *p, size_t len, i
     return 0;
 }
 
+/* st->dtab sized for a table of ntheta: one allocation a decoder, made once */
+static void dtab_fit(GpState *st, int ntheta) {
+    if (st->dtab && st->dtab_n == ntheta) return;
+    if (st->dtab) cudaCheck(cudaFree(st->dtab));
+    cudaCheck(cudaMalloc((void **)&st->dtab, tab_bytes(ntheta)));
+    st->dtab_n = ntheta;
+}
+
+/* What a decode uploads, page-locked so that the upload waits for nothing: the table its
+ * frame carries (if any), then its chunks' descriptors. One buffer a thread (a run's
+ * decoders, a codec each for every tensor, slot and peer, would otherwise pin as many),
+ * reused by the thread's next decode, which comes after this one has read its results and
+ * so after the upload; freed when the thread ends */
+static thread_local uint8_t *t_stage;
+static thread_local size_t t_stage_n;
+static pthread_key_t stage_key;
+static pthread_once_t stage_once = PTHREAD_ONCE_INIT;
+static void stage_end(void *p) { cudaFreeHost(p); }
+static void stage_init(void) { pthread_key_create(&stage_key, stage_end); }
+static uint8_t *upload_stage(size_t bytes) {
+    if (bytes > t_stage_n) {
+        pthread_once(&stage_once, stage_init);
+        if (t_stage) cudaCheck(cudaFreeHost(t_stage));
+        cudaCheck(cudaMallocHost((void **)&t_stage, bytes));
+        t_stage_n = bytes;
+        pthread_setspecific(stage_key, t_stage);
+    }
+    return t_stage;
+}
+
 /* The payload's parts the host parses (block header, table section, chunk headers: a
  * prefix of at most 28 + GCOMP_TABLE_MAX + 20 C bytes) are read from host (a host frame)
  * or copied down from p->d (a device frame: in one copy for up to GP_PREFIX_CHUNKS chunks,
  * the rest of the chunk headers in a second); the chunks are decoded on the device, from
  * p->d, or from one upload of host once the headers have passed, their descriptors
- * uploaded from page-locked memory (no wait), and their results read back in one copy:
- * two waits for a device frame of up to GP_PREFIX_CHUNKS chunks */
+ * (behind the frame's table, if it carries one) uploaded from page-locked memory (no
+ * wait), and their results read back in one copy: two waits for a device frame of up
+ * to GP_PREFIX_CHUNKS chunks. A table a frame carries is decoded from that upload and
+ * copied to the decoder's own (st->dtab) once the frame has passed */
 #define GP_PREFIX_CHUNKS 64
+
 int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, const uint8_t *host,
                      uint16_t flags) {
     GpState *st = (GpState *)g->gp;
@@ -855,22 +885,20 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         free(pre);
         return rc;
     }
-    if (nch > st->hck_n) { /* page-locked, so that their upload waits for nothing; the last
-                            * decode's upload is complete (its results were read) */
-        if (st->hck) cudaCheck(cudaFreeHost(st->hck));
-        cudaCheck(cudaMallocHost((void **)&st->hck, nch * sizeof(GpChunkD)));
-        st->hck_n = nch;
-    }
-    GpChunkD *ck = st->hck;
-    rc = gcomp_chunks_parse(ck, payload, len, at, &b, n);
+    size_t tb = b.table ? tab_bytes(ntheta) : 0, up = tb + nch * sizeof(GpChunkD);
+    uint8_t *stage = upload_stage(up), *dup = NULL;
+    if (b.table) tab_put(stage, t);
+    rc = gcomp_chunks_parse((GpChunkD *)(stage + tb), payload, len, at, &b, n);
     if (!rc) {
         const uint8_t *dpay = host ? gcx_upload(host, len) : p->d;
-        GpChunkD *dck = (GpChunkD *)gcx_dmalloc((size_t)nch * sizeof(GpChunkD));
+        dup = (uint8_t *)gcx_dmalloc(up); /* the table (a carried one), then the descriptors */
         int *dres = (int *)gcx_dmalloc(2 * (size_t)nch * sizeof(int)); /* each chunk's result, then its sign flag */
         float *dv = (float *)gcx_dmalloc(n * sizeof(float)); /* the values, before they reach out */
-        cudaCheck(cudaMemcpyAsync(dck, ck, (size_t)nch * sizeof(GpChunkD), cudaMemcpyHostToDevice, 0));
-        k_gp_dec<<<(unsigned)nch, GP_THREADS>>>(dv, dres, (uint32_t *)dres + nch, dpay, len, t->dlut, t->dlen, ntheta,
-                                                (uint32_t)zsign, dck);
+        cudaCheck(cudaMemcpyAsync(dup, stage, up, cudaMemcpyHostToDevice, 0));
+        const uint8_t *dtab = b.table ? dup : st->dtab;
+        k_gp_dec<<<(unsigned)nch, GP_THREADS>>>(dv, dres, (uint32_t *)dres + nch, dpay, len, (const uint16_t *)dtab,
+                                                dtab + (sizeof(uint16_t) << ntheta), ntheta, (uint32_t)zsign,
+                                                (const GpChunkD *)(dup + tb));
         cudaCheckLast();
         int *hres = (int *)host_alloc(2 * (size_t)nch * sizeof(int));
         cudaCheck(cudaMemcpy(hres, dres, 2 * (size_t)nch * sizeof(int), cudaMemcpyDeviceToHost));
@@ -886,20 +914,21 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         } else if (!rc) {
             cudaCheck(cudaMemcpyAsync(out, dv, n * sizeof(float), cudaMemcpyDeviceToDevice, 0));
         }
+        if (!rc && b.table) { /* commit the carried table: to the decoder's own, in stream order */
+            dtab_fit(st, ntheta);
+            cudaCheck(cudaMemcpyAsync(st->dtab, dup, tb, cudaMemcpyDeviceToDevice, 0));
+            GpTab tmp = st->cur;
+            st->cur = st->pend;
+            st->pend = tmp;
+        }
         free(hres);
         if (host) gcx_dfree((void *)dpay);
-        gcx_dfree(dck);
+        gcx_dfree(dup);
         gcx_dfree(dres);
         gcx_dfree(dv);
     }
     free(pre);
-    if (rc) return rc;
-    if (t == &st->pend) { /* commit the carried table */
-        GpTab tmp = st->cur;
-        st->cur = st->pend;
-        st->pend = tmp;
-    }
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------ size breakdown (device) */
@@ -993,7 +1022,15 @@ int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len) {
     if (rc) return rc;
     st->enc = b.enc;
     st->parts_ok = 0; /* no frame since */
-    if (b.dec_have) gp_table_set(&st->cur, &b.dec, b.dec_id); /* builds and uploads its lookup table */
+    if (b.dec_have) { /* builds and uploads its lookup table */
+        gp_table_set(&st->cur, &b.dec, b.dec_id);
+        int ntheta = b.dec.ntheta;
+        uint8_t *h = (uint8_t *)host_alloc(tab_bytes(ntheta));
+        tab_put(h, &st->cur);
+        dtab_fit(st, ntheta);
+        cudaCheck(cudaMemcpy(st->dtab, h, tab_bytes(ntheta), cudaMemcpyHostToDevice));
+        free(h);
+    }
     st->cur.have = b.dec_have;
     return 0;
 }

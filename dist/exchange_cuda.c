@@ -198,6 +198,8 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     x->lens = callocCheck((size_t)x->N, sizeof *x->lens);
     x->mem = callocCheck((size_t)x->T + 1, sizeof *x->mem);
     for (int t = 0; t < x->T; t++) x->mem[t] = exchange_memory_kind(ex, t);
+    x->roff = callocCheck((size_t)x->T + 1, sizeof *x->roff); /* every topology's optimizer takes ranges */
+    x->rn = callocCheck((size_t)x->T + 1, sizeof *x->rn);
     x->h_resid = exchange_residual(ex);
     x->h_vel = exchange_velocity(ex);
     x->h_anchor = exchange_anchor(ex);
@@ -228,8 +230,6 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
         x->flen = callocCheck((size_t)x->T + 1, sizeof *x->flen);
         x->fat = callocCheck((size_t)x->T + 1, sizeof *x->fat);
         x->fsec = callocCheck((size_t)x->T + 1, sizeof *x->fsec);
-        x->roff = callocCheck((size_t)x->T + 1, sizeof *x->roff);
-        x->rn = callocCheck((size_t)x->T + 1, sizeof *x->rn);
         if (x->devb) x->batch = codec_batch_new();
         for (int t = 0; t < x->T && x->devb; t++) /* whose lengths or checks would cost a wait each */
             x->stage |= stages(x->pol[t].spec.ops->id) || (ps && stages(exchange_pull_spec(ex, t)->ops->id));
@@ -496,39 +496,49 @@ static size_t pass_n(const ExchangeCuda *x, int t, int c, size_t *lo) {
     return t_n(x, t);
 }
 
-/* which tensors ranges() takes: all, those with memory (any kind but MEM_NONE), or those
- * whose memory is a given kind (MEM_RESIDUAL, MEM_DGC) */
-enum { RANGES_ALL = -2, RANGES_MEMORY = -1 };
+/* which tensors ranges() takes: all, those with memory (any kind but MEM_NONE), those
+ * without DGC's, or those whose memory is a given kind (MEM_RESIDUAL, MEM_DGC) */
+enum { RANGES_NO_DGC = -3, RANGES_ALL = -2, RANGES_MEMORY = -1 };
 
-/* op of exchange_cuda_ranges over each tensor's values in a pass over chunk c (c < 0:
- * whole tensors), of the tensors that mem selects and, with coded, that have a frame in
- * the pass (x->flen[t] >= 0): a launch for every 32 */
-static void ranges(ExchangeCuda *x, int c, int op, float *d, const float *a, const float *b, const uint8_t *mask,
-                   int mem, int coded) {
+static int takes(const ExchangeCuda *x, int t, int mem) {
+    switch (mem) {
+    case RANGES_ALL: return 1;
+    case RANGES_MEMORY: return x->mem[t] != MEM_NONE;
+    case RANGES_NO_DGC: return x->mem[t] != MEM_DGC;
+    default: return x->mem[t] == mem;
+    }
+}
+
+/* each tensor's values in a pass over chunk c (c < 0: whole tensors), of the tensors that
+ * mem selects and, with coded, that have a frame in the pass (x->flen[t] >= 0), as ranges
+ * of the arenas into x->roff, x->rn: how many */
+static size_t take_ranges(ExchangeCuda *x, int c, int mem, int coded) {
     size_t k = 0;
     for (int t = 0; t < x->T; t++) {
         size_t lo, n = pass_n(x, t, c, &lo);
-        int take = mem == RANGES_ALL || (mem == RANGES_MEMORY ? x->mem[t] != MEM_NONE : x->mem[t] == mem);
-        if (take && (!coded || x->flen[t] >= 0) && n) {
+        if (takes(x, t, mem) && (!coded || x->flen[t] >= 0) && n) {
             x->roff[k] = t_off(x, t) + lo;
             x->rn[k++] = n;
         }
     }
+    return k;
+}
+
+/* op of exchange_cuda_ranges over those ranges: a launch for every 32 */
+static void ranges(ExchangeCuda *x, int c, int op, float *d, const float *a, const float *b, const uint8_t *mask,
+                   int mem, int coded) {
+    size_t k = take_ranges(x, c, mem, coded);
     exchange_cuda_ranges(op, d, a, b, mask, x->roff, x->rn, k);
 }
 
 /* d_work: g (DGC: clipped by dgc_clip) or the weight delta on entry; x = that
  * (+ residual), or DGC's corrected accumulation after dgc_prepare's weight decay:
- * exchange.c's dgc_prepare and memory_in, whole tensors */
+ * exchange.c's dgc_prepare and memory_in, whole tensors, a launch for every 32 */
 static void memory_in(ExchangeCuda *x, const float *d_params) {
     ranges(x, -1, EXCHANGE_RANGE_ADD, x->d_work, x->d_resid, NULL, NULL, MEM_RESIDUAL, 0);
-    for (int t = 0; t < x->T; t++) {
-        size_t off = t_off(x, t), n = t_n(x, t);
-        if (x->mem[t] != MEM_DGC) continue;
-        optim_add_weight_decay_cuda(x->d_work + off, d_params + off, x->cfg.weight_decay, n);
-        exchange_cuda_dgc_in(x->d_vel + off, x->d_resid + off, x->d_work + off, (float)x->cfg.dgc_momentum,
-                             x->cfg.dgc_nesterov, n);
-    }
+    size_t k = take_ranges(x, -1, MEM_DGC, 0);
+    exchange_cuda_dgc_in(x->d_vel, x->d_resid, x->d_work, d_params, (float)x->cfg.weight_decay,
+                         (float)x->cfg.dgc_momentum, x->cfg.dgc_nesterov, x->roff, x->rn, k);
 }
 
 /* TernGrad's scalar sharing (TernGrad section 3.1), as exchange.c's encode_all:
@@ -1077,20 +1087,15 @@ static void dgc_clip(ExchangeCuda *x, float *d) {
 }
 
 /* the optimizer's update from d_agg (exchange.c's apply_gradient): --clip of d_agg, then
- * runs of tensors with the same treatment, DGC's by plain SGD (the momentum lives in
- * the memory), the others by opt */
+ * DGC's tensors by plain SGD (the momentum lives in the memory), the others by opt, each
+ * kind's tensors in a launch for every 32 runs of them */
 static void apply_gradient(ExchangeCuda *x, float *d_params, Optim *opt, double lr) {
     if (x->cfg.clip_norm > 0 && x->cfg.memory != MEM_DGC) clip_norm(x, x->d_agg);
     optim_begin_step(opt);
-    int t = 0;
-    while (t < x->T) {
-        int dgc = x->mem[t] == MEM_DGC, u = t;
-        while (u + 1 < x->T && (x->mem[u + 1] == MEM_DGC) == dgc) u++;
-        size_t lo = t_off(x, t), hi = t_off(x, u) + t_n(x, u);
-        if (dgc) optim_sgd_plain_cuda(d_params + lo, x->d_agg + lo, lr, hi - lo);
-        else optim_update_cuda(opt, d_params, x->d_agg, lr, lo, hi - lo);
-        t = u + 1;
-    }
+    size_t k = take_ranges(x, -1, MEM_DGC, 0);
+    optim_sgd_plain_cuda(d_params, x->d_agg, lr, x->roff, x->rn, k);
+    k = take_ranges(x, -1, RANGES_NO_DGC, 0);
+    optim_update_cuda_ranges(opt, d_params, x->d_agg, lr, x->roff, x->rn, k);
 }
 
 /* exchange.c's ps_exchange of x in d_work (memory applied): push frames to the
@@ -1134,9 +1139,13 @@ static int ps_exchange(ExchangeCuda *x, float *d_params, Optim *opt, double lr, 
  * sbc_mask_momentum): the local optimizer's momentum zeroed where this worker's SBC
  * frames sent a value (d_mask, written by the encoding) */
 static void sbc_mask_momentum(ExchangeCuda *x, Optim *opt) {
+    size_t k = 0;
     for (int t = 0; t < x->T; t++)
-        if (x->pol[t].spec.ops->id == CODEC_SBC)
-            optim_mask_momentum_cuda(opt, x->d_mask + t_off(x, t), t_off(x, t), t_n(x, t));
+        if (x->pol[t].spec.ops->id == CODEC_SBC) {
+            x->roff[k] = t_off(x, t);
+            x->rn[k++] = t_n(x, t);
+        }
+    optim_mask_momentum_cuda(opt, x->d_mask, x->roff, x->rn, k);
 }
 
 /* the step's statistics, as exchange.c's finish: the wire counters since

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/cuda_check.h"
+#include "common/ranges_cuda.cuh"
 #include "optim/optim.h" /* GCOMP_MAX_LEVEL, GCOMP_BITS_PER_LEVEL */
 
 /* declared in dist/exchange_cuda.h (a C header of the distributed layer, kept out of C++) */
@@ -18,8 +19,8 @@ extern "C" void exchange_cuda_ema(float *ema, const float *params, float a, size
 extern "C" void exchange_cuda_ranges(int op, float *d, const float *a, const float *b, const unsigned char *mask,
                                      const size_t *off, const size_t *n, size_t k);
 enum { EXCHANGE_RANGE_ADD, EXCHANGE_RANGE_SUB, EXCHANGE_RANGE_MASK_ZERO, EXCHANGE_RANGE_COPY }; /* as dist/exchange_cuda.h */
-extern "C" void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n);
-extern "C" void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n);
+extern "C" void exchange_cuda_dgc_in(float *u, float *v, float *x, const float *p, float wd, float m, int nesterov,
+                                     const size_t *off, const size_t *n, size_t k);
 extern "C" void exchange_cuda_div(float *d, const float *a, float s, size_t n);
 extern "C" void exchange_cuda_delta_levels(unsigned char *lv, const float *p, const float *x, float mul, float div,
                                            int guard, size_t n);
@@ -59,23 +60,6 @@ __global__ void k_ex_sub(float *d, const float *a, const float *b, size_t n) {
     GRID_STRIDE(i, n) d[i] = __fsub_rn(a[i], b[i]);
 }
 
-/* u, v, x: [n]; x holds g on entry and v on return: DGC eq. 7 (u = m u + g,
- * v = v + u) or appendix B (Nesterov: u = m (u + g), v = v + (u + g)), as
- * dist/exchange.c's memory_in */
-__global__ void k_ex_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n) {
-    GRID_STRIDE(i, n) {
-        float g = x[i];
-        if (nesterov) {
-            u[i] = __fmul_rn(m, __fadd_rn(u[i], g));
-            v[i] = __fadd_rn(v[i], __fadd_rn(u[i], g));
-        } else {
-            u[i] = __fadd_rn(__fmul_rn(m, u[i]), g);
-            v[i] = __fadd_rn(v[i], u[i]);
-        }
-        x[i] = v[i];
-    }
-}
-
 /* d: [n], a: [n]; d = a / s, one IEEE division (make_side's x[i] / (float)N) */
 __global__ void k_ex_div(float *d, const float *a, float s, size_t n) {
     GRID_STRIDE(i, n) d[i] = __fdiv_rn(a[i], s);
@@ -93,11 +77,6 @@ __global__ void k_ex_delta_levels(unsigned char *lv, const float *p, const float
         while (L < GCOMP_MAX_LEVEL && q > ldexpf(1.0f, GCOMP_BITS_PER_LEVEL * (L + 1) + guard)) L++;
         lv[i] = (unsigned char)L;
     }
-}
-
-/* u: [n], mask: [n]; u = 0 where the frame sent the value (momentum factor masking) */
-__global__ void k_ex_mask_zero(float *u, const unsigned char *mask, size_t n) {
-    GRID_STRIDE(i, n) if (mask[i]) u[i] = 0.0f;
 }
 
 /* part: [m], a: the arena, lo, hi: [m]; part[k] = a[lo[k]]^2 + ... + a[hi[k] - 1]^2 in
@@ -181,12 +160,6 @@ extern "C" void exchange_cuda_ema(float *ema, const float *params, float a, size
     cudaCheckLast();
 }
 
-extern "C" void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n) {
-    if (n == 0) return;
-    k_ex_dgc_in<<<grid_for(n), TPB>>>(u, v, x, m, nesterov, n);
-    cudaCheckLast();
-}
-
 extern "C" void exchange_cuda_div(float *d, const float *a, float s, size_t n) {
     if (n == 0) return;
     k_ex_div<<<grid_for(n), TPB>>>(d, a, s, n);
@@ -200,31 +173,10 @@ extern "C" void exchange_cuda_delta_levels(unsigned char *lv, const float *p, co
     cudaCheckLast();
 }
 
-extern "C" void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n) {
-    if (n == 0) return;
-    k_ex_mask_zero<<<grid_for(n), TPB>>>(u, mask, n);
-    cudaCheckLast();
-}
-
-/* the ranges of one launch as its argument (copied at the launch: nothing to upload, no
- * wait): range r is [off[r], off[r] + n[r]) of the arenas, its blocks first[r] ..
- * first[r + 1] - 1 */
-#define EX_RANGES 32
-typedef struct {
-    uint64_t off[EX_RANGES], n[EX_RANGES];
-    uint32_t first[EX_RANGES + 1];
-    unsigned k;
-} ExRanges;
-
-/* each block on one range, found with constant indices into the argument; the roundings
- * of k_ex_add, k_ex_sub and k_ex_mask_zero, or a copy */
-__global__ void k_ex_ranges(ExRanges r, int op, float *d, const float *a, const float *b, const unsigned char *mask) {
-    size_t off = 0, n = 0, nb = 1, blk = 0;
-#pragma unroll
-    for (unsigned i = 0; i < EX_RANGES; i++)
-        if (i < r.k && blockIdx.x >= r.first[i] && blockIdx.x < r.first[i + 1])
-            off = r.off[i], n = r.n[i], nb = r.first[i + 1] - r.first[i], blk = blockIdx.x - r.first[i];
-    for (size_t j = off + blk * TPB + threadIdx.x; j < off + n; j += nb * TPB) {
+/* each block on one range of the table (common/ranges_cuda.cuh); the roundings of
+ * exchange_cuda_add and exchange_cuda_sub, a zero where mask is set, or a copy */
+__global__ void k_ex_ranges(RangeTab r, int op, float *d, const float *a, const float *b, const unsigned char *mask) {
+    RANGE_STRIDE(j, r) {
         if (op == EXCHANGE_RANGE_ADD) d[j] = __fadd_rn(d[j], a[j]);
         else if (op == EXCHANGE_RANGE_SUB) d[j] = __fsub_rn(a[j], b[j]);
         else if (op == EXCHANGE_RANGE_COPY) d[j] = a[j];
@@ -234,31 +186,37 @@ __global__ void k_ex_ranges(ExRanges r, int op, float *d, const float *a, const 
 
 extern "C" void exchange_cuda_ranges(int op, float *d, const float *a, const float *b, const unsigned char *mask,
                                      const size_t *off, const size_t *n, size_t k) {
-    ExRanges r;
-    memset(&r, 0, sizeof r);
-    for (size_t i = 0; i <= k; i++) {
-        int merge = i < k && r.k > 0 && r.off[r.k - 1] + r.n[r.k - 1] == off[i];
-        if (i < k && n[i] && merge) {
-            r.n[r.k - 1] += n[i];
-            continue;
+    ranges_launch(off, n, k, [&](const RangeTab &r, unsigned blocks) {
+        k_ex_ranges<<<blocks, RANGES_TPB>>>(r, op, d, a, b, mask);
+        cudaCheckLast();
+    });
+}
+
+/* DGC's memory_in over the table's ranges: g = x (+ wd p, optim.c's weight decay, where
+ * wd != 0), then DGC eq. 7 (u = m u + g, v = v + u) or appendix B (Nesterov: u = m (u + g),
+ * v = v + (u + g)), x = v: the roundings of optim_add_weight_decay and dist/exchange.c's
+ * memory_in */
+__global__ void k_ex_dgc_in(RangeTab r, float *u, float *v, float *x, const float *p, float wd, float m,
+                            int nesterov) {
+    RANGE_STRIDE(j, r) {
+        float g = wd != 0.0f ? __fmaf_rn(p[j], wd, x[j]) : x[j];
+        if (nesterov) {
+            u[j] = __fmul_rn(m, __fadd_rn(u[j], g));
+            v[j] = __fadd_rn(v[j], __fadd_rn(u[j], g));
+        } else {
+            u[j] = __fadd_rn(__fmul_rn(m, u[j]), g);
+            v[j] = __fadd_rn(v[j], u[j]);
         }
-        if (r.k == EX_RANGES || (i == k && r.k)) { /* a full table, or the last: launch it */
-            size_t blocks = 0;
-            for (unsigned j = 0; j < r.k; j++) {
-                r.first[j] = (uint32_t)blocks;
-                size_t want = (r.n[j] + 4 * TPB - 1) / (4 * TPB); /* about 4 values a thread */
-                blocks += want < 1 ? 1 : want > 1024 ? 1024 : want;
-            }
-            r.first[r.k] = (uint32_t)blocks;
-            k_ex_ranges<<<(unsigned)blocks, TPB>>>(r, op, d, a, b, mask);
-            cudaCheckLast();
-            r.k = 0;
-        }
-        if (i < k && n[i]) {
-            r.off[r.k] = off[i];
-            r.n[r.k++] = n[i];
-        }
+        x[j] = v[j];
     }
+}
+
+extern "C" void exchange_cuda_dgc_in(float *u, float *v, float *x, const float *p, float wd, float m, int nesterov,
+                                     const size_t *off, const size_t *n, size_t k) {
+    ranges_launch(off, n, k, [&](const RangeTab &r, unsigned blocks) {
+        k_ex_dgc_in<<<blocks, RANGES_TPB>>>(r, u, v, x, p, wd, m, nesterov);
+        cudaCheckLast();
+    });
 }
 
 extern "C" double exchange_cuda_sumsq(const float *a, const size_t *lo, const size_t *hi, size_t m, double *part) {

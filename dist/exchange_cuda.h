@@ -187,10 +187,11 @@ void exchange_cuda_ranges(int op, float *d, const float *a, const float *b, cons
 /* the trainers' --ema on the device: ema[i] -= a * (ema[i] - params[i]), the host's
  * roundings (examples/trainer.c, ema_update).  ema, params: [n] device */
 void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
-/* DGC's memory_in on the device: x (in: g, out: v) and u, v updated as exchange.c's memory_in;
- * momentum factor masking: u[i] = 0 where mask[i].  u, v, x: [n] floats, mask: [n] bytes, device */
-void exchange_cuda_dgc_in(float *u, float *v, float *x, float m, int nesterov, size_t n);
-void exchange_cuda_mask_zero(float *u, const unsigned char *mask, size_t n);
+/* DGC's memory_in on the device over k ranges of the arenas (as exchange_cuda_ranges):
+ * x (in: g, out: v) plus weight decay wd * p where wd != 0 (exchange.c's dgc_prepare),
+ * then u, v updated as exchange.c's memory_in.  u, v, x, p: device arenas; off, n: [k] host */
+void exchange_cuda_dgc_in(float *u, float *v, float *x, const float *p, float wd, float m, int nesterov,
+                          const size_t *off, const size_t *n, size_t k);
 /* GCOMP's levels on the device (dist/exchange.c's make_side): d[i] = a[i] / s; and
  * delta_levels of the delta (mul x[i]) / div (div != 0) or x[i] mul (div == 0) added
  * to p: lv[i] the largest L <= 3 with |p[i] / delta| > 2^(6 L + guard), 0 where the

@@ -19,6 +19,7 @@ extern "C" {
 #include <string.h>
 
 #include "common/cuda_check.h"
+#include "common/ranges_cuda.cuh"
 
 #define TPB 256
 #define GRID_STRIDE(i, n) \
@@ -115,9 +116,11 @@ typedef struct {
     int has_wd, has_mom, nesterov, first;
 } SgdK;
 
-/* optim.c update_sgd */
-__global__ void k_sgd(float *p, const float *g, float *buf, size_t n, SgdK k) {
-    GRID_STRIDE(i, n) {
+/* The updates go over the ranges of a table (common/ranges_cuda.cuh: the runs of tensors
+ * an exchange gives the optimizer, in one launch for every 32), i an index into the
+ * whole arenas. optim.c update_sgd */
+__global__ void k_sgd(RangeTab r, float *p, const float *g, float *buf, SgdK k) {
+    RANGE_STRIDE(i, r) {
         if (!k.has_mom) {
             p[i] = k.has_wd ? FMA(FMA(p[i], k.wd, g[i]), k.nlr, p[i]) : FMA(g[i], k.nlr, p[i]);
         } else {
@@ -135,8 +138,8 @@ typedef struct {
 } AdamK;
 
 /* optim.c update_adam */
-__global__ void k_adam(float *p, const float *g, float *m, float *v, size_t n, AdamK k) {
-    GRID_STRIDE(i, n) {
+__global__ void k_adam(RangeTab r, float *p, const float *g, float *m, float *v, AdamK k) {
+    RANGE_STRIDE(i, r) {
         float pi = k.adamw ? MUL(p[i], k.decay) : p[i];
         float d = k.l2 ? FMA(pi, k.wd, g[i]) : g[i];
         float mi = FMA(d, k.omb1, MUL(m[i], k.b1));
@@ -154,8 +157,8 @@ typedef struct {
 } AdagradK;
 
 /* optim.c update_adagrad */
-__global__ void k_adagrad(float *p, const float *g, float *s, size_t n, AdagradK k) {
-    GRID_STRIDE(i, n) {
+__global__ void k_adagrad(RangeTab r, float *p, const float *g, float *s, AdagradK k) {
+    RANGE_STRIDE(i, r) {
         float d = k.has_wd ? FMA(p[i], k.wd, g[i]) : g[i];
         float si = FMA(d, d, s[i]);
         s[i] = si;
@@ -170,8 +173,8 @@ typedef struct {
 } RmsK;
 
 /* optim.c update_rmsprop */
-__global__ void k_rmsprop(float *p, const float *g, float *sq, float *buf, float *ga, size_t n, RmsK k) {
-    GRID_STRIDE(i, n) {
+__global__ void k_rmsprop(RangeTab r, float *p, const float *g, float *sq, float *buf, float *ga, RmsK k) {
+    RANGE_STRIDE(i, r) {
         float d = k.has_wd ? FMA(p[i], k.wd, g[i]) : g[i];
         float s = FMA(MUL(k.oma, d), d, MUL(sq[i], k.a));
         sq[i] = s;
@@ -194,18 +197,29 @@ __global__ void k_rmsprop(float *p, const float *g, float *sq, float *buf, float
     }
 }
 
+/* 0, or -GC_ERR_PARAM where a range leaves the arena (message on stderr) */
+static int ranges_fit(const Optim *o, const char *who, const size_t *off, const size_t *n, size_t k) {
+    for (size_t i = 0; i < k; i++)
+        if (off[i] > o->n || n[i] > o->n - off[i]) {
+            fprintf(stderr, "error: %s range [%zu, %zu) outside the %zu-float arena\n", who, off[i], off[i] + n[i],
+                    o->n);
+            return -GC_ERR_PARAM;
+        }
+    return 0;
+}
+
 int optim_update_cuda(Optim *o, float *params, const float *grads, double lr, size_t off, size_t n) {
+    return optim_update_cuda_ranges(o, params, grads, lr, &off, &n, 1);
+}
+
+int optim_update_cuda_ranges(Optim *o, float *p, const float *g, double lr, const size_t *off, const size_t *n,
+                             size_t nr) {
     if (o->step < 1) {
         fprintf(stderr, "error: optim_update_cuda before optim_begin_step\n");
         return -GC_ERR_STATE;
     }
-    if (off > o->n || n > o->n - off) {
-        fprintf(stderr, "error: optim_update_cuda range [%zu, %zu) outside the %zu-float arena\n", off, off + n, o->n);
-        return -GC_ERR_PARAM;
-    }
-    if (n == 0) return 0;
-    float *p = params + off;
-    const float *g = grads + off;
+    int rc = ranges_fit(o, "optim_update_cuda", off, n, nr);
+    if (rc) return rc;
     const OptConfig *c = &o->cfg;
     switch (c->kind) {
     case OPT_SGD: {
@@ -218,7 +232,8 @@ int optim_update_cuda(Optim *o, float *params, const float *grads, double lr, si
         k.has_mom = c->momentum != 0;
         k.nesterov = c->nesterov;
         k.first = o->step == 1;
-        k_sgd<<<grid_for(n), TPB>>>(p, g, o->n_state ? o->state[0] + off : NULL, n, k);
+        float *buf = o->n_state ? o->state[0] : NULL;
+        ranges_launch(off, n, nr, [&](const RangeTab &r, unsigned b) { k_sgd<<<b, RANGES_TPB>>>(r, p, g, buf, k); });
         break;
     }
     case OPT_ADAM:
@@ -237,7 +252,8 @@ int optim_update_cuda(Optim *o, float *params, const float *grads, double lr, si
         k.wd = (float)c->weight_decay;
         k.decay = (float)(1.0 - lr * c->weight_decay);
         k.l2 = !k.adamw && c->weight_decay != 0;
-        k_adam<<<grid_for(n), TPB>>>(p, g, o->state[0] + off, o->state[1] + off, n, k);
+        float *m = o->state[0], *v = o->state[1];
+        ranges_launch(off, n, nr, [&](const RangeTab &r, unsigned b) { k_adam<<<b, RANGES_TPB>>>(r, p, g, m, v, k); });
         break;
     }
     case OPT_ADAGRAD: {
@@ -246,7 +262,8 @@ int optim_update_cuda(Optim *o, float *params, const float *grads, double lr, si
         k.eps = (float)c->eps;
         k.wd = (float)c->weight_decay;
         k.has_wd = c->weight_decay != 0;
-        k_adagrad<<<grid_for(n), TPB>>>(p, g, o->state[0] + off, n, k);
+        float *s = o->state[0];
+        ranges_launch(off, n, nr, [&](const RangeTab &r, unsigned b) { k_adagrad<<<b, RANGES_TPB>>>(r, p, g, s, k); });
         break;
     }
     case OPT_RMSPROP: {
@@ -260,8 +277,9 @@ int optim_update_cuda(Optim *o, float *params, const float *grads, double lr, si
         k.has_wd = c->weight_decay != 0;
         k.has_mom = c->momentum > 0;
         k.centered = c->centered;
-        float *buf = state_by_name(o, "momentum_buffer"), *ga = state_by_name(o, "grad_avg");
-        k_rmsprop<<<grid_for(n), TPB>>>(p, g, o->state[0] + off, buf ? buf + off : NULL, ga ? ga + off : NULL, n, k);
+        float *sq = o->state[0], *buf = state_by_name(o, "momentum_buffer"), *ga = state_by_name(o, "grad_avg");
+        ranges_launch(off, n, nr,
+                      [&](const RangeTab &r, unsigned b) { k_rmsprop<<<b, RANGES_TPB>>>(r, p, g, sq, buf, ga, k); });
         break;
     }
     default: return -GC_ERR_PARAM;
@@ -270,37 +288,32 @@ int optim_update_cuda(Optim *o, float *params, const float *grads, double lr, si
     return 0;
 }
 
-__global__ void k_sgd_plain(float *p, const float *u, size_t n, float nlr) {
-    GRID_STRIDE(i, n) p[i] = FMA(u[i], nlr, p[i]);
+__global__ void k_sgd_plain(RangeTab r, float *p, const float *u, float nlr) {
+    RANGE_STRIDE(i, r) p[i] = FMA(u[i], nlr, p[i]);
 }
 
-void optim_sgd_plain_cuda(float *params, const float *update, double lr, size_t n) {
-    if (n == 0) return;
-    k_sgd_plain<<<grid_for(n), TPB>>>(params, update, n, (float)(-lr));
-    cudaCheckLast();
+void optim_sgd_plain_cuda(float *params, const float *update, double lr, const size_t *off, const size_t *n,
+                          size_t k) {
+    float nlr = (float)(-lr);
+    ranges_launch(off, n, k, [&](const RangeTab &r, unsigned b) {
+        k_sgd_plain<<<b, RANGES_TPB>>>(r, params, update, nlr);
+        cudaCheckLast();
+    });
 }
 
-__global__ void k_add_wd(float *g, const float *p, size_t n, float w) {
-    GRID_STRIDE(i, n) g[i] = FMA(p[i], w, g[i]);
+__global__ void k_mask_zero(RangeTab r, float *m, const uint8_t *mask) {
+    RANGE_STRIDE(i, r) if (mask[i]) m[i] = 0.0f;
 }
 
-void optim_add_weight_decay_cuda(float *grads, const float *params, double wd, size_t n) {
-    if (wd == 0 || n == 0) return;
-    k_add_wd<<<grid_for(n), TPB>>>(grads, params, n, (float)wd);
-    cudaCheckLast();
-}
-
-__global__ void k_mask_zero(float *m, const uint8_t *mask, size_t n) {
-    GRID_STRIDE(i, n) if (mask[i]) m[i] = 0.0f;
-}
-
-int optim_mask_momentum_cuda(Optim *o, const uint8_t *mask, size_t off, size_t n) {
+int optim_mask_momentum_cuda(Optim *o, const uint8_t *mask, const size_t *off, const size_t *n, size_t k) {
     float *m = state_by_name(o, "momentum_buffer");
     if (!m) m = state_by_name(o, "exp_avg");
     if (!m) return 0;
-    if (n == 0) return 1;
-    k_mask_zero<<<grid_for(n), TPB>>>(m + off, mask, n);
-    cudaCheckLast();
+    if (ranges_fit(o, "optim_mask_momentum_cuda", off, n, k)) return -GC_ERR_PARAM;
+    ranges_launch(off, n, k, [&](const RangeTab &r, unsigned b) {
+        k_mask_zero<<<b, RANGES_TPB>>>(r, m, mask);
+        cudaCheckLast();
+    });
     return 1;
 }
 

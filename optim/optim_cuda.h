@@ -39,6 +39,11 @@ int optim_init_cuda(Optim *o, const OptConfig *cfg, size_t n_floats);
 void optim_free_cuda(Optim *o);
 /* optim_update on the device.  params: [n_floats] device, grads: [n_floats] device */
 int optim_update_cuda(Optim *o, float *params, const float *grads, double lr, size_t off, size_t n);
+/* the same over k ranges [off[i], off[i] + n[i]) at once, as k calls of optim_update_cuda
+ * in one step would update them, in a launch for every 32 ranges (an exchange's runs of
+ * tensors of one kind).  off, n: [k] host */
+int optim_update_cuda_ranges(Optim *o, float *params, const float *grads, double lr, const size_t *off,
+                             const size_t *n, size_t k);
 /* optim_gcomp_levels on the device.  levels: [n] device out; params, grads: [n_floats] device */
 int optim_gcomp_levels_cuda(uint8_t *levels, const Optim *o, const float *params, const float *grads, double lr,
                             size_t off, size_t n);
@@ -48,14 +53,15 @@ int optim_gcomp_levels_at_cuda(uint8_t *levels, const Optim *o, const float *par
 /* optim_gcomp_delta on the device.  delta: [n] device out */
 int optim_gcomp_delta_cuda(float *delta, const Optim *o, const float *params_at, const float *grads_at, double lr,
                            size_t off, size_t n);
-/* params -= lr * update, as optim_sgd_plain.  params, update: [n] device */
-void optim_sgd_plain_cuda(float *params, const float *update, double lr, size_t n);
-/* grads += wd * params, as optim_add_weight_decay.  grads, params: [n] device */
-void optim_add_weight_decay_cuda(float *grads, const float *params, double wd, size_t n);
-/* optim_mask_momentum on the device: the momentum (momentum_buffer, or Adam's
- * exp_avg) of value off + i zeroed where mask[i] != 0.  mask: [n] device bytes.
- * 1, or 0 where the optimizer has no momentum */
-int optim_mask_momentum_cuda(Optim *o, const uint8_t *mask, size_t off, size_t n);
+/* params -= lr * update over k ranges [off[i], off[i] + n[i]), as optim_sgd_plain on each.
+ * params, update: device arenas; off, n: [k] host */
+void optim_sgd_plain_cuda(float *params, const float *update, double lr, const size_t *off, const size_t *n,
+                          size_t k);
+/* optim_mask_momentum on the device over k ranges: the momentum (momentum_buffer, or
+ * Adam's exp_avg) of value j zeroed where mask[j] != 0, j in [off[i], off[i] + n[i]).
+ * mask: [n_floats] device bytes; off, n: [k] host. 1, 0 where the optimizer has no
+ * momentum, or -GC_ERR_PARAM where a range leaves the arena */
+int optim_mask_momentum_cuda(Optim *o, const uint8_t *mask, const size_t *off, const size_t *n, size_t k);
 /* copy the step counter and every state arena between a host Optim (optim_init)
  * and a device one (optim_init_cuda) of the same kind, state layout and size.
  * 0, or -GC_ERR_PARAM when they do not match */

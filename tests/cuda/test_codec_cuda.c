@@ -933,8 +933,9 @@ static void misaligned_payload(const char *text, size_t n, int d, uint64_t seed)
 
 /* gcomp's state blobs (checkpoints) mid-sequence: the GPU encoder's and decoder's
  * codec_cuda_state_save equal to the CPU's codec_state_save byte for byte; then the
- * CPU encoder's blob loaded into a fresh GPU encoder and the GPU decoder's into a fresh
- * CPU decoder, which replace them (the sequence goes on in step); a blob with a wrong
+ * CPU encoder's blob loaded into a fresh GPU encoder, the GPU decoder's into a fresh
+ * CPU decoder and that one's into a fresh GPU decoder, which replace them (the sequence
+ * goes on in step); a blob with a wrong
  * version or one byte short refused by both with the same error */
 static void gcomp_state_swap(const char *text, const CodecSpec *spec, Codec **ce, Codec **cd, CodecCuda **ge,
                              CodecCuda **gd) {
@@ -957,6 +958,14 @@ static void gcomp_state_swap(const char *text, const CodecSpec *spec, Codec **ce
     *ge = g2;
     codec_free(*cd);
     *cd = c2;
+    /* and the CPU decoder's into a fresh GPU decoder, whose table the next frames
+     * without one decode with */
+    la = codec_state_save(*cd, a, cap);
+    CodecCuda *g4 = codec_cuda_new(spec);
+    rg = codec_cuda_state_load(g4, a, (size_t)la);
+    CHECK(la > 0 && rg == 0, "%s: the cpu decoder's state into a gpu codec (%d)", text, rg);
+    codec_cuda_free(*gd);
+    *gd = g4;
     Codec *c3 = codec_new(spec);
     CodecCuda *g3 = codec_cuda_new(spec);
     a[0] ^= 0x7f;

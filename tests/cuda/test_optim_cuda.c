@@ -4,13 +4,15 @@
  * dampening / Nesterov, Adam, AdamW, AdaGrad with lr decay and initial
  * accumulator, RMSProp plain / centered / momentum), 10 steps with a changing
  * learning rate and fresh gradients (Gaussian, exact zeros, tiny and large
- * values), the arena updated in several tensor ranges:
+ * values), the arena updated in several tensor ranges (on even steps in range tables,
+ * optim_update_cuda_ranges: 70 pieces, the odd ones in one call and the even in another):
  *   - parameters and every state arena after each step: bit-identical;
  *   - the GCOMP levels for the coming step (guard 0 = the paper's rule, 1, 2),
  *     whole arena and a slice (optim_gcomp_levels_at): identical;
  *   - the paper's delta: bit-identical (NaN where the CPU has NaN: the GPU's
  *     canonical NaN has another payload than x86's default NaN);
- * plus optim_sgd_plain, optim_add_weight_decay, and state upload/download.
+ * plus optim_sgd_plain and optim_mask_momentum over range tables, a table with a range
+ * outside the arena refused whole, and state upload/download.
  * Tolerance: none (bits), because the CUDA twins promise bit-identical
  * results: same operations, same roundings, no contraction.
  * Skips (one passed check) without CUDA or without a GPU.
@@ -113,6 +115,26 @@ static void gen_grads(float *g, size_t n, Rng *r, int step) {
 static const size_t cuts[] = {0, 1000, 1001, 30000, N};
 #define NCUTS 5
 
+/* The arena cut into NPIECES uneven pieces (piece i from piece_off[i], piece_n[i] values
+ * long), for the range tables: the even pieces in one call and the odd ones in another
+ * take 35 non-adjacent ranges each, so two launches of a table each */
+#define NPIECES 70
+static size_t piece_off[NPIECES], piece_n[NPIECES];
+static void pieces_init(void) {
+    size_t at = 0;
+    for (int i = 0; i < NPIECES; i++) {
+        piece_off[i] = at;
+        piece_n[i] = i == NPIECES - 1 ? N - at : (size_t)(i % 5 == 0 ? 1 : 17 * i + 300);
+        at += piece_n[i];
+    }
+}
+/* the even (odd = 0) or odd pieces' offsets and lengths into off, n: how many */
+static size_t pieces(size_t *off, size_t *n, int odd) {
+    size_t k = 0;
+    for (int i = odd; i < NPIECES; i += 2) off[k] = piece_off[i], n[k++] = piece_n[i];
+    return k;
+}
+
 static void compare_state(const Optim *h, const Optim *d, const char *cfg, int step) {
     float *tmp = malloc(N * sizeof(float));
     for (int s = 0; s < h->n_state; s++) {
@@ -181,7 +203,13 @@ static void run_config(const char *spec) {
         optim_begin_step(&d);
         for (int k = 0; k + 1 < NCUTS; k++) {
             int a = optim_update(&h, p, g, lr, cuts[k], cuts[k + 1] - cuts[k]);
-            int b = optim_update_cuda(&d, dp, dg, lr, cuts[k], cuts[k + 1] - cuts[k]);
+            int b = 0;
+            if (step % 2) b = optim_update_cuda(&d, dp, dg, lr, cuts[k], cuts[k + 1] - cuts[k]);
+            else if (k == 0) /* even steps: the device's in range tables, the odd pieces first */
+                for (int odd = 1; odd >= 0 && !b; odd--) {
+                    size_t off[NPIECES], n[NPIECES], m = pieces(off, n, odd);
+                    b = optim_update_cuda_ranges(&d, dp, dg, lr, off, n, m);
+                }
             SAME(a == 0 && b == 0, "%s step %d: update rc %d %d", spec, step, a, b);
         }
         down(tmp, dp, N);
@@ -190,8 +218,17 @@ static void run_config(const char *spec) {
              at >= 0 ? p[at] : 0.0f, at >= 0 ? tmp[at] : 0.0f, at >= 0 ? g[at] : 0.0f);
         compare_state(&h, &d, spec, step);
     }
-    /* errors as the CPU */
+    /* errors as the CPU; a table with one range outside the arena updates nothing */
     SAME(optim_update_cuda(&d, dp, dg, 0.1, N - 5, 6) == -GC_ERR_PARAM, "%s: range check", spec);
+    {
+        size_t off[3] = {0, 100, N - 5}, n[3] = {50, 50, 6};
+        down(tmp, dp, N);
+        int rc = optim_update_cuda_ranges(&d, dp, dg, 0.1, off, n, 3);
+        float *after = malloc(N * sizeof(float));
+        down(after, dp, N);
+        SAME(rc == -GC_ERR_PARAM && diff_f(tmp, after, N) < 0, "%s: a range table's check (%d)", spec, rc);
+        free(after);
+    }
     /* download into a fresh host optimizer, upload into a fresh device one: one more step agrees */
     Optim h2, d2;
     optim_init(&h2, &cfg, N);
@@ -238,14 +275,36 @@ static void run_helpers(void) {
     float *dp = dnew(N), *du = dnew(N);
     up(dp, p, N);
     up(du, u, N);
-    optim_sgd_plain(p, u, 0.3, N);
-    optim_sgd_plain_cuda(dp, du, 0.3, N);
+    size_t off[NPIECES], n[NPIECES], k = pieces(off, n, 1);
+    for (size_t i = 0; i < k; i++) optim_sgd_plain(p + off[i], u + off[i], 0.3, n[i]);
+    optim_sgd_plain_cuda(dp, du, 0.3, off, n, k);
     down(tmp, dp, N);
-    SAME(diff_f(p, tmp, N) < 0, "optim_sgd_plain");
-    optim_add_weight_decay(u, p, 5e-4, N);
-    optim_add_weight_decay_cuda(du, dp, 5e-4, N);
-    down(tmp, du, N);
-    SAME(diff_f(u, tmp, N) < 0, "optim_add_weight_decay");
+    SAME(diff_f(p, tmp, N) < 0, "optim_sgd_plain over the odd pieces");
+    /* the momentum masked over the even pieces, where a value of the mask is set */
+    OptConfig cfg;
+    opt_config_default(&cfg, OPT_SGD);
+    cfg.momentum = 0.9;
+    Optim h, d;
+    optim_init(&h, &cfg, N);
+    optim_init_cuda(&d, &cfg, N);
+    uint8_t *mask = malloc(N), *dmask = NULL;
+    for (size_t i = 0; i < N; i++) {
+        h.state[0][i] = rng_normal(&r);
+        mask[i] = rng_uniform(&r) < 0.3f;
+    }
+    cudaCheck(cudaMalloc((void **)&dmask, N));
+    cudaCheck(cudaMemcpy(dmask, mask, N, cudaMemcpyHostToDevice));
+    up(d.state[0], h.state[0], N);
+    k = pieces(off, n, 0);
+    int a = 1;
+    for (size_t i = 0; i < k; i++) a &= optim_mask_momentum(&h, mask + off[i], off[i], n[i]);
+    int b = optim_mask_momentum_cuda(&d, dmask, off, n, k);
+    down(tmp, d.state[0], N);
+    SAME(a == 1 && b == 1 && diff_f(h.state[0], tmp, N) < 0, "optim_mask_momentum over the even pieces (%d %d)", a, b);
+    optim_free(&h);
+    optim_free_cuda(&d);
+    free(mask);
+    cudaCheck(cudaFree(dmask));
     free(p);
     free(u);
     free(tmp);
@@ -261,6 +320,7 @@ int main(void) {
         TEST_END();
     }
     CHECK(optim_cuda_available(), "optim_cuda_available");
+    pieces_init();
     for (int k = 0; k < NCFG; k++) {
         int f0 = test_failed_;
         run_config(configs[k]);

@@ -65,8 +65,8 @@ static inline cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int 
 #ifdef __cplusplus
 struct EmuDim { unsigned x, y, z; };
 extern EmuDim blockIdx, threadIdx, blockDim, gridDim;
-void emu_launch(size_t grid, size_t block, std::function<void()> fn);
-extern "C" void emu_count_op(void); /* an operation issued to the device (nn/emu_device.c) */
+void emu_launch(size_t grid, size_t block, std::function<void()> fn, const char *name = nullptr);
+extern "C" void emu_count_op(const char *what); /* an operation issued to the device, of kind what (nn/emu_device.c) */
 void __syncthreads();
 void emu_warp_sync(unsigned mask, const char *op); /* emu_sched.cpp: waits for the lanes of mask at op */
 extern uint64_t emu_slot[1024];

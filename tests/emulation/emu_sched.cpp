@@ -369,10 +369,10 @@ SCHED static long next_thread() {
 
 /* nn/emu_device.c's count of the operations issued to the device (emu_device_ops); weak:
  * the scheduler's own test runs without it */
-extern "C" __attribute__((weak)) void emu_count_op(void);
+extern "C" __attribute__((weak)) void emu_count_op(const char *what);
 
-void emu_launch(size_t grid, size_t block, std::function<void()> fn) {
-    if (emu_count_op) emu_count_op();
+void emu_launch(size_t grid, size_t block, std::function<void()> fn, const char *name) {
+    if (emu_count_op) emu_count_op(name);
     /* CUDA's limits: 1..1024 threads per block, 1..2^31-1 blocks in x (a wider
      * grid expression would be cut to 32 bits by dim3, or refused) */
     if (block > 1024 || grid == 0 || block == 0 || grid > 0x7fffffffu) {

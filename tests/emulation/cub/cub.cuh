@@ -112,7 +112,7 @@ template <class I, class O> static inline void check_scan(const char *what, I in
 namespace cub {
 struct DeviceScan {
     template <class I, class O, class N> static cudaError_t ExclusiveSum(void *t, size_t &tb, I in, O out, N n, cudaStream_t s = 0) {
-        (void)s; if (emu_cub::temp_query("DeviceScan::ExclusiveSum", t, tb, (int64_t)n)) return 0; emu_count_op();
+        (void)s; if (emu_cub::temp_query("DeviceScan::ExclusiveSum", t, tb, (int64_t)n)) return 0; emu_count_op("cub::DeviceScan::ExclusiveSum");
         emu_cub::check_scan("DeviceScan::ExclusiveSum", in, out, (int64_t)n);
         EmuDevScope open(in, out);
         typedef typename std::remove_reference<decltype(out[0])>::type T; T acc = 0;
@@ -120,7 +120,7 @@ struct DeviceScan {
         return 0;
     }
     template <class I, class O, class Op, class N> static cudaError_t InclusiveScan(void *t, size_t &tb, I in, O out, Op op, N n, cudaStream_t s = 0) {
-        (void)s; if (emu_cub::temp_query("DeviceScan::InclusiveScan", t, tb, (int64_t)n)) return 0; emu_count_op();
+        (void)s; if (emu_cub::temp_query("DeviceScan::InclusiveScan", t, tb, (int64_t)n)) return 0; emu_count_op("cub::DeviceScan::InclusiveScan");
         emu_cub::check_scan("DeviceScan::InclusiveScan", in, out, (int64_t)n);
         EmuDevScope open(in, out);
         typedef typename std::remove_reference<decltype(out[0])>::type T;
@@ -131,7 +131,7 @@ struct DeviceScan {
 };
 struct DeviceSelect {
     template <class I, class F, class O, class NS> static cudaError_t Flagged(void *t, size_t &tb, I in, F fl, O out, NS num, int64_t n, cudaStream_t s = 0) {
-        (void)s; if (emu_cub::temp_query("DeviceSelect::Flagged", t, tb, n)) return 0; emu_count_op();
+        (void)s; if (emu_cub::temp_query("DeviceSelect::Flagged", t, tb, n)) return 0; emu_count_op("cub::DeviceSelect::Flagged");
         emu_cub::OutGuard g{"DeviceSelect::Flagged", emu_cub::kSelFlagged};
         g.add("[d_in, d_in + num_items)", in, (size_t)n);
         g.add("[d_flags, d_flags + num_items)", fl, (size_t)n);
@@ -141,7 +141,7 @@ struct DeviceSelect {
         *num = c; return 0;
     }
     template <class I, class O, class NS, class P> static cudaError_t If(void *t, size_t &tb, I in, O out, NS num, int64_t n, P pred, cudaStream_t s = 0) {
-        (void)s; if (emu_cub::temp_query("DeviceSelect::If", t, tb, n)) return 0; emu_count_op();
+        (void)s; if (emu_cub::temp_query("DeviceSelect::If", t, tb, n)) return 0; emu_count_op("cub::DeviceSelect::If");
         emu_cub::OutGuard g{"DeviceSelect::If", emu_cub::kSelIf};
         g.add("[d_in, d_in + num_items)", in, (size_t)n);
         g.add("d_num_selected_out", num, 1);

@@ -19,6 +19,9 @@
 #                              NCCL over MPI (its buffers in host memory), under mpirun
 #   OUT/test_exchange_cuda_emu tests/cuda/test_exchange_cuda.c (the device-resident exchange)
 #   OUT/resnet_gpu_emu         bench/resnet_gpu.c (runs; its timings mean nothing here)
+#   OUT/exchange_emu           bench/exchange.c, whose --device cuda counts the waits and the
+#                              operations a device-resident step issues (its codecs' blocks of
+#                              256 threads, as test_exchange_cuda_emu's; timings mean nothing)
 # All link a NO_CUDA build of the library made in OUT.
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -96,7 +99,9 @@ $CXX -fopenmp "$O/test_exchange_cuda_c.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIB
 $CCS $CF -c "$REPO/bench/resnet_gpu.c" -o "$O/resnet_gpu_main.o"
 $CXX -fopenmp "$O/resnet_gpu_main.o" $SMALL $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/resnet_gpu_emu"
 built="test_lstm_lm_emu test_lstm_lm_calib test_nn_cuda_ops_emu test_resnet_cuda_emu test_nn_cuda_lenet_emu"
-built="$built train_resnet_emu train_lenet_emu train_lstm_emu resnet_gpu_emu test_exchange_cuda_emu"
+$CCS $CF -c "$REPO/bench/exchange.c" -o "$O/exchange_main.o"
+$CXX -fopenmp "$O/exchange_main.o" $MODELS $KERNELS $EMU_OBJS "$LIB" $LIBS -o "$OUT/exchange_emu"
+built="$built train_resnet_emu train_lenet_emu train_lstm_emu resnet_gpu_emu test_exchange_cuda_emu exchange_emu"
 if [ -n "$NCCL_CF" ]; then
   $CCS $NCCL_CF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"
   $CCS $NCCL_CF -c "$EMU/nccl/fake_nccl.c" -o "$O/fake_nccl.o"

@@ -75,7 +75,8 @@ unsigned long long emu_host_waits(void);
  * allocations and frees (cudaMallocAsync, cudaFreeAsync). On a GPU each costs the host a
  * driver call of a microsecond or more whatever its size */
 unsigned long long emu_device_ops(void);
-void emu_count_op(void);
+void emu_count_op(const char *what); /* what: its kind, for EMU_COUNTS (emu_device.c) */
+void emu_counts_reset(void);
 #ifdef __cplusplus
 }
 #endif
@@ -85,8 +86,8 @@ void emu_count_op(void);
         const void *emu_q_[] = {__VA_ARGS__};                                                                        \
         emu_dev_open_ptrs(emu_q_, (int)(sizeof emu_q_ / sizeof emu_q_[0]));                                          \
     } while (0)
-static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { (void)s; emu_count_op(); return cudaMalloc(p, n); }
-static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { (void)s; emu_count_op(); return cudaFree(p); }
+static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { (void)s; emu_count_op("cudaMallocAsync"); return cudaMalloc(p, n); }
+static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { (void)s; emu_count_op("cudaFreeAsync"); return cudaFree(p); }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { (void)s; return cudaMemset(p, v, n); }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
     (void)st;

@@ -1,6 +1,7 @@
 /* Tracked device memory for the host emulation (see cuda_runtime.h). Built with
  * -DEMU_NO_PROTECT (the calibration program, whose "GPU" ops are CPU code) the
  * pages stay accessible and nothing is checked. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,7 +220,7 @@ cudaError_t cudaFree(void *p) {
 cudaError_t cudaMemset(void *p, int v, size_t n) {
     emu_dev_check(p, "cudaMemset's destination");
     if (p && n) emu_dev_span(p, n, "cudaMemset's destination");
-    emu_count_op();
+    emu_count_op("cudaMemset");
     EMU_DEV_OPEN(p);
     memset(p, v, n);
     emu_dev_close();
@@ -275,7 +276,76 @@ void emu_pageable_copies(unsigned long long *bytes, unsigned long long *largest)
 static __thread unsigned long long host_waits; /* the calling thread's (emu_host_waits) */
 static __thread unsigned long long device_ops; /* the calling thread's (emu_device_ops) */
 
-void emu_count_op(void) { device_ops++; }
+/* EMU_COUNTS=1: at exit, on stderr, every thread's operations issued to the device by kind
+ * (a kernel's name, a CUB call, a copy) and its waits for the device by the code that
+ * waited (its function, file and line, by addr2line), since the start or the last
+ * emu_counts_reset(): where a step's launches and round trips come from. A site is a
+ * kind's name (by its text) or a wait's return address */
+#define MAXSITE 4096
+static struct { const char *name; const void *at; unsigned long long n; } sites[MAXSITE];
+static int nsites, counts_on = -1;
+static pthread_mutex_t sites_lock = PTHREAD_MUTEX_INITIALIZER;
+static void counts_print(void);
+static void count_site(const char *name, const void *at) {
+    if (counts_on < 0) {
+        const char *e = getenv("EMU_COUNTS");
+        counts_on = e && *e && strcmp(e, "0") != 0;
+        if (counts_on) atexit(counts_print);
+    }
+    if (!counts_on) return;
+    pthread_mutex_lock(&sites_lock);
+    int i = 0;
+    while (i < nsites && !(at ? sites[i].at == at : sites[i].name && !strcmp(sites[i].name, name))) i++;
+    if (i == nsites && nsites < MAXSITE) sites[nsites].name = name, sites[nsites].at = at, sites[nsites++].n = 0;
+    if (i < nsites) sites[i].n++;
+    pthread_mutex_unlock(&sites_lock);
+}
+void emu_counts_reset(void) {
+    pthread_mutex_lock(&sites_lock);
+    nsites = 0;
+    pthread_mutex_unlock(&sites_lock);
+}
+static int by_count(const void *a, const void *b) {
+    unsigned long long x = ((const __typeof__(sites[0]) *)a)->n, y = ((const __typeof__(sites[0]) *)b)->n;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+static void counts_print(void) {
+    qsort(sites, (size_t)nsites, sizeof sites[0], by_count);
+    for (int pass = 0; pass < 2; pass++) {
+        fprintf(stderr, pass ? "emu counts: waits for the device, by caller\n" : "emu counts: operations, by kind\n");
+        for (int i = 0; i < nsites; i++) {
+            if (!sites[i].at != !pass) continue;
+            if (!pass) {
+                fprintf(stderr, "%12llu  %s\n", sites[i].n, sites[i].name);
+                continue;
+            }
+            Dl_info d;
+            char where[512] = "?";
+            if (dladdr(sites[i].at, &d) && d.dli_fname) { /* the call's line: the address before the return */
+                char cmd[1024];
+                snprintf(cmd, sizeof cmd, "addr2line -f -s -e '%s' %#lx 2>/dev/null", d.dli_fname,
+                         (unsigned long)((const char *)sites[i].at - (const char *)d.dli_fbase) - 1);
+                FILE *f = popen(cmd, "r");
+                char fn[256] = "", line[256] = "";
+                if (f && fgets(fn, sizeof fn, f) && fgets(line, sizeof line, f)) {
+                    fn[strcspn(fn, "\n")] = line[strcspn(line, "\n")] = 0;
+                    snprintf(where, sizeof where, "%s (%s)", fn, line);
+                }
+                if (f) pclose(f);
+            }
+            fprintf(stderr, "%12llu  %s\n", sites[i].n, where);
+        }
+    }
+}
+
+void emu_count_op(const char *what) {
+    device_ops++;
+    count_site(what ? what : "kernel", NULL);
+}
+static void count_wait(const void *at) {
+    host_waits++;
+    count_site(NULL, at);
+}
 
 unsigned long long emu_device_ops(void) {
     unsigned long long n = device_ops;
@@ -291,17 +361,17 @@ unsigned long long emu_host_waits(void) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     (void)s;
-    host_waits++;
+    count_wait(__builtin_return_address(0));
     return 0;
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
-    host_waits++;
+    count_wait(__builtin_return_address(0));
     return 0;
 }
 
 /* a copy; async: cudaMemcpyAsync's (the host waits only through pageable memory) */
-static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpyKind k, int async) {
+static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpyKind k, int async, const void *at) {
     int dd = emu_is_dev(d), sd = emu_is_dev(s);
     int ok = k == cudaMemcpyHostToDevice ? dd && !sd : k == cudaMemcpyDeviceToHost ? !dd && sd
            : k == cudaMemcpyDeviceToDevice ? dd && sd : 1;
@@ -320,16 +390,18 @@ static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpy
     give();
     pageable_bytes += pageable ? n : 0;
     if (pageable && n > pageable_max) pageable_max = n;
-    host_waits += n && dd != sd && (!async || pageable);
-    emu_count_op();
+    if (n && dd != sd && (!async || pageable)) count_wait(at);
+    emu_count_op(!dd ? "copy to the host" : !sd ? "copy to the device" : "copy on the device");
     EMU_DEV_OPEN(dd ? d : NULL, sd ? s : NULL);
     memmove(d, s, n);
     emu_dev_close();
     return 0;
 }
 
-cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) { return memcpy_kind(d, s, n, k, 0); }
+cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
+    return memcpy_kind(d, s, n, k, 0, __builtin_return_address(0));
+}
 
 cudaError_t emu_memcpy_async(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
-    return memcpy_kind(d, s, n, k, 1);
+    return memcpy_kind(d, s, n, k, 1, __builtin_return_address(0));
 }
