@@ -284,8 +284,7 @@ $(EMU_DIR)/codec/built: $(EMU_DEPS)
 $(EMU_DIR)/nn/built: $(EMU_DEPS)
 	@mkdir -p $(dir $@)
 	EMU_ASAN=1 sh tests/emulation/nn/build.sh $(dir $@) && touch $@
-# (bench/exchange: gpu_check_dry.sh packs it)
-EMU_BUILT := $(EMU_DIR)/codec/built $(EMU_DIR)/nn/built $(BUILD)/bench/exchange
+EMU_BUILT := $(EMU_DIR)/codec/built $(EMU_DIR)/nn/built
 ifneq ($(NO_EMU),)
   EMU_BUILT :=
   EMU_TEST_BINS :=

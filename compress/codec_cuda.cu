@@ -629,7 +629,7 @@ static int int8_dec(float *out, size_t n, float weight, int acc, const Pay *p, u
     if (sb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
     if (isinf(127.0f * bits2f(sb))) return -GC_ERR_CORRUPT;
     if (n == 0) return 0;
-    if (any_bad_bytes(p->d + 4, n, BAD_I8)) return -GC_ERR_CORRUPT;
+    if (p->checked ? p->chk1 != 0 : any_bad_bytes(p->d + 4, n, BAD_I8)) return -GC_ERR_CORRUPT;
     k_int8_dec<<<gcx_grid(n), TPB>>>(out, (const int8_t *)(p->d + 4), n, bits2f(sb), weight, acc);
     cudaCheckLast();
     return 0;
@@ -778,7 +778,7 @@ static int terngrad_dec(float *out, size_t n, float weight, int acc, const Pay *
     uint32_t sb = get_u32(p->head);
     if (sb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
     if (nb == 0) return 0;
-    if (any_bad_bytes(p->d + 4, nb, BAD_TERN)) return -GC_ERR_CORRUPT;
+    if (p->checked ? p->chk1 != 0 : any_bad_bytes(p->d + 4, nb, BAD_TERN)) return -GC_ERR_CORRUPT;
     if (n % 4 && (pay_tail(p, 4 + nb - 1) >> (2 * (n % 4)))) return -GC_ERR_CORRUPT; /* padding codes not 0 */
     k_tern_dec<<<gcx_grid(n), TPB>>>(out, p->d + 4, n, bits2f(sb), weight, acc);
     cudaCheckLast();
@@ -810,7 +810,7 @@ static int stoch3_dec(float *out, size_t n, float weight, int acc, const Pay *p,
     uint32_t sb = get_u32(p->head);
     if (sb > DENSE_FINITE_MAX_GPU) return -GC_ERR_CORRUPT;
     if (L == 0) return 0;
-    if (any_bad_bytes(p->d + 4, L, BAD_B3)) return -GC_ERR_CORRUPT;
+    if (p->checked ? p->chk1 != 0 : any_bad_bytes(p->d + 4, L, BAD_B3)) return -GC_ERR_CORRUPT;
     for (size_t j = full; j < L; j++) /* at most 5 bytes, the last ones, hold padding digits */
         if (!b3_pad_ok(pay_tail(p, 4 + j), j, n, L)) return -GC_ERR_CORRUPT;
     k_b3_dec<<<gcx_grid(L), TPB>>>(out, p->d + 4, n, L, bits2f(sb), weight, acc);
@@ -1471,13 +1471,16 @@ static int ternsum_dec(const Codec *c, float *out, size_t n, float weight, int a
     if (get_u16(p->head + 4) != tn || get_u16(p->head + 6) != 0) return -GC_ERR_CORRUPT;
     if (nw == 0) return 0;
     const uint64_t *d = (const uint64_t *)(p->d + 8);
-    uint32_t *bad = (uint32_t *)gcx_dmalloc(4);
-    cudaCheck(cudaMemsetAsync(bad, 0, 4, 0));
-    k_ternsum_check<<<gcx_grid(nw), TPB>>>(bad, d, nw, ts_pow_h(B, (size_t)K), ts_pow_h(B, n - (nw - 1) * (size_t)K));
-    cudaCheckLast();
-    uint32_t h = 0;
-    cudaCheck(cudaMemcpy(&h, bad, 4, cudaMemcpyDeviceToHost));
-    gcx_dfree(bad);
+    uint32_t h = p->chk1; /* the probe's check, where it made it */
+    if (!p->checked) {
+        uint32_t *bad = (uint32_t *)gcx_dmalloc(4);
+        cudaCheck(cudaMemsetAsync(bad, 0, 4, 0));
+        k_ternsum_check<<<gcx_grid(nw), TPB>>>(bad, d, nw, ts_pow_h(B, (size_t)K),
+                                               ts_pow_h(B, n - (nw - 1) * (size_t)K));
+        cudaCheckLast();
+        cudaCheck(cudaMemcpy(&h, bad, 4, cudaMemcpyDeviceToHost));
+        gcx_dfree(bad);
+    }
     int rc = 0;
     if (h) rc = -GC_ERR_CORRUPT;
     else {
@@ -2140,12 +2143,60 @@ __global__ void k_probe_batch(Probe *pr, ProbeTab a, const uint32_t *part, Op32 
     pr[f].crc = d_crc_fold(part + a.first[f], a.nb[f], span, a.z[f]);
 }
 
+/* an int8, terngrad, stoch3 or ternsum payload of up to 64 bytes a thread of the block
+ * checked as its decoder checks it on the device (k_bad_bytes, k_ternsum_check, over the
+ * bytes or words a payload of the right length has): the codec's id, and in *bad whether
+ * a byte or word fails; or 0 where it checked nothing (another codec, a larger payload, or
+ * one whose header the decoder refuses before this check: a ternsum frame whose level
+ * count is 0 or whose length does not fit its count). Every thread of the block calls it;
+ * flag: shared */
+static __device__ int d_dense_check(const uint8_t *frame, size_t len, uint32_t *flag, uint32_t *bad) {
+    if (len < CODEC_HEADER_SIZE + 4) return 0;
+    int id = frame[5];
+    const uint8_t *p = frame + CODEC_HEADER_SIZE;
+    size_t pl = len - CODEC_HEADER_SIZE, n = d_get_u32(frame + 8);
+    if ((id != CODEC_INT8 && id != CODEC_TERNGRAD && id != CODEC_STOCH3 && id != CODEC_TERNSUM) ||
+        pl > (size_t)blockDim.x * 64)
+        return 0;
+    uint64_t B = 0, full = 1, last = 1;
+    size_t nw = 0;
+    if (id == CODEC_TERNSUM) { /* compress/ternsum.c: K digits of base B a word */
+        if (pl < 8 || (B = 2 * (uint64_t)(p[4] | (uint32_t)p[5] << 8) + 1) < 3) return 0;
+        int K = 0;
+        for (uint64_t q = 1; q <= UINT64_MAX / B; q *= B) K++, full *= B;
+        nw = (n + (size_t)K - 1) / (size_t)K;
+        if (pl != 8 + 8 * nw) return 0;
+        for (size_t r = n - (nw ? nw - 1 : 0) * (size_t)K; r > 0; r--) last *= B;
+    }
+    if (threadIdx.x == 0) *flag = 0;
+    __syncthreads();
+    uint32_t b = 0;
+    if (id == CODEC_TERNSUM)
+        for (size_t w = threadIdx.x; w < nw; w += blockDim.x) {
+            uint64_t v = 0;
+            for (int k = 7; k >= 0; k--) v = v << 8 | p[8 + 8 * w + (size_t)k];
+            b |= v >= (w + 1 < nw ? full : last);
+        }
+    else
+        for (size_t j = 4 + threadIdx.x; j < pl; j += blockDim.x) {
+            uint32_t c = p[j];
+            if (id == CODEC_TERNGRAD) b |= c & (c >> 1) & 0x55u; /* a code 3 */
+            else if (id == CODEC_STOCH3) b |= c > B3_MAXLIT;     /* not a base-3^5 byte */
+            else b |= c == 0x80u;                                /* int8 -128 is not a level */
+        }
+    if (b) atomicOr(flag, 1u);
+    __syncthreads();
+    *bad = *flag;
+    return id;
+}
+
 /* block f: frame f's payload checked as its decoder would check it on the device, where the
  * decoder waits for that check and the payload is one the probe takes (the host uses the
  * result once it has found the header valid: probe_check, the decoders): a 3lc zero-run
  * stream as k_tlc_one_dec checks it (the frame's count from its header) where its header
  * says 3lc and it is one k_tlc_one_dec takes; a topk, dgc or sbc payload as its decoder
- * (compress/sparse_check.cuh) */
+ * (compress/sparse_check.cuh); an int8, terngrad, stoch3 or ternsum payload
+ * (d_dense_check) */
 __global__ void __launch_bounds__(TLC_ONE_T) k_probe_checks(Probe *pr, ProbeTab a) {
     __shared__ uint32_t sh[TLC_ONE_T];
     __shared__ uint64_t sh64[TLC_ONE_T];
@@ -2156,6 +2207,8 @@ __global__ void __launch_bounds__(TLC_ONE_T) k_probe_checks(Probe *pr, ProbeTab 
     size_t L = n / 5 + (n % 5 != 0); /* b3_len */
     if (len <= at || frame[5] != CODEC_3LC || L > TLC_ONE_L || len - at > TLC_ONE_L) {
         int rc, id = d_sparse_check(frame, len, sh64, &rc);
+        uint32_t bad = 0;
+        if (!id && (id = d_dense_check(frame, len, sh, &bad))) rc = (int)bad;
         if (threadIdx.x == 0) {
             pr[f].checked = (uint32_t)id;
             pr[f].chk1 = (uint32_t)rc;

@@ -26,8 +26,10 @@
 #          again with its frames in host memory and with the host step, fp32 with
 #          --cudnn fast); WordLSTM throughput (PTB, 50 steps)
 #   bench  bench/resnet_gpu.sh (gcx against PyTorch eager; once more, one round,
-#          with both ranking cuDNN's algorithms by heuristic), bench/codecs_gpu and
-#          bench/exchange (the exchange's host time on this machine's cores)
+#          with both ranking cuDNN's algorithms by heuristic), bench/exchange --device
+#          cuda (the device-resident exchange of ResNet-110 per step: every codec on one
+#          worker, 3lc, dgc and sbc on four sharing the GPU), bench/codecs_gpu and
+#          bench/exchange (the host exchange on this machine's cores)
 #   sanitize  compute-sanitizer memcheck and racecheck (shared-memory races, which
 #          the host emulation cannot show) on the kernel tests, each run capped at
 #          GCX_SANITIZE_SECONDS (default 240)
@@ -409,6 +411,12 @@ phase_bench() {
     bench_run resnet_gpu.sh '^ResNet-[0-9]+ +gcx' "" bench/resnet_gpu.sh
     # what the trainers' reproducible default (--cudnn heuristic) costs, against torch's
     bench_run "resnet_gpu.sh HEURISTIC=1" '^ResNet-[0-9]+ +gcx' "" env HEURISTIC=1 ROUNDS=1 SGD=host bench/resnet_gpu.sh
+    # the device-resident exchange per step: what a GPU trainer's step spends after its
+    # backward (docs/GPU.md "Waits and launches"), without the model
+    bench_run "exchange --device cuda" '^[a-z0-9]+ ' "exchange cuda " build/bench/exchange --device cuda \
+        "${EXCHANGE_ARGS[@]}"
+    bench_run "exchange --device cuda --workers 4" '^[a-z0-9]+ ' "exchange cuda 4w " build/bench/exchange \
+        --device cuda --workers 4 --codec 3lc --codec dgc --codec sbc "${EXCHANGE_ARGS[@]}"
     bench_run codecs_gpu '^(GPU codec|codec |[a-z0-9]+)' "" build/bench/codecs_gpu "${CODECS_ARGS[@]}"
     # the exchange's host time with this host's cores (docs/DIST.md "Host time")
     bench_run exchange '^[a-z0-9]+ ' "exchange " env OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-active}" \

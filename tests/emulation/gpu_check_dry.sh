@@ -14,7 +14,7 @@
 # own trainers, which find no GPU, must report each failed GPU run with its error.
 #
 #   tests/emulation/gpu_check_dry.sh [EMU_DIR]   EMU_DIR: build/emu (codec/ and nn/)
-# Needs ./gcx and build/bench/exchange (make all bench). Ends with "RESULT passed failed";
+# Needs ./gcx (make all). Ends with "RESULT passed failed";
 # LOG_DIR=DIR keeps gpu_check.sh's output and logs.
 set -u
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -37,7 +37,7 @@ if [ -x "$EMU/nn/train_resnet_nccl_emu" ]; then nccl=1; rn=$EMU/nn/train_resnet_
 map=(
     "$rn train_resnet" "$EMU/nn/train_lstm_emu train_lstm" "$EMU/nn/train_lenet_emu train_lenet"
     "$REPO/gcx gcx" "$EMU/nn/resnet_gpu_emu build/bench/resnet_gpu" "$EMU/codec/codecs_gpu_emu build/bench/codecs_gpu"
-    "$REPO/build/bench/exchange build/bench/exchange"
+    "$EMU/nn/exchange_emu build/bench/exchange"
     "$EMU/codec/test_optim_emu build/tests/cuda/test_optim_cuda"
     "$EMU/nn/test_nn_cuda_lenet_emu build/tests/cuda/test_nn_cuda_lenet"
 )
@@ -152,6 +152,10 @@ has "^bench +ResNet-8 +gcx \(device SGD\) +[0-9.]+ img/s.*$vs" "resnet_gpu.sh, d
 has "^bench +ResNet-8 +gcx \(host SGD, heuristic\) +[0-9.]+ img/s.*$vs" "resnet_gpu.sh HEURISTIC=1"
 has '^bench +3lc:s=1 +4096 ' "codecs_gpu"
 has '^bench +exchange 3lc ' "exchange"
+for c in fp32 3lc dgc sbc gcomp terngrad; do # (the emulation adds its waits and operations per step)
+    has "^bench +exchange cuda $c +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+$" "exchange --device cuda, $c"
+done
+for c in 3lc dgc sbc; do has "^bench +exchange cuda 4w $c " "exchange --device cuda --workers 4, $c"; done
 for r in "memcheck ops" "racecheck ops" "memcheck lstm" "memcheck codecs" "memcheck resnet"; do
     has "^sanitize $r: clean; ========= ERROR SUMMARY: 0 errors RESULT 1 0$" "sanitize $r"
 done
@@ -187,7 +191,7 @@ check $? "failing GPU runs: the 6 CPU runs of the pairs still evaluate"
     >"$TMP/late.txt" 2>&1
 check $? "gpu_check.sh --deadline 1 exited $?"
 n=$(grep -c 'skipped (--deadline reached)' "$TMP/late/summary.txt")
-want=$((20 + ptb + 2 * cifar)) # the tests, 6 pairs, 2 resume checks, 7 breakdowns, 4 benchmarks, the word LSTM, 2 CIFAR pairs
+want=$((22 + ptb + 2 * cifar)) # the tests, 6 pairs, 2 resume checks, 7 breakdowns, 6 benchmarks, the word LSTM, 2 CIFAR pairs
 [ "$n" -eq "$want" ]
 check $? "--deadline 1: $n steps said they were skipped, expected $want"
 "$R/scripts/gpu_check.sh" --deadline x >/dev/null 2>&1
