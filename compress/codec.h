@@ -76,6 +76,10 @@ typedef struct {
     uint64_t seed;
     /* in: terngrad/stoch3 shared scalar (scalar sharing, TernGrad 3.1); NULL = own */
     const float *scalar;
+    /* in, GPU codecs only (compress/codec_cuda.h): terngrad's, stoch3's or ternsum's local
+     * statistics of x as the encoder would compute them, {clip, own scalar}, from
+     * codec_local_stats_cuda; NULL = the encoder computes them (a wait for the device) */
+    const float *local;
     /* in: gcomp per-value truncation level 0..3 = 0/6/12/18 mantissa bits; NULL = all 0 */
     const uint8_t *levels;
     /* in: dgc/topk/sbc override of the density/ratio/p parameter (DGC warm-up); 0 = spec's */

@@ -297,12 +297,12 @@ typedef struct {
  * lanes of the CPU's two 8-wide double vectors (lane k: values 16t + k of the
  * block, t increasing); everybody stages tiles and computes the max.
  *   out: [nblocks]; x: [n] */
-__global__ void k_block_sums(GpuSums *out, const float *x, size_t n, int kind) {
+__device__ void d_block_sums(GpuSums *out, const float *x, size_t n, int kind, size_t blk) {
     __shared__ float tile[SUM_TILE];
     __shared__ double la[16], lb[16];
     __shared__ uint32_t lc[16];
     __shared__ uint32_t bmax;
-    const size_t lo = (size_t)blockIdx.x * DENSE_BLOCK_GPU;
+    const size_t lo = blk * DENSE_BLOCK_GPU;
     const size_t len = n - lo < DENSE_BLOCK_GPU ? n - lo : DENSE_BLOCK_GPU;
     const size_t full = len / 16 * 16;
     const float *xb = x + lo;
@@ -376,8 +376,45 @@ __global__ void k_block_sums(GpuSums *out, const float *x, size_t n, int kind) {
         r.b = rb;
         r.c = rc;
         r.m = kind == 0 ? mm : 0;
-        out[blockIdx.x] = r;
+        *out = r;
     }
+}
+
+__global__ void k_block_sums(GpuSums *out, const float *x, size_t n, int kind) {
+    d_block_sums(out + blockIdx.x, x, n, kind, blockIdx.x);
+}
+
+/* the block sums (kind 0) of several tensors in one launch: tensor i is x[i][0, n[i]), its
+ * blocks first[i] .. first[i + 1] - 1 (found with constant indices: the table stays in the
+ * kernel's parameter space). out: [first[k]] */
+typedef struct {
+    const float *x[CODEC_BATCH];
+    uint64_t n[CODEC_BATCH];
+    uint32_t first[CODEC_BATCH + 1];
+    uint8_t kind[CODEC_BATCH]; /* k_block_sums' kind of each tensor */
+    unsigned k;
+} SumsTab;
+__global__ void k_block_sums_tab(GpuSums *out, SumsTab a) {
+    const float *x = NULL;
+    size_t n = 0, blk = 0;
+    int kind = 0;
+#pragma unroll
+    for (unsigned i = 0; i < CODEC_BATCH; i++)
+        if (i < a.k && blockIdx.x >= a.first[i] && blockIdx.x < a.first[i + 1])
+            x = a.x[i], n = a.n[i], blk = blockIdx.x - a.first[i], kind = a.kind[i];
+    d_block_sums(out + blockIdx.x, x, n, kind, blk);
+}
+
+/* blocks' sums combined in block order (the CPU's), on the host */
+static GpuSums sums_combine(const GpuSums *h, size_t nb) {
+    GpuSums r = {0.0, 0.0, 0.0, 0};
+    for (size_t b = 0; b < nb; b++) {
+        r.a += h[b].a;
+        r.b += h[b].b;
+        r.c += h[b].c;
+        r.m = h[b].m > r.m ? h[b].m : r.m;
+    }
+    return r;
 }
 
 /* the whole-tensor sums, blocks combined in block order on the host. x: [n] device */
@@ -395,12 +432,7 @@ static GpuSums block_sums(const float *x, size_t n, int kind) {
     }
     cudaCheck(cudaMemcpy(h, d, nb * sizeof(GpuSums), cudaMemcpyDeviceToHost));
     gcx_dfree(d);
-    for (size_t b = 0; b < nb; b++) {
-        r.a += h[b].a;
-        r.b += h[b].b;
-        r.c += h[b].c;
-        r.m = h[b].m > r.m ? h[b].m : r.m;
-    }
+    r = sums_combine(h, nb);
     free(h);
     return r;
 }
@@ -441,6 +473,23 @@ static int any_bad_bytes(const uint8_t *p_dev, size_t n, int what) {
     cudaCheck(cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost));
     gcx_dfree(d);
     return h != 0;
+}
+
+static thread_local void *t_pinned;
+static thread_local size_t t_pinned_n;
+static pthread_key_t pinned_key;
+static pthread_once_t pinned_once = PTHREAD_ONCE_INIT;
+static void pinned_end(void *p) { cudaFreeHost(p); }
+static void pinned_init(void) { pthread_key_create(&pinned_key, pinned_end); }
+void *gcx_pinned(size_t bytes) {
+    if (bytes > t_pinned_n || !t_pinned) {
+        pthread_once(&pinned_once, pinned_init);
+        if (t_pinned) cudaCheck(cudaFreeHost(t_pinned));
+        cudaCheck(cudaMallocHost(&t_pinned, bytes ? bytes : 1));
+        t_pinned_n = bytes;
+        pthread_setspecific(pinned_key, t_pinned);
+    }
+    return t_pinned;
 }
 
 uint8_t *gcx_upload(const uint8_t *p, size_t len) {
@@ -604,7 +653,7 @@ __global__ void k_int8_dec(float *out, const int8_t *q, size_t n, float scale, f
 
 static int64_t int8_enc(uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
     if (cap < 4 + n) return -GC_ERR_NOSPACE;
-    uint32_t mb = gcx_absmax_bits(x, n);
+    uint32_t mb = side->local ? (isnan(side->local[1]) ? UINT32_MAX : f2bits(side->local[1])) : gcx_absmax_bits(x, n);
     if (mb > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
     /* compress/int8.c, the same host arithmetic */
     float maxabs = bits2f(mb), scale = maxabs / 127.0f;
@@ -645,18 +694,15 @@ typedef struct {
 
 /* compress/terngrad.c tg_local: the clip threshold (TernGrad 3.3, eq. 21) and
  * the local scalar (3.1 eq. 2), from device reductions in the CPU's order */
-static int tg_local(float *clip, float *s, double cc, const float *x, size_t n) {
+/* the same from x's sums m (kind 0: the max of |x| alone where cc <= 0 or n == 0) */
+static int tg_from_sums(float *clip, float *s, double cc, const GpuSums *m, size_t n) {
+    if (m->m > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
+    float maxabs = bits2f(m->m);
     if (cc <= 0.0 || n == 0) {
-        uint32_t mb = gcx_absmax_bits(x, n);
-        if (mb > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
-        *clip = bits2f(mb);
-        *s = *clip;
+        *clip = *s = maxabs;
         return 0;
     }
-    GpuSums m = block_sums(x, n, 0);
-    if (m.m > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
-    float maxabs = bits2f(m.m);
-    double mean = m.a / (double)n, var = m.b / (double)n - mean * mean;
+    double mean = m->a / (double)n, var = m->b / (double)n - mean * mean;
     double sigma = sqrt(var > 0.0 ? var : 0.0);
     float thr = (float)(cc * sigma);
     *clip = thr;
@@ -664,8 +710,23 @@ static int tg_local(float *clip, float *s, double cc, const float *x, size_t n) 
     return 0;
 }
 
+static int tg_local(float *clip, float *s, double cc, const float *x, size_t n) {
+    GpuSums m = {0.0, 0.0, 0.0, 0};
+    if (cc <= 0.0 || n == 0) m.m = gcx_absmax_bits(x, n);
+    else m = block_sums(x, n, 0);
+    return tg_from_sums(clip, s, cc, &m, n);
+}
+
+/* side->local's statistics (codec_local_stats_cuda) where given, else tg_local's */
 static int tg_prepare(TgQ *q, const Codec *c, const float *x, size_t n, const CodecSide *side) {
-    int rc = tg_local(&q->clip, &q->s, c->spec.v[0], x, n);
+    int rc = 0;
+    if (side->local) {
+        q->clip = side->local[0];
+        q->s = side->local[1];
+        if (isnan(q->clip) || isnan(q->s)) rc = -GC_ERR_PARAM;
+    } else {
+        rc = tg_local(&q->clip, &q->s, c->spec.v[0], x, n);
+    }
     if (rc) return rc;
     if (side->scalar) { /* scalar sharing (TernGrad 3.1, eq. 4) */
         float sh = *side->scalar;
@@ -1296,14 +1357,27 @@ __global__ void k_onebit_dec(float *out, const uint8_t *p, size_t n, float pos, 
     GRID_STRIDE(i, n) store_out(out, i, (p[i >> 3] >> (i & 7)) & 1 ? pos : neg, weight, acc);
 }
 
+/* the means of the values >= 0 and < 0 from their sums (kind 1), NaN where a sum is not
+ * finite (the encoder's error) */
+static void onebit_means(float *pos, float *neg, const GpuSums *s, size_t n) {
+    double cpos = s->c, cneg = (double)n - s->c;
+    *pos = cpos > 0 ? (float)(s->a / cpos) : 0.0f;
+    *neg = cneg > 0 ? (float)(s->b / cneg) : 0.0f;
+    if (!isfinite(s->a) || !isfinite(s->b)) *pos = *neg = NAN;
+}
+
 static int64_t onebit_enc(uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
     size_t nb = n / 8 + (n % 8 != 0);
     if (cap < 8 + nb) return -GC_ERR_NOSPACE;
-    GpuSums s = block_sums(x, n, 1);
-    if (!isfinite(s.a) || !isfinite(s.b)) return -GC_ERR_PARAM;
-    double cpos = s.c, cneg = (double)n - s.c;
-    float pos = cpos > 0 ? (float)(s.a / cpos) : 0.0f;
-    float neg = cneg > 0 ? (float)(s.b / cneg) : 0.0f;
+    float pos, neg;
+    if (side->local) {
+        pos = side->local[0];
+        neg = side->local[1];
+    } else {
+        GpuSums s = block_sums(x, n, 1);
+        onebit_means(&pos, &neg, &s, n);
+    }
+    if (isnan(pos) || isnan(neg)) return -GC_ERR_PARAM;
     uint8_t hdr[8];
     put_f32(hdr, pos);
     put_f32(hdr + 4, neg);
@@ -1437,9 +1511,8 @@ static int64_t ternsum_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, s
     int K = ts_digits_h(B);
     size_t nw = (n + (size_t)K - 1) / (size_t)K;
     if (cap < 8 + 8 * nw) return -GC_ERR_NOSPACE;
-    uint32_t mb = gcx_absmax_bits(x, n);
-    if (mb > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
-    float s = bits2f(mb);
+    float s = side->local ? side->local[1] : bits2f(gcx_absmax_bits(x, n)); /* max|x| */
+    if (isnan(s) || f2bits(s) > DENSE_FINITE_MAX_GPU) return -GC_ERR_PARAM;
     if (side->scalar) {
         s = *side->scalar;
         if (!(s >= 0.0f) || isinf(s)) return -GC_ERR_PARAM;
@@ -2415,8 +2488,59 @@ int codec_decode_acc_cuda_dev(CodecCuda *g, float *out, size_t n, float weight, 
     return decode_frame_dev(g, out, n, weight, 1, frame, len);
 }
 
+int codec_cuda_local_stats_of(const CodecCuda *g) {
+    CodecId id = g->spec.ops->id;
+    return id == CODEC_TERNGRAD || id == CODEC_STOCH3 || id == CODEC_TERNSUM || id == CODEC_INT8 || id == CODEC_ONEBIT;
+}
+
 float codec_local_scalar_cuda(CodecCuda *g, const float *x, size_t n) {
     CodecId id = g->spec.ops->id;
     if (id != CODEC_TERNGRAD && id != CODEC_STOCH3) return NAN;
     return tg_local_scalar(g->cpu, x, n);
+}
+
+void codec_local_stats_cuda(CodecCuda *const *g, const float *const *x, const size_t *n, size_t k, float *local) {
+    size_t *nb = (size_t *)mallocCheck((k ? k : 1) * sizeof(size_t)), total = 0;
+    for (size_t i = 0; i < k; i++) total += nb[i] = (n[i] + DENSE_BLOCK_GPU - 1) / DENSE_BLOCK_GPU;
+    GpuSums *d = (GpuSums *)gcx_dmalloc((total ? total : 1) * sizeof(GpuSums));
+    SumsTab a;
+    memset(&a, 0, sizeof a);
+    size_t base = 0, blocks = 0;
+    for (size_t i = 0; i <= k; i++) { /* a table of CODEC_BATCH tensors a launch */
+        if (a.k == CODEC_BATCH || (i == k && a.k)) {
+            a.first[a.k] = (uint32_t)blocks;
+            k_block_sums_tab<<<(unsigned)blocks, TPB>>>(d + base, a);
+            cudaCheckLast();
+            base += blocks;
+            blocks = 0;
+            memset(&a, 0, sizeof a);
+        }
+        if (i < k && nb[i]) {
+            a.x[a.k] = x[i];
+            a.n[a.k] = n[i];
+            a.kind[a.k] = g[i]->spec.ops->id == CODEC_ONEBIT;
+            a.first[a.k++] = (uint32_t)blocks;
+            blocks += nb[i];
+        }
+    }
+    GpuSums *h = (GpuSums *)gcx_pinned(total * sizeof(GpuSums));
+    if (total) cudaCheck(cudaMemcpy(h, d, total * sizeof(GpuSums), cudaMemcpyDeviceToHost)); /* the one wait */
+    gcx_dfree(d);
+    base = 0;
+    for (size_t i = 0; i < k; i++) {
+        GpuSums m = sums_combine(h + base, nb[i]);
+        base += nb[i];
+        CodecId id = g[i]->spec.ops->id;
+        float clip = NAN, s = NAN;
+        if (id == CODEC_TERNGRAD || id == CODEC_STOCH3) {
+            if (tg_from_sums(&clip, &s, g[i]->cpu->spec.v[0], &m, n[i])) clip = s = NAN;
+        } else if ((id == CODEC_TERNSUM || id == CODEC_INT8) && m.m <= DENSE_FINITE_MAX_GPU) {
+            clip = s = bits2f(m.m);
+        } else if (id == CODEC_ONEBIT) {
+            onebit_means(&clip, &s, &m, n[i]);
+        }
+        local[2 * i] = clip;
+        local[2 * i + 1] = s;
+    }
+    free(nb);
 }

@@ -13,6 +13,7 @@
  *   CodecSide.repr, CodecSide.mask DEVICE memory ([n] floats / [n] bytes), or NULL
  *   CodecSide.levels               DEVICE memory ([n] bytes, gcomp), or NULL
  *   CodecSide.scalar               HOST pointer to one float (terngrad/stoch3 sharing)
+ *   CodecSide.local                HOST pointer to two floats (codec_local_stats_cuda), or NULL
  *   CodecSide.seed, .density       as on the CPU; .threads is ignored
  *
  * For the same input, seed, levels and call sequence a CodecCuda produces
@@ -227,6 +228,16 @@ void cuda_put_bytes(void *dev, const void *src, size_t n);
 /* terngrad/stoch3: the scalar the codec would use for x (TernGrad 3.1), as
  * codec_local_scalar; NaN for other codecs or non-finite input.  x: [n] device */
 float codec_local_scalar_cuda(CodecCuda *g, const float *x, size_t n);
+/* k tensors' local statistics at once, from one launch of their sums for every
+ * CODEC_BATCH tensors and one read, as each one's encoder would compute them: terngrad
+ * and stoch3 (TernGrad 3.1 and 3.3) local[2i] the clipping threshold and local[2i + 1]
+ * the codec's own scalar of x[i]; ternsum and int8 max|x[i]| twice; onebit the means of
+ * the values >= 0 and < 0. NaN for non-finite input and for other codecs. Given to the
+ * encoder of the same x as CodecSide.local, they spare it a wait.  g, x (device), n: [k];
+ * local: [2k] host */
+void codec_local_stats_cuda(CodecCuda *const *g, const float *const *x, const size_t *n, size_t k, float *local);
+/* 1 where g's encoder takes such statistics (terngrad, stoch3, ternsum, int8, onebit) */
+int codec_cuda_local_stats_of(const CodecCuda *g);
 
 /* ---- internal: shared by the compress .cu files only (define GC_CODEC_CUDA_INTERNAL) ----
  * Plain C types, so this header stays includable from C. */
@@ -259,6 +270,12 @@ void *gcx_dmalloc(size_t bytes);
 void gcx_dfree(void *p);
 /* a device copy (gcx_dmalloc) of len host bytes */
 uint8_t *gcx_upload(const uint8_t *p, size_t len);
+/* the calling thread's page-locked host buffer of at least bytes (its contents kept only
+ * up to the next call), for copies that then wait for nothing or go by DMA: one buffer a
+ * thread however many codecs it runs, freed when the thread ends. A copy into or out of
+ * it must be complete before the thread's next call (each user waits for its own before
+ * it returns) */
+void *gcx_pinned(size_t bytes);
 /* n as CUB's item count; exits with a message when this CUB cannot count that
  * far (CUB before 3.0 may take int counts: at most 2^31 - 1) */
 int64_t gcx_cub_items(size_t n);

@@ -46,7 +46,6 @@ extern "C" {
 }
 #include "compress/codec_cuda.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -806,28 +805,6 @@ static void dtab_fit(GpState *st, int ntheta) {
     st->dtab_n = ntheta;
 }
 
-/* What a decode uploads, page-locked so that the upload waits for nothing: the table its
- * frame carries (if any), then its chunks' descriptors. One buffer a thread (a run's
- * decoders, a codec each for every tensor, slot and peer, would otherwise pin as many),
- * reused by the thread's next decode, which comes after this one has read its results and
- * so after the upload; freed when the thread ends */
-static thread_local uint8_t *t_stage;
-static thread_local size_t t_stage_n;
-static pthread_key_t stage_key;
-static pthread_once_t stage_once = PTHREAD_ONCE_INIT;
-static void stage_end(void *p) { cudaFreeHost(p); }
-static void stage_init(void) { pthread_key_create(&stage_key, stage_end); }
-static uint8_t *upload_stage(size_t bytes) {
-    if (bytes > t_stage_n) {
-        pthread_once(&stage_once, stage_init);
-        if (t_stage) cudaCheck(cudaFreeHost(t_stage));
-        cudaCheck(cudaMallocHost((void **)&t_stage, bytes));
-        t_stage_n = bytes;
-        pthread_setspecific(stage_key, t_stage);
-    }
-    return t_stage;
-}
-
 /* The payload's parts the host parses (block header, table section, chunk headers: a
  * prefix of at most 28 + GCOMP_TABLE_MAX + 20 C bytes) are read from host (a host frame)
  * or copied down from p->d (a device frame: in one copy for up to GP_PREFIX_CHUNKS chunks,
@@ -886,7 +863,7 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         return rc;
     }
     size_t tb = b.table ? tab_bytes(ntheta) : 0, up = tb + nch * sizeof(GpChunkD);
-    uint8_t *stage = upload_stage(up), *dup = NULL;
+    uint8_t *stage = (uint8_t *)gcx_pinned(up), *dup = NULL; /* the upload waits for nothing */
     if (b.table) tab_put(stage, t);
     rc = gcomp_chunks_parse((GpChunkD *)(stage + tb), payload, len, at, &b, n);
     if (!rc) {

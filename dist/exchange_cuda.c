@@ -74,6 +74,13 @@ struct ExchangeCuda {
     size_t *fat;        /* [T] their offsets in the bundle */
     double *fsec;       /* [T] and each frame's encoding time */
     size_t *roff, *rn;  /* [T] ranges of tensors for exchange_cuda_ranges (ranges) */
+    float *local;       /* [2T] a pass's local statistics of tensor t at 2t (local_stats) */
+    int *has_local;     /* [T] whether local holds tensor t's for this pass */
+    CodecCuda **lg;     /* [T] local_stats' arguments to codec_local_stats_cuda */
+    const float **lx;
+    size_t *ln;
+    int *lt;
+    float *lbuf;        /* [2T] its results */
     int coded;          /* a push has been encoded: the codecs' state is the host's to save */
     /* the ring (GCOMP section 6.2) */
     CodecCuda **renc, **rdec; /* [T * 2N] tensor t's encoder and decoder of slot s at t * 2N + s
@@ -200,6 +207,13 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     for (int t = 0; t < x->T; t++) x->mem[t] = exchange_memory_kind(ex, t);
     x->roff = callocCheck((size_t)x->T + 1, sizeof *x->roff); /* every topology's optimizer takes ranges */
     x->rn = callocCheck((size_t)x->T + 1, sizeof *x->rn);
+    x->local = callocCheck(2 * (size_t)x->T + 1, sizeof *x->local);
+    x->has_local = callocCheck((size_t)x->T + 1, sizeof *x->has_local);
+    x->lg = callocCheck((size_t)x->T + 1, sizeof *x->lg);
+    x->lx = callocCheck((size_t)x->T + 1, sizeof *x->lx);
+    x->ln = callocCheck((size_t)x->T + 1, sizeof *x->ln);
+    x->lt = callocCheck((size_t)x->T + 1, sizeof *x->lt);
+    x->lbuf = callocCheck(2 * (size_t)x->T + 1, sizeof *x->lbuf);
     x->h_resid = exchange_residual(ex);
     x->h_vel = exchange_velocity(ex);
     x->h_anchor = exchange_anchor(ex);
@@ -339,6 +353,13 @@ void exchange_cuda_free(ExchangeCuda *x) {
     free(x->penc);
     free(x->pdec);
     free(x->scalars);
+    free(x->local);
+    free(x->has_local);
+    free(x->lg);
+    free(x->lx);
+    free(x->ln);
+    free(x->lt);
+    free(x->lbuf);
     free(x->share);
     free(x->mem);
     bytebuf_free(&x->out);
@@ -541,14 +562,41 @@ static void memory_in(ExchangeCuda *x, const float *d_params) {
                          (float)x->cfg.dgc_momentum, x->cfg.dgc_nesterov, x->roff, x->rn, k);
 }
 
+/* The local statistics of a pass's values (terngrad's and stoch3's scalar and clipping
+ * threshold, max|x| of ternsum and int8, onebit's means: codec_local_stats_cuda) for every
+ * tensor whose encoder enc[t] takes them, of v over chunk c (c < 0: whole tensors), into x->local: one wait for them all,
+ * where each encoder would wait for its own */
+static void local_stats(ExchangeCuda *x, CodecCuda *const *enc, const float *v, int c) {
+    size_t k = 0;
+    for (int t = 0; t < x->T; t++) {
+        size_t lo, n = pass_n(x, t, c, &lo);
+        x->has_local[t] = 0;
+        if (!n || !codec_cuda_local_stats_of(enc[t])) continue;
+        x->lg[k] = enc[t];
+        x->lx[k] = v + t_off(x, t) + lo;
+        x->ln[k] = n;
+        x->lt[k++] = t;
+    }
+    if (k) codec_local_stats_cuda(x->lg, x->lx, x->ln, k, x->lbuf);
+    for (size_t i = 0; i < k; i++) {
+        int t = x->lt[i];
+        x->local[2 * t] = x->lbuf[2 * i];
+        x->local[2 * t + 1] = x->lbuf[2 * i + 1];
+        x->has_local[t] = 1;
+    }
+}
+
 /* TernGrad's scalar sharing (TernGrad section 3.1), as exchange.c's encode_all:
- * every tensor's scalar of x on the device, the max over workers by the Comm (T
- * floats, counted as traffic as on the host) */
+ * every tensor's scalar of x on the device (codec_local_scalar_cuda's, all at once), the
+ * max over workers by the Comm (T floats, counted as traffic as on the host) */
 static void share_scalars(ExchangeCuda *x) {
     if (!x->share_any) return;
-    for (int t = 0; t < x->T; t++)
-        if (x->pol[t].spec.ops->local_scalar)
-            x->scalars[t] = codec_local_scalar_cuda(x->enc[t], x->d_work + t_off(x, t), t_n(x, t));
+    local_stats(x, x->enc, x->d_work, -1);
+    for (int t = 0; t < x->T; t++) {
+        if (!x->pol[t].spec.ops->local_scalar) continue;
+        int id = codec_cuda_spec(x->enc[t])->ops->id;
+        x->scalars[t] = x->has_local[t] && (id == CODEC_TERNGRAD || id == CODEC_STOCH3) ? x->local[2 * t + 1] : NAN;
+    }
     comm_allreduce_f32(x->comm, x->scalars, (size_t)x->T, COMM_MAX);
 }
 
@@ -835,6 +883,7 @@ static void encode_pass(ExchangeCuda *x, const EncPass *p, const float *d_lp, co
         ranges(x, c, EXCHANGE_RANGE_ADD, x->d_work, x->d_resid, NULL, NULL, MEM_RESIDUAL, 0);
     }
     if (pull_mem) ranges(x, c, EXCHANGE_RANGE_ADD, vals, x->d_pullres, NULL, NULL, RANGES_MEMORY, 0);
+    local_stats(x, enc, vals, c);
     for (int t = 0; t < x->T; t++) { /* the frames, in tensor order */
         size_t lo, n = pass_n(x, t, c, &lo), at = t_off(x, t) + lo;
         if (n == 0) continue;
@@ -846,6 +895,7 @@ static void encode_pass(ExchangeCuda *x, const EncPass *p, const float *d_lp, co
         side.mask = pull ? NULL : x->d_mask + at; /* what this worker sent; not the server's pull */
         side.density = density;
         if (!ring && x->share[t] && (!pull || x->grad_pull)) side.scalar = &x->scalars[t];
+        if (x->has_local[t]) side.local = &x->local[2 * t];
         if (codec_cuda_spec(enc[t])->ops->id == CODEC_GCOMP) {
             gcomp_levels(x, pull, t, lo, n, v, d_lp, opt, lr);
             side.levels = x->d_levels + at;

@@ -52,7 +52,7 @@
  *   1. x = g (+ the residual; DGC: g clipped locally, + weight decay, then
  *      u = m u + g, v += u, x = v) per tensor, on the device
  *   1b. with the shared scalar (TernGrad section 3.1): every tensor's local
- *      scalar of x (codec_local_scalar_cuda, on the device), the max over
+ *      scalar of x (codec_local_stats_cuda, on the device, every tensor's at once), the max over
  *      workers by the Comm's allreduce of the T floats (counted as traffic, as
  *      on the host), passed to the GPU codec as its scalar
  *   2. each tensor's frame by its GPU codec (compress/codec_cuda.h: the CPU

@@ -774,6 +774,97 @@ static void one_case(const char *text, size_t n, int d, uint64_t seed, int corru
 }
 
 /* side variations: repr aliasing x, scalar sharing, density override, bad levels, local scalar */
+
+/* codec_local_stats_cuda over NS slices of x at once (more than a table of CODEC_BATCH, one
+ * of them empty): each slice's scalar that of codec_local_scalar (terngrad, stoch3), and
+ * the frame of an encoder given its statistics (CodecSide.local) the CPU's frame */
+#define NS 70
+static void local_stats_case(const char *text, const CodecSpec *spec, CodecCuda *g, Codec *c, const float *x,
+                             const float *dx, size_t n, uint64_t seed, uint8_t *fc, uint8_t *fg, size_t cap) {
+    CodecCuda *gs[NS];
+    const float *xs[NS];
+    size_t ns[NS], off[NS];
+    float loc[2 * NS];
+    for (int i = 0; i < NS; i++) {
+        off[i] = (size_t)i * n / NS;
+        ns[i] = i == 7 ? 0 : (size_t)(i + 1) * n / NS - off[i] + (i % 3 == 0 && (size_t)(i + 1) * n / NS < n);
+        gs[i] = g;
+        xs[i] = dx + off[i];
+    }
+    codec_local_stats_cuda(gs, xs, ns, NS, loc);
+    int id = spec->ops->id, bad = -1;
+    for (int i = 0; i < NS && (id == CODEC_TERNGRAD || id == CODEC_STOCH3); i++) {
+        float sl = codec_local_scalar(c, x + off[i], ns[i]);
+        if (memcmp(&sl, &loc[2 * i + 1], 4) && !(isnan(sl) && isnan(loc[2 * i + 1])) && bad < 0) bad = i;
+    }
+    SAME(bad < 0, "%s n=%zu: codec_local_stats_cuda's scalar of slice %d differs from the cpu's", text, n, bad);
+    for (int i = 0; i < NS; i += 23) {
+        Codec *c2 = codec_new(spec);
+        CodecCuda *g2 = codec_cuda_new(spec);
+        CodecSide sc = {0}, sg = {0};
+        sc.seed = sg.seed = seed;
+        sg.local = &loc[2 * i];
+        int64_t lc = codec_encode(c2, fc, cap, x + off[i], ns[i], &sc);
+        int64_t lg = codec_encode_cuda(g2, fg, cap, dx + off[i], ns[i], &sg);
+        SAME(lc == lg && (lc <= 0 || first_diff(fc, fg, (size_t)lc) < 0),
+             "%s n=%zu: slice %d encoded with its local statistics: cpu %lld gpu %lld", text, n, i, (long long)lc,
+             (long long)lg);
+        codec_free(c2);
+        codec_cuda_free(g2);
+    }
+}
+#undef NS
+
+/* the same for tensors of several 65,536-value blocks (the sums' blocks, combined in their
+ * order), one of them with a NaN in its third block, which the scalar and the encoder refuse */
+static void local_stats_large(const char *text) {
+    static const size_t sz[4] = {2 * 65536 + 77, 5, 65536, 3 * 65536 + 1};
+    size_t total = 0, at[4];
+    for (int i = 0; i < 4; i++) at[i] = total, total += sz[i];
+    float *x = malloc(total * sizeof(float)), *dx = dalloc_f(total);
+    Rng r;
+    rng_init(&r, 4242, 0);
+    for (size_t i = 0; i < total; i++) x[i] = rng_normal(&r) * (i % 1000 == 0 ? 40.0f : 1e-2f);
+    x[at[3] + 2 * 65536 + 9] = NAN;
+    up(dx, x, total * sizeof(float));
+    CodecSpec spec;
+    char err[128];
+    CHECK(codec_parse(&spec, text, err, sizeof err) == 0, "%s: %s", text, err);
+    CodecCuda *g = codec_cuda_new(&spec), *gs[4] = {g, g, g, g};
+    Codec *c = codec_new(&spec);
+    const float *xs[4];
+    float loc[8];
+    for (int i = 0; i < 4; i++) xs[i] = dx + at[i];
+    codec_local_stats_cuda(gs, xs, sz, 4, loc);
+    size_t cap = codec_max_frame(c, total);
+    uint8_t *fc = malloc(cap), *fg = malloc(cap);
+    for (int i = 0; i < 4; i++) {
+        if (spec.ops->id == CODEC_TERNGRAD || spec.ops->id == CODEC_STOCH3) {
+            float sl = codec_local_scalar(c, x + at[i], sz[i]);
+            SAME(!memcmp(&sl, &loc[2 * i + 1], 4) || (isnan(sl) && isnan(loc[2 * i + 1])),
+                 "%s: the local scalar of %zu values: cpu %a, codec_local_stats_cuda %a", text, sz[i], sl, loc[2 * i + 1]);
+        }
+        Codec *c2 = codec_new(&spec);
+        CodecCuda *g2 = codec_cuda_new(&spec);
+        CodecSide sc = {0}, sg = {0};
+        sc.seed = sg.seed = 77;
+        sg.local = &loc[2 * i];
+        int64_t lc = codec_encode(c2, fc, cap, x + at[i], sz[i], &sc);
+        int64_t lg = codec_encode_cuda(g2, fg, cap, dx + at[i], sz[i], &sg);
+        SAME(lc == lg && (lc <= 0 || first_diff(fc, fg, (size_t)lc) < 0) && (i < 3 || lc == -GC_ERR_PARAM),
+             "%s: %zu values encoded with their local statistics: cpu %lld gpu %lld", text, sz[i], (long long)lc,
+             (long long)lg);
+        codec_free(c2);
+        codec_cuda_free(g2);
+    }
+    codec_free(c);
+    codec_cuda_free(g);
+    free(x);
+    free(fc);
+    free(fg);
+    cudaCheck(cudaFree(dx));
+}
+
 static void side_cases(const char *text, size_t n, int d, uint64_t seed) {
     CodecSpec spec;
     char err[256];
@@ -841,6 +932,8 @@ static void side_cases(const char *text, size_t n, int d, uint64_t seed) {
         float sgl = codec_local_scalar_cuda(g, dx, n);
         SAME(isnan(sgl), "%s: local scalar of a non-TernGrad codec is NaN", text);
     }
+    if (codec_cuda_local_stats_of(g))
+        local_stats_case(text, &spec, g, c, x, dx, n, seed, fc, fg, cap);
     if (is_sparse(id)) {
         double dens[3] = {0.05, 1.0, 1.5}; /* override, everything, invalid */
         for (int k = 0; k < 3; k++) {
@@ -1491,6 +1584,17 @@ int main(void) {
             for (int k = 0; k < (int)(sizeof mis_n / sizeof mis_n[0]); k++)
                 misaligned_payload(mis_specs[s], mis_n[k], k & 1 ? 1 : 0, 40 + (uint64_t)k);
         printf("  %-28s %6d checks, %d failed\n", "misaligned payload", test_passed_ + test_failed_ - p0 - f0,
+               test_failed_ - f0);
+        fflush(stdout);
+    }
+    {
+        int f0 = test_failed_, p0 = test_passed_;
+        local_stats_large("terngrad");
+        local_stats_large("stoch3");
+        local_stats_large("ternsum");
+        local_stats_large("int8");
+        local_stats_large("onebit");
+        printf("  %-28s %6d checks, %d failed\n", "local statistics, large", test_passed_ + test_failed_ - p0 - f0,
                test_failed_ - f0);
         fflush(stdout);
     }

@@ -433,7 +433,10 @@ static void compare(const char *codec, int topology) {
 #ifdef EMU_HOST_WAITS
         /* the framing (a frame's header and CRC written on the device; a bundle's entry
          * headers read in one copy, and its frames' headers, CRCs and edge bytes in one)
-         * leaves fp32 and 3lc at most 1.25 waits for the device per frame encoded or decoded
+         * leaves fp32, 3lc and the other dense codecs at most 1.25 waits for the device per
+         * frame encoded or decoded (their scalars' sums taken for a pass's tensors at once,
+         * codec_local_stats_cuda, and their payloads checked with the bundle's probes: int8
+         * waited 1.26 to 1.60 times, terngrad 1.10 to 1.36, when each frame waited for its own)
          * (a 3lc frame of up to 8 KiB waits for nothing of its own: its length comes back
          * with the pass's, its stream is checked with the bundle's probes), the bundles' ends,
          * the test's Comm and --log-layers' sums (read once a pass) included; at each wait a
@@ -455,10 +458,10 @@ static void compare(const char *codec, int topology) {
         int sparse = !strncmp(codec, "topk", 4) || !strncmp(codec, "dgc", 3) || !strcmp(codec, "sbc");
         int gcomp = !strncmp(codec, "gcomp", 5);
         double most = sparse ? 1.0 : gcomp ? 2.1 : 1.25;
-        CHECK(per < 0 || (strcmp(codec, "fp32") && strcmp(codec, "3lc") && !sparse && !gcomp) || per <= most,
+        CHECK(per < 0 || per <= most,
               "%s %s worker %d: %.2f waits for the device per frame pass (at most %.2f)", codec, name, k, per, most);
-        /* and issues at most 3 operations to the device per frame pass with fp32, 4.3 with 3lc
-         * and 4 with the sparsifiers (launches, copies, CUB calls, stream-ordered allocations):
+        /* and issues at most 3 operations to the device per frame pass with fp32, 4.3 with 3lc,
+         * 4.5 with the other dense codecs and 4 with the sparsifiers (launches, copies, CUB calls, stream-ordered allocations):
          * the frames' CRCs, headers, entry headers and fp32's copies launched for a whole pass
          * (CodecBatch), the residual over ranges of tensors, 3lc's and the sparsifiers'
          * small frames encoded and decoded by one launch a batch,
@@ -467,8 +470,8 @@ static void compare(const char *codec, int topology) {
          * their decoders' kernels a frame 3.7 to 5.0, 3lc's decoders a launch a frame 4.5
          * (the parameter server with --delay 2); gcomp at most 8 (9.1 to 13.0 with its
          * encoder's separate uploads and reads) */
-        double most_ops = !strcmp(codec, "fp32") ? 3.0 : sparse ? 4.0 : gcomp ? 8.0 : 4.3;
-        CHECK(ops < 0 || (strcmp(codec, "fp32") && strcmp(codec, "3lc") && !sparse && !gcomp) || ops <= most_ops,
+        double most_ops = !strcmp(codec, "fp32") ? 3.0 : sparse ? 4.0 : gcomp ? 8.0 : !strcmp(codec, "3lc") ? 4.3 : 4.5;
+        CHECK(ops < 0 || ops <= most_ops,
               "%s %s worker %d: %.1f device operations per frame pass (at most %.1f)", codec, name, k, ops, most_ops);
         if (per > worst) worst = per;
         if (ops > worst_ops) worst_ops = ops;
