@@ -58,12 +58,20 @@ struct ExchangeCuda {
                          * worker for a codec with state between steps (gcomp's tables: each
                          * sender's), else src 0's serves every worker (NULL at src > 0) */
     uint8_t *d_levels;  /* [total] device: GCOMP's levels (make_side's), NULL without gcomp */
-    uint8_t *heads, *d_heads; /* a device bundle's headers read at once (exchange_cuda_bundle_heads): host
-                               * copy (page-locked), device scratch; EXCHANGE_HEADS_BYTES(T) bytes each */
+    uint8_t *heads_all, *d_heads; /* device bundles' headers read at once (exchange_cuda_bundle_heads):
+                                   * host copies (page-locked), device scratch; EXCHANGE_HEADS_BYTES(T)
+                                   * bytes a bundle, for N bundles (read_ahead) */
+    uint8_t *heads;     /* those of the bundle being read: in heads_all */
     uint32_t heads_n, heads_i; /* the entries in heads, the next one to take */
-    CodecProbe *probes; /* [T] page-locked: the frames of the entries in heads, probed at once
-                         * (codec_cuda_probe_frames), or NULL without frames */
+    CodecProbe *probes_all; /* [N (T + 1)] page-locked: the frames of the entries in heads_all,
+                             * probed at once (codec_cuda_probe_frames), or NULL without frames */
+    CodecProbe *probes; /* those of the bundle being read: in probes_all */
     uint32_t nprobed;   /* the first nprobed entries' frames have their probe */
+    int ahead;          /* read_ahead has read the headers and probes of x->in's N bundles */
+    size_t *ahead_first;     /* [N] where each one's probes begin in probes_all */
+    uint32_t *ahead_probed;  /* [N] how many of its entries' frames have their probe */
+    const uint8_t **ahead_frames; /* [N T] read_ahead's frames and lengths */
+    size_t *ahead_lens;
     const CodecProbe *probe; /* the probe of the frame next_entry found last, or NULL */
     CodecBatch *batch;  /* device bundles: the frames' work launched per pass, not per frame */
     int stage;          /* device bundles with frames of a codec that stages (stages()): the
@@ -205,6 +213,10 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     x->lens = callocCheck((size_t)x->N, sizeof *x->lens);
     x->mem = callocCheck((size_t)x->T + 1, sizeof *x->mem);
     for (int t = 0; t < x->T; t++) x->mem[t] = exchange_memory_kind(ex, t);
+    x->ahead_first = callocCheck((size_t)x->N, sizeof *x->ahead_first);
+    x->ahead_probed = callocCheck((size_t)x->N, sizeof *x->ahead_probed);
+    x->ahead_frames = callocCheck((size_t)x->N * (size_t)x->T + 1, sizeof *x->ahead_frames);
+    x->ahead_lens = callocCheck((size_t)x->N * (size_t)x->T + 1, sizeof *x->ahead_lens);
     x->roff = callocCheck((size_t)x->T + 1, sizeof *x->roff); /* every topology's optimizer takes ranges */
     x->rn = callocCheck((size_t)x->T + 1, sizeof *x->rn);
     x->local = callocCheck(2 * (size_t)x->T + 1, sizeof *x->local);
@@ -235,9 +247,9 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
                              "--log-layers' sums") ||
               !(x->h_lsum = cuda_host_alloc(3 * (size_t)x->T * sizeof(double))) ||
               cuda_dev_alloc((void **)&x->d_mask, bytes / sizeof(float), "the sparsifiers' masks") ||
-              cuda_dev_alloc((void **)&x->d_heads, EXCHANGE_HEADS_BYTES(x->T), "the bundles' headers") ||
-              !(x->heads = cuda_host_alloc(EXCHANGE_HEADS_BYTES(x->T))) || /* page-locked: copied by DMA */
-              !(x->probes = cuda_host_alloc(((size_t)x->T + 1) * sizeof(CodecProbe))) ||
+              cuda_dev_alloc((void **)&x->d_heads, (size_t)x->N * EXCHANGE_HEADS_BYTES(x->T), "the bundles' headers") ||
+              !(x->heads_all = cuda_host_alloc((size_t)x->N * EXCHANGE_HEADS_BYTES(x->T))) || /* copied by DMA */
+              !(x->probes_all = cuda_host_alloc((size_t)x->N * ((size_t)x->T + 1) * sizeof(CodecProbe))) ||
               (x->h_resid && cuda_dev_alloc((void **)&x->d_resid, bytes, "the residual")) ||
               (x->h_vel && cuda_dev_alloc((void **)&x->d_vel, bytes, "DGC's momentum"));
         x->enc = callocCheck((size_t)x->T + 1, sizeof *x->enc);
@@ -322,9 +334,13 @@ void exchange_cuda_free(ExchangeCuda *x) {
     if (x->d_mask) cudaCheck(cudaFree(x->d_mask));
     if (x->d_levels) cudaCheck(cudaFree(x->d_levels));
     if (x->d_heads) cudaCheck(cudaFree(x->d_heads));
-    cuda_host_free(x->heads);
+    cuda_host_free(x->heads_all);
     cuda_host_free(x->h_lsum);
-    cuda_host_free(x->probes);
+    cuda_host_free(x->probes_all);
+    free(x->ahead_first);
+    free(x->ahead_probed);
+    free(x->ahead_frames);
+    free(x->ahead_lens);
     cuda_host_arena_free(x->h_stage);
     if (x->d_lo) cudaCheck(cudaFree(x->d_lo));
     if (x->d_hi) cudaCheck(cudaFree(x->d_hi));
@@ -758,25 +774,68 @@ static const uint8_t *head(const ExchangeCuda *x, uint32_t i, size_t *at) {
     return h + 8;
 }
 
-static int open_bundle(ExchangeCuda *x, BundleReader *br, const uint8_t *p, size_t len, long step, int probe) {
+/* the frames of the entries in heads h (of a bundle p of len bytes) that lie inside the
+ * bundle (the walk's last may not) into frames and lens: how many */
+static uint32_t bundle_frames(const uint8_t *h, const uint8_t *p, size_t len, const uint8_t **frames, size_t *lens) {
+    uint32_t n = get_u32(h + BUNDLE_HDR), k = 0;
+    for (; k < n; k++) {
+        const uint8_t *e = h + EXCHANGE_HEADS_TOP + (size_t)k * EXCHANGE_HEAD_BYTES;
+        size_t at = (size_t)((uint64_t)get_u32(e + 4) << 32 | get_u32(e)), flen = get_u32(e + 8 + 8);
+        if (flen > len - at - ENTRY_HDR) break;
+        frames[k] = p + at + ENTRY_HDR;
+        lens[k] = flen;
+    }
+    return k;
+}
+
+/* the N bundles in x->in, about to be decoded one after the other (average_bundles): the
+ * entry headers of all of them in one copy, then the frames of all of them probed at
+ * once, two waits where opening each bundle took two; open_bundle's ahead then takes
+ * bundle src's from there. Nothing is checked here */
+static void read_ahead(ExchangeCuda *x) {
+    x->ahead = 0;
+    if (!x->devb || x->N < 2) return;
+    const uint8_t *b[x->N];
+    size_t at = 0, k = 0, hb = EXCHANGE_HEADS_BYTES(x->T);
+    for (int s = 0; s < x->N; s++) {
+        b[s] = x->in.p + at;
+        at += x->lens[s];
+    }
+    exchange_cuda_bundle_heads_many(x->heads_all, x->d_heads, b, x->lens, (size_t)x->N, (uint32_t)x->T);
+    for (int s = 0; s < x->N; s++) {
+        x->ahead_first[s] = k;
+        x->ahead_probed[s] = bundle_frames(x->heads_all + (size_t)s * hb, b[s], x->lens[s], x->ahead_frames + k,
+                                           x->ahead_lens + k);
+        k += x->ahead_probed[s];
+    }
+    codec_cuda_probe_frames(x->probes_all, x->ahead_frames, x->ahead_lens, k);
+    x->ahead = 1;
+}
+
+/* ahead: the index of a bundle read_ahead has read, or -1 */
+static int open_bundle(ExchangeCuda *x, BundleReader *br, const uint8_t *p, size_t len, long step, int probe,
+                       int ahead) {
     if (!x->devb) return bundle_open(br, p, len, step);
-    exchange_cuda_bundle_heads(x->heads, x->d_heads, p, len, (uint32_t)x->T);
+    if (ahead >= 0 && x->ahead) {
+        x->heads = x->heads_all + (size_t)ahead * EXCHANGE_HEADS_BYTES(x->T);
+        x->probes = x->probes_all + x->ahead_first[ahead];
+    } else {
+        x->heads = x->heads_all;
+        x->probes = x->probes_all;
+        exchange_cuda_bundle_heads(x->heads, x->d_heads, p, len, (uint32_t)x->T);
+    }
     x->heads_n = get_u32(x->heads + BUNDLE_HDR);
     x->heads_i = 0;
     x->nprobed = 0;
     int rc = bundle_open(br, x->heads, len, step);
     br->p = p;
     if (rc || !probe) return rc;
-    const uint8_t *frames[x->heads_n + 1];
-    size_t lens[x->heads_n + 1];
-    uint32_t k = 0;
-    for (; k < x->heads_n; k++) { /* the frames that lie inside the bundle (the walk's last may not) */
-        size_t at, flen = get_u32(head(x, k, &at) + 8);
-        if (flen > len - at - ENTRY_HDR) break;
-        frames[k] = p + at + ENTRY_HDR;
-        lens[k] = flen;
+    if (ahead >= 0 && x->ahead) {
+        x->nprobed = x->ahead_probed[ahead];
+        return 0;
     }
-    codec_cuda_probe_frames(x->probes, frames, lens, k);
+    uint32_t k = bundle_frames(x->heads, p, len, x->ahead_frames, x->ahead_lens);
+    codec_cuda_probe_frames(x->probes, x->ahead_frames, x->ahead_lens, k);
     x->nprobed = k;
     return 0;
 }
@@ -963,9 +1022,9 @@ static int quiet_bundle(ExchangeCuda *x, const BundleReader *br, size_t len, int
  * dst (acc: added): exchange.c's decode_pass, with its messages; returns the
  * compressed tensors' entry bytes */
 static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes, size_t len, int src, long step,
-                              int acc, int pull) {
+                              int acc, int pull, int ahead) {
     BundleReader br;
-    int rc = open_bundle(x, &br, bytes, len, step, 1);
+    int rc = open_bundle(x, &br, bytes, len, step, 1, ahead);
     if (rc) {
         if (pull) set_err(x, "worker %d: pull from the server is not a valid frame bundle: %s", x->rank, gc_strerror(rc));
         else set_err(x, "worker %d: message from worker %d is not a valid frame bundle: %s", x->rank, src, gc_strerror(rc));
@@ -1007,9 +1066,10 @@ static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes,
  * down: count the other workers' bundles as received */
 static void average_bundles(ExchangeCuda *x, long step, int down) {
     size_t at = 0;
+    if (!x->failed) read_ahead(x);
     for (int src = 0; src < x->N; src++) {
         uint64_t comp = 0;
-        if (!x->failed) comp = decode_bundle(x, x->d_agg, x->in.p + at, x->lens[src], src, step, src > 0, 0);
+        if (!x->failed) comp = decode_bundle(x, x->d_agg, x->in.p + at, x->lens[src], src, step, src > 0, 0, src);
         if (down && src != x->rank) {
             x->st.down_bytes += x->lens[src];
             x->st.comp_down += comp;
@@ -1037,7 +1097,7 @@ static int avg_allgather(ExchangeCuda *x, const float *d_lp, const Optim *opt, d
  * an empty bundle (the sender failed and says so in agree) */
 static void decode_ring(ExchangeCuda *x, float *acc, int c, int slot, int src, long step, int add) {
     BundleReader br;
-    int rc = open_bundle(x, &br, x->in.p, x->in.len, step, 1);
+    int rc = open_bundle(x, &br, x->in.p, x->in.len, step, 1, -1);
     if (rc) {
         set_err(x, "worker %d: message from worker %d is not a valid frame bundle: %s", x->rank, src, gc_strerror(rc));
         return;
@@ -1077,7 +1137,7 @@ static uint64_t forward(ExchangeCuda *x, long step, int c) {
     bytebuf_copy(&x->out, x->out.p, x->in.p, x->in.len); /* complete when it returns */
     x->out.len = x->in.len;
     BundleReader br;
-    return open_bundle(x, &br, x->out.p, x->out.len, step, 0) ? 0 : exchange_ring_raw(x->pt, x->N, c);
+    return open_bundle(x, &br, x->out.p, x->out.len, step, 0, -1) ? 0 : exchange_ring_raw(x->pt, x->N, c);
 }
 
 /* d_agg = the average of every worker's d_x by the ring with the codec at every hop:
@@ -1179,7 +1239,7 @@ static int ps_exchange(ExchangeCuda *x, float *d_params, Optim *opt, double lr, 
     comm_bcast(x->comm, &x->out, 0);
     x->st.down_bytes += x->out.len;
     float *dst = x->grad_pull ? x->d_agg : x->d_anchor ? x->d_anchor : d_params;
-    x->st.comp_down += decode_bundle(x, dst, x->out.p, x->out.len, 0, step, !x->grad_pull, 1);
+    x->st.comp_down += decode_bundle(x, dst, x->out.p, x->out.len, 0, step, !x->grad_pull, 1, -1);
     if (x->d_anchor && !x->failed)
         cudaCheck(cudaMemcpy(d_params, x->d_anchor, total * sizeof(float), cudaMemcpyDeviceToDevice));
     return agree(x);

@@ -29,6 +29,9 @@ extern "C" void exchange_cuda_layer_sums(double *out, const float *v, const floa
                                          size_t n, double *part);
 extern "C" void exchange_cuda_bundle_heads(unsigned char *out, unsigned char *scratch, const unsigned char *bundle,
                                            size_t len, uint32_t max);
+extern "C" void exchange_cuda_bundle_heads_many(unsigned char *out, unsigned char *scratch,
+                                                const unsigned char *const *bundles, const size_t *lens, size_t k,
+                                                uint32_t max);
 #define EXCHANGE_HEADS_TOP 24 /* as dist/exchange_cuda.h */
 #define EXCHANGE_HEAD_BYTES 24
 #define BUNDLE_HDR 16 /* dist/bundle.h */
@@ -254,9 +257,15 @@ __global__ void k_bundle_heads(unsigned char *o, const unsigned char *b, size_t 
     for (int i = 0; i < 4; i++) o[BUNDLE_HDR + i] = (unsigned char)(n >> (8 * i));
 }
 
+void exchange_cuda_bundle_heads_many(unsigned char *out, unsigned char *scratch, const unsigned char *const *bundles,
+                                     const size_t *lens, size_t k, uint32_t max) {
+    size_t hb = EXCHANGE_HEADS_TOP + (size_t)max * EXCHANGE_HEAD_BYTES;
+    for (size_t i = 0; i < k; i++) k_bundle_heads<<<1, 1>>>(scratch + i * hb, bundles[i], lens[i], max);
+    cudaCheckLast();
+    cudaCheck(cudaMemcpy(out, scratch, k * hb, cudaMemcpyDeviceToHost));
+}
+
 void exchange_cuda_bundle_heads(unsigned char *out, unsigned char *scratch, const unsigned char *bundle, size_t len,
                                 uint32_t max) {
-    k_bundle_heads<<<1, 1>>>(scratch, bundle, len, max);
-    cudaCheckLast();
-    cudaCheck(cudaMemcpy(out, scratch, EXCHANGE_HEADS_TOP + (size_t)max * EXCHANGE_HEAD_BYTES, cudaMemcpyDeviceToHost));
+    exchange_cuda_bundle_heads_many(out, scratch, &bundle, &len, 1, max);
 }

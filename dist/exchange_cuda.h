@@ -230,5 +230,9 @@ void exchange_cuda_layer_sums(double *out, const float *v, const float *repr, co
 #define EXCHANGE_HEADS_BYTES(max) (EXCHANGE_HEADS_TOP + (size_t)(max) * EXCHANGE_HEAD_BYTES)
 void exchange_cuda_bundle_heads(unsigned char *out, unsigned char *scratch, const unsigned char *bundle, size_t len,
                                 uint32_t max);
+/* the same for k bundles (bundles[i] of lens[i] bytes) in one copy: bundle i's at
+ * out + i EXCHANGE_HEADS_BYTES(max), its scratch likewise (k times as many bytes each) */
+void exchange_cuda_bundle_heads_many(unsigned char *out, unsigned char *scratch, const unsigned char *const *bundles,
+                                     const size_t *lens, size_t k, uint32_t max);
 
 #endif

@@ -775,6 +775,23 @@ static void one_case(const char *text, size_t n, int d, uint64_t seed, int corru
 
 /* side variations: repr aliasing x, scalar sharing, density override, bad levels, local scalar */
 
+/* n values of x (dx: on the device) encoded by fresh codecs of spec, the GPU's given the
+ * local statistics local: the CPU's frame, and the return code want where it is not 0 */
+static void local_encode(const char *text, const CodecSpec *spec, const float *x, const float *dx, size_t n,
+                         uint64_t seed, const float *local, uint8_t *fc, uint8_t *fg, size_t cap, int want) {
+    Codec *c2 = codec_new(spec);
+    CodecCuda *g2 = codec_cuda_new(spec);
+    CodecSide sc = {0}, sg = {0};
+    sc.seed = sg.seed = seed;
+    sg.local = local;
+    int64_t lc = codec_encode(c2, fc, cap, x, n, &sc);
+    int64_t lg = codec_encode_cuda(g2, fg, cap, dx, n, &sg);
+    SAME(lc == lg && (lc <= 0 || first_diff(fc, fg, (size_t)lc) < 0) && (!want || lc == want),
+         "%s: %zu values encoded with their local statistics: cpu %lld gpu %lld", text, n, (long long)lc, (long long)lg);
+    codec_free(c2);
+    codec_cuda_free(g2);
+}
+
 /* codec_local_stats_cuda over NS slices of x at once (more than a table of CODEC_BATCH, one
  * of them empty): each slice's scalar that of codec_local_scalar (terngrad, stoch3), and
  * the frame of an encoder given its statistics (CodecSide.local) the CPU's frame */
@@ -798,20 +815,8 @@ static void local_stats_case(const char *text, const CodecSpec *spec, CodecCuda 
         if (memcmp(&sl, &loc[2 * i + 1], 4) && !(isnan(sl) && isnan(loc[2 * i + 1])) && bad < 0) bad = i;
     }
     SAME(bad < 0, "%s n=%zu: codec_local_stats_cuda's scalar of slice %d differs from the cpu's", text, n, bad);
-    for (int i = 0; i < NS; i += 23) {
-        Codec *c2 = codec_new(spec);
-        CodecCuda *g2 = codec_cuda_new(spec);
-        CodecSide sc = {0}, sg = {0};
-        sc.seed = sg.seed = seed;
-        sg.local = &loc[2 * i];
-        int64_t lc = codec_encode(c2, fc, cap, x + off[i], ns[i], &sc);
-        int64_t lg = codec_encode_cuda(g2, fg, cap, dx + off[i], ns[i], &sg);
-        SAME(lc == lg && (lc <= 0 || first_diff(fc, fg, (size_t)lc) < 0),
-             "%s n=%zu: slice %d encoded with its local statistics: cpu %lld gpu %lld", text, n, i, (long long)lc,
-             (long long)lg);
-        codec_free(c2);
-        codec_cuda_free(g2);
-    }
+    for (int i = 0; i < NS; i += 23)
+        local_encode(text, spec, x + off[i], dx + off[i], ns[i], seed, &loc[2 * i], fc, fg, cap, 0);
 }
 #undef NS
 
@@ -844,18 +849,7 @@ static void local_stats_large(const char *text) {
             SAME(!memcmp(&sl, &loc[2 * i + 1], 4) || (isnan(sl) && isnan(loc[2 * i + 1])),
                  "%s: the local scalar of %zu values: cpu %a, codec_local_stats_cuda %a", text, sz[i], sl, loc[2 * i + 1]);
         }
-        Codec *c2 = codec_new(&spec);
-        CodecCuda *g2 = codec_cuda_new(&spec);
-        CodecSide sc = {0}, sg = {0};
-        sc.seed = sg.seed = 77;
-        sg.local = &loc[2 * i];
-        int64_t lc = codec_encode(c2, fc, cap, x + at[i], sz[i], &sc);
-        int64_t lg = codec_encode_cuda(g2, fg, cap, dx + at[i], sz[i], &sg);
-        SAME(lc == lg && (lc <= 0 || first_diff(fc, fg, (size_t)lc) < 0) && (i < 3 || lc == -GC_ERR_PARAM),
-             "%s: %zu values encoded with their local statistics: cpu %lld gpu %lld", text, sz[i], (long long)lc,
-             (long long)lg);
-        codec_free(c2);
-        codec_cuda_free(g2);
+        local_encode(text, &spec, x + at[i], dx + at[i], sz[i], 77, &loc[2 * i], fc, fg, cap, i < 3 ? 0 : -GC_ERR_PARAM);
     }
     codec_free(c);
     codec_cuda_free(g);
