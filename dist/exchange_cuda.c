@@ -84,6 +84,8 @@ struct ExchangeCuda {
     size_t *roff, *rn;  /* [T] ranges of tensors for exchange_cuda_ranges (ranges) */
     float *local;       /* [2T] a pass's local statistics of tensor t at 2t (local_stats) */
     int *has_local;     /* [T] whether local holds tensor t's for this pass */
+    int local_ready;    /* share_scalars took them of the push pass's values, which that pass
+                         * encodes next */
     CodecCuda **lg;     /* [T] local_stats' arguments to codec_local_stats_cuda */
     const float **lx;
     size_t *ln;
@@ -574,7 +576,8 @@ static void ranges(ExchangeCuda *x, int c, int op, float *d, const float *a, con
 static void memory_in(ExchangeCuda *x, const float *d_params) {
     ranges(x, -1, EXCHANGE_RANGE_ADD, x->d_work, x->d_resid, NULL, NULL, MEM_RESIDUAL, 0);
     size_t k = take_ranges(x, -1, MEM_DGC, 0);
-    exchange_cuda_dgc_in(x->d_vel, x->d_resid, x->d_work, d_params, (float)x->cfg.weight_decay,
+    exchange_cuda_dgc_in(x->d_vel, x->d_resid, x->d_work, x->cfg.weight_decay != 0 ? d_params : NULL,
+                         (float)x->cfg.weight_decay,
                          (float)x->cfg.dgc_momentum, x->cfg.dgc_nesterov, x->roff, x->rn, k);
 }
 
@@ -608,10 +611,13 @@ static void local_stats(ExchangeCuda *x, CodecCuda *const *enc, const float *v, 
 static void share_scalars(ExchangeCuda *x) {
     if (!x->share_any) return;
     local_stats(x, x->enc, x->d_work, -1);
+    x->local_ready = 1;
     for (int t = 0; t < x->T; t++) {
         if (!x->pol[t].spec.ops->local_scalar) continue;
         int id = codec_cuda_spec(x->enc[t])->ops->id;
-        x->scalars[t] = x->has_local[t] && (id == CODEC_TERNGRAD || id == CODEC_STOCH3) ? x->local[2 * t + 1] : NAN;
+        x->scalars[t] = !t_n(x, t) ? 0.0f /* codec_local_scalar of nothing */
+                        : x->has_local[t] && (id == CODEC_TERNGRAD || id == CODEC_STOCH3) ? x->local[2 * t + 1]
+                                                                                         : NAN;
     }
     comm_allreduce_f32(x->comm, x->scalars, (size_t)x->T, COMM_MAX);
 }
@@ -915,6 +921,8 @@ static void encode_pass(ExchangeCuda *x, const EncPass *p, const float *d_lp, co
     ByteBuf *b = &x->out;
     int pull = p->pull, c = p->chunk, ring = c >= 0;
     int pull_mem = pull && !x->grad_pull;
+    int reuse = x->local_ready && !pull && !ring && p->x == x->d_work; /* share_scalars' statistics */
+    x->local_ready = 0;
     begin(x, b, step);
     if (x->failed) {
         pass_done();
@@ -942,7 +950,7 @@ static void encode_pass(ExchangeCuda *x, const EncPass *p, const float *d_lp, co
         ranges(x, c, EXCHANGE_RANGE_ADD, x->d_work, x->d_resid, NULL, NULL, MEM_RESIDUAL, 0);
     }
     if (pull_mem) ranges(x, c, EXCHANGE_RANGE_ADD, vals, x->d_pullres, NULL, NULL, RANGES_MEMORY, 0);
-    local_stats(x, enc, vals, c);
+    if (!reuse) local_stats(x, enc, vals, c);
     for (int t = 0; t < x->T; t++) { /* the frames, in tensor order */
         size_t lo, n = pass_n(x, t, c, &lo), at = t_off(x, t) + lo;
         if (n == 0) continue;

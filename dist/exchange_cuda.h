@@ -188,8 +188,9 @@ void exchange_cuda_ranges(int op, float *d, const float *a, const float *b, cons
  * roundings (examples/trainer.c, ema_update).  ema, params: [n] device */
 void exchange_cuda_ema(float *ema, const float *params, float a, size_t n);
 /* DGC's memory_in on the device over k ranges of the arenas (as exchange_cuda_ranges):
- * x (in: g, out: v) plus weight decay wd * p where wd != 0 (exchange.c's dgc_prepare),
- * then u, v updated as exchange.c's memory_in.  u, v, x, p: device arenas; off, n: [k] host */
+ * x (in: g, out: v) plus weight decay wd * p where p is not NULL (exchange.c's dgc_prepare,
+ * whose weight decay is not 0), then u, v updated as exchange.c's memory_in.  u, v, x, p:
+ * device arenas; off, n: [k] host */
 void exchange_cuda_dgc_in(float *u, float *v, float *x, const float *p, float wd, float m, int nesterov,
                           const size_t *off, const size_t *n, size_t k);
 /* GCOMP's levels on the device (dist/exchange.c's make_side): d[i] = a[i] / s; and

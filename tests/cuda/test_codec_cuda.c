@@ -523,6 +523,73 @@ static void gcomp_shifts(const char *text, size_t n, int uniform, uint64_t seed)
  *            level 0: Section 5.1's levels apply to finite values);
  *   v = -0:  its sign bit cleared, the frame's only negative zero, so that ZSIGN is set
  *            without one (placed far into the chunk: a thread's run past the first) */
+/* frame f (len bytes) decoded from device memory by the CPU decoder cd and the GPU decoder
+ * gd, which keep their tables: the same return code, and the same values where it is 0 */
+static int gcomp_decode_pair(Codec *cd, CodecCuda *gd, const uint8_t *f, size_t len, size_t n, const char *what) {
+    float *oc = calloc(n, sizeof(float)), *og = calloc(n, sizeof(float)), *dout = dalloc_f(n);
+    uint8_t *df = dalloc_b(len + 3);
+    up(df + 3, f, len); /* at an odd address, as in a bundle */
+    int a = codec_decode(cd, oc, n, f, len), b = codec_decode_cuda_dev(gd, dout, n, df + 3, len);
+    down(og, dout, n * sizeof(float));
+    SAME(a == b && (a || first_diff(oc, og, n * sizeof(float)) < 0), "gcomp tables, %s: cpu %d gpu %d", what, a, b);
+    free(oc);
+    free(og);
+    cudaCheck(cudaFree(dout));
+    cudaCheck(cudaFree(df));
+    return a;
+}
+
+/* A frame that carries a table and fails leaves the decoder's table as it was: frames
+ * 0 and 3 of gcomp:every=3 carry one; frame 3 corrupted in its chunks (its CRC made
+ * right) fails on the CPU, and then frame 1 (of frame 0's table) still decodes, and the
+ * intact frame 3 and frame 4 after it */
+static void gcomp_failed_table(void) {
+    CodecSpec spec;
+    char err[256];
+    CHECK(codec_parse(&spec, "gcomp:every=3", err, sizeof err) == 0, "spec gcomp:every=3");
+    size_t n = 3000;
+    Codec *ce = codec_new(&spec), *cd = codec_new(&spec);
+    CodecCuda *gd = codec_cuda_new(&spec);
+    size_t cap = codec_max_frame(ce, n);
+    uint8_t *fr[5], *m = malloc(cap);
+    int64_t ln[5];
+    float *x = malloc(n * sizeof(float));
+    Rng r;
+    rng_init(&r, 5, 79);
+    for (int k = 0; k < 5; k++) {
+        for (size_t i = 0; i < n; i++) x[i] = rng_normal(&r) * (float)(1 + k);
+        fr[k] = malloc(cap);
+        ln[k] = codec_encode(ce, fr[k], cap, x, n, NULL);
+    }
+    gcomp_decode_pair(cd, gd, fr[0], (size_t)ln[0], n, "frame 0");
+    gcomp_decode_pair(cd, gd, fr[1], (size_t)ln[1], n, "frame 1");
+    int failed = 0;
+    for (size_t pos = (size_t)ln[3] - 1; pos > 700 && !failed; pos -= 7) { /* from its last chunk's bits */
+        memcpy(m, fr[3], (size_t)ln[3]);
+        m[pos] ^= 0x5a;
+        refresh(m, (size_t)ln[3] - CODEC_HEADER_SIZE);
+        Codec *probe = codec_new(&spec); /* whether the CPU refuses it, from frame 0's table */
+        float *o = malloc(n * sizeof(float));
+        codec_decode(probe, o, n, fr[0], (size_t)ln[0]);
+        failed = codec_decode(probe, o, n, m, (size_t)ln[3]) != 0;
+        codec_free(probe);
+        free(o);
+    }
+    CHECK(failed, "gcomp tables: a corrupted frame 3 that the CPU refuses");
+    if (failed) {
+        CHECK(gcomp_decode_pair(cd, gd, m, (size_t)ln[3], n, "corrupted frame 3") != 0, "the corrupted frame fails");
+        gcomp_decode_pair(cd, gd, fr[1], (size_t)ln[1], n, "frame 1 after the failed table");
+    }
+    gcomp_decode_pair(cd, gd, fr[3], (size_t)ln[3], n, "frame 3");
+    gcomp_decode_pair(cd, gd, fr[4], (size_t)ln[4], n, "frame 4");
+    for (int k = 0; k < 5; k++) free(fr[k]);
+    free(m);
+    free(x);
+    codec_free(ce);
+    codec_free(cd);
+    codec_cuda_free(gd);
+}
+
 static void gcomp_one_value(size_t n, size_t at_v, float v, const char *what) {
     CodecSpec spec;
     char err[256];
@@ -1626,6 +1693,7 @@ int main(void) {
         gcomp_shifts("gcomp:ntheta=16,chunk=1000", 3001, 1, 65);
         gcomp_one_value(100, 37, INFINITY, "infinity at level 1");
         gcomp_one_value(8193, 5000, -0.0f, "ZSIGN without a negative zero");
+        gcomp_failed_table();
         printf("  %-28s %6d checks, %d failed\n", "gcomp segment shifts", test_passed_ + test_failed_ - p0 - f0,
                test_failed_ - f0);
         fflush(stdout);

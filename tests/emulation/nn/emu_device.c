@@ -283,15 +283,17 @@ static __thread unsigned long long device_ops; /* the calling thread's (emu_devi
  * kind's name (by its text) or a wait's return address */
 #define MAXSITE 4096
 static struct { const char *name; const void *at; unsigned long long n; } sites[MAXSITE];
-static int nsites, counts_on = -1;
+static int nsites, counts_on;
 static pthread_mutex_t sites_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t counts_once = PTHREAD_ONCE_INIT;
 static void counts_print(void);
+static void counts_init(void) {
+    const char *e = getenv("EMU_COUNTS");
+    counts_on = e && *e && strcmp(e, "0") != 0;
+    if (counts_on) atexit(counts_print);
+}
 static void count_site(const char *name, const void *at) {
-    if (counts_on < 0) {
-        const char *e = getenv("EMU_COUNTS");
-        counts_on = e && *e && strcmp(e, "0") != 0;
-        if (counts_on) atexit(counts_print);
-    }
+    pthread_once(&counts_once, counts_init);
     if (!counts_on) return;
     pthread_mutex_lock(&sites_lock);
     int i = 0;
