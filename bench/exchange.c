@@ -82,13 +82,10 @@ static void make_grad(float *g, size_t n, int r, long s) {
     }
 }
 
-/* the device side of a worker (--device cuda): its exchange, optimizer and arenas */
+/* the device side of a worker (--device cuda): its exchange and arenas */
 typedef struct {
-#ifdef HAVE_CUDA
-    ExchangeCuda *x;
+    struct ExchangeCuda *x;
     float *params, *grads;
-#endif
-    int on;
 } Dev;
 
 /* 0, or -1 with the reason in err where the step cannot stay on the device (the same on
@@ -114,7 +111,6 @@ static int dev_init(Dev *d, Exchange *ex, Comm *comm, const ParamTable *pt, cons
         fprintf(stderr, "exchange: worker %d: %s\n", comm->rank, what);
         exit(1);
     }
-    d->on = 1;
     return 0;
 #else
     (void)d, (void)ex, (void)comm, (void)pt, (void)oc, (void)opt, (void)init;

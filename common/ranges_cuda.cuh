@@ -63,7 +63,7 @@ template <class F> static void ranges_launch(const size_t *off, const size_t *n,
             }
             r.first[r.k] = (uint32_t)blocks;
             for (unsigned j = r.k; j < RANGES_MAX; j++) r.off[j] = r.n[j] = 0, r.first[j + 1] = (uint32_t)blocks;
-            launch((const RangeTab &)r, (unsigned)blocks);
+            launch(r, (unsigned)blocks);
             r.k = 0;
         }
         if (i < k && n[i]) {

@@ -293,10 +293,9 @@ typedef struct {
     uint32_t m;     /* kind 0: max bits of |x| */
 } GpuSums;
 
-/* One block of 256 threads per DENSE_BLOCK values. Threads 0..15 are the 16
- * lanes of the CPU's two 8-wide double vectors (lane k: values 16t + k of the
- * block, t increasing); everybody stages tiles and computes the max.
- *   out: [nblocks]; x: [n] */
+/* One block of 256 threads per DENSE_BLOCK values: block blk of x into *out. Threads
+ * 0..15 are the 16 lanes of the CPU's two 8-wide double vectors (lane k: values 16t + k of
+ * the block, t increasing); everybody stages tiles and computes the max.  x: [n] */
 __device__ void d_block_sums(GpuSums *out, const float *x, size_t n, int kind, size_t blk) {
     __shared__ float tile[SUM_TILE];
     __shared__ double la[16], lb[16];
@@ -380,18 +379,14 @@ __device__ void d_block_sums(GpuSums *out, const float *x, size_t n, int kind, s
     }
 }
 
-__global__ void k_block_sums(GpuSums *out, const float *x, size_t n, int kind) {
-    d_block_sums(out + blockIdx.x, x, n, kind, blockIdx.x);
-}
-
-/* the block sums (kind 0) of several tensors in one launch: tensor i is x[i][0, n[i]), its
- * blocks first[i] .. first[i + 1] - 1 (found with constant indices: the table stays in the
- * kernel's parameter space). out: [first[k]] */
+/* the block sums of several tensors in one launch: tensor i is x[i][0, n[i]), of kind[i],
+ * its blocks first[i] .. first[i + 1] - 1 (found with constant indices: the table stays in
+ * the kernel's parameter space). out: [first[k]] */
 typedef struct {
     const float *x[CODEC_BATCH];
     uint64_t n[CODEC_BATCH];
     uint32_t first[CODEC_BATCH + 1];
-    uint8_t kind[CODEC_BATCH]; /* k_block_sums' kind of each tensor */
+    uint8_t kind[CODEC_BATCH];
     unsigned k;
 } SumsTab;
 __global__ void k_block_sums_tab(GpuSums *out, SumsTab a) {
@@ -417,23 +412,45 @@ static GpuSums sums_combine(const GpuSums *h, size_t nb) {
     return r;
 }
 
-/* the whole-tensor sums, blocks combined in block order on the host. x: [n] device */
-static GpuSums block_sums(const float *x, size_t n, int kind) {
-    GpuSums r = {0.0, 0.0, 0.0, 0};
-    size_t nb = (n + DENSE_BLOCK_GPU - 1) / DENSE_BLOCK_GPU;
-    if (nb == 0) return r;
-    GpuSums *d = (GpuSums *)gcx_dmalloc(nb * sizeof(GpuSums));
-    k_block_sums<<<(unsigned)nb, TPB>>>(d, x, n, kind);
-    cudaCheckLast();
-    GpuSums *h = (GpuSums *)malloc(nb * sizeof(GpuSums));
-    if (!h) {
-        fprintf(stderr, "error: out of memory at %s:%d\n", __FILE__, __LINE__);
-        exit(1);
+/* the whole-tensor sums of k tensors (x[i]: [n[i]] device, of kind[i]) into out[k]: one
+ * launch for every CODEC_BATCH tensors, one read, the blocks combined in block order on
+ * the host */
+static void sums_of(const float *const *x, const size_t *n, const uint8_t *kind, size_t k, GpuSums *out) {
+    size_t *nb = (size_t *)mallocCheck((k ? k : 1) * sizeof(size_t)), total = 0;
+    for (size_t i = 0; i < k; i++) total += nb[i] = (n[i] + DENSE_BLOCK_GPU - 1) / DENSE_BLOCK_GPU;
+    GpuSums *d = (GpuSums *)gcx_dmalloc((total ? total : 1) * sizeof(GpuSums));
+    SumsTab a;
+    memset(&a, 0, sizeof a);
+    size_t base = 0, blocks = 0;
+    for (size_t i = 0; i <= k; i++) { /* a table of CODEC_BATCH tensors a launch */
+        if (a.k == CODEC_BATCH || (i == k && a.k)) {
+            a.first[a.k] = (uint32_t)blocks;
+            k_block_sums_tab<<<(unsigned)blocks, TPB>>>(d + base, a);
+            cudaCheckLast();
+            base += blocks;
+            blocks = 0;
+            memset(&a, 0, sizeof a);
+        }
+        if (i < k && nb[i]) {
+            a.x[a.k] = x[i];
+            a.n[a.k] = n[i];
+            a.kind[a.k] = kind[i];
+            a.first[a.k++] = (uint32_t)blocks;
+            blocks += nb[i];
+        }
     }
-    cudaCheck(cudaMemcpy(h, d, nb * sizeof(GpuSums), cudaMemcpyDeviceToHost));
+    GpuSums *h = (GpuSums *)gcx_pinned(total * sizeof(GpuSums));
+    if (total) cudaCheck(cudaMemcpy(h, d, total * sizeof(GpuSums), cudaMemcpyDeviceToHost)); /* the one wait */
     gcx_dfree(d);
-    r = sums_combine(h, nb);
-    free(h);
+    for (size_t i = 0, at = 0; i < k; at += nb[i++]) out[i] = sums_combine(h + at, nb[i]);
+    free(nb);
+}
+
+/* one tensor's: x: [n] device */
+static GpuSums block_sums(const float *x, size_t n, int kind) {
+    GpuSums r;
+    uint8_t k8 = (uint8_t)kind;
+    sums_of(&x, &n, &k8, 1, &r);
     return r;
 }
 
@@ -452,14 +469,14 @@ static inline uint32_t f2bits(float f) {
 
 /* set *flag when any byte of p[n] matches the codec's invalid-byte test */
 enum { BAD_TERN = 1, BAD_B3 = 2, BAD_I8 = 3 };
+__device__ __forceinline__ uint32_t d_bad_byte(uint32_t b, int what) {
+    if (what == BAD_TERN) return b & (b >> 1) & 0x55u; /* a code 3 */
+    if (what == BAD_B3) return b > B3_MAXLIT;           /* not a base-3^5 byte */
+    return b == 0x80u;                                  /* int8 -128 is not a level */
+}
 __global__ void k_bad_bytes(uint32_t *flag, const uint8_t *p, size_t n, int what) {
     uint32_t bad = 0;
-    GRID_STRIDE(j, n) {
-        uint32_t b = p[j];
-        if (what == BAD_TERN) bad |= b & (b >> 1) & 0x55u; /* a code 3 */
-        else if (what == BAD_B3) bad |= b > B3_MAXLIT;     /* not a base-3^5 byte */
-        else bad |= b == 0x80u;                            /* int8 -128 is not a level */
-    }
+    GRID_STRIDE(j, n) bad |= d_bad_byte(p[j], what);
     if (__any_sync(0xFFFFFFFFu, bad != 0) && (threadIdx.x & 31) == 0) atomicOr(flag, 1u);
 }
 
@@ -1452,6 +1469,19 @@ int codec_cuda_state_load(CodecCuda *g, const uint8_t *buf, size_t len) {
 /* compress/ternsum.c: digits L + n of base B = 2n + 1, K per 64-bit word, one
  * thread per word; the same double arithmetic as the CPU's */
 
+/* the digits of base B a 64-bit word holds, and B^r */
+__host__ __device__ static int ts_digits(uint64_t B) {
+    int K = 0;
+    for (uint64_t p = 1; p <= UINT64_MAX / B; p *= B) K++;
+    return K;
+}
+
+__host__ __device__ static uint64_t ts_pow(uint64_t B, size_t r) {
+    uint64_t p = 1;
+    for (size_t j = 0; j < r; j++) p *= B;
+    return p;
+}
+
 __device__ __forceinline__ float ts_value_d(int L, float s, int n) {
     return __double2float_rn(__ddiv_rn(__dmul_rn((double)L, (double)s), (double)n));
 }
@@ -1493,22 +1523,10 @@ __global__ void k_ternsum_dec(float *out, const uint64_t *words, size_t n, int t
     }
 }
 
-static int ts_digits_h(uint64_t B) {
-    int K = 0;
-    for (uint64_t p = 1; p <= UINT64_MAX / B; p *= B) K++;
-    return K;
-}
-
-static uint64_t ts_pow_h(uint64_t B, size_t r) {
-    uint64_t p = 1;
-    for (size_t j = 0; j < r; j++) p *= B;
-    return p;
-}
-
 static int64_t ternsum_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
     int tn = (int)c->spec.v[0];
     uint64_t B = 2 * (uint64_t)tn + 1;
-    int K = ts_digits_h(B);
+    int K = ts_digits(B);
     size_t nw = (n + (size_t)K - 1) / (size_t)K;
     if (cap < 8 + 8 * nw) return -GC_ERR_NOSPACE;
     float s = side->local ? side->local[1] : bits2f(gcx_absmax_bits(x, n)); /* max|x| */
@@ -1534,7 +1552,7 @@ static int ternsum_dec(const Codec *c, float *out, size_t n, float weight, int a
     size_t len = p->len;
     int tn = (int)c->spec.v[0];
     uint64_t B = 2 * (uint64_t)tn + 1;
-    int K = ts_digits_h(B);
+    int K = ts_digits(B);
     size_t nw = (n + (size_t)K - 1) / (size_t)K;
     if (flags) return -GC_ERR_CORRUPT;
     if (len < 8 || (len - 8) / 8 < nw) return -GC_ERR_TRUNCATED;
@@ -1548,8 +1566,8 @@ static int ternsum_dec(const Codec *c, float *out, size_t n, float weight, int a
     if (!p->checked) {
         uint32_t *bad = (uint32_t *)gcx_dmalloc(4);
         cudaCheck(cudaMemsetAsync(bad, 0, 4, 0));
-        k_ternsum_check<<<gcx_grid(nw), TPB>>>(bad, d, nw, ts_pow_h(B, (size_t)K),
-                                               ts_pow_h(B, n - (nw - 1) * (size_t)K));
+        k_ternsum_check<<<gcx_grid(nw), TPB>>>(bad, d, nw, ts_pow(B, (size_t)K),
+                                               ts_pow(B, n - (nw - 1) * (size_t)K));
         cudaCheckLast();
         cudaCheck(cudaMemcpy(&h, bad, 4, cudaMemcpyDeviceToHost));
         gcx_dfree(bad);
@@ -2228,18 +2246,17 @@ static __device__ int d_dense_check(const uint8_t *frame, size_t len, uint32_t *
     int id = frame[5];
     const uint8_t *p = frame + CODEC_HEADER_SIZE;
     size_t pl = len - CODEC_HEADER_SIZE, n = d_get_u32(frame + 8);
-    if ((id != CODEC_INT8 && id != CODEC_TERNGRAD && id != CODEC_STOCH3 && id != CODEC_TERNSUM) ||
-        pl > (size_t)blockDim.x * 64)
-        return 0;
+    int what = id == CODEC_INT8 ? BAD_I8 : id == CODEC_TERNGRAD ? BAD_TERN : id == CODEC_STOCH3 ? BAD_B3 : 0;
+    if ((!what && id != CODEC_TERNSUM) || pl > (size_t)blockDim.x * 64) return 0;
     uint64_t B = 0, full = 1, last = 1;
     size_t nw = 0;
-    if (id == CODEC_TERNSUM) { /* compress/ternsum.c: K digits of base B a word */
+    if (id == CODEC_TERNSUM) { /* ternsum_dec's K digits of base B a word */
         if (pl < 8 || (B = 2 * (uint64_t)(p[4] | (uint32_t)p[5] << 8) + 1) < 3) return 0;
-        int K = 0;
-        for (uint64_t q = 1; q <= UINT64_MAX / B; q *= B) K++, full *= B;
+        int K = ts_digits(B);
         nw = (n + (size_t)K - 1) / (size_t)K;
         if (pl != 8 + 8 * nw) return 0;
-        for (size_t r = n - (nw ? nw - 1 : 0) * (size_t)K; r > 0; r--) last *= B;
+        full = ts_pow(B, (size_t)K);
+        last = ts_pow(B, n - (nw ? nw - 1 : 0) * (size_t)K);
     }
     if (threadIdx.x == 0) *flag = 0;
     __syncthreads();
@@ -2251,12 +2268,7 @@ static __device__ int d_dense_check(const uint8_t *frame, size_t len, uint32_t *
             b |= v >= (w + 1 < nw ? full : last);
         }
     else
-        for (size_t j = 4 + threadIdx.x; j < pl; j += blockDim.x) {
-            uint32_t c = p[j];
-            if (id == CODEC_TERNGRAD) b |= c & (c >> 1) & 0x55u; /* a code 3 */
-            else if (id == CODEC_STOCH3) b |= c > B3_MAXLIT;     /* not a base-3^5 byte */
-            else b |= c == 0x80u;                                /* int8 -128 is not a level */
-        }
+        for (size_t j = 4 + threadIdx.x; j < pl; j += blockDim.x) b |= d_bad_byte(p[j], what);
     if (b) atomicOr(flag, 1u);
     __syncthreads();
     *bad = *flag;
@@ -2500,36 +2512,12 @@ float codec_local_scalar_cuda(CodecCuda *g, const float *x, size_t n) {
 }
 
 void codec_local_stats_cuda(CodecCuda *const *g, const float *const *x, const size_t *n, size_t k, float *local) {
-    size_t *nb = (size_t *)mallocCheck((k ? k : 1) * sizeof(size_t)), total = 0;
-    for (size_t i = 0; i < k; i++) total += nb[i] = (n[i] + DENSE_BLOCK_GPU - 1) / DENSE_BLOCK_GPU;
-    GpuSums *d = (GpuSums *)gcx_dmalloc((total ? total : 1) * sizeof(GpuSums));
-    SumsTab a;
-    memset(&a, 0, sizeof a);
-    size_t base = 0, blocks = 0;
-    for (size_t i = 0; i <= k; i++) { /* a table of CODEC_BATCH tensors a launch */
-        if (a.k == CODEC_BATCH || (i == k && a.k)) {
-            a.first[a.k] = (uint32_t)blocks;
-            k_block_sums_tab<<<(unsigned)blocks, TPB>>>(d + base, a);
-            cudaCheckLast();
-            base += blocks;
-            blocks = 0;
-            memset(&a, 0, sizeof a);
-        }
-        if (i < k && nb[i]) {
-            a.x[a.k] = x[i];
-            a.n[a.k] = n[i];
-            a.kind[a.k] = g[i]->spec.ops->id == CODEC_ONEBIT;
-            a.first[a.k++] = (uint32_t)blocks;
-            blocks += nb[i];
-        }
-    }
-    GpuSums *h = (GpuSums *)gcx_pinned(total * sizeof(GpuSums));
-    if (total) cudaCheck(cudaMemcpy(h, d, total * sizeof(GpuSums), cudaMemcpyDeviceToHost)); /* the one wait */
-    gcx_dfree(d);
-    base = 0;
+    uint8_t *kind = (uint8_t *)callocCheck(k ? k : 1, 1);
+    GpuSums *sums = (GpuSums *)mallocCheck((k ? k : 1) * sizeof(GpuSums));
+    for (size_t i = 0; i < k; i++) kind[i] = g[i]->spec.ops->id == CODEC_ONEBIT; /* onebit's kind 1 */
+    sums_of(x, n, kind, k, sums);
     for (size_t i = 0; i < k; i++) {
-        GpuSums m = sums_combine(h + base, nb[i]);
-        base += nb[i];
+        const GpuSums m = sums[i];
         CodecId id = g[i]->spec.ops->id;
         float clip = NAN, s = NAN;
         if (id == CODEC_TERNGRAD || id == CODEC_STOCH3) {
@@ -2542,5 +2530,6 @@ void codec_local_stats_cuda(CodecCuda *const *g, const float *const *x, const si
         local[2 * i] = clip;
         local[2 * i + 1] = s;
     }
-    free(nb);
+    free(kind);
+    free(sums);
 }

@@ -67,11 +67,10 @@ struct ExchangeCuda {
                              * probed at once (codec_cuda_probe_frames), or NULL without frames */
     CodecProbe *probes; /* those of the bundle being read: in probes_all */
     uint32_t nprobed;   /* the first nprobed entries' frames have their probe */
-    int ahead;          /* read_ahead has read the headers and probes of x->in's N bundles */
-    size_t *ahead_first;     /* [N] where each one's probes begin in probes_all */
+    size_t *ahead_first;     /* [N] where each read-ahead bundle's probes begin in probes_all */
     uint32_t *ahead_probed;  /* [N] how many of its entries' frames have their probe */
-    const uint8_t **ahead_frames; /* [N T] read_ahead's frames and lengths */
-    size_t *ahead_lens;
+    const uint8_t **probe_frames; /* [N T] the frames probed at once, and their lengths */
+    size_t *probe_lens;
     const CodecProbe *probe; /* the probe of the frame next_entry found last, or NULL */
     CodecBatch *batch;  /* device bundles: the frames' work launched per pass, not per frame */
     int stage;          /* device bundles with frames of a codec that stages (stages()): the
@@ -82,15 +81,14 @@ struct ExchangeCuda {
     size_t *fat;        /* [T] their offsets in the bundle */
     double *fsec;       /* [T] and each frame's encoding time */
     size_t *roff, *rn;  /* [T] ranges of tensors for exchange_cuda_ranges (ranges) */
-    float *local;       /* [2T] a pass's local statistics of tensor t at 2t (local_stats) */
-    int *has_local;     /* [T] whether local holds tensor t's for this pass */
+    int *local_at;      /* [T] where a pass's local statistics of tensor t are in local (local_stats),
+                         * or -1 */
+    float *local;       /* [2T] codec_local_stats_cuda's results */
     int local_ready;    /* share_scalars took them of the push pass's values, which that pass
                          * encodes next */
     CodecCuda **lg;     /* [T] local_stats' arguments to codec_local_stats_cuda */
     const float **lx;
     size_t *ln;
-    int *lt;
-    float *lbuf;        /* [2T] its results */
     int coded;          /* a push has been encoded: the codecs' state is the host's to save */
     /* the ring (GCOMP section 6.2) */
     CodecCuda **renc, **rdec; /* [T * 2N] tensor t's encoder and decoder of slot s at t * 2N + s
@@ -217,17 +215,15 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     for (int t = 0; t < x->T; t++) x->mem[t] = exchange_memory_kind(ex, t);
     x->ahead_first = callocCheck((size_t)x->N, sizeof *x->ahead_first);
     x->ahead_probed = callocCheck((size_t)x->N, sizeof *x->ahead_probed);
-    x->ahead_frames = callocCheck((size_t)x->N * (size_t)x->T + 1, sizeof *x->ahead_frames);
-    x->ahead_lens = callocCheck((size_t)x->N * (size_t)x->T + 1, sizeof *x->ahead_lens);
+    x->probe_frames = callocCheck((size_t)x->N * (size_t)x->T + 1, sizeof *x->probe_frames);
+    x->probe_lens = callocCheck((size_t)x->N * (size_t)x->T + 1, sizeof *x->probe_lens);
     x->roff = callocCheck((size_t)x->T + 1, sizeof *x->roff); /* every topology's optimizer takes ranges */
     x->rn = callocCheck((size_t)x->T + 1, sizeof *x->rn);
+    x->local_at = callocCheck((size_t)x->T + 1, sizeof *x->local_at);
     x->local = callocCheck(2 * (size_t)x->T + 1, sizeof *x->local);
-    x->has_local = callocCheck((size_t)x->T + 1, sizeof *x->has_local);
     x->lg = callocCheck((size_t)x->T + 1, sizeof *x->lg);
     x->lx = callocCheck((size_t)x->T + 1, sizeof *x->lx);
     x->ln = callocCheck((size_t)x->T + 1, sizeof *x->ln);
-    x->lt = callocCheck((size_t)x->T + 1, sizeof *x->lt);
-    x->lbuf = callocCheck(2 * (size_t)x->T + 1, sizeof *x->lbuf);
     x->h_resid = exchange_residual(ex);
     x->h_vel = exchange_velocity(ex);
     x->h_anchor = exchange_anchor(ex);
@@ -341,8 +337,8 @@ void exchange_cuda_free(ExchangeCuda *x) {
     cuda_host_free(x->probes_all);
     free(x->ahead_first);
     free(x->ahead_probed);
-    free(x->ahead_frames);
-    free(x->ahead_lens);
+    free(x->probe_frames);
+    free(x->probe_lens);
     cuda_host_arena_free(x->h_stage);
     if (x->d_lo) cudaCheck(cudaFree(x->d_lo));
     if (x->d_hi) cudaCheck(cudaFree(x->d_hi));
@@ -371,13 +367,11 @@ void exchange_cuda_free(ExchangeCuda *x) {
     free(x->penc);
     free(x->pdec);
     free(x->scalars);
+    free(x->local_at);
     free(x->local);
-    free(x->has_local);
     free(x->lg);
     free(x->lx);
     free(x->ln);
-    free(x->lt);
-    free(x->lbuf);
     free(x->share);
     free(x->mem);
     bytebuf_free(&x->out);
@@ -583,26 +577,21 @@ static void memory_in(ExchangeCuda *x, const float *d_params) {
 
 /* The local statistics of a pass's values (terngrad's and stoch3's scalar and clipping
  * threshold, max|x| of ternsum and int8, onebit's means: codec_local_stats_cuda) for every
- * tensor whose encoder enc[t] takes them, of v over chunk c (c < 0: whole tensors), into x->local: one wait for them all,
- * where each encoder would wait for its own */
+ * tensor whose encoder enc[t] takes them, of v over chunk c (c < 0: whole tensors), tensor
+ * t's at x->local + 2 x->local_at[t]: one wait for them all, where each encoder would wait
+ * for its own */
 static void local_stats(ExchangeCuda *x, CodecCuda *const *enc, const float *v, int c) {
-    size_t k = 0;
+    int k = 0;
     for (int t = 0; t < x->T; t++) {
         size_t lo, n = pass_n(x, t, c, &lo);
-        x->has_local[t] = 0;
+        x->local_at[t] = -1;
         if (!n || !codec_cuda_local_stats_of(enc[t])) continue;
         x->lg[k] = enc[t];
         x->lx[k] = v + t_off(x, t) + lo;
         x->ln[k] = n;
-        x->lt[k++] = t;
+        x->local_at[t] = k++;
     }
-    if (k) codec_local_stats_cuda(x->lg, x->lx, x->ln, k, x->lbuf);
-    for (size_t i = 0; i < k; i++) {
-        int t = x->lt[i];
-        x->local[2 * t] = x->lbuf[2 * i];
-        x->local[2 * t + 1] = x->lbuf[2 * i + 1];
-        x->has_local[t] = 1;
-    }
+    if (k) codec_local_stats_cuda(x->lg, x->lx, x->ln, (size_t)k, x->local);
 }
 
 /* TernGrad's scalar sharing (TernGrad section 3.1), as exchange.c's encode_all:
@@ -616,8 +605,9 @@ static void share_scalars(ExchangeCuda *x) {
         if (!x->pol[t].spec.ops->local_scalar) continue;
         int id = codec_cuda_spec(x->enc[t])->ops->id;
         x->scalars[t] = !t_n(x, t) ? 0.0f /* codec_local_scalar of nothing */
-                        : x->has_local[t] && (id == CODEC_TERNGRAD || id == CODEC_STOCH3) ? x->local[2 * t + 1]
-                                                                                         : NAN;
+                        : x->local_at[t] >= 0 && (id == CODEC_TERNGRAD || id == CODEC_STOCH3)
+                            ? x->local[2 * x->local_at[t] + 1]
+                            : NAN;
     }
     comm_allreduce_f32(x->comm, x->scalars, (size_t)x->T, COMM_MAX);
 }
@@ -773,20 +763,22 @@ static int get_frame(const ExchangeCuda *x, CodecCuda *dec, float *out, size_t n
  * (exchange_cuda_bundle_heads), each entry's found there in the order they are taken; with
  * probe (a bundle about to be decoded) the frames of those entries are probed at once too
  * (codec_cuda_probe_frames: one more wait for all of them), for get_frame */
-/* entry i of x->heads: its ENTRY_HDR bytes, and in *at its offset in the bundle */
-static const uint8_t *head(const ExchangeCuda *x, uint32_t i, size_t *at) {
-    const uint8_t *h = x->heads + EXCHANGE_HEADS_TOP + (size_t)i * EXCHANGE_HEAD_BYTES;
+/* entry i of the headers heads (exchange_cuda_bundle_heads' copy): its ENTRY_HDR bytes,
+ * and in *at its offset in the bundle */
+static const uint8_t *head_at(const uint8_t *heads, uint32_t i, size_t *at) {
+    const uint8_t *h = heads + EXCHANGE_HEADS_TOP + (size_t)i * EXCHANGE_HEAD_BYTES;
     *at = (size_t)((uint64_t)get_u32(h + 4) << 32 | get_u32(h));
     return h + 8;
 }
+/* entry i of x->heads */
+static const uint8_t *head(const ExchangeCuda *x, uint32_t i, size_t *at) { return head_at(x->heads, i, at); }
 
 /* the frames of the entries in heads h (of a bundle p of len bytes) that lie inside the
  * bundle (the walk's last may not) into frames and lens: how many */
 static uint32_t bundle_frames(const uint8_t *h, const uint8_t *p, size_t len, const uint8_t **frames, size_t *lens) {
     uint32_t n = get_u32(h + BUNDLE_HDR), k = 0;
     for (; k < n; k++) {
-        const uint8_t *e = h + EXCHANGE_HEADS_TOP + (size_t)k * EXCHANGE_HEAD_BYTES;
-        size_t at = (size_t)((uint64_t)get_u32(e + 4) << 32 | get_u32(e)), flen = get_u32(e + 8 + 8);
+        size_t at, flen = get_u32(head_at(h, k, &at) + 8);
         if (flen > len - at - ENTRY_HDR) break;
         frames[k] = p + at + ENTRY_HDR;
         lens[k] = flen;
@@ -797,10 +789,10 @@ static uint32_t bundle_frames(const uint8_t *h, const uint8_t *p, size_t len, co
 /* the N bundles in x->in, about to be decoded one after the other (average_bundles): the
  * entry headers of all of them in one copy, then the frames of all of them probed at
  * once, two waits where opening each bundle took two; open_bundle's ahead then takes
- * bundle src's from there. Nothing is checked here */
-static void read_ahead(ExchangeCuda *x) {
-    x->ahead = 0;
-    if (!x->devb || x->N < 2) return;
+ * bundle src's from there. Nothing is checked here. Whether it read them (device bundles,
+ * two or more) */
+static int read_ahead(ExchangeCuda *x) {
+    if (!x->devb || x->N < 2) return 0;
     const uint8_t *b[x->N];
     size_t at = 0, k = 0, hb = EXCHANGE_HEADS_BYTES(x->T);
     for (int s = 0; s < x->N; s++) {
@@ -810,19 +802,19 @@ static void read_ahead(ExchangeCuda *x) {
     exchange_cuda_bundle_heads_many(x->heads_all, x->d_heads, b, x->lens, (size_t)x->N, (uint32_t)x->T);
     for (int s = 0; s < x->N; s++) {
         x->ahead_first[s] = k;
-        x->ahead_probed[s] = bundle_frames(x->heads_all + (size_t)s * hb, b[s], x->lens[s], x->ahead_frames + k,
-                                           x->ahead_lens + k);
+        x->ahead_probed[s] = bundle_frames(x->heads_all + (size_t)s * hb, b[s], x->lens[s], x->probe_frames + k,
+                                           x->probe_lens + k);
         k += x->ahead_probed[s];
     }
-    codec_cuda_probe_frames(x->probes_all, x->ahead_frames, x->ahead_lens, k);
-    x->ahead = 1;
+    codec_cuda_probe_frames(x->probes_all, x->probe_frames, x->probe_lens, k);
+    return 1;
 }
 
 /* ahead: the index of a bundle read_ahead has read, or -1 */
 static int open_bundle(ExchangeCuda *x, BundleReader *br, const uint8_t *p, size_t len, long step, int probe,
                        int ahead) {
     if (!x->devb) return bundle_open(br, p, len, step);
-    if (ahead >= 0 && x->ahead) {
+    if (ahead >= 0) {
         x->heads = x->heads_all + (size_t)ahead * EXCHANGE_HEADS_BYTES(x->T);
         x->probes = x->probes_all + x->ahead_first[ahead];
     } else {
@@ -836,12 +828,12 @@ static int open_bundle(ExchangeCuda *x, BundleReader *br, const uint8_t *p, size
     int rc = bundle_open(br, x->heads, len, step);
     br->p = p;
     if (rc || !probe) return rc;
-    if (ahead >= 0 && x->ahead) {
+    if (ahead >= 0) {
         x->nprobed = x->ahead_probed[ahead];
         return 0;
     }
-    uint32_t k = bundle_frames(x->heads, p, len, x->ahead_frames, x->ahead_lens);
-    codec_cuda_probe_frames(x->probes, x->ahead_frames, x->ahead_lens, k);
+    uint32_t k = bundle_frames(x->heads, p, len, x->probe_frames, x->probe_lens);
+    codec_cuda_probe_frames(x->probes, x->probe_frames, x->probe_lens, k);
     x->nprobed = k;
     return 0;
 }
@@ -962,7 +954,7 @@ static void encode_pass(ExchangeCuda *x, const EncPass *p, const float *d_lp, co
         side.mask = pull ? NULL : x->d_mask + at; /* what this worker sent; not the server's pull */
         side.density = density;
         if (!ring && x->share[t] && (!pull || x->grad_pull)) side.scalar = &x->scalars[t];
-        if (x->has_local[t]) side.local = &x->local[2 * t];
+        if (x->local_at[t] >= 0) side.local = &x->local[2 * x->local_at[t]];
         if (codec_cuda_spec(enc[t])->ops->id == CODEC_GCOMP) {
             gcomp_levels(x, pull, t, lo, n, v, d_lp, opt, lr);
             side.levels = x->d_levels + at;
@@ -1074,10 +1066,11 @@ static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes,
  * down: count the other workers' bundles as received */
 static void average_bundles(ExchangeCuda *x, long step, int down) {
     size_t at = 0;
-    if (!x->failed) read_ahead(x);
+    int ahead = !x->failed && read_ahead(x);
     for (int src = 0; src < x->N; src++) {
         uint64_t comp = 0;
-        if (!x->failed) comp = decode_bundle(x, x->d_agg, x->in.p + at, x->lens[src], src, step, src > 0, 0, src);
+        if (!x->failed)
+            comp = decode_bundle(x, x->d_agg, x->in.p + at, x->lens[src], src, step, src > 0, 0, ahead ? src : -1);
         if (down && src != x->rank) {
             x->st.down_bytes += x->lens[src];
             x->st.comp_down += comp;

@@ -196,9 +196,9 @@ extern "C" void exchange_cuda_ranges(int op, float *d, const float *a, const flo
 }
 
 /* DGC's memory_in over the table's ranges: g = x (+ wd p, optim.c's weight decay, where
- * p is given: the weight decay is not 0 as a double), then DGC eq. 7 (u = m u + g, v = v + u) or appendix B (Nesterov: u = m (u + g),
- * v = v + (u + g)), x = v: the roundings of optim_add_weight_decay and dist/exchange.c's
- * memory_in */
+ * p is given: the weight decay is not 0 as a double), then DGC eq. 7 (u = m u + g,
+ * v = v + u) or appendix B (Nesterov: u = m (u + g), v = v + (u + g)), x = v: the
+ * roundings of optim_add_weight_decay and dist/exchange.c's memory_in */
 __global__ void k_ex_dgc_in(RangeTab r, float *u, float *v, float *x, const float *p, float wd, float m,
                             int nesterov) {
     RANGE_STRIDE(j, r) {
