@@ -497,8 +497,9 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
         exchange_cuda_scale(x->d_agg, 1.0f / (float)x->N, n);
         return;
     }
-    /* this worker's backward has finished before a peer reads its gradients */
-    cudaCheck(cudaDeviceSynchronize());
+    /* this worker's backward has finished before a peer reads its gradients (its own
+     * stream: a wait for the whole device would wait for the peers' queued work too) */
+    cudaCheck(cudaStreamSynchronize(0));
     CommMark mark = comm_uncounted_begin(c); /* addresses, not the exchange's traffic */
     comm_allgatherv(c, &x->ptrs, x->lens, (const uint8_t *)&d_grads, sizeof d_grads);
     comm_uncounted_end(c, mark);
@@ -510,8 +511,9 @@ static void avg_allreduce(ExchangeCuda *x, const float *d_grads) {
     cudaCheck(cudaMemcpy(x->d_agg, g[0], bytes, cudaMemcpyDeviceToDevice));
     for (int k = 1; k < x->N; k++) exchange_cuda_add(x->d_agg, g[k], n);
     if (x->N > 1) exchange_cuda_scale(x->d_agg, 1.0f / (float)x->N, n);
-    /* every peer is done reading this worker's gradients before its next backward */
-    cudaCheck(cudaDeviceSynchronize());
+    /* every peer is done reading this worker's gradients before its next backward: each
+     * waits for its own reads, then all meet */
+    cudaCheck(cudaStreamSynchronize(0));
     comm_barrier(c);
     /* the allreduce's ring model, as the local backend counts it */
     uint64_t b = x->N > 1 ? (uint64_t)(2.0 * (x->N - 1) / x->N * (double)bytes) : 0;

@@ -119,6 +119,7 @@ typedef struct {
     unsigned long long pageable_max[W]; /* ... the largest such copy's */
     unsigned long long waits[W];        /* emulation: times the steps waited for the device */
     unsigned long long ops[W];          /* emulation: operations the steps issued to the device */
+    unsigned long long barriers[W];     /* emulation: waits for the whole device after the first exchange */
     int exchanges[W];                   /* device steps that exchanged */
 } Run;
 
@@ -220,6 +221,7 @@ static void worker(int rank, void *arg) {
 #ifdef EMU_HOST_WAITS
             emu_host_waits();
             emu_device_ops();
+            emu_device_barriers();
 #endif
             rc = exchange_cuda_step(dx, dp, dg, &dopt, 0.1, (double)s, s, &r->st[rank]);
             if (!rc) exchange_cuda_optimize(dx, dp, dg, &dopt, 0.1);
@@ -230,6 +232,7 @@ static void worker(int rank, void *arg) {
 #ifdef EMU_HOST_WAITS
             r->waits[rank] += emu_host_waits();
             r->ops[rank] += emu_device_ops();
+            r->barriers[rank] += r->exchanges[rank] ? emu_device_barriers() : 0;
 #endif
             r->exchanges[rank] += r->st[rank].exchanged;
             r->pageable[rank] += pb;
@@ -454,6 +457,12 @@ static void compare(const char *codec, int topology) {
          * descriptors); 2.10 to 2.29 when such a table took two uploads of its own, 4.93
          * when the encoder read its histograms, sizes and checks one after the other and
          * the breakdown was read from each frame */
+        /* no step after the first that exchanged waits for the whole device (an allocation, a free, a
+         * cudaDeviceSynchronize), which would make the workers sharing the GPU wait for each
+         * other's queued work: the local allreduce of --delay's deltas waited twice a step
+         * when it synchronized the device; recreating the exchange (a --resume) allocates */
+        CHECK(recreate || d.barriers[k] == 0, "%s %s worker %d: %llu waits for the whole device after the first exchange",
+              codec, name, k, d.barriers[k]);
         double per = per_pass(&d, d.waits, topology, k), ops = per_pass(&d, d.ops, topology, k);
         int sparse = !strncmp(codec, "topk", 4) || !strncmp(codec, "dgc", 3) || !strcmp(codec, "sbc");
         int gcomp = !strncmp(codec, "gcomp", 5);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Host emulation of the GPU codecs and optimizers (see README.md here):
 #   tests/emulation/build.sh [OUT]      (OUT default build/emu/codec)
-# builds OUT/test_emu_sched (the scheduler's own test, test_emu_sched.cpp),
+# builds OUT/test_emu_sched (the scheduler's own test, test_emu_sched.cpp), OUT/test_emu_async
+# (the tracked runtime's copies through page-locked memory, nn/test_emu_async.c),
 # OUT/test_codec_emu (tests/cuda/test_codec_cuda.c against compress/*.cu),
 # OUT/test_optim_emu (tests/cuda/test_optim_cuda.c against optim/optim_cuda.cu),
 # OUT/fuzz_gcomp_state_emu (tests/fuzz/fuzz_gcomp_state.c's corpus replayed, the GPU
@@ -44,6 +45,8 @@ $CCS $CF -c "$HERE/nn/emu_device.c" -o "$O/emu_device.o"
 EMU_OBJS="$O/emu_sched.o $O/emu_device.o"
 $CCS $CF "$REPO/tests/cuda/test_codec_cuda.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $EMU_OBJS \
   "$LIB" $LIBS $LF -fopenmp -o "$OUT/test_codec_emu"
+# the tracked runtime's own test: copies through page-locked memory kept pending to the wait
+$CCS $CF "$HERE/nn/test_emu_async.c" $O/emu_device.o $LF -o "$OUT/test_emu_async"
 $CCS $CF "$REPO/tests/cuda/test_optim_cuda.c" $O/optim_cuda.o $EMU_OBJS "$LIB" $LIBS $LF -fopenmp -o "$OUT/test_optim_emu"
 $CCS $CF "$REPO/bench/codecs_gpu.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $EMU_OBJS \
   "$LIB" $LIBS $LF -fopenmp -o "$OUT/codecs_gpu_emu"
@@ -56,7 +59,7 @@ $CCS $CF -DCORPUS_DIR='"tests/fuzz/corpus/fuzz_gcomp_state"' "$REPO/tests/fuzz/f
 $CCS $CF -DCORPUS_DIR='"tests/fuzz/corpus/fuzz_frame"' "$REPO/tests/fuzz/fuzz_frame.c" \
   "$REPO/tests/fuzz/replay_main.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $EMU_OBJS "$LIB" $LIBS $LF \
   -fopenmp -o "$OUT/fuzz_frame_emu"
-built="$OUT/test_emu_sched $OUT/test_codec_emu $OUT/test_optim_emu $OUT/codecs_gpu_emu $OUT/fuzz_gcomp_state_emu"
+built="$OUT/test_emu_sched $OUT/test_emu_async $OUT/test_codec_emu $OUT/test_optim_emu $OUT/codecs_gpu_emu $OUT/fuzz_gcomp_state_emu"
 built="$built $OUT/fuzz_frame_emu"
 if [ -n "$NCCL_CF" ]; then
   NF="$NCCL_CF -fopenmp"

@@ -61,7 +61,7 @@ cudaError_t cudaFreeHost(void *p);
 void emu_pageable_copies(unsigned long long *bytes, unsigned long long *largest);
 #define EMU_PAGEABLE_COPIES 1
 /* cudaMemcpyAsync: as cudaMemcpy, a host wait only through pageable memory */
-cudaError_t emu_memcpy_async(void *d, const void *s, size_t n, enum cudaMemcpyKind k);
+cudaError_t emu_memcpy_async(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaDeviceSynchronize(void);
 /* the times the calling thread has waited for the device since its last call here (then
@@ -76,6 +76,14 @@ unsigned long long emu_host_waits(void);
  * driver call of a microsecond or more whatever its size */
 unsigned long long emu_device_ops(void);
 void emu_count_op(const char *what); /* what: its kind, for EMU_COUNTS (emu_device.c) */
+/* the calls the calling thread has made since its last call here (then 0 again) that wait
+ * for the whole device, every other host thread's stream included, on a GPU: cudaMalloc,
+ * cudaFree, cudaMallocHost, cudaFreeHost and cudaDeviceSynchronize. With workers sharing a
+ * GPU, each makes every worker wait for the others' queued work */
+unsigned long long emu_device_barriers(void);
+#define EMU_DEVICE_BARRIERS 1
+cudaError_t emu_malloc_async(void **p, size_t n); /* cudaMallocAsync's, not such a wait */
+cudaError_t emu_free_async(void *p);
 void emu_counts_reset(void);
 #ifdef __cplusplus
 }
@@ -86,12 +94,11 @@ void emu_counts_reset(void);
         const void *emu_q_[] = {__VA_ARGS__};                                                                        \
         emu_dev_open_ptrs(emu_q_, (int)(sizeof emu_q_ / sizeof emu_q_[0]));                                          \
     } while (0)
-static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { (void)s; emu_count_op("cudaMallocAsync"); return cudaMalloc(p, n); }
-static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { (void)s; emu_count_op("cudaFreeAsync"); return cudaFree(p); }
+static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { (void)s; return emu_malloc_async(p, n); }
+static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { (void)s; return emu_free_async(p); }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { (void)s; return cudaMemset(p, v, n); }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
-    (void)st;
-    return emu_memcpy_async(d, s, n, k);
+    return emu_memcpy_async(d, s, n, k, st);
 }
 
 static inline const char *cudaGetErrorString(cudaError_t e) { (void)e; return "emulated error"; }

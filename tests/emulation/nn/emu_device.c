@@ -159,7 +159,7 @@ void emu_dev_span(const void *q, size_t bytes, const char *what) {
     abort();
 }
 
-cudaError_t cudaMalloc(void **p, size_t n) {
+static cudaError_t dev_alloc(void **p, size_t n) {
     take();
     if (nallocs == MAXA) { fprintf(stderr, "emu: too many device allocations\n"); abort(); }
     size_t m = page_round(n ? n : 1);
@@ -203,7 +203,7 @@ static void quarantine(char *p, size_t mapped) {
     quar[k].p = p, quar[k].mapped = mapped;
 }
 
-cudaError_t cudaFree(void *p) {
+static cudaError_t dev_free(void *p) {
     if (!p) return 0;
     take();
     for (int i = 0; i < nallocs; i++)
@@ -217,6 +217,39 @@ cudaError_t cudaFree(void *p) {
     abort();
 }
 
+/* The calls that wait for the whole device, every host thread's stream (on a GPU: cudaMalloc,
+ * cudaFree, cudaMallocHost, cudaFreeHost, cudaDeviceSynchronize), counted per calling thread
+ * (emu_device_barriers) and, under EMU_COUNTS, by kind; the stream-ordered allocations
+ * (cudaMallocAsync, cudaFreeAsync) are not among them */
+static __thread unsigned long long device_barriers;
+static void count_site(const char *name, const void *at);
+static void barrier(const char *what) {
+    device_barriers++;
+    count_site(what, NULL);
+}
+unsigned long long emu_device_barriers(void) {
+    unsigned long long b = device_barriers;
+    device_barriers = 0;
+    return b;
+}
+
+cudaError_t cudaMalloc(void **p, size_t n) {
+    barrier("cudaMalloc (waits for the whole device)");
+    return dev_alloc(p, n);
+}
+cudaError_t cudaFree(void *p) {
+    if (p) barrier("cudaFree (waits for the whole device)");
+    return dev_free(p);
+}
+cudaError_t emu_malloc_async(void **p, size_t n) {
+    emu_count_op("cudaMallocAsync");
+    return dev_alloc(p, n);
+}
+cudaError_t emu_free_async(void *p) {
+    emu_count_op("cudaFreeAsync");
+    return dev_free(p);
+}
+
 cudaError_t cudaMemset(void *p, int v, size_t n) {
     emu_dev_check(p, "cudaMemset's destination");
     if (p && n) emu_dev_span(p, n, "cudaMemset's destination");
@@ -227,6 +260,7 @@ cudaError_t cudaMemset(void *p, int v, size_t n) {
     return 0;
 }
 
+static void pending_free_check(const char *p, size_t n);
 /* pinned host allocations (cudaMallocHost), under the lock */
 #define MAXH 1024
 static struct { char *p; size_t n; } pinned[MAXH];
@@ -234,6 +268,7 @@ static int npinned;
 static __thread unsigned long long pageable_bytes, pageable_max; /* the calling thread's */
 
 cudaError_t cudaMallocHost(void **p, size_t n) {
+    barrier("cudaMallocHost (waits for the whole device)");
     take();
     *p = npinned < MAXH ? malloc(n ? n : 1) : NULL;
     if (*p) {
@@ -246,6 +281,7 @@ cudaError_t cudaMallocHost(void **p, size_t n) {
 
 cudaError_t cudaFreeHost(void *p) {
     if (!p) return cudaSuccess;
+    barrier("cudaFreeHost (waits for the whole device)");
     take();
     int i = 0;
     while (i < npinned && pinned[i].p != p) i++;
@@ -253,6 +289,7 @@ cudaError_t cudaFreeHost(void *p) {
         fprintf(stderr, "emu: cudaFreeHost of %p, which cudaMallocHost did not return\n", p);
         abort();
     }
+    pending_free_check(pinned[i].p, pinned[i].n);
     pinned[i] = pinned[--npinned];
     give();
     free(p);
@@ -307,6 +344,29 @@ void emu_counts_reset(void) {
     nsites = 0;
     pthread_mutex_unlock(&sites_lock);
 }
+/* the function, file and line of the call that returns to at, by addr2line ("?" if
+ * unknown): the innermost one outside this runtime's inline wrappers (cuda_runtime.h) */
+static const char *site_name(const void *at, char *where, size_t cap) {
+    Dl_info d;
+    snprintf(where, cap, "?");
+    if (dladdr(at, &d) && d.dli_fname) { /* the call's line: the address before the return */
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "addr2line -f -i -s -e '%s' %#lx 2>/dev/null", d.dli_fname,
+                 (unsigned long)((const char *)at - (const char *)d.dli_fbase) - 1);
+        FILE *f = popen(cmd, "r");
+        char fn[256], line[256];
+        int first = 1;
+        while (f && fgets(fn, sizeof fn, f) && fgets(line, sizeof line, f)) { /* innermost first */
+            fn[strcspn(fn, "\n")] = line[strcspn(line, "\n")] = 0;
+            int wrapper = strstr(line, "cuda_runtime.h:") == line;
+            if (first || !wrapper) snprintf(where, cap, "%s (%s)", fn, line);
+            first = 0;
+            if (!wrapper) break;
+        }
+        if (f) pclose(f);
+    }
+    return where;
+}
 static int by_count(const void *a, const void *b) {
     unsigned long long x = ((const __typeof__(sites[0]) *)a)->n, y = ((const __typeof__(sites[0]) *)b)->n;
     return x < y ? 1 : x > y ? -1 : 0;
@@ -321,21 +381,8 @@ static void counts_print(void) {
                 fprintf(stderr, "%12llu  %s\n", sites[i].n, sites[i].name);
                 continue;
             }
-            Dl_info d;
-            char where[512] = "?";
-            if (dladdr(sites[i].at, &d) && d.dli_fname) { /* the call's line: the address before the return */
-                char cmd[1024];
-                snprintf(cmd, sizeof cmd, "addr2line -f -s -e '%s' %#lx 2>/dev/null", d.dli_fname,
-                         (unsigned long)((const char *)sites[i].at - (const char *)d.dli_fbase) - 1);
-                FILE *f = popen(cmd, "r");
-                char fn[256] = "", line[256] = "";
-                if (f && fgets(fn, sizeof fn, f) && fgets(line, sizeof line, f)) {
-                    fn[strcspn(fn, "\n")] = line[strcspn(line, "\n")] = 0;
-                    snprintf(where, sizeof where, "%s (%s)", fn, line);
-                }
-                if (f) pclose(f);
-            }
-            fprintf(stderr, "%12llu  %s\n", sites[i].n, where);
+            char where[512];
+            fprintf(stderr, "%12llu  %s\n", sites[i].n, site_name(sites[i].at, where, sizeof where));
         }
     }
 }
@@ -361,19 +408,108 @@ unsigned long long emu_host_waits(void) {
     return w;
 }
 
+/* Asynchronous copies through page-locked memory. On a GPU a cudaMemcpyAsync between the
+ * device and cudaMallocHost memory returns before the copy has run: until the host has
+ * waited for the copy's stream (cudaStreamSynchronize, cudaDeviceSynchronize, a
+ * synchronous cudaMemcpy between host and device on that stream), it may not write the
+ * source of a copy to the device, nor read or write the destination of a copy to the host.
+ * The emulation runs each copy when it is issued, so it keeps such a copy pending, per
+ * host thread, until that wait: a copy to the device remembers its source's bytes, which
+ * must be unchanged at the wait, else the run stops naming the copy's caller; a copy to
+ * the host fills its destination with 0xFF bytes (a NaN, an impossible length) and writes
+ * the copied bytes at the wait, and a destination the host wrote meanwhile stops the run.
+ * Later copies on the same stream see the pending ones in stream order. Pageable memory
+ * needs none of this: the runtime stages it (to the device) or waits (to the host).
+ * cudaFreeHost of memory with a copy pending stops the run. */
+typedef struct {
+    int to_host;      /* a copy into host (else from host) */
+    char *host;       /* the page-locked bytes */
+    size_t n;
+    unsigned char *v; /* to the device: the source as issued; to the host: the copied bytes */
+    cudaStream_t st;
+    const void *at; /* the caller */
+} Pending;
+static __thread Pending *pend;
+static __thread size_t npend, cpend;
+#define ANY_STREAM ((cudaStream_t)-1)
+static cudaStream_t stream_of(cudaStream_t s) { return s == cudaStreamPerThread ? 0 : s; }
+
+static void pending_die(const Pending *q, const char *what) {
+    char where[512];
+    fprintf(stderr,
+            "emu: the host %s %zu bytes of page-locked memory at %p while the cudaMemcpyAsync %s them, issued by "
+            "%s, could still be running on a GPU: wait for its stream first\n",
+            what, q->n, (void *)q->host, q->to_host ? "into" : "from", site_name(q->at, where, sizeof where));
+    abort();
+}
+
+/* the copy has run: check what the host did meanwhile, and land a copy to the host */
+static void pending_land(const Pending *q) {
+    if (!q->to_host) {
+        if (memcmp(q->host, q->v, q->n)) pending_die(q, "wrote");
+    } else {
+        for (size_t i = 0; i < q->n; i++)
+            if ((unsigned char)q->host[i] != 0xFF) pending_die(q, "wrote");
+        memcpy(q->host, q->v, q->n);
+    }
+    free(q->v);
+}
+
+/* land the calling thread's pending copies on stream st (ANY_STREAM: all of them), or only
+ * those whose host bytes overlap [lo, lo+n) when lo is set */
+static void pending_sync(cudaStream_t st, const char *lo, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < npend; i++) {
+        Pending *q = &pend[i];
+        int mine = st == ANY_STREAM || q->st == st;
+        if (mine && (!lo || (q->host < lo + n && lo < q->host + q->n))) pending_land(q);
+        else pend[k++] = *q;
+    }
+    npend = k;
+}
+
+static void pending_add(int to_host, char *host, const void *dev, size_t n, cudaStream_t st, const void *at) {
+    if (npend == cpend) {
+        cpend = cpend ? 2 * cpend : 16;
+        pend = realloc(pend, cpend * sizeof *pend);
+        if (!pend) abort();
+    }
+    Pending *q = &pend[npend++];
+    q->to_host = to_host, q->host = host, q->n = n, q->st = st, q->at = at;
+    q->v = malloc(n);
+    if (!q->v) abort();
+    if (to_host) {
+        EMU_DEV_OPEN(dev);
+        memcpy(q->v, dev, n);
+        emu_dev_close();
+        memset(host, 0xFF, n);
+    } else {
+        memcpy(q->v, host, n);
+    }
+}
+
+/* p[0..n), page-locked memory being freed, has no copy pending */
+static void pending_free_check(const char *p, size_t n) {
+    for (size_t k = 0; k < npend; k++)
+        if (pend[k].host >= p && pend[k].host < p + (n ? n : 1)) pending_die(&pend[k], "freed");
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    (void)s;
+    pending_sync(stream_of(s), NULL, 0);
     count_wait(__builtin_return_address(0));
     return 0;
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+    barrier("cudaDeviceSynchronize (waits for the whole device)");
+    pending_sync(ANY_STREAM, NULL, 0);
     count_wait(__builtin_return_address(0));
     return 0;
 }
 
-/* a copy; async: cudaMemcpyAsync's (the host waits only through pageable memory) */
-static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpyKind k, int async, const void *at) {
+/* a copy on stream st; async: cudaMemcpyAsync's (the host waits only through pageable memory) */
+static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpyKind k, int async, cudaStream_t st,
+                               const void *at) {
     int dd = emu_is_dev(d), sd = emu_is_dev(s);
     int ok = k == cudaMemcpyHostToDevice ? dd && !sd : k == cudaMemcpyDeviceToHost ? !dd && sd
            : k == cudaMemcpyDeviceToDevice ? dd && sd : 1;
@@ -394,6 +530,15 @@ static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpy
     if (pageable && n > pageable_max) pageable_max = n;
     if (n && dd != sd && (!async || pageable)) count_wait(at);
     emu_count_op(!dd ? "copy to the host" : !sd ? "copy to the device" : "copy on the device");
+    st = stream_of(st);
+    /* the stream's earlier copies run first; a synchronous one (or an asynchronous one
+     * into pageable memory) returns when it has run, and they with it */
+    if (n && dd != sd && (!async || (pageable && !dd))) pending_sync(st, NULL, 0);
+    else if (n && dd != sd) pending_sync(st, dd ? s : d, n);
+    if (n && dd != sd && async && !pageable) {
+        pending_add(!dd, dd ? (char *)s : d, dd ? d : s, n, st, at);
+        if (!dd) return 0; /* the bytes land at the wait */
+    }
     EMU_DEV_OPEN(dd ? d : NULL, sd ? s : NULL);
     memmove(d, s, n);
     emu_dev_close();
@@ -401,9 +546,9 @@ static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpy
 }
 
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
-    return memcpy_kind(d, s, n, k, 0, __builtin_return_address(0));
+    return memcpy_kind(d, s, n, k, 0, 0, __builtin_return_address(0));
 }
 
-cudaError_t emu_memcpy_async(void *d, const void *s, size_t n, enum cudaMemcpyKind k) {
-    return memcpy_kind(d, s, n, k, 1, __builtin_return_address(0));
+cudaError_t emu_memcpy_async(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
+    return memcpy_kind(d, s, n, k, 1, st, __builtin_return_address(0));
 }

@@ -1,0 +1,166 @@
+/* The emulation's asynchronous copies through page-locked memory (emu_device.c): a host
+ * that reuses a cudaMemcpyAsync's page-locked source, or touches its destination, before
+ * waiting for the stream must stop the run with the copy's caller named; legal uses (the
+ * wait first, pageable memory, copies in stream order) must run and give the copied bytes.
+ * Each case runs in a child process (a caught misuse aborts it). */
+#include <signal.h>
+#include <sys/wait.h>
+#include "cuda_runtime.h"
+#include "../../test.h"
+
+#define N 64
+static float *dev, *dev2;
+static float *pin;
+
+/* a failed value check in the child: its message, exit status 3 */
+#define WANT(cond, ...)                                                                   \
+    do {                                                                                  \
+        if (!(cond)) { fprintf(stderr, "value: " __VA_ARGS__); fputc('\n', stderr); exit(3); } \
+    } while (0)
+
+static void setup(void) {
+    cudaMalloc((void **)&dev, N * sizeof(float));
+    cudaMalloc((void **)&dev2, N * sizeof(float));
+    cudaMallocHost((void **)&pin, N * sizeof(float));
+    float h[N];
+    for (int i = 0; i < N; i++) h[i] = (float)i;
+    cudaMemcpy(dev, h, sizeof h, cudaMemcpyHostToDevice);
+}
+
+/* misuse: the source rewritten before the wait */
+static void write_source_early(void) {
+    for (int i = 0; i < N; i++) pin[i] = 1.0f;
+    cudaMemcpyAsync(dev2, pin, N * sizeof(float), cudaMemcpyHostToDevice, 0);
+    pin[3] = 2.0f;
+    cudaStreamSynchronize(0);
+}
+
+/* legal: the source rewritten after the wait; the device holds what was sent */
+static void write_source_after_wait(void) {
+    for (int i = 0; i < N; i++) pin[i] = 1.0f;
+    cudaMemcpyAsync(dev2, pin, N * sizeof(float), cudaMemcpyHostToDevice, 0);
+    cudaStreamSynchronize(cudaStreamPerThread); /* the same stream as 0 */
+    pin[3] = 2.0f;
+    float h[N];
+    cudaMemcpy(h, dev2, sizeof h, cudaMemcpyDeviceToHost);
+    WANT(h[3] == 1.0f, "the device got %g, not 1", h[3]);
+}
+
+/* misuse: the destination read before the wait sees no copied bytes (0xFF: a NaN) */
+static void read_destination_early(void) {
+    cudaMemcpyAsync(pin, dev, N * sizeof(float), cudaMemcpyDeviceToHost, 0);
+    WANT(pin[5] == 5.0f, "read %g before the wait, not 5", pin[5]);
+}
+
+/* legal: the destination read after the wait */
+static void read_destination_after_wait(void) {
+    cudaMemcpyAsync(pin, dev, N * sizeof(float), cudaMemcpyDeviceToHost, 0);
+    cudaDeviceSynchronize();
+    WANT(pin[5] == 5.0f, "read %g after the wait, not 5", pin[5]);
+}
+
+/* misuse: the destination written before the wait (the copy may land after it) */
+static void write_destination_early(void) {
+    cudaMemcpyAsync(pin, dev, N * sizeof(float), cudaMemcpyDeviceToHost, 0);
+    pin[0] = 7.0f;
+    cudaStreamSynchronize(0);
+}
+
+/* misuse: the memory freed with a copy pending */
+static void free_early(void) {
+    cudaMemcpyAsync(dev2, pin, N * sizeof(float), cudaMemcpyHostToDevice, 0);
+    cudaFreeHost(pin);
+}
+
+/* legal: a wait on another stream does not wait for stream 0, a synchronous copy does */
+static void other_stream_then_sync_copy(void) {
+    cudaMemcpyAsync(pin, dev, N * sizeof(float), cudaMemcpyDeviceToHost, 0);
+    cudaStreamSynchronize((cudaStream_t)0x77);
+    WANT(isnan(pin[1]), "stream 0's copy landed at another stream's wait: %g", pin[1]);
+    float h[N];
+    cudaMemcpy(h, dev2, sizeof h, cudaMemcpyDeviceToHost);
+    WANT(pin[1] == 1.0f, "a synchronous copy on the stream did not land it: %g", pin[1]);
+}
+
+/* legal: to the host, then from the same bytes to the device, in stream order */
+static void stream_order(void) {
+    cudaMemcpyAsync(pin, dev, N * sizeof(float), cudaMemcpyDeviceToHost, 0);
+    cudaMemcpyAsync(dev2, pin, N * sizeof(float), cudaMemcpyHostToDevice, 0);
+    cudaStreamSynchronize(0);
+    float h[N];
+    cudaMemcpy(h, dev2, sizeof h, cudaMemcpyDeviceToHost);
+    WANT(h[9] == 9.0f && pin[9] == 9.0f, "got %g and %g, not 9", h[9], pin[9]);
+}
+
+/* legal: pageable memory is staged (to the device) or waited for (to the host) */
+static void pageable(void) {
+    float h[N];
+    for (int i = 0; i < N; i++) h[i] = 3.0f;
+    cudaMemcpyAsync(dev2, h, sizeof h, cudaMemcpyHostToDevice, 0);
+    h[0] = 4.0f;
+    cudaMemcpyAsync(h, dev, sizeof h, cudaMemcpyDeviceToHost, 0);
+    WANT(h[2] == 2.0f, "pageable destination %g, not 2", h[2]);
+}
+
+typedef struct {
+    const char *name;
+    void (*run)(void);
+    const char *expect; /* in the abort's message; NULL: legal */
+    int status;         /* a legal case's exit status, or the value check's 3 */
+} Case;
+
+static const Case cases[] = {
+    {"the source rewritten before the wait", write_source_early,
+     "the host wrote 256 bytes of page-locked memory", 0},
+    {"the source rewritten after the wait", write_source_after_wait, NULL, 0},
+    {"the destination read before the wait", read_destination_early, NULL, 3},
+    {"the destination read after the wait", read_destination_after_wait, NULL, 0},
+    {"the destination written before the wait", write_destination_early, "into them, issued by write_destination_early",
+     0},
+    {"freed with a copy pending", free_early, "the host freed 256 bytes", 0},
+    {"another stream's wait, then a synchronous copy", other_stream_then_sync_copy, NULL, 0},
+    {"to the host and back in stream order", stream_order, NULL, 0},
+    {"pageable memory", pageable, NULL, 0},
+};
+
+static int run_child(const Case *c, char *msg, size_t cap) {
+    int fd[2];
+    if (pipe(fd)) { perror("pipe"); exit(1); }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) { perror("fork"); exit(1); }
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        alarm(20);
+        setup();
+        c->run();
+        _exit(0);
+    }
+    close(fd[1]);
+    size_t n = 0;
+    char buf[512];
+    ssize_t r;
+    while ((r = read(fd[0], buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < r && n < cap - 1; i++) msg[n++] = buf[i];
+    msg[n] = 0;
+    close(fd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+int main(void) {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const Case *c = &cases[i];
+        char msg[4096];
+        int st = run_child(c, msg, sizeof msg);
+        if (!c->expect)
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == c->status && (c->status || !msg[0]),
+                  "%s: want exit status %d; status 0x%x, stderr: %s", c->name, c->status, st, msg);
+        else
+            CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && strstr(msg, c->expect),
+                  "%s: want an abort with \"%s\"; status 0x%x, stderr: %s", c->name, c->expect, st, msg);
+    }
+    TEST_END();
+}
