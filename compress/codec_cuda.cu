@@ -47,15 +47,15 @@ extern "C" {
 #define TPB 256
 /* the default pool keeps freed blocks (no release at every synchronization) */
 static void pool_setup(void) {
-    static int done[64];
+    static int done[64]; /* per device; the workers' threads call this at once */
     int dev = 0;
     cudaCheck(cudaGetDevice(&dev));
-    if (dev < 0 || dev >= 64 || done[dev]) return;
+    if (dev < 0 || dev >= 64 || __atomic_load_n(&done[dev], __ATOMIC_ACQUIRE)) return;
     cudaMemPool_t pool;
     cudaCheck(cudaDeviceGetDefaultMemPool(&pool, dev));
-    uint64_t keep = UINT64_MAX;
+    uint64_t keep = UINT64_MAX; /* the same value from every thread: setting it twice is harmless */
     cudaCheck(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    done[dev] = 1;
+    __atomic_store_n(&done[dev], 1, __ATOMIC_RELEASE);
 }
 
 /* Scratch. Every codec call takes a few device buffers and returns them (the CUB calls'
@@ -89,7 +89,7 @@ static int scratch_each;
 /* after the work still queued on the ending thread's stream: cudaFree does not wait for
  * the streams on memory from cudaMallocAsync, and the legacy stream waits for every
  * per-thread default stream */
-static void scratch_end(void *p) { cudaFreeAsync(p, cudaStreamLegacy); }
+static void scratch_end(void *p) { cudaFreeAsync(p, cudaStreamLegacy); } /* at thread exit: nothing to report to */
 static void scratch_init(void) {
     const char *e = getenv("GCX_DSCRATCH");
     scratch_each = e && !strcmp(e, "each");
@@ -499,11 +499,13 @@ static pthread_once_t pinned_once = PTHREAD_ONCE_INIT;
 static void pinned_end(void *p) { cudaFreeHost(p); }
 static void pinned_init(void) { pthread_key_create(&pinned_key, pinned_end); }
 void *gcx_pinned(size_t bytes) {
-    if (bytes > t_pinned_n || !t_pinned) {
+    if (bytes > t_pinned_n || !t_pinned) { /* doubling: each growth waits for the whole device */
         pthread_once(&pinned_once, pinned_init);
+        size_t n = t_pinned_n > 4096 ? t_pinned_n : 4096;
+        while (n < bytes) n *= 2;
         if (t_pinned) cudaCheck(cudaFreeHost(t_pinned));
-        cudaCheck(cudaMallocHost(&t_pinned, bytes ? bytes : 1));
-        t_pinned_n = bytes;
+        cudaCheck(cudaMallocHost(&t_pinned, n));
+        t_pinned_n = n;
         pthread_setspecific(pinned_key, t_pinned);
     }
     return t_pinned;

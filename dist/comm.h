@@ -27,10 +27,12 @@ typedef enum { COMM_SUM, COMM_MAX } CommOp;
 typedef struct {
     void *(*alloc)(size_t bytes); /* NULL when out of memory */
     void (*free)(void *p);
-    /* bytes from and to this allocator's blocks or host memory, either way (NULL: memcpy) */
+    /* bytes from and to this allocator's blocks or host memory, either way (NULL: memcpy);
+     * with settle set it may return before the copy has run */
     void (*copy)(void *dst, const void *src, size_t bytes);
     int device; /* GPU memory: the nccl and local backends take such buffers (the data of
                  * the same call is then GPU memory too), the mpi backend does not */
+    void (*settle)(void); /* waits for the calling thread's copies (NULL: each is complete when it returns) */
 } ByteAlloc;
 
 typedef struct {
@@ -40,8 +42,12 @@ typedef struct {
 } ByteBuf;
 
 /* n bytes to dst from src, one of them in b's memory and the other there or in host
- * memory (b's allocator's copy, or memcpy) */
+ * memory (b's allocator's copy, or memcpy), complete when it returns */
 void bytebuf_copy(const ByteBuf *b, void *dst, const void *src, size_t n);
+/* the same, complete only after bytebuf_settle(b): several copies, one wait (the local
+ * backend's collectives, device to device) */
+void bytebuf_copy_start(const ByteBuf *b, void *dst, const void *src, size_t n);
+void bytebuf_settle(const ByteBuf *b);
 /* grows b to at least cap bytes, keeping its bytes; ends the program when out of memory */
 void bytebuf_reserve(ByteBuf *b, size_t cap);
 /* the same for a buffer about to be overwritten (a collective's receive buffer): its

@@ -48,10 +48,20 @@ void bytebuf_reserve_fresh(ByteBuf *b, size_t cap) {
     bytebuf_reserve(b, cap);
 }
 
-void bytebuf_copy(const ByteBuf *b, void *dst, const void *src, size_t n) {
+void bytebuf_copy_start(const ByteBuf *b, void *dst, const void *src, size_t n) {
     if (!n) return;
     if (b->mem && b->mem->copy) b->mem->copy(dst, src, n);
     else memcpy(dst, src, n);
+}
+
+void bytebuf_settle(const ByteBuf *b) {
+    if (b->mem && b->mem->settle) b->mem->settle();
+}
+
+void bytebuf_copy(const ByteBuf *b, void *dst, const void *src, size_t n) {
+    if (!n) return;
+    bytebuf_copy_start(b, dst, src, n);
+    bytebuf_settle(b);
 }
 
 void bytebuf_free(ByteBuf *b) {
@@ -199,10 +209,11 @@ static void local_allgatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t 
     size_t at = 0;
     for (int k = 0; k < N; k++) {
         lens[k] = g->len[k];
-        bytebuf_copy(out, out->p + at, g->ptr[k], g->len[k]);
+        bytebuf_copy_start(out, out->p + at, g->ptr[k], g->len[k]);
         at += g->len[k];
         if (k != r) c->received += g->len[k];
     }
+    bytebuf_settle(out); /* before the peers may change what they published */
     out->len = total;
     c->sent += (uint64_t)len * (uint64_t)(N - 1);
     meet(c, "allgather");
@@ -221,10 +232,11 @@ static void local_gatherv(Comm *c, ByteBuf *out, size_t *lens, const uint8_t *da
         size_t at = 0;
         for (int k = 0; k < N; k++) {
             lens[k] = g->len[k];
-            bytebuf_copy(out, out->p + at, g->ptr[k], g->len[k]);
+            bytebuf_copy_start(out, out->p + at, g->ptr[k], g->len[k]);
             at += g->len[k];
             if (k != r) c->received += g->len[k];
         }
+        bytebuf_settle(out);
         out->len = total;
     } else {
         c->sent += len;

@@ -176,7 +176,7 @@ static int stages(int id) { return id == CODEC_3LC || id == CODEC_TOPK || id == 
  * Otherwise (over mpi, or with GCX_HOST_FRAMES=1): page-locked host memory, each frame
  * copied between the GPU and it once (the encoder's download, each decoder's upload), by
  * DMA, with no pageable staging; the Comm moves them from there. */
-static const ByteAlloc pinned = {cuda_host_alloc, cuda_host_free, NULL, 0};
+static const ByteAlloc pinned = {.alloc = cuda_host_alloc, .free = cuda_host_free};
 static void *gpu_bytes_alloc(size_t bytes) {
     void *p = NULL;
     return cudaMalloc(&p, bytes) == cudaSuccess ? p : NULL;
@@ -184,13 +184,15 @@ static void *gpu_bytes_alloc(size_t bytes) {
 static void gpu_bytes_free(void *p) {
     if (p) cudaCheck(cudaFree(p));
 }
-/* either way (a device-to-device copy, or a test's look from the host), complete when it
- * returns: a peer's next step or NCCL's stream may use the bytes next */
+/* either way (a device-to-device copy, or a test's look from the host), on the calling
+ * thread's stream; complete after gpu_bytes_settle, which the local backend calls once
+ * after a collective's copies: a peer's next step or NCCL's stream may use the bytes next */
 static void gpu_bytes_copy(void *dst, const void *src, size_t bytes) {
     cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
-    cudaCheck(cudaStreamSynchronize(0));
 }
-static const ByteAlloc on_gpu = {gpu_bytes_alloc, gpu_bytes_free, gpu_bytes_copy, 1};
+static void gpu_bytes_settle(void) { cudaCheck(cudaStreamSynchronize(0)); }
+static const ByteAlloc on_gpu = {
+    .alloc = gpu_bytes_alloc, .free = gpu_bytes_free, .copy = gpu_bytes_copy, .device = 1, .settle = gpu_bytes_settle};
 
 ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, char *err, size_t errlen) {
     const char *why = exchange_cuda_unsupported(ex, pt, comm);
@@ -1022,9 +1024,10 @@ static int quiet_bundle(ExchangeCuda *x, const BundleReader *br, size_t len, int
 
 /* the bundle (bytes, len) from worker src, or the server's pull, decoded by dec into
  * dst (acc: added): exchange.c's decode_pass, with its messages; returns the
- * compressed tensors' entry bytes */
+ * compressed tensors' entry bytes. Its kernels are complete when it returns with wait set,
+ * else after the caller's pass_done (several bundles of one buffer, one wait) */
 static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes, size_t len, int src, long step,
-                              int acc, int pull, int ahead) {
+                              int acc, int pull, int ahead, int wait) {
     BundleReader br;
     int rc = open_bundle(x, &br, bytes, len, step, 1, ahead);
     if (rc) {
@@ -1055,7 +1058,7 @@ static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes,
         }
     }
     end_frames(x);
-    pass_done();
+    if (wait) pass_done();
     x->st.codec_s += mono_seconds() - t0;
     rc = bundle_close(&br);
     if (rc && pull) set_err(x, "worker %d: pull bundle: %s", x->rank, gc_strerror(rc));
@@ -1072,7 +1075,7 @@ static void average_bundles(ExchangeCuda *x, long step, int down) {
     for (int src = 0; src < x->N; src++) {
         uint64_t comp = 0;
         if (!x->failed)
-            comp = decode_bundle(x, x->d_agg, x->in.p + at, x->lens[src], src, step, src > 0, 0, ahead ? src : -1);
+            comp = decode_bundle(x, x->d_agg, x->in.p + at, x->lens[src], src, step, src > 0, 0, ahead ? src : -1, 0);
         if (down && src != x->rank) {
             x->st.down_bytes += x->lens[src];
             x->st.comp_down += comp;
@@ -1080,6 +1083,9 @@ static void average_bundles(ExchangeCuda *x, long step, int down) {
         at += x->lens[src];
     }
     exchange_cuda_scale(x->d_agg, 1.0f / (float)x->N, x->pt->total);
+    double t0 = mono_seconds();
+    pass_done(); /* every bundle decoded before the Comm may overwrite x->in */
+    x->st.codec_s += mono_seconds() - t0;
 }
 
 /* exchange.c's avg_allgather of x in d_work (memory applied): share the scalars,
@@ -1242,7 +1248,7 @@ static int ps_exchange(ExchangeCuda *x, float *d_params, Optim *opt, double lr, 
     comm_bcast(x->comm, &x->out, 0);
     x->st.down_bytes += x->out.len;
     float *dst = x->grad_pull ? x->d_agg : x->d_anchor ? x->d_anchor : d_params;
-    x->st.comp_down += decode_bundle(x, dst, x->out.p, x->out.len, 0, step, !x->grad_pull, 1, -1);
+    x->st.comp_down += decode_bundle(x, dst, x->out.p, x->out.len, 0, step, !x->grad_pull, 1, -1, 1);
     if (x->d_anchor && !x->failed)
         cudaCheck(cudaMemcpy(d_params, x->d_anchor, total * sizeof(float), cudaMemcpyDeviceToDevice));
     return agree(x);

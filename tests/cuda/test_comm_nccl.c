@@ -157,7 +157,7 @@ static void *gpu_alloc(size_t n) {
 }
 static void gpu_free(void *p) { cudaFree(p); }
 static void gpu_copy(void *d, const void *s, size_t n) { cudaMemcpy(d, s, n, cudaMemcpyDeviceToDevice); }
-static const ByteAlloc on_gpu = {gpu_alloc, gpu_free, gpu_copy, 1};
+static const ByteAlloc on_gpu = {.alloc = gpu_alloc, .free = gpu_free, .copy = gpu_copy, .device = 1};
 
 static unsigned long long host_copies(void) {
 #ifdef EMU_COUNT_COPIES

@@ -158,7 +158,7 @@ static void *pinned_alloc(size_t n) {
     return cudaMallocHost(&p, n) == cudaSuccess ? p : NULL;
 }
 static void pinned_free(void *p) { cudaFreeHost(p); }
-static const ByteAlloc pinned = {pinned_alloc, pinned_free, NULL, 0};
+static const ByteAlloc pinned = {.alloc = pinned_alloc, .free = pinned_free};
 
 static void worker(int rank, void *arg) {
     Run *r = arg;
