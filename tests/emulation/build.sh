@@ -2,7 +2,8 @@
 # Host emulation of the GPU codecs and optimizers (see README.md here):
 #   tests/emulation/build.sh [OUT]      (OUT default build/emu/codec)
 # builds OUT/test_emu_sched (the scheduler's own test, test_emu_sched.cpp), OUT/test_emu_async
-# (the tracked runtime's copies through page-locked memory, nn/test_emu_async.c),
+# (the tracked runtime's ordering checks: copies through page-locked memory, two threads'
+# streams; nn/test_emu_async.c),
 # OUT/test_codec_emu (tests/cuda/test_codec_cuda.c against compress/*.cu),
 # OUT/test_optim_emu (tests/cuda/test_optim_cuda.c against optim/optim_cuda.cu),
 # OUT/fuzz_gcomp_state_emu (tests/fuzz/fuzz_gcomp_state.c's corpus replayed, the GPU
@@ -46,7 +47,7 @@ EMU_OBJS="$O/emu_sched.o $O/emu_device.o"
 $CCS $CF "$REPO/tests/cuda/test_codec_cuda.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $EMU_OBJS \
   "$LIB" $LIBS $LF -fopenmp -o "$OUT/test_codec_emu"
 # the tracked runtime's own test: copies through page-locked memory kept pending to the wait
-$CCS $CF "$HERE/nn/test_emu_async.c" $O/emu_device.o $LF -o "$OUT/test_emu_async"
+$CCS $CF "$HERE/nn/test_emu_async.c" $O/emu_device.o $LF -lpthread -o "$OUT/test_emu_async"
 $CCS $CF "$REPO/tests/cuda/test_optim_cuda.c" $O/optim_cuda.o $EMU_OBJS "$LIB" $LIBS $LF -fopenmp -o "$OUT/test_optim_emu"
 $CCS $CF "$REPO/bench/codecs_gpu.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $EMU_OBJS \
   "$LIB" $LIBS $LF -fopenmp -o "$OUT/codecs_gpu_emu"

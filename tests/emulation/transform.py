@@ -12,8 +12,8 @@ s = open(sys.argv[1]).read()
 def rep(m):
     name, cfg, args = m.group(1), m.group(2), m.group(3)
     g, b = cfg.rsplit(',', 1)
-    return ('{ emu_open_args(%s); emu_launch(%s, %s, [&]() { %s(%s); }, "%s"); emu_dev_close(); }'
-            % (args, g, b, name, args, name))
+    return ('{ emu_open_kernel("%s", %s%s); emu_launch(%s, %s, [&]() { %s(%s); }, "%s"); emu_dev_close(); }'
+            % (name, name, ', ' + args if args.strip() else '', g, b, name, args, name))
 s = re.sub(r'(\w+)<<<(.*?)>>>\((.*?)\);', rep, s, flags=re.S)
 s = s.replace('#define TPB 256', '#define TPB 64').replace('if (b > 65536) b = 65536;', 'if (b > 3) b = 3;')
 s = s.replace('#define RICE_PARSE_MAX (1ull << 28)', '#define RICE_PARSE_MAX 6000ull')

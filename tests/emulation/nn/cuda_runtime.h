@@ -51,6 +51,8 @@ void emu_dev_open(void);             /* every device page readable and writable 
 /* only the allocations holding p[0..k) (NULL entries skipped) readable and writable */
 void emu_dev_open_ptrs(const void *const *p, int k);
 void emu_dev_close(void);            /* device pages inaccessible again (closes either open) */
+/* a kernel's launch: emu_dev_open_ptrs, each allocation read (w[i] 0) or written (1) */
+void emu_dev_open_kernel(const char *name, const void *const *p, const char *w, int k);
 /* pinned host memory: malloc's, remembered, so that cudaMemcpy can tell it from pageable */
 cudaError_t cudaMallocHost(void **p, size_t n);
 cudaError_t cudaFreeHost(void *p);
@@ -114,27 +116,44 @@ template <class T> static inline T atomicCAS(T *p, T cmp, T v) { emu_atomic_at(p
  * allocations they point into, and only those. A struct passed by value (a batch's table
  * of frames) may hold device pointers too: each of its pointer-aligned words that points
  * into a device allocation opens it (a conservative scan: a word that only looks like a
- * device address opens one allocation more, never fewer) */
-static inline void emu_arg_add(std::vector<const void *> &v, const void *p) {
+ * device address opens one allocation more, never fewer). What the kernel does there, for
+ * the streams' ordering (emu_device.c): through a parameter that points to const it
+ * reads, through any other pointer, and a struct's, it may write */
+template <class P> struct emu_reads { static const bool value = false; };
+template <class T> struct emu_reads<const T *> { static const bool value = true; };
+static inline void emu_arg_add(std::vector<const void *> &v, std::vector<char> &w, bool write, const void *p) {
     emu_dev_check(p, "a kernel argument");
     v.push_back(p);
+    w.push_back(write);
 }
 template <class T>
-static inline typename std::enable_if<std::is_class<T>::value>::type emu_arg_add(std::vector<const void *> &v, const T &a) {
+static inline typename std::enable_if<std::is_class<T>::value>::type emu_arg_add(std::vector<const void *> &v,
+                                                                                 std::vector<char> &w, bool,
+                                                                                 const T &a) {
     const unsigned char *b = (const unsigned char *)&a;
     for (size_t i = 0; i + sizeof(void *) <= sizeof(T); i += alignof(void *)) {
         const void *q;
         memcpy(&q, b + i, sizeof q);
-        if (q && emu_is_dev(q)) v.push_back(q);
+        if (q && emu_is_dev(q)) v.push_back(q), w.push_back(1);
     }
 }
 template <class T>
 static inline typename std::enable_if<!std::is_pointer<T>::value && !std::is_class<T>::value>::type
-emu_arg_add(std::vector<const void *> &, T) {}
+emu_arg_add(std::vector<const void *> &, std::vector<char> &, bool, T) {}
+/* a CUB call's arguments (cub/cub.cuh), each counted as written */
 template <class... A> static inline void emu_open_args(A... a) {
     std::vector<const void *> p;
-    (emu_arg_add(p, a), ...);
+    std::vector<char> w;
+    (emu_arg_add(p, w, true, a), ...);
     emu_dev_open_ptrs(p.data(), (int)p.size());
+}
+/* kernel f's launch with arguments a (transform.py) */
+template <class... P, class... A> static inline void emu_open_kernel(const char *name, void (*f)(P...), A... a) {
+    (void)f;
+    std::vector<const void *> p;
+    std::vector<char> w;
+    (emu_arg_add(p, w, !emu_reads<P>::value, a), ...);
+    emu_dev_open_kernel(name, p.data(), w.data(), (int)p.size());
 }
 #endif
 #endif

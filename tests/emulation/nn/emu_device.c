@@ -24,7 +24,18 @@
 #endif
 
 #define MAXA 4096
-static struct { char *p; size_t n, mapped; } allocs[MAXA];
+#define MAXRD 8
+typedef struct {
+    int st;           /* the stream (a host thread's: stream_me), -1: none */
+    unsigned long long seq; /* its operation's number on that stream */
+} Use;
+/* an allocation, and the operations of the streams that last wrote it and read it since */
+static struct {
+    char *p;
+    size_t n, mapped;
+    Use w, r[MAXRD];
+    int nr;
+} allocs[MAXA];
 static int nallocs, open_depth;
 
 /* Several host threads (the trainer's local workers) may use the "device": every device
@@ -98,10 +109,103 @@ void emu_dev_open(void) {
         all_open = 1;
     }
 }
+/* Streams. Every host thread works on its own stream (the project's per-thread default
+ * streams, docs/GPU.md "Streams"), which the emulation numbers (stream_me). Operations on
+ * one stream run in order; on two streams a GPU may run them at once, unless the host has
+ * waited for the first one's stream (cudaStreamSynchronize, cudaDeviceSynchronize, a
+ * synchronous copy between host and device) before it issued the second. The emulation
+ * runs every operation when it is issued, so it keeps, per allocation, the last operation
+ * that wrote it and those that read it since (their stream and number), and stops the run
+ * when an operation touches an allocation that another stream's operation wrote (or, to
+ * write, read) and the host has not waited for that stream since: a kernel reads through
+ * its pointers to const and may write through its other pointers (its parameter types);
+ * a copy reads its source and writes its destination; cuBLAS, cuDNN, CUB's and NCCL's
+ * operands count as written. Waiting for a stream before another thread uses its results
+ * is then checked on every run, where on a GPU a missing wait shows only when the timing
+ * lets it */
+#define MAXS 256
+static unsigned long long s_issued[MAXS], s_done[MAXS]; /* per stream, under the lock */
+static int nstreams;
+static __thread int t_stream = -1;
+static int stream_me(void) { /* under the lock */
+    if (t_stream < 0) {
+        if (nstreams == MAXS) { fprintf(stderr, "emu: more than %d host threads used the device\n", MAXS); abort(); }
+        t_stream = nstreams++;
+    }
+    return t_stream;
+}
+/* the calling thread's stream has run every operation issued (all: every stream's) */
+static void stream_waited(int all) {
+    take();
+    if (all)
+        for (int i = 0; i < nstreams; i++) s_done[i] = s_issued[i];
+    else
+        s_done[stream_me()] = s_issued[stream_me()];
+    give();
+}
+static int alloc_at(const void *q) { /* as open_one's: the allocation holding q, or ending there */
+    const char *p = q;
+    int at = -1;
+    for (int i = 0; i < nallocs && (at < 0 || p == allocs[at].p + allocs[at].n); i++)
+        if (p >= allocs[i].p && p <= allocs[i].p + allocs[i].n) at = i;
+    return at;
+}
+static int pending(Use u, int st) { return u.st >= 0 && u.st != st && s_done[u.st] < u.seq; }
+static void race(const char *what, const void *q, int a, const char *did, Use u) {
+    fprintf(stderr,
+            "emu: %s on host thread %d's stream uses device memory at %p (an allocation of %zu bytes) that host thread "
+            "%d's stream %s in an operation the host has not waited for since: a GPU may run the two at once "
+            "(wait for the stream, cudaStreamSynchronize, before the other thread may use its results)\n",
+            what, t_stream, q, allocs[a].n, u.st, did);
+    abort();
+}
+/* one operation of the calling thread's stream on p[0..k) (w[i]: written; w NULL: all), under the lock */
+static void stream_use(const char *what, const void *const *p, const char *w, int k) {
+    int st = stream_me();
+    unsigned long long seq = ++s_issued[st];
+    for (int i = 0; i < k; i++) {
+        int a = p[i] ? alloc_at(p[i]) : -1;
+        if (a < 0) continue;
+        int wr = w ? w[i] : 1;
+        if (pending(allocs[a].w, st)) race(what, p[i], a, "wrote", allocs[a].w);
+        for (int j = 0; wr && j < allocs[a].nr; j++)
+            if (pending(allocs[a].r[j], st)) race(what, p[i], a, "read", allocs[a].r[j]);
+        if (wr) {
+            allocs[a].w = (Use){st, seq};
+            allocs[a].nr = 0;
+            continue;
+        }
+        int j = 0;
+        while (j < allocs[a].nr && allocs[a].r[j].st != st) j++;
+        if (j == allocs[a].nr && j == MAXRD) { /* the oldest read gives way (it may then go unchecked) */
+            memmove(allocs[a].r, allocs[a].r + 1, (MAXRD - 1) * sizeof(Use));
+            j = MAXRD - 1;
+        } else if (j == allocs[a].nr) {
+            allocs[a].nr++;
+        }
+        allocs[a].r[j] = (Use){st, seq};
+    }
+}
+
 void emu_dev_open_ptrs(const void *const *p, int k) {
+    take();
+    stream_use("an operation", p, NULL, k);
+    open_depth++;
+    for (int i = 0; i < k; i++) open_one(p[i]);
+}
+/* the operands of an operation whose reads and writes stream_use was told already */
+static void open_used(const void *const *p, int k) {
     take();
     open_depth++;
     for (int i = 0; i < k; i++) open_one(p[i]);
+}
+void emu_dev_open_kernel(const char *name, const void *const *p, const char *w, int k) {
+    take();
+    char what[160];
+    snprintf(what, sizeof what, "kernel %s", name);
+    stream_use(what, p, w, k);
+    open_used(p, k);
+    give();
 }
 void emu_dev_close(void) {
     if (--open_depth == 0) {
@@ -174,6 +278,7 @@ static cudaError_t dev_alloc(void **p, size_t n) {
     if (!all_open && mprotect(q, m, PROT_NONE)) { perror("emu mprotect"); abort(); }
 #endif
     allocs[nallocs].p = q, allocs[nallocs].n = n, allocs[nallocs].mapped = m;
+    allocs[nallocs].w.st = -1, allocs[nallocs].nr = 0;
     nallocs++;
     *p = q;
     give();
@@ -247,6 +352,11 @@ cudaError_t emu_malloc_async(void **p, size_t n) {
 }
 cudaError_t emu_free_async(void *p) {
     emu_count_op("cudaFreeAsync");
+    if (p) { /* in stream order: after every use of it that stream_use knows */
+        take();
+        stream_use("cudaFreeAsync", (const void *const *)&p, "\1", 1);
+        give();
+    }
     return dev_free(p);
 }
 
@@ -466,6 +576,11 @@ static void pending_sync(cudaStream_t st, const char *lo, size_t n) {
         else pend[k++] = *q;
     }
     npend = k;
+    if (!npend) { /* none left: nothing kept for a thread that ends (LeakSanitizer) */
+        free(pend);
+        pend = NULL;
+        cpend = 0;
+    }
 }
 
 static void pending_add(int to_host, char *host, const void *dev, size_t n, cudaStream_t st, const void *at) {
@@ -479,7 +594,7 @@ static void pending_add(int to_host, char *host, const void *dev, size_t n, cuda
     q->v = malloc(n);
     if (!q->v) abort();
     if (to_host) {
-        EMU_DEV_OPEN(dev);
+        open_used(&dev, 1);
         memcpy(q->v, dev, n);
         emu_dev_close();
         memset(host, 0xFF, n);
@@ -495,6 +610,7 @@ static void pending_free_check(const char *p, size_t n) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    stream_waited(0);
     pending_sync(stream_of(s), NULL, 0);
     count_wait(__builtin_return_address(0));
     return 0;
@@ -502,6 +618,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 
 cudaError_t cudaDeviceSynchronize(void) {
     barrier("cudaDeviceSynchronize (waits for the whole device)");
+    stream_waited(1);
     pending_sync(ANY_STREAM, NULL, 0);
     count_wait(__builtin_return_address(0));
     return 0;
@@ -531,17 +648,25 @@ static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpy
     if (n && dd != sd && (!async || pageable)) count_wait(at);
     emu_count_op(!dd ? "copy to the host" : !sd ? "copy to the device" : "copy on the device");
     st = stream_of(st);
+    const void *ops[2] = {sd ? s : NULL, dd ? d : NULL};
+    if (n) { /* the source read, the destination written, on the calling thread's stream */
+        take();
+        stream_use(!dd ? "a copy to the host" : !sd ? "a copy to the device" : "a copy on the device", ops, "\0\1", 2);
+        give();
+    }
     /* the stream's earlier copies run first; a synchronous one (or an asynchronous one
      * into pageable memory) returns when it has run, and they with it */
-    if (n && dd != sd && (!async || (pageable && !dd))) pending_sync(st, NULL, 0);
+    int waits = n && dd != sd && (!async || (pageable && !dd));
+    if (waits) pending_sync(st, NULL, 0);
     else if (n && dd != sd) pending_sync(st, dd ? s : d, n);
     if (n && dd != sd && async && !pageable) {
         pending_add(!dd, dd ? (char *)s : d, dd ? d : s, n, st, at);
         if (!dd) return 0; /* the bytes land at the wait */
     }
-    EMU_DEV_OPEN(dd ? d : NULL, sd ? s : NULL);
+    open_used(ops, 2);
     memmove(d, s, n);
     emu_dev_close();
+    if (waits) stream_waited(0);
     return 0;
 }
 

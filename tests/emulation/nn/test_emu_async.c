@@ -1,8 +1,12 @@
-/* The emulation's asynchronous copies through page-locked memory (emu_device.c): a host
- * that reuses a cudaMemcpyAsync's page-locked source, or touches its destination, before
- * waiting for the stream must stop the run with the copy's caller named; legal uses (the
- * wait first, pageable memory, copies in stream order) must run and give the copied bytes.
- * Each case runs in a child process (a caught misuse aborts it). */
+/* The emulation's ordering checks (emu_device.c). Asynchronous copies through page-locked
+ * memory: a host that reuses a cudaMemcpyAsync's page-locked source, or touches its
+ * destination, before waiting for the stream must stop the run with the copy's caller
+ * named; legal uses (the wait first, pageable memory, copies in stream order) must run and
+ * give the copied bytes. Two host threads' streams: an operation on memory that the other
+ * thread's stream wrote (or, to write it, read) with no wait for that stream since must
+ * stop the run; after the wait, or when both only read, it runs. Each case runs in a child
+ * process (a caught misuse aborts it). */
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include "cuda_runtime.h"
@@ -102,6 +106,48 @@ static void pageable(void) {
     WANT(h[2] == 2.0f, "pageable destination %g, not 2", h[2]);
 }
 
+/* ---- two host threads, one after the other: a's operations, then b's ---- */
+static void *run_fn(void *f) {
+    ((void (*)(void))f)();
+    return NULL;
+}
+static void two_threads(void (*a)(void), void (*b)(void)) {
+    pthread_t t;
+    pthread_create(&t, NULL, run_fn, (void *)a);
+    pthread_join(t, NULL);
+    pthread_create(&t, NULL, run_fn, (void *)b);
+    pthread_join(t, NULL);
+}
+static float *dev3;
+static void write_dev(void) { cudaMemset(dev, 0, N * sizeof(float)); }
+static void write_dev_wait(void) {
+    write_dev();
+    cudaStreamSynchronize(0);
+}
+static void write_dev_read_back(void) { /* a synchronous copy to the host waits for the stream */
+    write_dev();
+    float h[N];
+    cudaMemcpy(h, dev2, sizeof h, cudaMemcpyDeviceToHost);
+}
+static void read_dev(void) { cudaMemcpy(dev2, dev, N * sizeof(float), cudaMemcpyDeviceToDevice); }
+static void read_dev_too(void) {
+    cudaMalloc((void **)&dev3, N * sizeof(float));
+    cudaMemcpy(dev3, dev, N * sizeof(float), cudaMemcpyDeviceToDevice);
+}
+static void sync_device_read_dev(void) {
+    cudaDeviceSynchronize();
+    read_dev();
+}
+static void free_dev(void) { cudaFreeAsync(dev, 0); }
+
+static void streams_write_then_read(void) { two_threads(write_dev, read_dev); }
+static void streams_wait_then_read(void) { two_threads(write_dev_wait, read_dev); }
+static void streams_copy_back_then_read(void) { two_threads(write_dev_read_back, read_dev); }
+static void streams_read_then_write(void) { two_threads(read_dev, write_dev); }
+static void streams_read_both(void) { two_threads(read_dev, read_dev_too); }
+static void streams_device_sync(void) { two_threads(write_dev, sync_device_read_dev); }
+static void streams_free(void) { two_threads(write_dev, free_dev); }
+
 typedef struct {
     const char *name;
     void (*run)(void);
@@ -121,6 +167,15 @@ static const Case cases[] = {
     {"another stream's wait, then a synchronous copy", other_stream_then_sync_copy, NULL, 0},
     {"to the host and back in stream order", stream_order, NULL, 0},
     {"pageable memory", pageable, NULL, 0},
+    {"another stream reads what one wrote, with no wait", streams_write_then_read,
+     "a copy on the device on host thread 2's stream uses device memory", 0},
+    {"another stream reads what one wrote, after its wait", streams_wait_then_read, NULL, 0},
+    {"another stream reads what one wrote, after its copy to the host", streams_copy_back_then_read, NULL, 0},
+    {"another stream writes what one read, with no wait", streams_read_then_write,
+     "that host thread 1's stream read in an operation the host has not waited for", 0},
+    {"two streams read the same memory", streams_read_both, NULL, 0},
+    {"another thread waits for the whole device, then reads", streams_device_sync, NULL, 0},
+    {"another stream frees what one wrote, with no wait", streams_free, "cudaFreeAsync on host thread 2's stream", 0},
 };
 
 static int run_child(const Case *c, char *msg, size_t cap) {
