@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define RANGES_MAX 32
 #define RANGES_TPB 256 /* the threads of a block that ranges_launch's block counts assume */
@@ -48,7 +49,7 @@ __device__ __forceinline__ size_t range_first(const RangeTab &r, size_t *end, si
  * values a thread of RANGES_TPB, at most 1,024 blocks a range */
 template <class F> static void ranges_launch(const size_t *off, const size_t *n, size_t k, F launch) {
     RangeTab r;
-    r.k = 0;
+    memset(&r, 0, sizeof r); /* all defined bytes: the launch's argument */
     for (size_t i = 0; i <= k; i++) {
         if (i < k && n[i] && r.k > 0 && r.off[r.k - 1] + r.n[r.k - 1] == off[i]) { /* adjacent: merged */
             r.n[r.k - 1] += n[i];

@@ -1836,6 +1836,7 @@ typedef struct {
     void *bk;
     SparseStage sp;
     TlcJob tlc; /* 3lc's one-block frame (tlc.bk set), launched at codec_batch_sizes */
+    int gp;     /* a gcomp frame whose read-back (a GpBack in bk) codec_batch_sizes has not taken */
     int ran;    /* the launch of its one-block frame (3lc's, or sp.job) made */
     int64_t len;
     uint16_t flags;
@@ -2044,6 +2045,7 @@ void codec_batch_flush(CodecBatch *b) {
     tlc_launch_decs(b->tdec, b->ntdec);
     b->ndec = b->ntdec = 0;
     for (size_t i = b->nst; i-- > 0;) { /* after the copies that read them, in stream order; top first */
+        if (b->st[i].gp) gcx_gcomp_staged_drop(b->st[i].g); /* never read back: its plan not committed */
         gcx_dfree(b->st[i].sp.job.idx); /* a one-block sbc frame's, where codec_batch_sizes did not run */
         gcx_dfree(b->st[i].bk);
         gcx_dfree(b->st[i].pay);
@@ -2097,6 +2099,10 @@ void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, co
         int64_t rc = gcx_sparse_encode_staged(g, &j->pay, x, n, side, &j->sp);
         if (rc) j->len = rc; /* an error, or a larger sbc frame's length */
         else j->bk = j->sp.bk; /* its checks or length read there */
+    } else if (g->spec.ops->id == CODEC_GCOMP) { /* with a table: its read-back taken at codec_batch_sizes */
+        j->pay = (uint8_t *)gcx_dmalloc(maxp);
+        j->len = gcx_gcomp_encode_staged(g, j->pay, maxp, &j->bk, &j->flags, x, n, side);
+        j->gp = j->bk != NULL;
     } else { /* the codec's own waits */
         j->pay = (uint8_t *)gcx_dmalloc(maxp);
         j->len = encode_payload(g, j->pay, maxp, &j->flags, x, n, side);
@@ -2104,19 +2110,38 @@ void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, co
     if (j->len > 0xFFFFFFFFll) j->len = -GC_ERR_NOSPACE;
 }
 
-/* the pending lengths: the encoders' read-backs (up to BACK_SLOT bytes each) gathered into
- * one buffer (by value, up to CODEC_BATCH a launch), a slot each, then one copy */
+/* the pending lengths: the encoders' read-backs (3lc's and the sparsifiers' up to BACK_SLOT
+ * bytes, gcomp's gcx_gcomp_back_size) gathered into one buffer (by value, up to CODEC_BATCH
+ * a launch), a slot each, then one copy */
 #define BACK_SLOT 32
 static_assert(sizeof(TlcBack) <= BACK_SLOT && SPARSE_BACK <= BACK_SLOT, "a read-back fits its slot");
 typedef struct {
     const uint8_t *src[CODEC_BATCH];
     uint32_t size[CODEC_BATCH];
+    uint64_t at[CODEC_BATCH]; /* its slot's offset in dst */
     unsigned k;
 } BackTab;
 __global__ void k_gather_backs(uint8_t *dst, BackTab a) {
     unsigned i = threadIdx.x;
     if (i < a.k)
-        for (uint32_t c = 0; c < a.size[i]; c++) dst[(size_t)i * BACK_SLOT + c] = a.src[i][c];
+        for (uint32_t c = 0; c < a.size[i]; c++) dst[a.at[i] + c] = a.src[i][c];
+}
+static uint32_t back_size_of(int id) {
+    size_t b = id == CODEC_3LC ? sizeof(TlcBack) : id == CODEC_GCOMP ? gcx_gcomp_back_size() : SPARSE_BACK;
+    return (uint32_t)((b + 7) / 8 * 8);
+}
+static uint32_t back_size(const StageJob *j) { return back_size_of(j->g->spec.ops->id); }
+/* the page-locked read-back buffer at least bytes long (growing it waits for the whole device) */
+static void back_fit(CodecBatch *b, size_t bytes) {
+    if (b->cback >= bytes) return;
+    if (b->back) cudaCheck(cudaFreeHost(b->back));
+    b->cback = bytes < 512 * BACK_SLOT ? 1024 * BACK_SLOT : 2 * bytes;
+    cudaCheck(cudaMallocHost((void **)&b->back, b->cback));
+}
+void codec_batch_reserve(CodecBatch *b, const int *ids, size_t k) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < k; i++) bytes += back_size_of(ids[i]);
+    back_fit(b, bytes);
 }
 
 void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
@@ -2135,41 +2160,44 @@ void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
     if (nt) tlc_launch_ones(tjobs, nt);
     if (nj) gcx_sparse_launch_ones(jobs, nj);
     if (np) {
-        if (b->cback < np * BACK_SLOT) {
-            if (b->back) cudaCheck(cudaFreeHost(b->back));
-            b->cback = (np < 512 ? 1024 : 2 * np) * BACK_SLOT; /* once: growing it waits for the device */
-            cudaCheck(cudaMallocHost((void **)&b->back, b->cback));
-        }
-        uint8_t *d = (uint8_t *)gcx_dmalloc(np * BACK_SLOT), *h = b->back;
+        size_t total = 0;
+        for (size_t i = 0; i < b->nst; i++)
+            if (b->st[i].bk) total += back_size(&b->st[i]);
+        back_fit(b, total);
+        uint8_t *d = (uint8_t *)gcx_dmalloc(total), *h = b->back;
         BackTab a;
         memset(&a, 0, sizeof a);
         size_t at = 0;
         for (size_t i = 0; i <= b->nst; i++) {
             if (a.k == CODEC_BATCH || (i == b->nst && a.k)) {
-                k_gather_backs<<<1, CODEC_BATCH>>>(d + at * BACK_SLOT, a);
+                k_gather_backs<<<1, CODEC_BATCH>>>(d, a);
                 cudaCheckLast();
-                at += a.k;
                 a.k = 0;
             }
             if (i < b->nst && b->st[i].bk) {
-                a.size[a.k] = b->st[i].g->spec.ops->id == CODEC_3LC ? (uint32_t)sizeof(TlcBack) : SPARSE_BACK;
+                a.size[a.k] = back_size(&b->st[i]);
+                a.at[a.k] = at;
+                at += a.size[a.k];
                 a.src[a.k++] = (const uint8_t *)b->st[i].bk;
             }
         }
-        cudaCheck(cudaMemcpy(h, d, np * BACK_SLOT, cudaMemcpyDeviceToHost)); /* the staged frames' one wait */
+        cudaCheck(cudaMemcpy(h, d, total, cudaMemcpyDeviceToHost)); /* the staged frames' one wait */
         gcx_dfree(d);
-        at = 0;
+        const uint8_t *hb = h;
         for (StageJob *j = b->st; j < b->st + b->nst; j++) {
             if (!j->bk) continue;
-            const uint8_t *hb = h + BACK_SLOT * at++;
             if (j->g->spec.ops->id == CODEC_3LC) {
                 TlcBack t;
                 memcpy(&t, hb, sizeof t);
                 j->len = tlc_back_len(&t, j->g->spec.ops->max_payload(j->g->cpu, j->n));
+            } else if (j->g->spec.ops->id == CODEC_GCOMP) {
+                if (j->gp) j->len = gcx_gcomp_staged_len(j->g, j->n, hb, &j->flags); /* once */
+                j->gp = 0;
             } else {
                 j->len = gcx_sparse_staged_len(j->g, j->n, hb, &j->sp);
             }
             if (j->len > 0xFFFFFFFFll) j->len = -GC_ERR_NOSPACE;
+            hb += back_size(j);
         }
     }
     for (size_t i = 0; i < b->nst; i++) lens[i] = b->st[i].len < 0 ? b->st[i].len : CODEC_HEADER_SIZE + b->st[i].len;

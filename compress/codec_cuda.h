@@ -204,6 +204,10 @@ void codec_batch_flush(CodecBatch *b);
 void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, const CodecSide *side);
 void codec_batch_sizes(CodecBatch *b, int64_t *lens);
 void codec_batch_place(CodecBatch *b, size_t i, uint8_t *frame);
+/* room for the read-backs of k frames of the codecs ids[] (CodecId) staged between two
+ * flushes, made now: codec_batch_sizes takes page-locked memory for them, and growing it
+ * waits for the whole device (the exchange reserves its passes' before the first step) */
+void codec_batch_reserve(CodecBatch *b, const int *ids, size_t k);
 
 /* compress/gcomp.h gcomp_frame_parts of a gcomp frame in DEVICE memory: the headers read on
  * the host, the level segments counted by a kernel; the same sums and return code */
@@ -354,6 +358,20 @@ void *gcx_gcomp_state_new(void);
 void gcx_gcomp_state_free(void *st);
 int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
                          const CodecSide *side);
+/* gcomp's frames staged (codec_batch_stage): an encoder with a table launches the frame
+ * into pay (cap bytes) and leaves its read-back in *bk (gcx_gcomp_back_size bytes at the
+ * start of a scratch piece) and its table plan in the encoder, returning 0; the bootstrap
+ * (no table yet, its histogram read first) and an empty tensor encode with their own waits,
+ * *bk NULL, returning the length or GcError. gcx_gcomp_staged_len: from the read-back (hb),
+ * the length or GcError, and for a complete frame the encoder's table state, size breakdown
+ * and *flags, as gcx_gcomp_encode's end; gcx_gcomp_staged_drop: a staged frame never read
+ * back (the batch flushed first), its plan not committed. An encoder with a staged frame
+ * pending takes no other frame (an internal error) */
+int64_t gcx_gcomp_encode_staged(CodecCuda *g, uint8_t *pay, size_t cap, void **bk, uint16_t *flags, const float *x,
+                                size_t n, const CodecSide *side);
+size_t gcx_gcomp_back_size(void);
+int64_t gcx_gcomp_staged_len(CodecCuda *g, size_t n, const void *hb, uint16_t *flags);
+void gcx_gcomp_staged_drop(CodecCuda *g);
 int64_t gcx_gcomp_state_save(const CodecCuda *g, uint8_t *buf, size_t cap);
 int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len);
 int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, const uint8_t *host,

@@ -86,6 +86,8 @@ typedef struct {
     GcompEnc enc;       /* encoder (compress/gcomp.c GcompState) */
     GcompParts parts;   /* the size breakdown of its last frame, bytes aside */
     int parts_ok;       /* whether its last encode wrote one */
+    GcompTablePlan staged; /* a staged frame's table plan (staging set), committed at its read-back */
+    int staging;
     /* decoder */
     GpTab cur, pend;   /* the table in use, and the one a frame carries until it has passed */
     uint8_t *dtab;     /* device: cur's lookup table, then its code lengths (tab_bytes) */
@@ -466,16 +468,16 @@ static void gp_emit(GpEmit *m, const HuffCode *hc) {
  * checks, histogram and size breakdown; two when the table is built from this frame (the
  * bootstrap), whose histogram the host reads first. When a table is held, the schedule
  * (Section 4.4) knows this frame's code before pass 1: a rebuild uses what was encoded
- * before it */
-int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
+ * before it. gp_launch: the frame's kernels (n > 0), its table plan in *plan, its
+ * read-back (a GpBack) left at the start of the scratch it returns (gcx_dfree after the
+ * read); gp_finish: the frame's length or GcError from the read-back, and once the frame is
+ * complete the encoder's table state, its size breakdown and the frame's flags */
+static GpBack *gp_launch(CodecCuda *g, GcompTablePlan *plan, uint8_t *pay, size_t cap, const float *x, size_t n,
                          const CodecSide *side) {
     GpState *st = (GpState *)g->gp;
     int ntheta = (int)codec_param(&g->spec, "ntheta");
     uint64_t every = (uint64_t)codec_param(&g->spec, "every");
     size_t chunk = (size_t)codec_param(&g->spec, "chunk");
-    *flags = 0;
-    st->parts_ok = 0;
-    if (cap < GCOMP_BLOCK_HDR) return -GC_ERR_NOSPACE;
     GpHead head;
     memset(&head, 0, sizeof head);
     uint8_t *h = head.b;
@@ -483,12 +485,6 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
     h[1] = GCOMP_MAGIC1;
     h[2] = GCOMP_DTYPE_FP32;
     h[3] = (uint8_t)ntheta;
-    if (n == 0) { /* no table, no chunks, state untouched */
-        cudaCheck(cudaMemcpy(pay, h, GCOMP_BLOCK_HDR, cudaMemcpyHostToDevice));
-        memset(&st->parts, 0, sizeof st->parts);
-        st->parts_ok = 1;
-        return GCOMP_BLOCK_HDR;
-    }
     const size_t nch = (n + chunk - 1) / chunk;
     const uint8_t *lv = side->levels;
     /* one piece of scratch: the read-back, the chunks' scans, histograms and layout */
@@ -498,13 +494,12 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
     GpScan *cs = (GpScan *)(ws + sb);
     uint32_t *chist = (uint32_t *)(ws + sb + cb);
     GpWrite *lay = (GpWrite *)(ws + sb + cb + hb);
-    GcompTablePlan plan;
     GpEmit emit;
     memset(&emit, 0, sizeof emit);
     const int known = st->enc.have;
     if (known) {
-        gcomp_table_plan(&plan, &st->enc, NULL, ntheta, every);
-        gp_emit(&emit, plan.code);
+        gcomp_table_plan(plan, &st->enc, NULL, ntheta, every);
+        gp_emit(&emit, plan->code);
     }
     k_gp_scan<<<(unsigned)nch, GP_THREADS>>>(cs, chist, x, lv, n, chunk, emit, known);
     cudaCheckLast();
@@ -513,16 +508,16 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
         cudaCheckLast();
         uint64_t fh[HUFF_NSYM];
         cudaCheck(cudaMemcpy(fh, bk->fh, sizeof fh, cudaMemcpyDeviceToHost));
-        gcomp_table_plan(&plan, &st->enc, fh, ntheta, every);
-        gp_emit(&emit, plan.code);
+        gcomp_table_plan(plan, &st->enc, fh, ntheta, every);
+        gp_emit(&emit, plan->code);
         k_gp_ebits<<<(unsigned)nch, HUFF_NSYM>>>(cs, chist, emit);
         cudaCheckLast();
     }
-    put_u32(h + 4, plan.id);
+    put_u32(h + 4, plan->id);
     put_u32(h + 8, (uint32_t)nch);
     put_u64(h + 20, 32ull * n);
-    if (plan.carry) memcpy(h + GCOMP_BLOCK_HDR, plan.tab, plan.tablen);
-    head.len = (uint32_t)(GCOMP_BLOCK_HDR + plan.tablen);
+    if (plan->carry) memcpy(h + GCOMP_BLOCK_HDR, plan->tab, plan->tablen);
+    head.len = (uint32_t)(GCOMP_BLOCK_HDR + plan->tablen);
     /* the frame is ORed into a scratch with a word of slack, then copied: pay itself may end
      * inside a word. A frame takes at most max_payload bytes (the CPU's bound; the layout
      * calls a longer one an internal error), so a larger cap needs no more scratch */
@@ -536,27 +531,85 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
     cudaCheckLast();
     k_gp_copy<<<gcx_grid(room), TPB>>>(pay, buf, bk);
     cudaCheckLast();
-    GpBack r;
-    cudaCheck(cudaMemcpy(&r, bk, sizeof r, cudaMemcpyDeviceToHost));
-    gcx_dfree(buf);
-    gcx_dfree(ws);
-    if (r.flags & GP_BAD) return -GC_ERR_PARAM; /* a level above 3 */
-    if (r.nospace) return -GC_ERR_NOSPACE;
-    if (r.err || r.werr) return -GC_ERR_NOSPACE; /* sizes disagree with the histograms or the bound: internal error */
+    gcx_dfree(buf); /* in stream order, after the copy */
+    return bk;
+}
+
+static int64_t gp_finish(GpState *st, const GcompTablePlan *plan, const GpBack *r, size_t n, uint16_t *flags) {
+    if (r->flags & GP_BAD) return -GC_ERR_PARAM; /* a level above 3 */
+    if (r->nospace) return -GC_ERR_NOSPACE;
+    if (r->err || r->werr) return -GC_ERR_NOSPACE; /* sizes disagree with the histograms or the bound: internal error */
     /* commit the state only once the frame is complete */
-    gcomp_table_commit(&st->enc, &plan, (const uint64_t *)r.fh);
+    gcomp_table_commit(&st->enc, plan, (const uint64_t *)r->fh);
     GcompParts *p = &st->parts;
     memset(p, 0, sizeof *p);
     p->values = n;
-    p->zeros = r.zeros;
-    p->exp_bits = r.ebits;
-    p->level_bits = r.lbits;
-    p->man_bits = r.mbits;
-    for (int l = 0; l < 4; l++) p->level[l] = r.level[l];
+    p->zeros = r->zeros;
+    p->exp_bits = r->ebits;
+    p->level_bits = r->lbits;
+    p->man_bits = r->mbits;
+    for (int l = 0; l < 4; l++) p->level[l] = r->level[l];
     st->parts_ok = 1;
-    *flags = (uint16_t)((plan.carry ? GCOMP_FLAG_TABLE : 0) | (r.flags & GP_NEG0 ? GCOMP_FLAG_ZSIGN : 0));
-    return (int64_t)r.off;
+    *flags = (uint16_t)((plan->carry ? GCOMP_FLAG_TABLE : 0) | (r->flags & GP_NEG0 ? GCOMP_FLAG_ZSIGN : 0));
+    return (int64_t)r->off;
 }
+
+static void staging_check(const GpState *st) {
+    if (!st->staging) return;
+    fprintf(stderr, "internal error: a gcomp encoder used again before its staged frame's read-back\n");
+    exit(1);
+}
+
+int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
+                         const CodecSide *side) {
+    GpState *st = (GpState *)g->gp;
+    staging_check(st);
+    *flags = 0;
+    st->parts_ok = 0;
+    if (cap < GCOMP_BLOCK_HDR) return -GC_ERR_NOSPACE;
+    if (n == 0) { /* no table, no chunks, state untouched */
+        uint8_t h[GCOMP_BLOCK_HDR];
+        memset(h, 0, sizeof h);
+        h[0] = GCOMP_MAGIC0;
+        h[1] = GCOMP_MAGIC1;
+        h[2] = GCOMP_DTYPE_FP32;
+        h[3] = (uint8_t)codec_param(&g->spec, "ntheta");
+        cudaCheck(cudaMemcpy(pay, h, GCOMP_BLOCK_HDR, cudaMemcpyHostToDevice));
+        memset(&st->parts, 0, sizeof st->parts);
+        st->parts_ok = 1;
+        return GCOMP_BLOCK_HDR;
+    }
+    GcompTablePlan plan;
+    GpBack *bk = gp_launch(g, &plan, pay, cap, x, n, side), r;
+    cudaCheck(cudaMemcpy(&r, bk, sizeof r, cudaMemcpyDeviceToHost));
+    gcx_dfree(bk);
+    return gp_finish(st, &plan, &r, n, flags);
+}
+
+int64_t gcx_gcomp_encode_staged(CodecCuda *g, uint8_t *pay, size_t cap, void **bk, uint16_t *flags, const float *x,
+                                size_t n, const CodecSide *side) {
+    GpState *st = (GpState *)g->gp;
+    *bk = NULL;
+    if (n == 0 || !st->enc.have || cap < GCOMP_BLOCK_HDR) return gcx_gcomp_encode(g, pay, cap, flags, x, n, side);
+    staging_check(st);
+    *flags = 0;
+    st->parts_ok = 0;
+    *bk = gp_launch(g, &st->staged, pay, cap, x, n, side);
+    st->staging = 1;
+    return 0;
+}
+
+size_t gcx_gcomp_back_size(void) { return sizeof(GpBack); }
+
+int64_t gcx_gcomp_staged_len(CodecCuda *g, size_t n, const void *hb, uint16_t *flags) {
+    GpState *st = (GpState *)g->gp;
+    GpBack r;
+    memcpy(&r, hb, sizeof r);
+    st->staging = 0;
+    return gp_finish(st, &st->staged, &r, n, flags);
+}
+
+void gcx_gcomp_staged_drop(CodecCuda *g) { ((GpState *)g->gp)->staging = 0; }
 
 /* ---------------------------------------------------------------- decode */
 

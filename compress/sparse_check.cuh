@@ -184,7 +184,7 @@ static __device__ int d_sparse_check(const uint8_t *frame, size_t len, uint64_t 
  * a struct of one member, j[CODEC_BATCH] */
 template <class Tab, class Job, class Launch>
 static void launch_tables(size_t k, Job job, Launch launch) {
-    Tab a;
+    Tab a = Tab(); /* its unused entries zero: the launch's argument is all defined bytes */
     for (size_t i = 0; i < k; i += CODEC_BATCH) {
         unsigned m = (unsigned)(k - i < CODEC_BATCH ? k - i : CODEC_BATCH);
         for (unsigned q = 0; q < m; q++) a.j[q] = job(i + q);

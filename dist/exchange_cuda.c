@@ -167,7 +167,9 @@ const char *exchange_cuda_unsupported(const Exchange *ex, const ParamTable *pt, 
 
 /* a codec whose frames are staged (codec_batch_stage): their lengths or checks come back
  * once a pass, not once a frame */
-static int stages(int id) { return id == CODEC_3LC || id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC; }
+static int stages(int id) {
+    return id == CODEC_3LC || id == CODEC_TOPK || id == CODEC_DGC || id == CODEC_SBC || id == CODEC_GCOMP;
+}
 
 /* The bundles' memory. Over nccl and local: device memory, where each frame is encoded
  * in place (codec_encode_cuda_dev), which NCCL sends from and receives into (local
@@ -259,6 +261,13 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
         if (x->devb) x->batch = codec_batch_new();
         for (int t = 0; t < x->T && x->devb; t++) /* whose lengths or checks would cost a wait each */
             x->stage |= stages(x->pol[t].spec.ops->id) || (ps && stages(exchange_pull_spec(ex, t)->ops->id));
+        if (x->stage) { /* a pass stages at most a frame a tensor: the pushes' codecs, then the pulls' */
+            int ids[x->T + 1];
+            for (int pull = 0; pull <= ps; pull++) {
+                for (int t = 0; t < x->T; t++) ids[t] = pull ? exchange_pull_spec(ex, t)->ops->id : x->pol[t].spec.ops->id;
+                codec_batch_reserve(x->batch, ids, (size_t)x->T);
+            }
+        }
         x->dec = callocCheck((size_t)x->T * (size_t)x->N + 1, sizeof *x->dec);
         x->penc = callocCheck((size_t)x->T + 1, sizeof *x->penc);
         x->pdec = callocCheck((size_t)x->T + 1, sizeof *x->pdec);

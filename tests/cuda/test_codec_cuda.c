@@ -1315,8 +1315,31 @@ static void sampled_waits(const char *text, size_t n, unsigned long long most) {
 }
 #endif
 
-/* gcomp's table schedule across calls: encoders and decoders in step */
-static void gcomp_sequence(const char *text) {
+/* one frame staged in a batch (codec_batch_stage, codec_batch_sizes, codec_batch_place) into
+ * fg (cap bytes, host), as the exchange's bundles take it: its length or GcError. drop: the
+ * batch flushed before codec_batch_sizes (the frame never read back) */
+static int64_t staged_frame(CodecCuda *g, uint8_t *fg, size_t cap, const float *dx, size_t n, const CodecSide *side,
+                            int drop) {
+    CodecBatch *b = codec_batch_new();
+    uint8_t *d = dalloc_b(cap);
+    int64_t len = -1;
+    codec_batch_stage(b, g, dx, n, side);
+    if (!drop) {
+        codec_batch_sizes(b, &len);
+        if (len >= 0) codec_batch_place(b, 0, d);
+    }
+    codec_batch_flush(b);
+    if (len > 0) down(fg, d, (size_t)len);
+    codec_batch_free(b);
+    cudaCheck(cudaFree(d));
+    return len;
+}
+
+/* gcomp's table schedule across calls: encoders and decoders in step. staged: the GPU
+ * encoder's frames staged (their read-backs taken with the batch's, the table committed
+ * there), with a staged frame that fails (a level 5) and one never read back among them,
+ * which must leave the table schedule as it was */
+static void gcomp_sequence(const char *text, int staged) {
     CodecSpec spec;
     char err[256];
     if (codec_parse(&spec, text, err, sizeof err)) {
@@ -1338,10 +1361,26 @@ static void gcomp_sequence(const char *text) {
         size_t cap = codec_max_frame(ce, n);
         uint8_t *fc = malloc(cap), *fg = malloc(cap);
         if (n > 0 && step % 3 == 1) gcomp_refused(text, &spec, ce, ge, x, dx, n, step);
+        if (staged && n > 0 && step % 3 == 2) { /* a level 5: refused by both, the schedule untouched */
+            uint8_t *lv = malloc(n), *dlv = dalloc_b(n);
+            for (size_t i = 0; i < n; i++) lv[i] = (uint8_t)(i % 4);
+            lv[n - 1] = 5;
+            up(dlv, lv, n);
+            CodecSide sc = {0}, sg = {0};
+            sc.levels = lv;
+            sg.levels = dlv;
+            int64_t a = codec_encode(ce, fc, cap, x, n, &sc), b = staged_frame(ge, fg, cap, dx, n, &sg, 0);
+            SAME(a == -GC_ERR_PARAM && b == a, "%s step %d: a staged frame with a level 5: cpu %lld gpu %lld", text,
+                 step, (long long)a, (long long)b);
+            free(lv);
+            cudaCheck(cudaFree(dlv));
+        }
+        if (staged && n > 0 && step == 4) staged_frame(ge, fg, cap, dx, n, NULL, 1); /* never read back */
         int64_t lc = codec_encode(ce, fc, cap, x, n, NULL);
-        int64_t lg = codec_encode_cuda(ge, fg, cap, dx, n, NULL);
-        SAME(lc == lg && lc > 0 && first_diff(fc, fg, (size_t)lc) < 0, "%s step %d n=%zu: frames (cpu %lld gpu %lld)",
-             text, step, n, (long long)lc, (long long)lg);
+        int64_t lg = staged ? staged_frame(ge, fg, cap, dx, n, NULL, 0) : codec_encode_cuda(ge, fg, cap, dx, n, NULL);
+        SAME(lc == lg && lc > 0 && first_diff(fc, fg, (size_t)lc) < 0,
+             "%s%s step %d n=%zu: frames (cpu %lld gpu %lld)", text, staged ? " staged" : "", step, n, (long long)lc,
+             (long long)lg);
         if (lc > 0) { /* the GPU encoder's own size breakdown, as the CPU's frame parses */
             GcompParts pc, pg;
             memset(&pc, 0, sizeof pc);
@@ -1726,9 +1765,11 @@ int main(void) {
         free(h);
         cudaCheck(cudaFree(dbuf));
     }
-    gcomp_sequence("gcomp:ntheta=4,every=2,chunk=100");
-    gcomp_sequence("gcomp:every=3,chunk=4096");
-    gcomp_sequence("gcomp:ntheta=1,every=1,chunk=64");
+    for (int staged = 0; staged < 2; staged++) {
+        gcomp_sequence("gcomp:ntheta=4,every=2,chunk=100", staged);
+        gcomp_sequence("gcomp:every=3,chunk=4096", staged);
+        gcomp_sequence("gcomp:ntheta=1,every=1,chunk=64", staged);
+    }
     const char *big = getenv("GCX_CODEC_CUDA_BIG");
     if (!big || strcmp(big, "0")) { /* > 2^24 values: index arithmetic past 24 bits, many blocks and chunks */
         size_t n = ((size_t)1 << 24) + 77;
