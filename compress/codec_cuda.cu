@@ -2231,7 +2231,7 @@ int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const fl
 }
 
 /* What the host reads of a device frame of len bytes (a CodecProbe): its first
- * min(len, 36) bytes (the header, the payload's first PAY_HEAD), the last min(len - 20, 8)
+ * min(len, 132) bytes (the header, the payload's first PAY_HEAD), the last min(len - 20, 8)
  * bytes after the header, right-aligned as Pay.tail, the CRC of those len - 20 bytes (the
  * payload, once the header says payload_len = len - 20, which every valid header does), and
  * for a payload small enough the check its decoder would wait for (k_probe_checks): checked

@@ -134,8 +134,8 @@ int codec_decode_acc_cuda_dev(CodecCuda *g, float *out, size_t n, float weight, 
  * unchanged.
  *   frames[k]: device, any alignment, lens[k] bytes each;  out: [k] host */
 typedef struct {
-    uint8_t b[64]; /* the header and the payload's first 16 bytes, its last 8, the CRC, and
-                    * for a 3lc frame small enough its zero-run stream's check */
+    uint8_t b[160]; /* the header and the payload's first PAY_HEAD bytes, its last 8, the CRC,
+                     * and for a payload small enough its decoder's check */
 } CodecProbe;
 void codec_cuda_probe_frames(CodecProbe *out, const uint8_t *const *frames, const size_t *lens, size_t k);
 int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
@@ -254,7 +254,7 @@ struct CodecCuda {
 /* A frame's payload as the GPU decoders read it: on the device, aligned as the codec's
  * kernels need, with host copies of its first and last bytes, the only ones read on the
  * host (counts, scales, means, Rice parameters, the padding of the last byte). */
-#define PAY_HEAD 16
+#define PAY_HEAD 112 /* gcomp's block header and up to 4 chunk headers (28 + 4 * 20 bytes) */
 typedef struct {
     const uint8_t *d; /* [len] device */
     size_t len;

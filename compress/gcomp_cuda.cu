@@ -859,9 +859,12 @@ static void dtab_fit(GpState *st, int ntheta) {
 }
 
 /* The payload's parts the host parses (block header, table section, chunk headers: a
- * prefix of at most 28 + GCOMP_TABLE_MAX + 20 C bytes) are read from host (a host frame)
- * or copied down from p->d (a device frame: in one copy for up to GP_PREFIX_CHUNKS chunks,
- * the rest of the chunk headers in a second); the chunks are decoded on the device, from
+ * prefix of at most 28 + GCOMP_TABLE_MAX + 20 C bytes) are read from host (a host frame),
+ * from the probe's copy of the payload's first PAY_HEAD bytes (p->head: a device frame
+ * without a table whose chunk headers lie there, up to 4 chunks, which waits for nothing
+ * before its chunks' results), or copied down from p->d (a device frame: in one copy for
+ * up to GP_PREFIX_CHUNKS chunks, the rest of the chunk headers in a second); the chunks
+ * are decoded on the device, from
  * p->d, or from one upload of host once the headers have passed, their descriptors
  * (behind the frame's table, if it carries one) uploaded from page-locked memory (no
  * wait), and their results read back in one copy: two waits for a device frame of up
@@ -876,7 +879,11 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
     uint8_t *pre = NULL; /* the prefix copied down from a device frame, first bytes */
     size_t first = 0;
     const uint8_t *payload = host;
-    if (!host) {
+    size_t have = len < PAY_HEAD ? len : PAY_HEAD; /* p->head's */
+    if (!host && (len < GCOMP_BLOCK_HDR ||
+                  (!(flags & GCOMP_FLAG_TABLE) && GCOMP_BLOCK_HDR + GCOMP_CHUNK_HDR * (size_t)get_u32(p->head + 8) <= have)))
+        payload = p->head; /* every byte the host parses (len permitting) is there */
+    if (!payload) {
         const size_t most = GCOMP_BLOCK_HDR + GCOMP_TABLE_MAX + GP_PREFIX_CHUNKS * GCOMP_CHUNK_HDR;
         first = len < most ? len : most;
         pre = (uint8_t *)host_alloc(first ? first : 1);
