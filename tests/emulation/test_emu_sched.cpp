@@ -5,7 +5,7 @@
  * Also checks that the
  * shuffled order lets a warp run ahead of another through its warp intrinsics, so
  * that a missing __syncthreads between warps shows. */
-#include <sys/wait.h>
+#include "child.h"
 #include "emu_cuda.h"
 #include "../test.h"
 
@@ -246,31 +246,18 @@ static const Case cases[] = {
 };
 
 /* runs c in a child under EMU_ORDER=order; its exit status and what it wrote to stderr */
+struct ChildCase {
+    const Case *c;
+    const char *order;
+};
+static void child_body(const void *p) {
+    const ChildCase *k = (const ChildCase *)p;
+    setenv("EMU_ORDER", k->order, 1);
+    k->c->run();
+}
 static int run_child(const Case &c, const char *order, char *msg, size_t cap) {
-    int fd[2];
-    if (pipe(fd)) { perror("pipe"); exit(1); }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) { perror("fork"); exit(1); }
-    if (pid == 0) {
-        close(fd[0]);
-        dup2(fd[1], 2);
-        alarm(20); /* a scheduler that hangs or spins fails the case */
-        setenv("EMU_ORDER", order, 1);
-        c.run();
-        _exit(0);
-    }
-    close(fd[1]);
-    size_t n = 0;
-    char buf[512];
-    ssize_t r;
-    while ((r = read(fd[0], buf, sizeof buf)) > 0) /* all of it; what does not fit in msg is dropped */
-        for (ssize_t i = 0; i < r && n < cap - 1; i++) msg[n++] = buf[i];
-    msg[n] = 0;
-    close(fd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return st;
+    ChildCase k = {&c, order};
+    return emu_run_child(child_body, &k, msg, cap);
 }
 
 int main() {

@@ -332,11 +332,13 @@ static void barrier(const char *what) {
     device_barriers++;
     count_site(what, NULL);
 }
-unsigned long long emu_device_barriers(void) {
-    unsigned long long b = device_barriers;
-    device_barriers = 0;
-    return b;
+/* a per-thread count, read and started again from 0 */
+static unsigned long long drain(unsigned long long *c) {
+    unsigned long long v = *c;
+    *c = 0;
+    return v;
 }
+unsigned long long emu_device_barriers(void) { return drain(&device_barriers); }
 
 cudaError_t cudaMalloc(void **p, size_t n) {
     barrier("cudaMalloc (waits for the whole device)");
@@ -506,17 +508,8 @@ static void count_wait(const void *at) {
     count_site(NULL, at);
 }
 
-unsigned long long emu_device_ops(void) {
-    unsigned long long n = device_ops;
-    device_ops = 0;
-    return n;
-}
-
-unsigned long long emu_host_waits(void) {
-    unsigned long long w = host_waits;
-    host_waits = 0;
-    return w;
-}
+unsigned long long emu_device_ops(void) { return drain(&device_ops); }
+unsigned long long emu_host_waits(void) { return drain(&host_waits); }
 
 /* Asynchronous copies through page-locked memory. On a GPU a cudaMemcpyAsync between the
  * device and cudaMallocHost memory returns before the copy has run: until the host has

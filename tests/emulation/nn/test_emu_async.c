@@ -8,7 +8,7 @@
  * process (a caught misuse aborts it). */
 #include <pthread.h>
 #include <signal.h>
-#include <sys/wait.h>
+#include "../child.h"
 #include "cuda_runtime.h"
 #include "../../test.h"
 
@@ -178,38 +178,16 @@ static const Case cases[] = {
     {"another stream frees what one wrote, with no wait", streams_free, "cudaFreeAsync on host thread 2's stream", 0},
 };
 
-static int run_child(const Case *c, char *msg, size_t cap) {
-    int fd[2];
-    if (pipe(fd)) { perror("pipe"); exit(1); }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) { perror("fork"); exit(1); }
-    if (pid == 0) {
-        close(fd[0]);
-        dup2(fd[1], 2);
-        alarm(20);
-        setup();
-        c->run();
-        _exit(0);
-    }
-    close(fd[1]);
-    size_t n = 0;
-    char buf[512];
-    ssize_t r;
-    while ((r = read(fd[0], buf, sizeof buf)) > 0)
-        for (ssize_t i = 0; i < r && n < cap - 1; i++) msg[n++] = buf[i];
-    msg[n] = 0;
-    close(fd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return st;
+static void child_body(const void *p) {
+    setup();
+    ((const Case *)p)->run();
 }
 
 int main(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const Case *c = &cases[i];
         char msg[4096];
-        int st = run_child(c, msg, sizeof msg);
+        int st = emu_run_child(child_body, c, msg, sizeof msg);
         if (!c->expect)
             CHECK(WIFEXITED(st) && WEXITSTATUS(st) == c->status && (c->status || !msg[0]),
                   "%s: want exit status %d; status 0x%x, stderr: %s", c->name, c->status, st, msg);
