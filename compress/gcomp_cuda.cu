@@ -1047,6 +1047,7 @@ int codec_cuda_gcomp_parts(GcompParts *p, const uint8_t *frame, size_t len) {
  * either path resumes on either. */
 int64_t gcx_gcomp_state_save(const CodecCuda *g, uint8_t *buf, size_t cap) {
     const GpState *st = (const GpState *)g->gp;
+    staging_check(st); /* the state without the staged frame's plan would not be the encoder's */
     return gcomp_state_write(buf, cap, &st->enc, st->cur.have, &st->cur.hc, st->cur.id);
 }
 
@@ -1054,6 +1055,7 @@ int64_t gcx_gcomp_state_save(const CodecCuda *g, uint8_t *buf, size_t cap) {
  * changes nothing */
 int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len) {
     GpState *st = (GpState *)g->gp;
+    staging_check(st); /* a staged frame's plan would be committed onto the loaded state */
     GcompStateBlob b;
     int rc = gcomp_state_parse(&b, buf, len, (int)codec_param(&g->spec, "ntheta"));
     if (rc) return rc;

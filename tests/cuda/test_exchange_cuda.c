@@ -608,6 +608,56 @@ static void nan_frame(const char *codec, int topology, int t) {
     run_free(&d);
 }
 
+/* The local backend's copies between the workers' device memory wait once a collective
+ * (ByteAlloc.settle, dist/comm_local.c): W workers allgather a device buffer into device
+ * memory and each overwrites what it published as soon as the collective returns, as a
+ * next step would; a peer's copy still running then would read the new bytes. On the
+ * emulation, whose streams' check stops a run where another stream's copy may still read
+ * memory that is written, a collective without the settle fails here */
+static void dev_copy(void *d, const void *src, size_t n) { cudaCheck(cudaMemcpy(d, src, n, cudaMemcpyDefault)); }
+static void dev_settle(void) { cudaCheck(cudaStreamSynchronize(0)); }
+static void *dev_alloc(size_t n) {
+    void *p = NULL;
+    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
+}
+static void dev_free(void *p) {
+    if (p) cudaCheck(cudaFree(p));
+}
+static const ByteAlloc settled = {
+    .alloc = dev_alloc, .free = dev_free, .copy = dev_copy, .device = 1, .settle = dev_settle};
+static int settle_ok[W];
+static void settle_worker(int rank, void *arg) {
+    (void)arg;
+    enum { B = 4096 };
+    Comm *c = comm_local_new(group, rank);
+    uint8_t *mine = dev_alloc(B), h[W * B];
+    cudaCheck(cudaMemset(mine, rank + 1, B));
+    cudaCheck(cudaStreamSynchronize(0));
+    ByteBuf out = {0};
+    out.mem = &settled;
+    size_t lens[W];
+    for (int round = 0; round < 3; round++) {
+        comm_allgatherv(c, &out, lens, mine, B);
+        cudaCheck(cudaMemset(mine, 0xEE, B)); /* at once: the next step's bytes */
+        cudaCheck(cudaMemcpy(h, out.p, sizeof h, cudaMemcpyDeviceToHost));
+        int ok = out.len == sizeof h;
+        for (size_t i = 0; i < sizeof h && ok; i++) ok = h[i] == (round ? 0xEE : (uint8_t)(i / B + 1));
+        settle_ok[rank] += ok;
+        comm_barrier(c); /* every peer has read mine before it is published again */
+    }
+    bytebuf_free(&out);
+    dev_free(mine);
+    comm_free(c);
+}
+static void settle_check(void) {
+    group = comm_local_group_new(W);
+    comm_local_run(W, settle_worker, NULL);
+    comm_local_group_free(group);
+    for (int k = 0; k < W; k++)
+        CHECK(settle_ok[k] == 3, "local allgather of device memory, worker %d: %d of 3 rounds gathered every byte", k,
+              settle_ok[k]);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* the lines so far, should a run crash */
     int ndev = 0;
@@ -618,6 +668,7 @@ int main(void) {
     }
     build_table();
     CHECK(pt.n == NT, "the table has NT tensors");
+    settle_check();
     bundle_heads_check();
     compare("fp32", TOPO_ALLREDUCE);
     const char *codecs[] = {"fp16", "int8", "3lc", "onebit", "topk:ratio=0.05", "fp32"};

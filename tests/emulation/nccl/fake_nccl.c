@@ -26,10 +26,20 @@ int emu_is_dev(const void *p) __attribute__((weak));
 void emu_dev_open_ptrs(const void *const *p, int k) __attribute__((weak));
 void emu_dev_open(void) __attribute__((weak));
 void emu_dev_close(void) __attribute__((weak));
-static int dev_open(const void *a, const void *b) {
+void emu_stream_use(const void *p, int w, cudaStream_t s) __attribute__((weak));
+/* a call's operands on its stream, for the emulation's check of the streams' order:
+ * what it sends read (s), what it receives written (r) */
+static void on_stream(const void *s, const void *r, cudaStream_t st) {
+    if (!emu_stream_use || !emu_is_dev) return;
+    if (s && s != r && emu_is_dev(s)) emu_stream_use(s, 0, st);
+    if (r && emu_is_dev(r)) emu_stream_use(r, 1, st);
+}
+void emu_dev_open_used(const void *const *p, int k) __attribute__((weak));
+static int dev_open(const void *a, const void *b) { /* a collective's operands, recorded by on_stream */
     if (!emu_is_dev || !(emu_is_dev(a) || emu_is_dev(b))) return 0;
     const void *q[2] = {a, b};
-    emu_dev_open_ptrs(q, 2);
+    if (emu_dev_open_used) emu_dev_open_used(q, 2);
+    else emu_dev_open_ptrs(q, 2);
     return 1;
 }
 static int all_open; /* every device page is open until the point-to-point call or its group ends */
@@ -53,7 +63,8 @@ static void p2p_close(void) {
     }
 }
 ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, ncclRedOp_t op, ncclComm_t c, cudaStream_t st) {
-    (void)st; if (group) abort();
+    if (group) abort();
+    on_stream(s, r, st);
     int opened = dev_open(s, r);
     if (c->size == 1) { if (s != r) memmove(r, s, n * es(t)); }
     else MPI_Allreduce(s == r ? MPI_IN_PLACE : s, r, (int)n, mt(t), op == ncclSum ? MPI_SUM : MPI_MAX, c->comm);
@@ -61,7 +72,8 @@ ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, n
     return ncclSuccess;
 }
 ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st) {
-    (void)st; if (group) abort();
+    if (group) abort();
+    on_stream(s, r, st);
     int opened = dev_open(s, r);
     if (c->size == 1) memmove(r, s, n * es(t));
     else { void *tmp = malloc(n * es(t)); memcpy(tmp, s, n * es(t));
@@ -70,7 +82,8 @@ ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, n
     return ncclSuccess;
 }
 ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, int root, ncclComm_t c, cudaStream_t st) {
-    (void)st; if (group) abort();
+    if (group) abort();
+    on_stream(c->rank == root ? s : NULL, r, st);
     int opened = dev_open(s, r);
     if (c->rank == root && s != r) memmove(r, s, n * es(t));
     if (c->size > 1) MPI_Bcast(r, (int)n, mt(t), root, c->comm);
@@ -78,7 +91,8 @@ ncclResult_t ncclBroadcast(const void *s, void *r, size_t n, ncclDataType_t t, i
     return ncclSuccess;
 }
 ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t st) {
-    (void)st; if (c->size == 1) { fprintf(stderr, "fake nccl: send on a communicator of one rank\n"); exit(1); } if (n == 0) { fprintf(stderr, "zero-byte send\n"); }
+    on_stream(s, NULL, st);
+    if (c->size == 1) { fprintf(stderr, "fake nccl: send on a communicator of one rank\n"); exit(1); } if (n == 0) { fprintf(stderr, "zero-byte send\n"); }
     p2p_open(s);
     if (group) MPI_Isend(s, (int)n, mt(t), peer, 5, c->comm, &reqs[nreq++]);
     else MPI_Send(s, (int)n, mt(t), peer, 5, c->comm);
@@ -86,7 +100,8 @@ ncclResult_t ncclSend(const void *s, size_t n, ncclDataType_t t, int peer, ncclC
     return ncclSuccess;
 }
 ncclResult_t ncclRecv(void *r, size_t n, ncclDataType_t t, int peer, ncclComm_t c, cudaStream_t st) {
-    (void)st; MPI_Status stt; int cnt;
+    on_stream(NULL, r, st);
+    MPI_Status stt; int cnt;
     if (c->size == 1) { fprintf(stderr, "fake nccl: receive on a communicator of one rank\n"); exit(1); }
     p2p_open(r);
     if (group) MPI_Irecv(r, (int)n, mt(t), peer, 5, c->comm, &reqs[nreq++]);

@@ -51,6 +51,8 @@ void emu_dev_open(void);             /* every device page readable and writable 
 /* only the allocations holding p[0..k) (NULL entries skipped) readable and writable */
 void emu_dev_open_ptrs(const void *const *p, int k);
 void emu_dev_close(void);            /* device pages inaccessible again (closes either open) */
+/* emu_dev_open_ptrs for an operation emu_stream_use has recorded already (the fake NCCL's) */
+void emu_dev_open_used(const void *const *p, int k);
 /* a kernel's launch: emu_dev_open_ptrs, each allocation read (w[i] 0) or written (1) */
 void emu_dev_open_kernel(const char *name, const void *const *p, const char *w, int k);
 /* pinned host memory: malloc's, remembered, so that cudaMemcpy can tell it from pageable */
@@ -85,7 +87,9 @@ void emu_count_op(const char *what); /* what: its kind, for EMU_COUNTS (emu_devi
 unsigned long long emu_device_barriers(void);
 #define EMU_DEVICE_BARRIERS 1
 cudaError_t emu_malloc_async(void **p, size_t n); /* cudaMallocAsync's, not such a wait */
-cudaError_t emu_free_async(void *p);
+cudaError_t emu_free_async(void *p, cudaStream_t s);
+/* an NCCL call's operand p on stream s (the fake NCCL's): written (w) or read */
+void emu_stream_use(const void *p, int w, cudaStream_t s);
 void emu_counts_reset(void);
 #ifdef __cplusplus
 }
@@ -97,7 +101,7 @@ void emu_counts_reset(void);
         emu_dev_open_ptrs(emu_q_, (int)(sizeof emu_q_ / sizeof emu_q_[0]));                                          \
     } while (0)
 static inline cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) { (void)s; return emu_malloc_async(p, n); }
-static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { (void)s; return emu_free_async(p); }
+static inline cudaError_t cudaFreeAsync(void *p, cudaStream_t s) { return emu_free_async(p, s); }
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) { (void)s; return cudaMemset(p, v, n); }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
     return emu_memcpy_async(d, s, n, k, st);

@@ -109,38 +109,65 @@ void emu_dev_open(void) {
         all_open = 1;
     }
 }
-/* Streams. Every host thread works on its own stream (the project's per-thread default
- * streams, docs/GPU.md "Streams"), which the emulation numbers (stream_me). Operations on
- * one stream run in order; on two streams a GPU may run them at once, unless the host has
- * waited for the first one's stream (cudaStreamSynchronize, cudaDeviceSynchronize, a
- * synchronous copy between host and device) before it issued the second. The emulation
- * runs every operation when it is issued, so it keeps, per allocation, the last operation
- * that wrote it and those that read it since (their stream and number), and stops the run
- * when an operation touches an allocation that another stream's operation wrote (or, to
- * write, read) and the host has not waited for that stream since: a kernel reads through
- * its pointers to const and may write through its other pointers (its parameter types);
- * a copy reads its source and writes its destination; cuBLAS, cuDNN, CUB's and NCCL's
- * operands count as written. Waiting for a stream before another thread uses its results
- * is then checked on every run, where on a GPU a missing wait shows only when the timing
- * lets it */
-#define MAXS 256
-static unsigned long long s_issued[MAXS], s_done[MAXS]; /* per stream, under the lock */
-static int nstreams;
-static __thread int t_stream = -1;
-static int stream_me(void) { /* under the lock */
-    if (t_stream < 0) {
-        if (nstreams == MAXS) { fprintf(stderr, "emu: more than %d host threads used the device\n", MAXS); abort(); }
-        t_stream = nstreams++;
+/* Streams. Every host thread works on its own default stream (the project's per-thread
+ * default streams, docs/GPU.md "Streams"), and may hand other streams it created to an
+ * operation (NCCL's); the emulation numbers each (a thread's default stream, and each
+ * other stream handle a thread uses, apart). Operations on one stream run in order; on
+ * two streams a GPU may run them at once, unless the host has waited for the first one's
+ * stream (cudaStreamSynchronize of that stream, cudaDeviceSynchronize, a copy between host
+ * and device on it that returns only once it has run) before it issued the second. The
+ * emulation runs every operation when it is issued, so it keeps, per allocation, the last
+ * operation that wrote it and those that read it since (their stream and number), and
+ * stops the run when an operation touches an allocation that another stream's operation
+ * wrote (or, to write, read) and the host has not waited for that stream since: a kernel
+ * reads through its pointers to const and may write through its other pointers (its
+ * parameter types); a copy reads its source and writes its destination; an NCCL call (the
+ * fake's, nccl/fake_nccl.c) reads what it sends and writes what it receives on the stream
+ * it is given; cuBLAS's, cuDNN's and CUB's operands count as written. Waiting for a
+ * stream before another stream uses its results is then checked on every run, where on a
+ * GPU a missing wait shows only when the timing lets it */
+typedef struct {
+    unsigned long long issued, done; /* operations issued on it; of those, the ones the host waited for */
+    int thread;                      /* the host thread's number */
+    int other;                       /* a stream other than the thread's default */
+} Stream;
+static Stream *streams; /* under the lock; grown, never shrunk: a few per host thread */
+static int nstreams, cstreams, nthreads;
+static __thread int t_default = -1, t_thread = -1;
+static __thread struct { cudaStream_t h; int id; } t_other[8];
+static __thread int t_nother;
+static int stream_new(int other) { /* under the lock */
+    if (nstreams == cstreams) {
+        cstreams = cstreams ? 2 * cstreams : 64;
+        streams = realloc(streams, (size_t)cstreams * sizeof *streams);
+        if (!streams) abort();
     }
-    return t_stream;
+    if (t_thread < 0) t_thread = nthreads++;
+    streams[nstreams] = (Stream){0, 0, t_thread, other};
+    return nstreams++;
 }
-/* the calling thread's stream has run every operation issued (all: every stream's) */
-static void stream_waited(int all) {
+/* the calling thread's stream s (0 and cudaStreamPerThread: its default), under the lock */
+static int stream_id(cudaStream_t s) {
+    if (s == 0 || s == cudaStreamPerThread) {
+        if (t_default < 0) t_default = stream_new(0);
+        return t_default;
+    }
+    for (int i = 0; i < t_nother; i++)
+        if (t_other[i].h == s) return t_other[i].id;
+    if (t_nother == (int)(sizeof t_other / sizeof t_other[0])) { fprintf(stderr, "emu: too many streams\n"); abort(); }
+    t_other[t_nother].h = s;
+    return t_other[t_nother++].id = stream_new(1);
+}
+#define ALL_STREAMS ((cudaStream_t)-1)
+/* the host has waited for the calling thread's stream s (ALL_STREAMS: for every stream) */
+static void stream_waited(cudaStream_t s) {
     take();
-    if (all)
-        for (int i = 0; i < nstreams; i++) s_done[i] = s_issued[i];
-    else
-        s_done[stream_me()] = s_issued[stream_me()];
+    if (s == ALL_STREAMS)
+        for (int i = 0; i < nstreams; i++) streams[i].done = streams[i].issued;
+    else {
+        int id = stream_id(s); /* first: it may grow streams */
+        streams[id].done = streams[id].issued;
+    }
     give();
 }
 static int alloc_at(const void *q) { /* as open_one's: the allocation holding q, or ending there */
@@ -150,26 +177,27 @@ static int alloc_at(const void *q) { /* as open_one's: the allocation holding q,
         if (p >= allocs[i].p && p <= allocs[i].p + allocs[i].n) at = i;
     return at;
 }
-static int pending(Use u, int st) { return u.st >= 0 && u.st != st && s_done[u.st] < u.seq; }
-static void race(const char *what, const void *q, int a, const char *did, Use u) {
+static int pending(Use u, int st) { return u.st >= 0 && u.st != st && streams[u.st].done < u.seq; }
+static void race(const char *what, int st, const void *q, int a, const char *did, Use u) {
     fprintf(stderr,
-            "emu: %s on host thread %d's stream uses device memory at %p (an allocation of %zu bytes) that host thread "
-            "%d's stream %s in an operation the host has not waited for since: a GPU may run the two at once "
-            "(wait for the stream, cudaStreamSynchronize, before the other thread may use its results)\n",
-            what, t_stream, q, allocs[a].n, u.st, did);
+            "emu: %s on host thread %d's %sstream uses device memory at %p (an allocation of %zu bytes) that host "
+            "thread %d's %sstream %s in an operation the host has not waited for since: a GPU may run the two at "
+            "once (wait for that stream, cudaStreamSynchronize, before another stream may use its results)\n",
+            what, streams[st].thread, streams[st].other ? "other " : "", q, allocs[a].n, streams[u.st].thread,
+            streams[u.st].other ? "other " : "", did);
     abort();
 }
-/* one operation of the calling thread's stream on p[0..k) (w[i]: written; w NULL: all), under the lock */
-static void stream_use(const char *what, const void *const *p, const char *w, int k) {
-    int st = stream_me();
-    unsigned long long seq = ++s_issued[st];
+/* one operation of the calling thread's stream s on p[0..k) (w[i]: written; w NULL: all), under the lock */
+static void stream_use(const char *what, cudaStream_t s, const void *const *p, const char *w, int k) {
+    int st = stream_id(s);
+    unsigned long long seq = ++streams[st].issued;
     for (int i = 0; i < k; i++) {
         int a = p[i] ? alloc_at(p[i]) : -1;
         if (a < 0) continue;
         int wr = w ? w[i] : 1;
-        if (pending(allocs[a].w, st)) race(what, p[i], a, "wrote", allocs[a].w);
+        if (pending(allocs[a].w, st)) race(what, st, p[i], a, "wrote", allocs[a].w);
         for (int j = 0; wr && j < allocs[a].nr; j++)
-            if (pending(allocs[a].r[j], st)) race(what, p[i], a, "read", allocs[a].r[j]);
+            if (pending(allocs[a].r[j], st)) race(what, st, p[i], a, "read", allocs[a].r[j]);
         if (wr) {
             allocs[a].w = (Use){st, seq};
             allocs[a].nr = 0;
@@ -186,10 +214,20 @@ static void stream_use(const char *what, const void *const *p, const char *w, in
         allocs[a].r[j] = (Use){st, seq};
     }
 }
+/* a wait of code built on ../emu_cuda.h (dist/comm_nccl.c in train_resnet_nccl_emu): for
+ * the calling thread's stream s, or ALL_STREAMS */
+void emu_stream_waited(cudaStream_t s) { stream_waited(s); }
+/* an NCCL call's operand p on stream s (nccl/fake_nccl.c): written (w) or read */
+void emu_stream_use(const void *p, int w, cudaStream_t s) {
+    char wr = (char)(w != 0);
+    take();
+    stream_use(w ? "an NCCL receive" : "an NCCL send", s, &p, &wr, 1);
+    give();
+}
 
 void emu_dev_open_ptrs(const void *const *p, int k) {
     take();
-    stream_use("an operation", p, NULL, k);
+    stream_use("an operation", 0, p, NULL, k);
     open_depth++;
     for (int i = 0; i < k; i++) open_one(p[i]);
 }
@@ -199,11 +237,12 @@ static void open_used(const void *const *p, int k) {
     open_depth++;
     for (int i = 0; i < k; i++) open_one(p[i]);
 }
+void emu_dev_open_used(const void *const *p, int k) { open_used(p, k); }
 void emu_dev_open_kernel(const char *name, const void *const *p, const char *w, int k) {
     take();
     char what[160];
     snprintf(what, sizeof what, "kernel %s", name);
-    stream_use(what, p, w, k);
+    stream_use(what, 0, p, w, k);
     open_used(p, k);
     give();
 }
@@ -352,11 +391,12 @@ cudaError_t emu_malloc_async(void **p, size_t n) {
     emu_count_op("cudaMallocAsync");
     return dev_alloc(p, n);
 }
-cudaError_t emu_free_async(void *p) {
+cudaError_t emu_free_async(void *p, cudaStream_t s) {
     emu_count_op("cudaFreeAsync");
-    if (p) { /* in stream order: after every use of it that stream_use knows */
+    if (p && s != cudaStreamLegacy) { /* in stream order: after every use of it that stream_use knows (the
+                                       * legacy stream's operations wait for every other stream first) */
         take();
-        stream_use("cudaFreeAsync", (const void *const *)&p, "\1", 1);
+        stream_use("cudaFreeAsync", s, (const void *const *)&p, "\1", 1);
         give();
     }
     return dev_free(p);
@@ -603,7 +643,7 @@ static void pending_free_check(const char *p, size_t n) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    stream_waited(0);
+    stream_waited(s);
     pending_sync(stream_of(s), NULL, 0);
     count_wait(__builtin_return_address(0));
     return 0;
@@ -611,7 +651,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 
 cudaError_t cudaDeviceSynchronize(void) {
     barrier("cudaDeviceSynchronize (waits for the whole device)");
-    stream_waited(1);
+    stream_waited(ALL_STREAMS);
     pending_sync(ANY_STREAM, NULL, 0);
     count_wait(__builtin_return_address(0));
     return 0;
@@ -642,14 +682,20 @@ static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpy
     emu_count_op(!dd ? "copy to the host" : !sd ? "copy to the device" : "copy on the device");
     st = stream_of(st);
     const void *ops[2] = {sd ? s : NULL, dd ? d : NULL};
-    if (n) { /* the source read, the destination written, on the calling thread's stream */
+    /* the stream's earlier copies run first; a synchronous one (or an asynchronous one
+     * into pageable memory) returns when it has run, and they with it, except a
+     * synchronous one from pageable memory, which returns once the bytes are staged (the
+     * stream's earlier work waited for, the copy itself maybe not: CUDA's "API
+     * synchronization behavior") */
+    int waits = n && dd != sd && (!async || (pageable && !dd));
+    int staged = waits && pageable && dd;
+    if (staged) stream_waited(st);
+    if (n) { /* the source read, the destination written, on the stream */
         take();
-        stream_use(!dd ? "a copy to the host" : !sd ? "a copy to the device" : "a copy on the device", ops, "\0\1", 2);
+        stream_use(!dd ? "a copy to the host" : !sd ? "a copy to the device" : "a copy on the device", st, ops,
+                   "\0\1", 2);
         give();
     }
-    /* the stream's earlier copies run first; a synchronous one (or an asynchronous one
-     * into pageable memory) returns when it has run, and they with it */
-    int waits = n && dd != sd && (!async || (pageable && !dd));
     if (waits) pending_sync(st, NULL, 0);
     else if (n && dd != sd) pending_sync(st, dd ? s : d, n);
     if (n && dd != sd && async && !pageable) {
@@ -659,7 +705,7 @@ static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpy
     open_used(ops, 2);
     memmove(d, s, n);
     emu_dev_close();
-    if (waits) stream_waited(0);
+    if (waits && !staged) stream_waited(st);
     return 0;
 }
 

@@ -29,6 +29,7 @@ static void setup(void) {
     float h[N];
     for (int i = 0; i < N; i++) h[i] = (float)i;
     cudaMemcpy(dev, h, sizeof h, cudaMemcpyHostToDevice);
+    cudaStreamSynchronize(0); /* a copy from pageable memory may still run when it returns */
 }
 
 /* misuse: the source rewritten before the wait */
@@ -139,6 +140,17 @@ static void sync_device_read_dev(void) {
     read_dev();
 }
 static void free_dev(void) { cudaFreeAsync(dev, 0); }
+static void write_dev_wait_other(void) { /* a wait for another stream of the thread's */
+    write_dev();
+    cudaStreamSynchronize((cudaStream_t)0x77);
+}
+static void upload_pageable(void) { /* returns once the bytes are staged, maybe before they land */
+    float h[N] = {0};
+    cudaMemcpy(dev, h, sizeof h, cudaMemcpyHostToDevice);
+}
+static void upload_pinned(void) { /* returns once the copy has run */
+    cudaMemcpy(dev, pin, N * sizeof(float), cudaMemcpyHostToDevice);
+}
 
 static void streams_write_then_read(void) { two_threads(write_dev, read_dev); }
 static void streams_wait_then_read(void) { two_threads(write_dev_wait, read_dev); }
@@ -147,6 +159,9 @@ static void streams_read_then_write(void) { two_threads(read_dev, write_dev); }
 static void streams_read_both(void) { two_threads(read_dev, read_dev_too); }
 static void streams_device_sync(void) { two_threads(write_dev, sync_device_read_dev); }
 static void streams_free(void) { two_threads(write_dev, free_dev); }
+static void streams_other_wait(void) { two_threads(write_dev_wait_other, read_dev); }
+static void streams_upload_pageable(void) { two_threads(upload_pageable, read_dev); }
+static void streams_upload_pinned(void) { two_threads(upload_pinned, read_dev); }
 
 typedef struct {
     const char *name;
@@ -176,6 +191,11 @@ static const Case cases[] = {
     {"two streams read the same memory", streams_read_both, NULL, 0},
     {"another thread waits for the whole device, then reads", streams_device_sync, NULL, 0},
     {"another stream frees what one wrote, with no wait", streams_free, "cudaFreeAsync on host thread 2's stream", 0},
+    {"another stream reads what one wrote, after a wait for a third stream", streams_other_wait,
+     "that host thread 1's stream wrote", 0},
+    {"another stream reads an upload from pageable memory", streams_upload_pageable,
+     "that host thread 1's stream wrote", 0},
+    {"another stream reads an upload from page-locked memory", streams_upload_pinned, NULL, 0},
 };
 
 static void child_body(const void *p) {
