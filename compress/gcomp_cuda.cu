@@ -472,6 +472,14 @@ static void gp_emit(GpEmit *m, const HuffCode *hc) {
  * read-back (a GpBack) left at the start of the scratch it returns (gcx_dfree after the
  * read); gp_finish: the frame's length or GcError from the read-back, and once the frame is
  * complete the encoder's table state, its size breakdown and the frame's flags */
+/* the block header's magic, type and n_theta into h[0..3] (the rest is the frame's) */
+static void gp_head_start(uint8_t *h, int ntheta) {
+    h[0] = GCOMP_MAGIC0;
+    h[1] = GCOMP_MAGIC1;
+    h[2] = GCOMP_DTYPE_FP32;
+    h[3] = (uint8_t)ntheta;
+}
+
 static GpBack *gp_launch(CodecCuda *g, GcompTablePlan *plan, uint8_t *pay, size_t cap, const float *x, size_t n,
                          const CodecSide *side) {
     GpState *st = (GpState *)g->gp;
@@ -481,10 +489,7 @@ static GpBack *gp_launch(CodecCuda *g, GcompTablePlan *plan, uint8_t *pay, size_
     GpHead head;
     memset(&head, 0, sizeof head);
     uint8_t *h = head.b;
-    h[0] = GCOMP_MAGIC0;
-    h[1] = GCOMP_MAGIC1;
-    h[2] = GCOMP_DTYPE_FP32;
-    h[3] = (uint8_t)ntheta;
+    gp_head_start(h, ntheta);
     const size_t nch = (n + chunk - 1) / chunk;
     const uint8_t *lv = side->levels;
     /* one piece of scratch: the read-back, the chunks' scans, histograms and layout */
@@ -570,10 +575,7 @@ int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags
     if (n == 0) { /* no table, no chunks, state untouched */
         uint8_t h[GCOMP_BLOCK_HDR];
         memset(h, 0, sizeof h);
-        h[0] = GCOMP_MAGIC0;
-        h[1] = GCOMP_MAGIC1;
-        h[2] = GCOMP_DTYPE_FP32;
-        h[3] = (uint8_t)codec_param(&g->spec, "ntheta");
+        gp_head_start(h, (int)codec_param(&g->spec, "ntheta"));
         cudaCheck(cudaMemcpy(pay, h, GCOMP_BLOCK_HDR, cudaMemcpyHostToDevice));
         memset(&st->parts, 0, sizeof st->parts);
         st->parts_ok = 1;

@@ -47,13 +47,14 @@ static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cuda
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) { EMU_COUNT_COPY(k, n); (void)st; EMU_MEMMOVE(d, s, n); return 0; }
 /* the tracked runtime's record of the host's waits (nn/emu_device.c), where it is linked in:
  * code built on this header (dist/comm_nccl.c in train_resnet_nccl_emu) waits too */
+#define EMU_ALL_STREAMS ((cudaStream_t)-1) /* emu_stream_waited's: every stream */
 void emu_stream_waited(cudaStream_t s) __attribute__((weak));
 static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     if (emu_stream_waited) emu_stream_waited(s);
     return 0;
 }
 static inline cudaError_t cudaDeviceSynchronize(void) {
-    if (emu_stream_waited) emu_stream_waited((cudaStream_t)-1);
+    if (emu_stream_waited) emu_stream_waited(EMU_ALL_STREAMS);
     return 0;
 }
 static inline cudaError_t cudaGetDevice(int *d) { *d = 0; return 0; }

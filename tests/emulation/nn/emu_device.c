@@ -147,8 +147,9 @@ static int stream_new(int other) { /* under the lock */
     return nstreams++;
 }
 /* the calling thread's stream s (0 and cudaStreamPerThread: its default), under the lock */
+static cudaStream_t stream_of(cudaStream_t s) { return s == cudaStreamPerThread ? 0 : s; }
 static int stream_id(cudaStream_t s) {
-    if (s == 0 || s == cudaStreamPerThread) {
+    if (stream_of(s) == 0) {
         if (t_default < 0) t_default = stream_new(0);
         return t_default;
     }
@@ -158,11 +159,12 @@ static int stream_id(cudaStream_t s) {
     t_other[t_nother].h = s;
     return t_other[t_nother++].id = stream_new(1);
 }
-#define ALL_STREAMS ((cudaStream_t)-1)
-/* the host has waited for the calling thread's stream s (ALL_STREAMS: for every stream) */
-static void stream_waited(cudaStream_t s) {
+/* the host has waited for the calling thread's stream s (EMU_ALL_STREAMS: for every
+ * stream); also the waits of code built on ../emu_cuda.h (dist/comm_nccl.c in
+ * train_resnet_nccl_emu) */
+void emu_stream_waited(cudaStream_t s) {
     take();
-    if (s == ALL_STREAMS)
+    if (s == EMU_ALL_STREAMS)
         for (int i = 0; i < nstreams; i++) streams[i].done = streams[i].issued;
     else {
         int id = stream_id(s); /* first: it may grow streams */
@@ -214,9 +216,6 @@ static void stream_use(const char *what, cudaStream_t s, const void *const *p, c
         allocs[a].r[j] = (Use){st, seq};
     }
 }
-/* a wait of code built on ../emu_cuda.h (dist/comm_nccl.c in train_resnet_nccl_emu): for
- * the calling thread's stream s, or ALL_STREAMS */
-void emu_stream_waited(cudaStream_t s) { stream_waited(s); }
 /* an NCCL call's operand p on stream s (nccl/fake_nccl.c): written (w) or read */
 void emu_stream_use(const void *p, int w, cudaStream_t s) {
     char wr = (char)(w != 0);
@@ -232,18 +231,17 @@ void emu_dev_open_ptrs(const void *const *p, int k) {
     for (int i = 0; i < k; i++) open_one(p[i]);
 }
 /* the operands of an operation whose reads and writes stream_use was told already */
-static void open_used(const void *const *p, int k) {
+void emu_dev_open_used(const void *const *p, int k) {
     take();
     open_depth++;
     for (int i = 0; i < k; i++) open_one(p[i]);
 }
-void emu_dev_open_used(const void *const *p, int k) { open_used(p, k); }
 void emu_dev_open_kernel(const char *name, const void *const *p, const char *w, int k) {
     take();
     char what[160];
     snprintf(what, sizeof what, "kernel %s", name);
     stream_use(what, 0, p, w, k);
-    open_used(p, k);
+    emu_dev_open_used(p, k);
     give();
 }
 void emu_dev_close(void) {
@@ -574,8 +572,7 @@ typedef struct {
 } Pending;
 static __thread Pending *pend;
 static __thread size_t npend, cpend;
-#define ANY_STREAM ((cudaStream_t)-1)
-static cudaStream_t stream_of(cudaStream_t s) { return s == cudaStreamPerThread ? 0 : s; }
+
 
 static void pending_die(const Pending *q, const char *what) {
     char where[512];
@@ -598,13 +595,13 @@ static void pending_land(const Pending *q) {
     free(q->v);
 }
 
-/* land the calling thread's pending copies on stream st (ANY_STREAM: all of them), or only
+/* land the calling thread's pending copies on stream st (EMU_ALL_STREAMS: all of them), or only
  * those whose host bytes overlap [lo, lo+n) when lo is set */
 static void pending_sync(cudaStream_t st, const char *lo, size_t n) {
     size_t k = 0;
     for (size_t i = 0; i < npend; i++) {
         Pending *q = &pend[i];
-        int mine = st == ANY_STREAM || q->st == st;
+        int mine = st == EMU_ALL_STREAMS || q->st == st;
         if (mine && (!lo || (q->host < lo + n && lo < q->host + q->n))) pending_land(q);
         else pend[k++] = *q;
     }
@@ -627,7 +624,7 @@ static void pending_add(int to_host, char *host, const void *dev, size_t n, cuda
     q->v = malloc(n);
     if (!q->v) abort();
     if (to_host) {
-        open_used(&dev, 1);
+        emu_dev_open_used(&dev, 1);
         memcpy(q->v, dev, n);
         emu_dev_close();
         memset(host, 0xFF, n);
@@ -643,7 +640,7 @@ static void pending_free_check(const char *p, size_t n) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    stream_waited(s);
+    emu_stream_waited(s);
     pending_sync(stream_of(s), NULL, 0);
     count_wait(__builtin_return_address(0));
     return 0;
@@ -651,8 +648,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
 
 cudaError_t cudaDeviceSynchronize(void) {
     barrier("cudaDeviceSynchronize (waits for the whole device)");
-    stream_waited(ALL_STREAMS);
-    pending_sync(ANY_STREAM, NULL, 0);
+    emu_stream_waited(EMU_ALL_STREAMS);
+    pending_sync(EMU_ALL_STREAMS, NULL, 0);
     count_wait(__builtin_return_address(0));
     return 0;
 }
@@ -689,7 +686,7 @@ static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpy
      * synchronization behavior") */
     int waits = n && dd != sd && (!async || (pageable && !dd));
     int staged = waits && pageable && dd;
-    if (staged) stream_waited(st);
+    if (staged) emu_stream_waited(st);
     if (n) { /* the source read, the destination written, on the stream */
         take();
         stream_use(!dd ? "a copy to the host" : !sd ? "a copy to the device" : "a copy on the device", st, ops,
@@ -702,10 +699,10 @@ static cudaError_t memcpy_kind(void *d, const void *s, size_t n, enum cudaMemcpy
         pending_add(!dd, dd ? (char *)s : d, dd ? d : s, n, st, at);
         if (!dd) return 0; /* the bytes land at the wait */
     }
-    open_used(ops, 2);
+    emu_dev_open_used(ops, 2);
     memmove(d, s, n);
     emu_dev_close();
-    if (waits && !staged) stream_waited(st);
+    if (waits && !staged) emu_stream_waited(st);
     return 0;
 }
 
