@@ -1856,6 +1856,9 @@ struct CodecBatch {
     size_t ndec, cdec;
     TlcDec *tdec;   /* 3lc's, the same */
     size_t ntdec, ctdec;
+    int *dverd;     /* device: the deferred frames' verdicts (codec_batch_verdicts) */
+    int *hverd;     /* page-locked: the same, copied back by the flushes */
+    size_t nverd, cverd, sent; /* sent: how many the flushes have copied back */
 };
 
 CodecBatch *codec_batch_new(void) { return (CodecBatch *)callocCheck(1, sizeof(CodecBatch)); }
@@ -1867,7 +1870,39 @@ void codec_batch_free(CodecBatch *b) {
     free(b->dec);
     free(b->tdec);
     if (b->back) cudaCheck(cudaFreeHost(b->back));
+    if (b->dverd) cudaCheck(cudaFree(b->dverd));
+    if (b->hverd) cudaCheck(cudaFreeHost(b->hverd));
     free(b);
+}
+
+/* room for k deferred verdicts; growing waits for the device (the copies pending into the
+ * old page-locked array land first) */
+void codec_batch_reserve_deferred(CodecBatch *b, size_t k) {
+    if (k <= b->cverd) return;
+    size_t c = b->cverd ? 2 * b->cverd : 256;
+    while (c < k) c *= 2;
+    int *d, *h;
+    cudaCheck(cudaMalloc((void **)&d, c * sizeof(int)));
+    cudaCheck(cudaMallocHost((void **)&h, c * sizeof(int)));
+    if (b->nverd) cudaCheck(cudaMemcpy(d, b->dverd, b->nverd * sizeof(int), cudaMemcpyDeviceToDevice));
+    cudaCheck(cudaStreamSynchronize(0));
+    if (b->sent) memcpy(h, b->hverd, b->sent * sizeof(int));
+    if (b->dverd) cudaCheck(cudaFree(b->dverd));
+    if (b->hverd) cudaCheck(cudaFreeHost(b->hverd));
+    b->dverd = d;
+    b->hverd = h;
+    b->cverd = c;
+}
+
+size_t codec_batch_deferred(const CodecBatch *b) { return b->nverd; }
+
+void codec_batch_verdicts(CodecBatch *b, int *rc) {
+    if (b->sent != b->nverd) {
+        fprintf(stderr, "internal error: codec_batch_verdicts before the flush at %s:%d\n", __FILE__, __LINE__);
+        exit(1);
+    }
+    if (b->nverd) memcpy(rc, b->hverd, b->nverd * sizeof(int));
+    b->nverd = b->sent = 0;
 }
 
 /* a new zeroed slot at the end of one of the batch's queues (arr: n used of cap) */
@@ -2044,6 +2079,11 @@ void codec_batch_flush(CodecBatch *b) {
     gcx_sparse_launch_decs(b->dec, b->ndec);
     tlc_launch_decs(b->tdec, b->ntdec);
     b->ndec = b->ntdec = 0;
+    if (b->nverd > b->sent) { /* read at codec_batch_verdicts, after the caller's wait */
+        cudaCheck(cudaMemcpyAsync(b->hverd + b->sent, b->dverd + b->sent, (b->nverd - b->sent) * sizeof(int),
+                                  cudaMemcpyDeviceToHost, 0));
+        b->sent = b->nverd;
+    }
     for (size_t i = b->nst; i-- > 0;) { /* after the copies that read them, in stream order; top first */
         if (b->st[i].gp) gcx_gcomp_staged_drop(b->st[i].g); /* never read back: its plan not committed */
         gcx_dfree(b->st[i].sp.job.idx); /* a one-block sbc frame's, where codec_batch_sizes did not run */
@@ -2389,7 +2429,7 @@ static int decode_payload(CodecCuda *g, float *out, size_t n, float weight, int 
     case CODEC_TOPK:
     case CODEC_DGC:
     case CODEC_SBC: rc = gcx_sparse_decode(g, out, n, weight, acc, pay, flags); break;
-    case CODEC_GCOMP: rc = gcx_gcomp_decode(g, out, n, weight, acc, pay, host, flags); break;
+    case CODEC_GCOMP: rc = gcx_gcomp_decode(g, out, n, weight, acc, pay, host, flags, NULL); break;
     case CODEC_TERNSUM: rc = ternsum_dec(g->cpu, out, n, weight, acc, pay, flags); break;
     default: rc = -GC_ERR_CODEC;
     }
@@ -2493,6 +2533,12 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
         CopyJob c = {pay.d, (uint8_t *)out, NULL, (uint32_t)n, weight, (uint8_t)(acc ? 1 : 0)};
         add_copy(b, &c);
         return 0;
+    }
+    if (id == CODEC_GCOMP) { /* its bytes read where they lie; its verdict deferred where it can be */
+        codec_batch_reserve_deferred(b, b->nverd + 1);
+        rc = gcx_gcomp_decode(g, out, n, weight, acc ? 1 : 0, &pay, NULL, flags, b->dverd + b->nverd);
+        if (rc == 1) b->nverd++;
+        return rc == 1 ? 0 : rc;
     }
     SparseDec sj;
     TlcDec tj;

@@ -170,15 +170,31 @@ int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, s
 /* codec_decode_cuda_dev_probed, its checks made now (the same return), fp32's copy or sum
  * into out left to the flush, and so is the decoding of a topk, dgc or sbc payload that the
  * probe found valid, of a tensor of up to 65,535 values (one block each,
- * CODEC_BATCH a launch); the other frames decode now */
+ * CODEC_BATCH a launch); the other frames decode now. A gcomp frame that carries no table
+ * and has up to 4 chunks (a tensor of up to 65,536 values at the default chunk) is decoded
+ * now but not waited for: what the host checks of it is checked (the return, 0 when it
+ * passed), and the rest, the chunks' checks, decides on the device whether out is written;
+ * that verdict is deferred: codec_batch_deferred counts it, and codec_batch_verdicts gives
+ * it */
 int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
                               const uint8_t *frame, size_t len, const CodecProbe *probe);
+/* Deferred verdicts (gcomp's, codec_decode_cuda_batched): codec_batch_deferred, how many
+ * frames the batch holds whose verdict is deferred (since the last codec_batch_verdicts);
+ * codec_batch_verdicts, once the caller has flushed b and waited for the stream: each one's
+ * return (0 or a GcError), in the order decoded, into rc[codec_batch_deferred(b)], the
+ * count then 0. The verdicts come back in the flush's copies, so a pass of frames reads all
+ * of them in its one wait; a deferred frame changes no decoder's state. Room for k of them
+ * is made by codec_batch_reserve_deferred (growing it waits for the device) */
+size_t codec_batch_deferred(const CodecBatch *b);
+void codec_batch_verdicts(CodecBatch *b, int *rc);
+void codec_batch_reserve_deferred(CodecBatch *b, size_t k);
 /* n <= 20 bytes of host memory written to dev (device memory) at the flush; src is free
  * at once */
 void codec_batch_put(CodecBatch *b, void *dev, const void *src, size_t n);
 /* launches what b holds (the copies, then the CRCs, then the headers and puts, then the
- * sparsifiers' decoding), in stream order after everything issued before it, and returns
- * the staged frames' memory; b is empty after it */
+ * sparsifiers' decoding) and copies the deferred verdicts back, in stream order after
+ * everything issued before it, and returns the staged frames' memory; b is empty after it
+ * but for the deferred verdicts */
 void codec_batch_flush(CodecBatch *b);
 /* Staged frames, for a container that can lay its frames out only once their lengths are
  * known (the exchange's bundles): codec_batch_stage encodes frame i's payload (i counting
@@ -374,8 +390,12 @@ int64_t gcx_gcomp_staged_len(CodecCuda *g, size_t n, const void *hb, uint16_t *f
 void gcx_gcomp_staged_drop(CodecCuda *g);
 int64_t gcx_gcomp_state_save(const CodecCuda *g, uint8_t *buf, size_t cap);
 int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len);
+/* gcomp's decoder: 0 or a GcError, the output written only for a valid frame; with verdict
+ * (device memory), a table-less frame of up to 4 chunks (every frame of a tensor of up to
+ * 65,536 values at the default chunk, once the decoder holds its table) returns 1 without a
+ * wait and its 0 or GcError lands in *verdict in stream order, out written only for 0 */
 int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, const uint8_t *host,
-                     uint16_t flags);
+                     uint16_t flags, int *verdict);
 #endif
 
 #ifdef __cplusplus

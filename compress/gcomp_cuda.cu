@@ -735,9 +735,16 @@ __device__ void d_gp_values(float *out, uint32_t *ex, size_t v0, size_t v1, cons
  *   2. the values: thread t's run of them; its nonzero exponents counted and scanned (the
  *      levels' positions: the chunk's nonzero count must match), its mantissa bits counted
  *      and scanned (their positions: the segment's bits must match), then each value. */
+/* the chunks' descriptors: in device memory (p), or, p NULL, up to GP_ARG_CHUNKS of them in
+ * the launch's argument (v: no upload) */
+#define GP_ARG_CHUNKS 4
+typedef struct {
+    const GpChunkD *p;
+    GpChunkD v[GP_ARG_CHUNKS];
+} GpChunks;
 __global__ void __launch_bounds__(GP_THREADS) k_gp_dec(float *out, int *rc, uint32_t *neg, const uint8_t *pay,
                                                        size_t len, const uint16_t *lut, const uint8_t *hclen, int nth,
-                                                       uint32_t zs, const GpChunkD *ck) {
+                                                       uint32_t zs, GpChunks ck) {
     typedef cub::BlockScan<unsigned long long, GP_THREADS> Scan;
     __shared__ typename Scan::TempStorage tmp;
     __shared__ uint8_t ent[GP_THREADS][GP_MAXL];
@@ -746,7 +753,7 @@ __global__ void __launch_bounds__(GP_THREADS) k_gp_dec(float *out, int *rc, uint
     __shared__ uint32_t fail, negs;
     const unsigned t = threadIdx.x, T = GP_THREADS;
     const size_t k = blockIdx.x;
-    const GpChunkD c = ck[k];
+    const GpChunkD c = ck.p ? ck.p[k] : ck.v[k];
     const unsigned long long lbits = 2ull * c.nnz, E0 = 8ull * c.off;
     const unsigned long long pl0 = E0 + 8ull * ((c.ebits + 7) >> 3), pm0 = pl0 + 8ull * ((lbits + 7) >> 3);
     const int M = nth + HUFF_RAW_BITS;
@@ -816,9 +823,28 @@ __global__ void __launch_bounds__(GP_THREADS) k_gp_dec(float *out, int *rc, uint
     if (t == 0) rc[k] = 0, neg[k] = negs;
 }
 
-/* out[i] += weight * v[i], rounded as the CPU's out[i] + weight * v[i]. out, v: [n] */
-__global__ void k_gp_acc(float *out, const float *v, size_t n, float weight) {
-    GRID_STRIDE(i, n) store_out(out, i, v[i], weight, 1);
+/* the frame's verdict from its chunks' results (rc, neg: [nch], k_gp_dec's), as the host
+ * reads them: the first chunk's error, or a ZSIGN frame without a negative zero */
+__device__ __host__ static inline int gp_verdict(const int *rc, const uint32_t *neg, size_t nch, int zsign) {
+    int r = 0, anyneg = 0;
+    for (size_t k = 0; k < nch && !r; k++) {
+        r = rc[k];
+        anyneg |= neg[k] != 0;
+    }
+    return !r && zsign && !anyneg ? -GC_ERR_CORRUPT : r;
+}
+
+/* out[i] = v[i] or (acc) out[i] + weight * v[i], rounded as the CPU's. out, v: [n]. With
+ * verdict (a frame whose result the host has not read): the frame's verdict into
+ * *verdict (block 0) and out written only when it is 0 */
+__global__ void k_gp_out(float *out, const float *v, size_t n, float weight, int acc, const int *rc,
+                         const uint32_t *neg, size_t nch, int zsign, int *verdict) {
+    if (verdict) {
+        int r = gp_verdict(rc, neg, nch, zsign);
+        if (blockIdx.x == 0 && threadIdx.x == 0) *verdict = r;
+        if (r) return;
+    }
+    GRID_STRIDE(i, n) store_out(out, i, v[i], weight, acc);
 }
 
 /* A table on the device: its lookup table [1 << ntheta] (u16), then its code lengths
@@ -863,19 +889,22 @@ static void dtab_fit(GpState *st, int ntheta) {
 /* The payload's parts the host parses (block header, table section, chunk headers: a
  * prefix of at most 28 + GCOMP_TABLE_MAX + 20 C bytes) are read from host (a host frame),
  * from the probe's copy of the payload's first PAY_HEAD bytes (p->head: a device frame
- * without a table whose chunk headers lie there, up to 4 chunks, which waits for nothing
- * before its chunks' results), or copied down from p->d (a device frame: in one copy for
- * up to GP_PREFIX_CHUNKS chunks, the rest of the chunk headers in a second); the chunks
- * are decoded on the device, from
- * p->d, or from one upload of host once the headers have passed, their descriptors
- * (behind the frame's table, if it carries one) uploaded from page-locked memory (no
- * wait), and their results read back in one copy: two waits for a device frame of up
- * to GP_PREFIX_CHUNKS chunks. A table a frame carries is decoded from that upload and
+ * without a table whose chunk headers lie there, up to 4 chunks), or copied down from p->d
+ * (a device frame: in one copy for up to GP_PREFIX_CHUNKS chunks, the rest of the chunk
+ * headers in a second); the chunks are decoded on the device, from p->d, or from one
+ * upload of host once the headers have passed. Up to GP_ARG_CHUNKS chunks' descriptors
+ * travel in the kernel's argument; more, and a table the frame carries, are uploaded from
+ * page-locked memory (no wait). The chunks' results are then read back in one copy, and
+ * the output written if they passed (one wait; two for a device frame whose headers were
+ * copied down), or, with verdict, for a table-less frame of up to GP_ARG_CHUNKS chunks,
+ * not read at all: k_gp_out writes the frame's verdict into *verdict on the device and the
+ * output only when it is 0, and the call returns 1 without a wait (the frame changes no
+ * state: it carries no table). A table a frame carries is decoded from the upload and
  * copied to the decoder's own (st->dtab) once the frame has passed */
 #define GP_PREFIX_CHUNKS 64
 
 int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, const uint8_t *host,
-                     uint16_t flags) {
+                     uint16_t flags, int *verdict) {
     GpState *st = (GpState *)g->gp;
     size_t len = p->len;
     uint8_t *pre = NULL; /* the prefix copied down from a device frame, first bytes */
@@ -924,34 +953,40 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         free(pre);
         return rc;
     }
-    size_t tb = b.table ? tab_bytes(ntheta) : 0, up = tb + nch * sizeof(GpChunkD);
-    uint8_t *stage = (uint8_t *)gcx_pinned(up), *dup = NULL; /* the upload waits for nothing */
+    GpChunks ck;
+    memset(&ck, 0, sizeof ck);
+    int inarg = nch <= GP_ARG_CHUNKS, defer = verdict && inarg && !b.table;
+    size_t tb = b.table ? tab_bytes(ntheta) : 0, up = tb + (inarg ? 0 : nch * sizeof(GpChunkD));
+    uint8_t *stage = up ? (uint8_t *)gcx_pinned(up) : NULL, *dup = NULL; /* the upload waits for nothing */
     if (b.table) tab_put(stage, t);
-    rc = gcomp_chunks_parse((GpChunkD *)(stage + tb), payload, len, at, &b, n);
+    rc = gcomp_chunks_parse(inarg ? ck.v : (GpChunkD *)(stage + tb), payload, len, at, &b, n);
     if (!rc) {
         const uint8_t *dpay = host ? gcx_upload(host, len) : p->d;
-        dup = (uint8_t *)gcx_dmalloc(up); /* the table (a carried one), then the descriptors */
-        int *dres = (int *)gcx_dmalloc(2 * (size_t)nch * sizeof(int)); /* each chunk's result, then its sign flag */
-        float *dv = (float *)gcx_dmalloc(n * sizeof(float)); /* the values, before they reach out */
-        cudaCheck(cudaMemcpyAsync(dup, stage, up, cudaMemcpyHostToDevice, 0));
+        int *dres = (int *)gcx_dmalloc(2 * nch * sizeof(int)); /* each chunk's result, then its sign flag */
+        float *dv = (float *)gcx_dmalloc(n * sizeof(float));    /* the values, before they reach out */
+        if (up) {
+            dup = (uint8_t *)gcx_dmalloc(up); /* the table (a carried one), then the descriptors */
+            cudaCheck(cudaMemcpyAsync(dup, stage, up, cudaMemcpyHostToDevice, 0));
+            if (!inarg) ck.p = (const GpChunkD *)(dup + tb);
+        }
         const uint8_t *dtab = b.table ? dup : st->dtab;
         k_gp_dec<<<(unsigned)nch, GP_THREADS>>>(dv, dres, (uint32_t *)dres + nch, dpay, len, (const uint16_t *)dtab,
-                                                dtab + (sizeof(uint16_t) << ntheta), ntheta, (uint32_t)zsign,
-                                                (const GpChunkD *)(dup + tb));
+                                                dtab + (sizeof(uint16_t) << ntheta), ntheta, (uint32_t)zsign, ck);
         cudaCheckLast();
-        int *hres = (int *)host_alloc(2 * (size_t)nch * sizeof(int));
-        cudaCheck(cudaMemcpy(hres, dres, 2 * (size_t)nch * sizeof(int), cudaMemcpyDeviceToHost));
-        int anyneg = 0;
-        for (size_t k = 0; k < nch && !rc; k++) {
-            rc = hres[k];
-            anyneg |= hres[nch + k] != 0;
-        }
-        if (!rc && zsign && !anyneg) rc = -GC_ERR_CORRUPT; /* ZSIGN set without a negative zero */
-        if (!rc && acc) { /* the frame is valid: only now the output */
-            k_gp_acc<<<gcx_grid(n), GP_THREADS>>>(out, dv, n, weight);
+        if (defer) { /* the verdict stays on the device */
+            k_gp_out<<<gcx_grid(n), GP_THREADS>>>(out, dv, n, weight, acc, dres, (const uint32_t *)dres + nch, nch,
+                                                  zsign, verdict);
             cudaCheckLast();
-        } else if (!rc) {
-            cudaCheck(cudaMemcpyAsync(out, dv, n * sizeof(float), cudaMemcpyDeviceToDevice, 0));
+            rc = 1;
+        } else {
+            int *hres = (int *)host_alloc(2 * nch * sizeof(int));
+            cudaCheck(cudaMemcpy(hres, dres, 2 * nch * sizeof(int), cudaMemcpyDeviceToHost));
+            rc = gp_verdict(hres, (const uint32_t *)hres + nch, nch, zsign);
+            free(hres);
+            if (!rc) { /* the frame is valid: only now the output */
+                k_gp_out<<<gcx_grid(n), GP_THREADS>>>(out, dv, n, weight, acc, NULL, NULL, 0, 0, NULL);
+                cudaCheckLast();
+            }
         }
         if (!rc && b.table) { /* commit the carried table: to the decoder's own, in stream order */
             dtab_fit(st, ntheta);
@@ -960,9 +995,8 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
             st->cur = st->pend;
             st->pend = tmp;
         }
-        free(hres);
         if (host) gcx_dfree((void *)dpay);
-        gcx_dfree(dup);
+        if (dup) gcx_dfree(dup);
         gcx_dfree(dres);
         gcx_dfree(dv);
     }

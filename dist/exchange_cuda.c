@@ -27,6 +27,12 @@
 #include "optim/clip.h"
 #include "optim/optim_cuda.h"
 
+/* a frame of a bundle being decoded, as its error message names it: tensor t from worker src
+ * (the pull: from the server), chunk c of the ring's (else -1) */
+typedef struct {
+    int t, src, chunk, pull;
+} FrameAt;
+
 struct ExchangeCuda {
     DistConfig cfg;
     Exchange *ex;       /* the host exchange: whether the first step has run (exchange_started) */
@@ -72,6 +78,10 @@ struct ExchangeCuda {
     const uint8_t **probe_frames; /* [N T] the frames probed at once, and their lengths */
     size_t *probe_lens;
     const CodecProbe *probe; /* the probe of the frame next_entry found last, or NULL */
+    FrameAt *defd;      /* [(N + 1) T] the frames whose verdict the batch deferred (gcomp's), in
+                         * the order decoded, until verdicts() reads them */
+    int *vrc;           /* [(N + 1) T] their verdicts */
+    size_t ndefd;
     CodecBatch *batch;  /* device bundles: the frames' work launched per pass, not per frame */
     int stage;          /* device bundles with frames of a codec that stages (stages()): the
                          * passes' frames staged (place_frames) */
@@ -281,6 +291,13 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
                 bad = !(x->dec[(size_t)t * (size_t)x->N + (size_t)src] = codec_cuda_new(&x->pol[t].spec));
         }
         if (!bad && gcomp) bad = cuda_dev_alloc((void **)&x->d_levels, bytes / sizeof(float), "GCOMP's levels");
+        for (int t = 0; t < x->T && ps; t++) gcomp |= exchange_pull_spec(ex, t)->ops->id == CODEC_GCOMP;
+        if (!bad && gcomp && x->batch) { /* the N bundles an allgather decodes, a frame a tensor each, at most */
+            size_t k = ((size_t)x->N + 1) * (size_t)x->T;
+            codec_batch_reserve_deferred(x->batch, k);
+            x->defd = callocCheck(k, sizeof *x->defd);
+            x->vrc = callocCheck(k, sizeof *x->vrc);
+        }
         if (x->cfg.topology == TOPO_RING) {
             size_t ns = 2 * (size_t)x->N;
             x->renc = callocCheck((size_t)x->T * ns + 1, sizeof *x->renc);
@@ -368,6 +385,8 @@ void exchange_cuda_free(ExchangeCuda *x) {
     free(x->renc);
     free(x->rdec);
     codec_batch_free(x->batch);
+    free(x->defd);
+    free(x->vrc);
     free(x->flen);
     free(x->fat);
     free(x->fsec);
@@ -761,14 +780,59 @@ static void end_frames(ExchangeCuda *x) {
     if (x->batch) codec_batch_flush(x->batch);
 }
 
-/* frame fp of flen bytes (in a bundle), the one next_entry found last, decoded by dec into
- * out[n] (acc: added), with its probe where open_bundle made one */
-static int get_frame(const ExchangeCuda *x, CodecCuda *dec, float *out, size_t n, int acc, const uint8_t *fp,
-                     size_t flen) {
+/* frame fp of flen bytes (in a bundle), the one next_entry found last (at), decoded by dec
+ * into out[n] (acc: added), with its probe where open_bundle made one; a frame whose verdict
+ * the batch defers (gcomp's) is noted for verdicts() */
+static int get_frame(ExchangeCuda *x, CodecCuda *dec, float *out, size_t n, int acc, const uint8_t *fp, size_t flen,
+                     FrameAt at) {
     if (!x->devb)
         return acc ? codec_decode_acc_cuda(dec, out, n, 1.0f, fp, flen) : codec_decode_cuda(dec, out, n, fp, flen);
-    if (x->probe) return codec_decode_cuda_batched(x->batch, dec, out, n, 1.0f, acc, fp, flen, x->probe);
-    return acc ? codec_decode_acc_cuda_dev(dec, out, n, 1.0f, fp, flen) : codec_decode_cuda_dev(dec, out, n, fp, flen);
+    if (!x->probe)
+        return acc ? codec_decode_acc_cuda_dev(dec, out, n, 1.0f, fp, flen) : codec_decode_cuda_dev(dec, out, n, fp, flen);
+    int rc = codec_decode_cuda_batched(x->batch, dec, out, n, 1.0f, acc, fp, flen, x->probe);
+    if (codec_batch_deferred(x->batch) > x->ndefd) {
+        if (!x->defd || x->ndefd == ((size_t)x->N + 1) * (size_t)x->T) {
+            fprintf(stderr, "internal error: more deferred frames than reserved at %s:%d\n", __FILE__, __LINE__);
+            exit(1);
+        }
+        x->defd[x->ndefd++] = at;
+    }
+    return rc;
+}
+
+/* the step's error for frame at, which its decoder refused with rc (exchange.c's messages) */
+static void frame_err(ExchangeCuda *x, FrameAt at, int rc) {
+    const char *name = x->pt->t[at.t].name;
+    if (at.chunk >= 0)
+        set_err(x, "worker %d: bad frame for tensor %s (chunk %d) from worker %d: %s", x->rank, name, at.chunk, at.src,
+                gc_strerror(rc));
+    else
+        set_err(x, "worker %d: %s frame for tensor %s from worker %d: %s", x->rank, at.pull ? "pulled" : "bad", name,
+                at.src, gc_strerror(rc));
+}
+
+/* the deferred verdicts of the frames decoded so far, once the caller has flushed the batch
+ * and waited: the first frame that failed stops the step with its message (what the frames
+ * after it wrote is the failed step's, which no worker uses) */
+static void verdicts(ExchangeCuda *x) {
+    size_t k = x->ndefd;
+    if (!k) return;
+    codec_batch_verdicts(x->batch, x->vrc);
+    x->ndefd = 0;
+    for (size_t i = 0; i < k; i++)
+        if (x->vrc[i]) {
+            frame_err(x, x->defd[i], x->vrc[i]);
+            return;
+        }
+}
+
+/* before an error found while decoding: the deferred verdicts of the frames before it, which
+ * name an earlier failure first */
+static void verdicts_now(ExchangeCuda *x) {
+    if (!x->ndefd) return;
+    end_frames(x);
+    pass_done();
+    verdicts(x);
 }
 
 /* bundle_open and bundle_next on a bundle wherever it lives: the headers of a device
@@ -1040,6 +1104,7 @@ static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes,
     BundleReader br;
     int rc = open_bundle(x, &br, bytes, len, step, 1, ahead);
     if (rc) {
+        verdicts_now(x);
         if (pull) set_err(x, "worker %d: pull from the server is not a valid frame bundle: %s", x->rank, gc_strerror(rc));
         else set_err(x, "worker %d: message from worker %d is not a valid frame bundle: %s", x->rank, src, gc_strerror(rc));
         return 0;
@@ -1055,21 +1120,25 @@ static uint64_t decode_bundle(ExchangeCuda *x, float *dst, const uint8_t *bytes,
         if (!rc) {
             if (x->pol[t].compressed) comp += ENTRY_HDR + (uint64_t)flen;
             CodecCuda *dec = pull ? x->pdec[t] : dec_of(x, t, src); /* the pull's, or src's */
-            rc = get_frame(x, dec, dst + t_off(x, t), n, acc, fp, flen);
+            rc = get_frame(x, dec, dst + t_off(x, t), n, acc, fp, flen, (FrameAt){t, src, -1, pull});
         }
         if (rc) {
             end_frames(x);
             pass_done();
+            verdicts(x);
             x->st.codec_s += mono_seconds() - t0;
-            set_err(x, "worker %d: %s frame for tensor %s from worker %d: %s", x->rank, pull ? "pulled" : "bad",
-                    x->pt->t[t].name, src, gc_strerror(rc));
+            frame_err(x, (FrameAt){t, src, -1, pull}, rc);
             return comp;
         }
     }
     end_frames(x);
-    if (wait) pass_done();
+    if (wait) {
+        pass_done();
+        verdicts(x);
+    }
     x->st.codec_s += mono_seconds() - t0;
     rc = bundle_close(&br);
+    if (rc) verdicts_now(x);
     if (rc && pull) set_err(x, "worker %d: pull bundle: %s", x->rank, gc_strerror(rc));
     else if (rc) set_err(x, "worker %d: bundle from worker %d: %s", x->rank, src, gc_strerror(rc));
     return comp;
@@ -1094,6 +1163,7 @@ static void average_bundles(ExchangeCuda *x, long step, int down) {
     exchange_cuda_scale(x->d_agg, 1.0f / (float)x->N, x->pt->total);
     double t0 = mono_seconds();
     pass_done(); /* every bundle decoded before the Comm may overwrite x->in */
+    verdicts(x);
     x->st.codec_s += mono_seconds() - t0;
 }
 
@@ -1129,19 +1199,21 @@ static void decode_ring(ExchangeCuda *x, float *acc, int c, int slot, int src, l
         rc = next_entry(x, &br, t, c, &fp, &flen);
         if (!rc) {
             if (x->pol[t].compressed) x->st.comp_down += ENTRY_HDR + (uint64_t)flen;
-            rc = get_frame(x, ring_codec(x, x->rdec, t, slot), acc + t_off(x, t) + lo, m, add, fp, flen);
+            rc = get_frame(x, ring_codec(x, x->rdec, t, slot), acc + t_off(x, t) + lo, m, add, fp, flen,
+                           (FrameAt){t, src, c, 0});
         }
         if (rc) {
             end_frames(x);
             pass_done();
+            verdicts(x);
             x->st.codec_s += mono_seconds() - t0;
-            set_err(x, "worker %d: bad frame for tensor %s (chunk %d) from worker %d: %s", x->rank, x->pt->t[t].name, c,
-                    src, gc_strerror(rc));
+            frame_err(x, (FrameAt){t, src, c, 0}, rc);
             return;
         }
     }
     end_frames(x);
     pass_done();
+    verdicts(x);
     x->st.codec_s += mono_seconds() - t0;
     rc = bundle_close(&br);
     if (rc) set_err(x, "worker %d: bundle from worker %d: %s", x->rank, src, gc_strerror(rc));

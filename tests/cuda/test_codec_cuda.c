@@ -1085,6 +1085,173 @@ static void misaligned_payload(const char *text, size_t n, int d, uint64_t seed)
     cudaCheck(cudaFree(dm));
 }
 
+/* an edit of table-less gcomp frame f (len bytes) into m that its CRC does not show (made
+ * right): kind 0, chunk k's nonzero count one off (the levels' bytes and the sizes kept in
+ * agreement); 1, a padding bit of chunk k's first segment that has one set; 2, a byte of
+ * chunk k's exponent codes flipped. 0 when the frame has no such place */
+static int gcomp_hidden_edit(uint8_t *m, const uint8_t *f, size_t len, uint32_t k, int kind) {
+    memcpy(m, f, len);
+    uint8_t *pay = m + CODEC_HEADER_SIZE;
+    size_t plen = len - CODEC_HEADER_SIZE;
+    if (plen < GCOMP_BLOCK_HDR || (get_u16(f + 6) & GCOMP_FLAG_TABLE)) return 0;
+    uint32_t nch = get_u32(pay + 8);
+    if (k >= nch || plen < GCOMP_BLOCK_HDR + (size_t)nch * GCOMP_CHUNK_HDR) return 0;
+    uint64_t off = GCOMP_BLOCK_HDR + (uint64_t)nch * GCOMP_CHUNK_HDR;
+    for (uint32_t j = 0; j < k; j++) off += (get_u32(pay + GCOMP_BLOCK_HDR + (size_t)j * GCOMP_CHUNK_HDR + 8) + 7) / 8;
+    uint8_t *h = pay + GCOMP_BLOCK_HDR + (size_t)k * GCOMP_CHUNK_HDR;
+    uint64_t count = get_u32(h + 4), bits = get_u32(h + 8), ebits = get_u32(h + 12), nnz = get_u32(h + 16);
+    if (kind == 0) {
+        int d = nnz < count && nnz % 4 != 0 ? 1 : nnz > 0 && nnz % 4 != 1 ? -1 : 0; /* the levels' bytes kept */
+        if (!d) return 0;
+        put_u32(h + 16, (uint32_t)(nnz + (uint64_t)(int64_t)d));
+        put_u32(h + 8, (uint32_t)(bits + (uint64_t)(int64_t)(2 * d)));
+        gcomp_cbits_add(pay, 2 * d);
+    } else if (kind == 1) {
+        uint64_t seg[3] = {ebits, 2 * nnz, bits - ebits - 2 * nnz}, at = off;
+        int q = 0;
+        while (q < 3 && seg[q] % 8 == 0) at += seg[q++] / 8;
+        if (q == 3) return 0;
+        bit_set(pay, 8 * at + seg[q], 1);
+    } else {
+        if (ebits < 8) return 0;
+        pay[off + (ebits / 8) / 2] ^= 0x24;
+    }
+    refresh(m, plen);
+    return 1;
+}
+
+/* gcomp's deferred verdicts (codec_decode_cuda_batched, codec_batch_verdicts): table-less
+ * frames of 1 to 4 chunks, intact and with hidden edits (gcomp_hidden_edit), and one of 5
+ * chunks and one with a table (which decode at once), probed at once and decoded in one
+ * batch by the decoders holding their tables, plain and accumulating: each frame's code
+ * (its return, or its verdict) the CPU decoder's, every output the CPU's (a refused
+ * frame's left as it was), the verdicts deferred exactly for the table-less frames of up to
+ * 4 chunks that pass the host's checks of their headers */
+static void gcomp_deferred(void) {
+    static const size_t ns[] = {3000, 700, 4000, 4500, 2999};
+    enum { S = 5, V = 1 + 3 * 4, K = S * V + 1 };
+    CodecSpec spec;
+    char err[256];
+    CHECK(codec_parse(&spec, "gcomp:chunk=1000", err, sizeof err) == 0, "spec gcomp:chunk=1000");
+    Codec *cd[S];
+    CodecCuda *gd[S];
+    uint8_t *fr[K];
+    size_t len[K], n[K], at[K], xo[K], total = 0, bytes = 0, cap = 0;
+    int who[K], deferrable[K], k = 0;
+    Rng r;
+    rng_init(&r, 9, 31);
+    for (int i = 0; i < S; i++) { /* frame 0 carries the table, decoded by both; frames 1 and 2 do not */
+        Codec *ce = codec_new(&spec);
+        cd[i] = codec_new(&spec);
+        gd[i] = codec_cuda_new(&spec);
+        size_t m = ns[i], c = codec_max_frame(ce, m);
+        float *x = malloc(m * sizeof(float)), *o = malloc(m * sizeof(float));
+        uint8_t *f = malloc(c);
+        for (int step = 0; step < 2; step++) {
+            for (size_t j = 0; j < m; j++) x[j] = j % 11 == 0 ? 0.0f : 1e-3f * rng_normal(&r) / (0.1f + fabsf(rng_normal(&r)));
+            int64_t l = codec_encode(ce, f, c, x, m, NULL);
+            CHECK(l > 0, "gcomp deferred n=%zu: encode %lld", m, (long long)l);
+            if (step == 0) {
+                gcomp_decode_pair(cd[i], gd[i], f, (size_t)l, m, "deferred's table");
+                if (i == S - 1) { /* the last size's frame 0 again: a frame with a table, in the batch */
+                    fr[K - 1] = malloc((size_t)l);
+                    memcpy(fr[K - 1], f, (size_t)l);
+                    len[K - 1] = (size_t)l, n[K - 1] = m, who[K - 1] = i, deferrable[K - 1] = 0;
+                }
+            } else {
+                for (int v = 0; v < V; v++) {
+                    fr[k] = malloc((size_t)l);
+                    if (v > 0 && !gcomp_hidden_edit(fr[k], f, (size_t)l, (uint32_t)((v - 1) / 3), (v - 1) % 3)) {
+                        free(fr[k]);
+                        continue;
+                    }
+                    if (v == 0) memcpy(fr[k], f, (size_t)l);
+                    len[k] = (size_t)l, n[k] = m, who[k] = i, deferrable[k] = (m + 999) / 1000 <= 4;
+                    k++;
+                }
+            }
+            cap = c > cap ? c : cap;
+        }
+        codec_free(ce);
+        free(x);
+        free(o);
+        free(f);
+    }
+    fr[k] = fr[K - 1], len[k] = len[K - 1], n[k] = n[K - 1], who[k] = who[K - 1], deferrable[k] = 0;
+    k++;
+    for (int i = 0; i < k; i++) {
+        at[i] = bytes + (size_t)(i % 3); /* any alignment */
+        bytes = at[i] + len[i];
+        xo[i] = total;
+        total += n[i];
+    }
+    uint8_t *dbuf = dalloc_b(bytes);
+    const uint8_t *frames[K];
+    for (int i = 0; i < k; i++) {
+        up(dbuf + at[i], fr[i], len[i]);
+        frames[i] = dbuf + at[i];
+    }
+    CodecProbe pr[K];
+    codec_cuda_probe_frames(pr, frames, len, (size_t)k);
+    float *init = malloc(total * sizeof(float)), *oc = malloc(total * sizeof(float)), *og = malloc(total * sizeof(float));
+    float *dout = dalloc_f(total);
+    for (size_t j = 0; j < total; j++) init[j] = rng_normal(&r);
+    CodecBatch *b = codec_batch_new();
+    int failed = 0, deferred = 0;
+    for (int acc = 0; acc < 2; acc++) {
+        float w = -0.375f;
+        int rc[K], rv[K], slot[K], vr[K];
+        memcpy(oc, init, total * sizeof(float));
+        up(dout, init, total * sizeof(float));
+        deferred = 0;
+        for (int i = 0; i < k; i++) {
+            Codec *c = cd[who[i]];
+            rc[i] = acc ? codec_decode_acc(c, oc + xo[i], n[i], w, fr[i], len[i])
+                        : codec_decode(c, oc + xo[i], n[i], fr[i], len[i]);
+            size_t before = codec_batch_deferred(b);
+            rv[i] = codec_decode_cuda_batched(b, gd[who[i]], dout + xo[i], n[i], w, acc, frames[i], len[i], &pr[i]);
+            slot[i] = codec_batch_deferred(b) > before ? (int)before : -1;
+            deferred += slot[i] >= 0;
+            SAME(slot[i] >= 0 ? deferrable[i] && rv[i] == 0 : !deferrable[i] || rv[i] != 0, /* or refused on the host */
+                 "gcomp deferred frame %d (n=%zu): deferred %s, returned %d", i, n[i], slot[i] >= 0 ? "yes" : "no",
+                 rv[i]);
+        }
+        codec_batch_flush(b);
+        cudaCheck(cudaDeviceSynchronize());
+        SAME(codec_batch_deferred(b) == (size_t)deferred, "gcomp deferred: %zu deferred, %d counted",
+             codec_batch_deferred(b), deferred);
+        codec_batch_verdicts(b, vr);
+        SAME(codec_batch_deferred(b) == 0, "gcomp deferred: none left after the verdicts");
+        down(og, dout, total * sizeof(float));
+        failed = 0;
+        for (int i = 0; i < k; i++) {
+            int g = slot[i] >= 0 ? vr[slot[i]] : rv[i];
+            failed += rc[i] != 0;
+            SAME(g == rc[i], "gcomp deferred frame %d (n=%zu, %s) %s: code cpu %d gpu %d", i, n[i],
+                 slot[i] >= 0 ? "deferred" : "at once", acc ? "acc" : "plain", rc[i], g);
+            long d = first_diff(oc + xo[i], og + xo[i], n[i] * sizeof(float));
+            SAME(d < 0 && (rc[i] == 0 || first_diff(og + xo[i], init + xo[i], n[i] * sizeof(float)) < 0),
+                 "gcomp deferred frame %d (n=%zu) %s: output differs from the cpu's at value %ld", i, n[i],
+                 acc ? "acc" : "plain", d / 4);
+        }
+    }
+    CHECK(failed >= 2 * (S - 1) && failed < k - S && deferred >= 2 * (S - 1),
+          "gcomp deferred: %d of %d frames refused, %d deferred", failed, k, deferred);
+    printf("  gcomp deferred: %d frames, %d deferred, %d refused\n", k, deferred, failed);
+    codec_batch_free(b);
+    for (int i = 0; i < S; i++) {
+        codec_free(cd[i]);
+        codec_cuda_free(gd[i]);
+    }
+    for (int i = 0; i < k - 1; i++) free(fr[i]);
+    free(fr[K - 1]);
+    free(init);
+    free(oc);
+    free(og);
+    cudaCheck(cudaFree(dout));
+    cudaCheck(cudaFree(dbuf));
+}
+
 /* gcomp's state blobs (checkpoints) mid-sequence: the GPU encoder's and decoder's
  * codec_cuda_state_save equal to the CPU's codec_state_save byte for byte; then the
  * CPU encoder's blob loaded into a fresh GPU encoder, the GPU decoder's into a fresh
@@ -1733,6 +1900,7 @@ int main(void) {
         gcomp_one_value(100, 37, INFINITY, "infinity at level 1");
         gcomp_one_value(8193, 5000, -0.0f, "ZSIGN without a negative zero");
         gcomp_failed_table();
+        gcomp_deferred();
         printf("  %-28s %6d checks, %d failed\n", "gcomp segment shifts", test_passed_ + test_failed_ - p0 - f0,
                test_failed_ - f0);
         fflush(stdout);
