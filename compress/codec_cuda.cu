@@ -544,6 +544,69 @@ void cuda_put_bytes(void *dst, const void *src, size_t n) {
     cudaCheckLast();
 }
 
+/* ---- the dense codecs' loops as jobs ----
+ * fp16, int8, terngrad, stoch3, onebit and ternsum encode and decode with one grid-stride
+ * loop over m items (values, bytes or words) and, encoding, the payload's header (its
+ * first hb bytes). A DenseJob holds one such loop's arguments; dense_run launches it at
+ * once (k_dense_one: the loop and the header in one launch), or, while a batch takes the
+ * frames' work (t_take: codec_encode_cuda_batched, codec_batch_stage and
+ * codec_decode_cuda_batched, where the payload is written and read where it lies), queues
+ * it there, and the flush runs the queued jobs first, CODEC_BATCH a launch (k_dense_batch).
+ * A queued job reads and writes at the flush, so what it reads must stay until then: a
+ * frame encoded into scratch that is copied out at once, or decoded from a copy, runs now
+ * (dense_launch) */
+enum {
+    DK_FP16_ENC, DK_FP16_DEC, DK_INT8_ENC, DK_INT8_DEC, DK_TERN_ENC, DK_TERN_DEC, DK_STOCH3_ENC, DK_B3_DEC,
+    DK_ONEBIT_ENC, DK_ONEBIT_DEC, DK_TERNSUM_ENC, DK_TERNSUM_DEC
+};
+typedef struct {
+    uint8_t *dst;       /* encoders: the payload, its body at dst + hb; decoders: out (floats) */
+    float *repr;        /* encoders: what the frame represents, or NULL */
+    const uint8_t *src; /* encoders: x (floats); decoders: the payload's body */
+    uint64_t n, m, L;   /* values, the loop's items, and the body's bytes (stoch3, 3lc: L) */
+    uint64_t seed, B;   /* terngrad's and stoch3's seed; ternsum's base */
+    float a, b, weight; /* int8's scale; TernGrad's clip and s; onebit's two means; ternsum's s */
+    int32_t tn, K;      /* ternsum's levels and values a word */
+    uint8_t kind, hb, acc, hdr[8];
+} DenseJob;
+static void dense_run(const DenseJob &j);
+static void dense_launch(const DenseJob &j);
+static thread_local CodecBatch *t_take; /* the batch that takes the dense jobs, else NULL */
+/* f() with the dense jobs it runs queued in b (t_take), or launched at once (b NULL) */
+template <class F> static auto taken_by(CodecBatch *b, F f) -> decltype(f()) {
+    t_take = b;
+    auto r = f();
+    t_take = NULL;
+    return r;
+}
+/* a job of kind k over m items: zeroed, its pointers and sizes set */
+static DenseJob dense_job(int k, void *dst, const void *src, size_t n, size_t m) {
+    DenseJob j;
+    memset(&j, 0, sizeof j);
+    j.kind = (uint8_t)k;
+    j.dst = (uint8_t *)dst;
+    j.src = (const uint8_t *)src;
+    j.n = n;
+    j.m = m;
+    return j;
+}
+/* an encoder's job: payload pay, hb header bytes hdr, x's n values in m items */
+static DenseJob dense_enc(int k, uint8_t *pay, const uint8_t *hdr, unsigned hb, float *repr, const float *x, size_t n,
+                          size_t m) {
+    DenseJob j = dense_job(k, pay, x, n, m);
+    j.repr = repr;
+    j.hb = (uint8_t)hb;
+    memcpy(j.hdr, hdr, hb);
+    return j;
+}
+/* a decoder's job: the body body into out (weight, acc) */
+static DenseJob dense_dec(int k, float *out, const uint8_t *body, size_t n, size_t m, float weight, int acc) {
+    DenseJob j = dense_job(k, out, body, n, m);
+    j.weight = weight;
+    j.acc = (uint8_t)(acc ? 1 : 0);
+    return j;
+}
+
 /* byte i of the payload, one of its last 8 */
 static uint8_t pay_tail(const Pay *p, size_t i) { return p->tail[8 - (p->len - i)]; }
 
@@ -619,24 +682,9 @@ __device__ __forceinline__ float d_half_to_float(uint16_t h) {
     return __uint_as_float(u);
 }
 
-__global__ void k_fp16_enc(uint16_t *p, float *repr, const float *x, size_t n) {
-    GRID_STRIDE(i, n) {
-        uint16_t h = d_half_from_float(x[i]);
-        p[i] = h;
-        if (repr) repr[i] = d_half_to_float(h);
-    }
-}
-
-__global__ void k_fp16_dec(float *out, const uint16_t *p, size_t n, float weight, int acc) {
-    GRID_STRIDE(i, n) store_out(out, i, d_half_to_float(p[i]), weight, acc);
-}
-
 static int64_t fp16_enc(uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
     if (cap < 2 * n) return -GC_ERR_NOSPACE;
-    if (n) {
-        k_fp16_enc<<<gcx_grid(n), TPB>>>((uint16_t *)pay, side->repr, x, n);
-        cudaCheckLast();
-    }
+    if (n) dense_run(dense_enc(DK_FP16_ENC, pay, NULL, 0, side->repr, x, n, n));
     return (int64_t)(2 * n);
 }
 
@@ -644,30 +692,19 @@ static int fp16_dec(float *out, size_t n, float weight, int acc, const Pay *p, u
     if (flags) return -GC_ERR_CORRUPT;
     if (n > SIZE_MAX / 2) return -GC_ERR_COUNT;
     if (p->len != 2 * n) return p->len < 2 * n ? -GC_ERR_TRUNCATED : -GC_ERR_OVERSIZED;
-    if (n == 0) return 0;
-    k_fp16_dec<<<gcx_grid(n), TPB>>>(out, (const uint16_t *)p->d, n, weight, acc);
-    cudaCheckLast();
+    if (n) dense_run(dense_dec(DK_FP16_DEC, out, p->d, n, n, weight, acc));
     return 0;
 }
 
 /* ================================================================ int8 ==== */
 
-__global__ void k_int8_enc(int8_t *q, float *repr, const float *x, size_t n, float scale) {
-    GRID_STRIDE(i, n) {
-        int8_t v = 0;
-        if (scale != 0.0f) {
-            float r = rintf(__fdiv_rn(x[i], scale)); /* round half to even */
-            r = r > 127.0f ? 127.0f : r;
-            r = r < -127.0f ? -127.0f : r;
-            v = (int8_t)(int)r;
-        }
-        q[i] = v;
-        if (repr) repr[i] = __fmul_rn((float)v, scale);
-    }
-}
-
-__global__ void k_int8_dec(float *out, const int8_t *q, size_t n, float scale, float weight, int acc) {
-    GRID_STRIDE(i, n) store_out(out, i, __fmul_rn((float)q[i], scale), weight, acc);
+/* value i's code at scale (compress/int8.c) */
+__device__ __forceinline__ int8_t d_int8_code(float x, float scale) {
+    if (scale == 0.0f) return 0;
+    float r = rintf(__fdiv_rn(x, scale)); /* round half to even */
+    r = r > 127.0f ? 127.0f : r;
+    r = r < -127.0f ? -127.0f : r;
+    return (int8_t)(int)r;
 }
 
 static int64_t int8_enc(uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
@@ -680,11 +717,9 @@ static int64_t int8_enc(uint8_t *pay, size_t cap, const float *x, size_t n, cons
     if (isinf(127.0f * scale)) scale = nextafterf(scale, 0.0f);
     uint8_t hdr[4];
     put_f32(hdr, scale);
-    cuda_put_bytes(pay, hdr, 4);
-    if (n) {
-        k_int8_enc<<<gcx_grid(n), TPB>>>((int8_t *)(pay + 4), side->repr, x, n, scale);
-        cudaCheckLast();
-    }
+    DenseJob j = dense_enc(DK_INT8_ENC, pay, hdr, 4, side->repr, x, n, n);
+    j.a = scale;
+    dense_run(j);
     return (int64_t)(4 + n);
 }
 
@@ -698,8 +733,9 @@ static int int8_dec(float *out, size_t n, float weight, int acc, const Pay *p, u
     if (isinf(127.0f * bits2f(sb))) return -GC_ERR_CORRUPT;
     if (n == 0) return 0;
     if (p->checked ? p->chk1 != 0 : any_bad_bytes(p->d + 4, n, BAD_I8)) return -GC_ERR_CORRUPT;
-    k_int8_dec<<<gcx_grid(n), TPB>>>(out, (const int8_t *)(p->d + 4), n, bits2f(sb), weight, acc);
-    cudaCheckLast();
+    DenseJob j = dense_dec(DK_INT8_DEC, out, p->d + 4, n, n, weight, acc);
+    j.a = bits2f(sb);
+    dense_run(j);
     return 0;
 }
 
@@ -769,27 +805,6 @@ __device__ __forceinline__ float d_tg_value(uint32_t code, float s) {
     return __fmul_rn((float)((int32_t)(code & 1u) - (int32_t)(code >> 1)), s);
 }
 
-/* byte j: values 4j .. 4j+3 (LSB first), unused codes 0. dst: [nb]; repr: [n] or NULL */
-__global__ void k_tern_enc(uint8_t *dst, float *repr, const float *x, size_t n, size_t nb, TgQ q) {
-    GRID_STRIDE(j, nb) {
-        uint32_t b = 0;
-        for (int k = 0; k < 4; k++) {
-            size_t i = 4 * j + (size_t)k;
-            if (i >= n) break;
-            uint32_t code = d_tg_code(x[i], i, q);
-            b |= code << (2 * k);
-            if (repr) repr[i] = d_tg_value(code, q.s);
-        }
-        dst[j] = (uint8_t)b;
-    }
-}
-
-__global__ void k_tern_dec(float *out, const uint8_t *p, size_t n, float s, float weight, int acc) {
-    GRID_STRIDE(i, n) {
-        uint32_t code = (uint32_t)(p[i >> 2] >> (2 * (i & 3))) & 3u;
-        store_out(out, i, d_tg_value(code, s), weight, acc);
-    }
-}
 
 /* base-3^5 digit (t + 1) of value i (compress/terngrad.c stoch3_digit) */
 __device__ __forceinline__ uint32_t d_stoch3_digit(float v, uint64_t i, TgQ q) {
@@ -797,23 +812,6 @@ __device__ __forceinline__ uint32_t d_stoch3_digit(float v, uint64_t i, TgQ q) {
     return code == 1 ? 2u : code == 2 ? 0u : 1u;
 }
 
-/* byte j holds values j, L+j, 2L+j, 3L+j, 4L+j, the first most significant;
- * padding digits (index >= n) are 0 (3LC 3.2). dst: [L]; repr: [n] or NULL */
-__global__ void k_stoch3_enc(uint8_t *dst, float *repr, const float *x, size_t n, size_t L, TgQ q) {
-    GRID_STRIDE(j, L) {
-        uint32_t b = 0;
-        for (int k = 0; k < 5; k++) {
-            size_t i = (size_t)k * L + j;
-            uint32_t d = 0;
-            if (i < n) {
-                d = d_stoch3_digit(x[i], i, q);
-                if (repr) repr[i] = __fmul_rn((float)((int32_t)d - 1), q.s);
-            }
-            b = 3 * b + d;
-        }
-        dst[j] = (uint8_t)b;
-    }
-}
 
 /* dequantize base-3^5 bytes (no run codes): value (digit - 1) * m.
  * Used by stoch3 and by 3lc after run expansion. src: [L]; out: [n] */
@@ -829,10 +827,6 @@ __device__ __forceinline__ void d_b3_out(float *out, uint32_t b, size_t j, size_
     }
 }
 
-__global__ void k_b3_dec(float *out, const uint8_t *src, size_t n, size_t L, float m, float weight, int acc) {
-    GRID_STRIDE(j, L) d_b3_out(out, src[j], j, n, L, m, weight, acc);
-}
-
 static int64_t terngrad_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
     size_t nb = n / 4 + (n % 4 != 0);
     if (cap < 4 + nb) return -GC_ERR_NOSPACE;
@@ -841,11 +835,9 @@ static int64_t terngrad_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, 
     if (rc) return rc;
     uint8_t hdr[4];
     put_f32(hdr, q.s);
-    cuda_put_bytes(pay, hdr, 4);
-    if (nb) {
-        k_tern_enc<<<gcx_grid(nb), TPB>>>(pay + 4, side->repr, x, n, nb, q);
-        cudaCheckLast();
-    }
+    DenseJob j = dense_enc(DK_TERN_ENC, pay, hdr, 4, side->repr, x, n, nb);
+    j.a = q.clip, j.b = q.s, j.seed = q.seed;
+    dense_run(j);
     return (int64_t)(4 + nb);
 }
 
@@ -860,8 +852,9 @@ static int terngrad_dec(float *out, size_t n, float weight, int acc, const Pay *
     if (nb == 0) return 0;
     if (p->checked ? p->chk1 != 0 : any_bad_bytes(p->d + 4, nb, BAD_TERN)) return -GC_ERR_CORRUPT;
     if (n % 4 && (pay_tail(p, 4 + nb - 1) >> (2 * (n % 4)))) return -GC_ERR_CORRUPT; /* padding codes not 0 */
-    k_tern_dec<<<gcx_grid(n), TPB>>>(out, p->d + 4, n, bits2f(sb), weight, acc);
-    cudaCheckLast();
+    DenseJob j = dense_dec(DK_TERN_DEC, out, p->d + 4, n, n, weight, acc);
+    j.a = bits2f(sb);
+    dense_run(j);
     return 0;
 }
 
@@ -873,11 +866,10 @@ static int64_t stoch3_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, si
     if (rc) return rc;
     uint8_t hdr[4];
     put_f32(hdr, q.s);
-    cuda_put_bytes(pay, hdr, 4);
-    if (L) {
-        k_stoch3_enc<<<gcx_grid(L), TPB>>>(pay + 4, side->repr, x, n, L, q);
-        cudaCheckLast();
-    }
+    DenseJob j = dense_enc(DK_STOCH3_ENC, pay, hdr, 4, side->repr, x, n, L);
+    j.L = L;
+    j.a = q.clip, j.b = q.s, j.seed = q.seed;
+    dense_run(j);
     return (int64_t)(4 + L);
 }
 
@@ -893,8 +885,10 @@ static int stoch3_dec(float *out, size_t n, float weight, int acc, const Pay *p,
     if (p->checked ? p->chk1 != 0 : any_bad_bytes(p->d + 4, L, BAD_B3)) return -GC_ERR_CORRUPT;
     for (size_t j = full; j < L; j++) /* at most 5 bytes, the last ones, hold padding digits */
         if (!b3_pad_ok(pay_tail(p, 4 + j), j, n, L)) return -GC_ERR_CORRUPT;
-    k_b3_dec<<<gcx_grid(L), TPB>>>(out, p->d + 4, n, L, bits2f(sb), weight, acc);
-    cudaCheckLast();
+    DenseJob j = dense_dec(DK_B3_DEC, out, p->d + 4, n, L, weight, acc);
+    j.L = L;
+    j.a = bits2f(sb);
+    dense_run(j);
     return 0;
 }
 
@@ -1346,8 +1340,10 @@ static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
         uint8_t *B = (uint8_t *)gcx_dmalloc(L);
         k_zre_expand<<<gcx_grid(zlen), TPB>>>(B, z, pos, zlen, L);
         cudaCheckLast();
-        k_b3_dec<<<gcx_grid(L), TPB>>>(out, B, n, L, m, weight, acc);
-        cudaCheckLast();
+        DenseJob j = dense_dec(DK_B3_DEC, out, B, n, L, weight, acc);
+        j.L = L;
+        j.a = m;
+        dense_launch(j); /* B is scratch: now, not at a flush */
         gcx_dfree(B);
     }
     gcx_dfree(e);
@@ -1356,25 +1352,6 @@ static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
 }
 
 /* ============================================================== onebit ==== */
-
-/* byte j: bits of values 8j .. 8j+7, bit k = [x >= 0] (-0 included) */
-__global__ void k_onebit_enc(uint8_t *dst, float *repr, const float *x, size_t n, size_t nb, float pos, float neg) {
-    GRID_STRIDE(j, nb) {
-        uint32_t b = 0;
-        for (int k = 0; k < 8; k++) {
-            size_t i = 8 * j + (size_t)k;
-            if (i >= n) break;
-            uint32_t bit = x[i] >= 0.0f;
-            b |= bit << k;
-            if (repr) repr[i] = bit ? pos : neg;
-        }
-        dst[j] = (uint8_t)b;
-    }
-}
-
-__global__ void k_onebit_dec(float *out, const uint8_t *p, size_t n, float pos, float neg, float weight, int acc) {
-    GRID_STRIDE(i, n) store_out(out, i, (p[i >> 3] >> (i & 7)) & 1 ? pos : neg, weight, acc);
-}
 
 /* the means of the values >= 0 and < 0 from their sums (kind 1), NaN where a sum is not
  * finite (the encoder's error) */
@@ -1400,11 +1377,9 @@ static int64_t onebit_enc(uint8_t *pay, size_t cap, const float *x, size_t n, co
     uint8_t hdr[8];
     put_f32(hdr, pos);
     put_f32(hdr + 4, neg);
-    cuda_put_bytes(pay, hdr, 8);
-    if (nb) {
-        k_onebit_enc<<<gcx_grid(nb), TPB>>>(pay + 8, side->repr, x, n, nb, pos, neg);
-        cudaCheckLast();
-    }
+    DenseJob j = dense_enc(DK_ONEBIT_ENC, pay, hdr, 8, side->repr, x, n, nb);
+    j.a = pos, j.b = neg;
+    dense_run(j);
     return (int64_t)(8 + nb);
 }
 
@@ -1419,8 +1394,9 @@ static int onebit_dec(float *out, size_t n, float weight, int acc, const Pay *p,
     if (qb != 0 && (qb < 0x80000000u || qb > 0x80000000u + DENSE_FINITE_MAX_GPU)) return -GC_ERR_CORRUPT;
     if (n % 8 && (pay_tail(p, 8 + nb - 1) >> (n % 8))) return -GC_ERR_CORRUPT;
     if (n == 0) return 0;
-    k_onebit_dec<<<gcx_grid(n), TPB>>>(out, p->d + 8, n, bits2f(pb), bits2f(qb), weight, acc);
-    cudaCheckLast();
+    DenseJob j = dense_dec(DK_ONEBIT_DEC, out, p->d + 8, n, n, weight, acc);
+    j.a = bits2f(pb), j.b = bits2f(qb);
+    dense_run(j);
     return 0;
 }
 
@@ -1488,23 +1464,6 @@ __device__ __forceinline__ float ts_value_d(int L, float s, int n) {
     return __double2float_rn(__ddiv_rn(__dmul_rn((double)L, (double)s), (double)n));
 }
 
-__global__ void k_ternsum_enc(uint8_t *words, float *repr, const float *x, size_t n, int tn, uint64_t B, int K,
-                              size_t nw, float s) {
-    GRID_STRIDE(w, nw) {
-        size_t lo = w * (size_t)K, hi = lo + (size_t)K < n ? lo + (size_t)K : n;
-        uint64_t word = 0;
-        for (size_t i = hi; i-- > lo;) {
-            int L = 0;
-            if (s > 0.0f) {
-                double v = rint(__ddiv_rn(__dmul_rn((double)x[i], (double)tn), (double)s));
-                L = v > tn ? tn : v < -tn ? -tn : (int)v;
-            }
-            word = word * B + (uint64_t)(L + tn);
-            if (repr) repr[i] = ts_value_d(L, s, tn);
-        }
-        for (int b = 0; b < 8; b++) words[8 * w + (size_t)b] = (uint8_t)(word >> (8 * b));
-    }
-}
 
 /* *bad = 1 when a word is not below B^K (the last word: B^r for its r values) */
 __global__ void k_ternsum_check(uint32_t *bad, const uint64_t *words, size_t nw, uint64_t full, uint64_t last) {
@@ -1513,17 +1472,6 @@ __global__ void k_ternsum_check(uint32_t *bad, const uint64_t *words, size_t nw,
     if (__any_sync(0xFFFFFFFFu, b != 0) && (threadIdx.x & 31) == 0) atomicOr(bad, 1u);
 }
 
-__global__ void k_ternsum_dec(float *out, const uint64_t *words, size_t n, int tn, uint64_t B, int K, size_t nw,
-                              float s, float weight, int acc) {
-    GRID_STRIDE(w, nw) {
-        uint64_t word = words[w];
-        size_t lo = w * (size_t)K, hi = lo + (size_t)K < n ? lo + (size_t)K : n;
-        for (size_t i = lo; i < hi; i++) {
-            store_out(out, i, ts_value_d((int)(word % B) - tn, s, tn), weight, acc);
-            word /= B;
-        }
-    }
-}
 
 static int64_t ternsum_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
     int tn = (int)c->spec.v[0];
@@ -1542,11 +1490,9 @@ static int64_t ternsum_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, s
     put_f32(hdr, s);
     put_u16(hdr + 4, (uint16_t)tn);
     put_u16(hdr + 6, 0);
-    cuda_put_bytes(pay, hdr, 8);
-    if (nw) {
-        k_ternsum_enc<<<gcx_grid(nw), TPB>>>(pay + 8, side->repr, x, n, tn, B, K, nw, s);
-        cudaCheckLast();
-    }
+    DenseJob j = dense_enc(DK_TERNSUM_ENC, pay, hdr, 8, side->repr, x, n, nw);
+    j.a = s, j.tn = tn, j.B = B, j.K = K;
+    dense_run(j);
     return (int64_t)(8 + 8 * nw);
 }
 
@@ -1577,10 +1523,158 @@ static int ternsum_dec(const Codec *c, float *out, size_t n, float weight, int a
     int rc = 0;
     if (h) rc = -GC_ERR_CORRUPT;
     else {
-        k_ternsum_dec<<<gcx_grid(nw), TPB>>>(out, d, n, tn, B, K, nw, bits2f(sb), weight, acc);
-        cudaCheckLast();
+        DenseJob j = dense_dec(DK_TERNSUM_DEC, out, p->d + 8, n, nw, weight, acc);
+        j.a = bits2f(sb), j.tn = tn, j.B = B, j.K = K;
+        dense_run(j);
     }
     return rc;
+}
+
+/* ---- the dense jobs' loops (DenseJob above) ---- */
+
+/* TernGrad's quantizer of a job (DK_TERN_ENC, DK_STOCH3_ENC) */
+__device__ __forceinline__ TgQ tg_of(const DenseJob &j) {
+    TgQ q;
+    q.clip = j.a, q.s = j.b, q.seed = j.seed;
+    return q;
+}
+
+/* item i of job j (the loop's body): a value, or a byte or word of the body and its values */
+__device__ __forceinline__ void d_dense_item(const DenseJob &j, size_t i) {
+    const float *x = (const float *)j.src;
+    float *out = (float *)j.dst, *repr = j.repr;
+    uint8_t *body = j.dst + j.hb;
+    size_t n = (size_t)j.n;
+    switch (j.kind) {
+    case DK_FP16_ENC: {
+        uint16_t h = d_half_from_float(x[i]);
+        ((uint16_t *)body)[i] = h;
+        if (repr) repr[i] = d_half_to_float(h);
+        break;
+    }
+    case DK_FP16_DEC: store_out(out, i, d_half_to_float(((const uint16_t *)j.src)[i]), j.weight, j.acc); break;
+    case DK_INT8_ENC: {
+        int8_t v = d_int8_code(x[i], j.a);
+        ((int8_t *)body)[i] = v;
+        if (repr) repr[i] = __fmul_rn((float)v, j.a);
+        break;
+    }
+    case DK_INT8_DEC: store_out(out, i, __fmul_rn((float)((const int8_t *)j.src)[i], j.a), j.weight, j.acc); break;
+    case DK_TERN_ENC: { /* byte i: values 4i .. 4i+3 (LSB first), unused codes 0 */
+        TgQ q = tg_of(j);
+        uint32_t b = 0;
+        for (size_t k = 0; k < 4 && 4 * i + k < n; k++) {
+            uint32_t code = d_tg_code(x[4 * i + k], 4 * i + k, q);
+            b |= code << (2 * k);
+            if (repr) repr[4 * i + k] = d_tg_value(code, q.s);
+        }
+        body[i] = (uint8_t)b;
+        break;
+    }
+    case DK_TERN_DEC:
+        store_out(out, i, d_tg_value((uint32_t)(j.src[i >> 2] >> (2 * (i & 3))) & 3u, j.a), j.weight, j.acc);
+        break;
+    case DK_STOCH3_ENC: { /* byte i: values i, L+i, 2L+i, 3L+i, 4L+i, the first most significant; padding
+                           * digits (index >= n) 0 (3LC 3.2) */
+        TgQ q = tg_of(j);
+        uint32_t b = 0;
+        for (size_t k = 0; k < 5; k++) {
+            size_t v = k * (size_t)j.L + i;
+            uint32_t d = 0;
+            if (v < n) {
+                d = d_stoch3_digit(x[v], v, q);
+                if (repr) repr[v] = __fmul_rn((float)((int32_t)d - 1), q.s);
+            }
+            b = 3 * b + d;
+        }
+        body[i] = (uint8_t)b;
+        break;
+    }
+    case DK_B3_DEC: d_b3_out(out, j.src[i], i, n, (size_t)j.L, j.a, j.weight, j.acc); break;
+    case DK_ONEBIT_ENC: { /* byte i: bits of values 8i .. 8i+7, bit k = [x >= 0] (-0 included) */
+        uint32_t b = 0;
+        for (size_t k = 0; k < 8 && 8 * i + k < n; k++) {
+            uint32_t bit = x[8 * i + k] >= 0.0f;
+            b |= bit << k;
+            if (repr) repr[8 * i + k] = bit ? j.a : j.b;
+        }
+        body[i] = (uint8_t)b;
+        break;
+    }
+    case DK_ONEBIT_DEC: store_out(out, i, (j.src[i >> 3] >> (i & 7)) & 1 ? j.a : j.b, j.weight, j.acc); break;
+    case DK_TERNSUM_ENC: { /* word i: values iK .. iK+K-1, the first the least significant digit */
+        size_t lo = i * (size_t)j.K, hi = lo + (size_t)j.K < n ? lo + (size_t)j.K : n;
+        uint64_t word = 0;
+        for (size_t v = hi; v-- > lo;) {
+            int L = 0;
+            if (j.a > 0.0f) {
+                double r = rint(__ddiv_rn(__dmul_rn((double)x[v], (double)j.tn), (double)j.a));
+                L = r > j.tn ? j.tn : r < -j.tn ? -j.tn : (int)r;
+            }
+            word = word * j.B + (uint64_t)(L + j.tn);
+            if (repr) repr[v] = ts_value_d(L, j.a, j.tn);
+        }
+        for (int b = 0; b < 8; b++) body[8 * i + (size_t)b] = (uint8_t)(word >> (8 * b));
+        break;
+    }
+    case DK_TERNSUM_DEC: {
+        uint64_t word = ((const uint64_t *)j.src)[i];
+        size_t lo = i * (size_t)j.K, hi = lo + (size_t)j.K < n ? lo + (size_t)j.K : n;
+        for (size_t v = lo; v < hi; v++) {
+            store_out(out, v, ts_value_d((int)(word % j.B) - j.tn, j.a, j.tn), j.weight, j.acc);
+            word /= j.B;
+        }
+        break;
+    }
+    }
+}
+
+/* job j's block b of nb: the header (block 0) and its share of the items */
+__device__ __forceinline__ void d_dense_blocks(const DenseJob &j, unsigned b, unsigned nb) {
+    if (b == 0 && threadIdx.x == 0)
+#pragma unroll
+        for (unsigned k = 0; k < 8; k++) /* constant indices: the argument is not copied to local memory */
+            if (k < j.hb) j.dst[k] = j.hdr[k];
+    for (size_t i = (size_t)b * blockDim.x + threadIdx.x; i < j.m; i += (size_t)nb * blockDim.x) d_dense_item(j, i);
+}
+
+__global__ void k_dense_one(DenseJob j) { d_dense_blocks(j, blockIdx.x, gridDim.x); }
+
+/* CODEC_BATCH jobs: job q takes blocks first[q] .. first[q + 1] - 1 */
+typedef struct {
+    DenseJob j[CODEC_BATCH];
+    uint32_t first[CODEC_BATCH + 1];
+} DenseTab;
+__global__ void k_dense_batch(DenseTab a) {
+    unsigned q = 0;
+    while (blockIdx.x >= a.first[q + 1]) q++;
+    d_dense_blocks(a.j[q], blockIdx.x - a.first[q], a.first[q + 1] - a.first[q]);
+}
+
+/* the blocks a job's loop takes (one for a header alone) */
+static unsigned dense_blocks(const DenseJob &j) { return j.m ? gcx_grid(j.m) : 1; }
+
+static void dense_launch(const DenseJob &j) {
+    if (j.m == 0 && j.hb == 0) return;
+    k_dense_one<<<dense_blocks(j), TPB>>>(j);
+    cudaCheckLast();
+}
+
+/* jobs[k], CODEC_BATCH a launch */
+static void dense_launch_batch(const DenseJob *jobs, size_t k) {
+    DenseTab a;
+    memset(&a, 0, sizeof a); /* its unused entries zero: the launch's argument is all defined bytes */
+    for (size_t i = 0; i < k; i += CODEC_BATCH) {
+        unsigned m = (unsigned)(k - i < CODEC_BATCH ? k - i : CODEC_BATCH), blocks = 0;
+        for (unsigned q = 0; q < m; q++) {
+            a.j[q] = jobs[i + q];
+            a.first[q] = blocks;
+            blocks += dense_blocks(jobs[i + q]);
+        }
+        for (unsigned q = m; q <= CODEC_BATCH; q++) a.first[q] = blocks;
+        k_dense_batch<<<blocks, TPB>>>(a);
+        cudaCheckLast();
+    }
 }
 
 /* the codec's payload into pay (device, >= max_payload(n) bytes), at most cap bytes */
@@ -1605,16 +1699,33 @@ static int64_t encode_payload(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *
 }
 
 /* codec_encode_cuda_payload without its final wait: the payload is complete in stream order */
+/* the alignment the encoders' kernels need of the payload: fp16 stores halves, the dense
+ * codecs' other loops bytes; the others store 16- and 32-bit words (and atomicOr 32-bit
+ * words) */
+static uintptr_t enc_align(const CodecCuda *g) {
+    switch (g->spec.ops->id) {
+    case CODEC_FP16: return 2;
+    case CODEC_INT8:
+    case CODEC_TERNGRAD:
+    case CODEC_STOCH3:
+    case CODEC_ONEBIT:
+    case CODEC_TERNSUM: return 1;
+    default: return 4;
+    }
+}
+
+/* take: the batch whose flush runs the dense codecs' loops of a payload encoded where it
+ * lies (dense_run), or NULL */
 static int64_t encode_staged(CodecCuda *g, uint8_t *payload, size_t cap, uint16_t *flags, const float *x, size_t n,
-                             const CodecSide *side) {
+                             const CodecSide *side, CodecBatch *take) {
     static const CodecSide none = CodecSide();
     if (!side) side = &none;
     if (n > CODEC_MAX_COUNT) return -GC_ERR_PARAM;
     size_t maxp = g->spec.ops->max_payload(g->cpu, n);
-    /* straight into payload only when it has room for max_payload bytes and is 4-byte
-     * aligned: kernels store 16- and 32-bit words (and atomicOr 32-bit words) into the
-     * payload, which a GPU refuses at a misaligned address */
-    if (cap >= maxp && ((uintptr_t)payload & 3) == 0) return encode_payload(g, payload, cap, flags, x, n, side);
+    /* straight into payload only when it has room for max_payload bytes and is aligned as
+     * the codec's kernels store into it (enc_align): a GPU refuses a misaligned store */
+    if (cap >= maxp && ((uintptr_t)payload & (enc_align(g) - 1)) == 0)
+        return taken_by(take, [&] { return encode_payload(g, payload, cap, flags, x, n, side); });
     /* the kernels may use up to max_payload bytes, aligned: stage, then copy what fits */
     uint8_t *tmp = (uint8_t *)gcx_dmalloc(maxp);
     int64_t len = encode_payload(g, tmp, cap, flags, x, n, side);
@@ -1625,7 +1736,7 @@ static int64_t encode_staged(CodecCuda *g, uint8_t *payload, size_t cap, uint16_
 
 int64_t codec_encode_cuda_payload(CodecCuda *g, uint8_t *payload, size_t cap, uint16_t *flags, const float *x,
                                   size_t n, const CodecSide *side) {
-    int64_t len = encode_staged(g, payload, cap, flags, x, n, side);
+    int64_t len = encode_staged(g, payload, cap, flags, x, n, side, NULL);
     cudaCheck(cudaStreamSynchronize(0));
     return len;
 }
@@ -1856,6 +1967,8 @@ struct CodecBatch {
     size_t ndec, cdec;
     TlcDec *tdec;   /* 3lc's, the same */
     size_t ntdec, ctdec;
+    DenseJob *dj;   /* the dense codecs' loops (dense_run), run first at the flush */
+    size_t ndj, cdj;
     int *dverd;     /* device: the deferred frames' verdicts (codec_batch_verdicts) */
     int *hverd;     /* page-locked: the same, copied back by the flushes */
     size_t nverd, cverd, sent; /* sent: how many the flushes have copied back */
@@ -1869,6 +1982,7 @@ void codec_batch_free(CodecBatch *b) {
     free(b->st);
     free(b->dec);
     free(b->tdec);
+    free(b->dj);
     if (b->back) cudaCheck(cudaFreeHost(b->back));
     if (b->dverd) cudaCheck(cudaFree(b->dverd));
     if (b->hverd) cudaCheck(cudaFreeHost(b->hverd));
@@ -1917,6 +2031,13 @@ template <class T> static T *batch_slot(T *&arr, size_t &n, size_t &cap) {
 }
 
 static PutJob *add_put(CodecBatch *b) { return batch_slot(b->put, b->nput, b->cput); }
+
+static void dense_run(const DenseJob &j) {
+    if (j.m == 0 && j.hb == 0) return;
+    if (t_take) *batch_slot(t_take->dj, t_take->ndj, t_take->cdj) = j;
+    else dense_launch(j);
+}
+
 static void add_copy(CodecBatch *b, const CopyJob *c) { *batch_slot(b->cp, b->ncp, b->ccp) = *c; }
 
 /* fp32's frame copied at the flush: x[n] into the payload at pay (any alignment), and to repr
@@ -2067,6 +2188,8 @@ static void copy_chunk(const CopyJob *j, size_t k) {
 }
 
 void codec_batch_flush(CodecBatch *b) {
+    dense_launch_batch(b->dj, b->ndj); /* before the copies and CRCs that read what they write */
+    b->ndj = 0;
     for (size_t i = 0; i < b->nst; i++) { /* fp32 staged and not placed: its repr all the same */
         StageJob *j = &b->st[i];
         if (!j->placed && j->x && j->repr && j->repr != j->x && j->len > 0)
@@ -2107,7 +2230,7 @@ int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, s
         len = cap - CODEC_HEADER_SIZE < 4 * n || 4 * (uint64_t)n > 0xFFFFFFFFu ? -GC_ERR_NOSPACE : (int64_t)(4 * n);
         if (len > 0) add_fp32(b, x, n, frame + CODEC_HEADER_SIZE, side->repr);
     } else {
-        len = encode_staged(g, frame + CODEC_HEADER_SIZE, cap - CODEC_HEADER_SIZE, &flags, x, n, side);
+        len = encode_staged(g, frame + CODEC_HEADER_SIZE, cap - CODEC_HEADER_SIZE, &flags, x, n, side, b);
     }
     if (len >= 0 && (uint64_t)len > 0xFFFFFFFFu) len = -GC_ERR_NOSPACE;
     if (len < 0) return len;
@@ -2143,9 +2266,10 @@ void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, co
         j->pay = (uint8_t *)gcx_dmalloc(maxp);
         j->len = gcx_gcomp_encode_staged(g, j->pay, maxp, &j->bk, &j->flags, x, n, side);
         j->gp = j->bk != NULL;
-    } else { /* the codec's own waits */
+    } else { /* the codec's own waits; the dense codecs' loops at the flush (the payload's scratch is
+              * held until then) */
         j->pay = (uint8_t *)gcx_dmalloc(maxp);
-        j->len = encode_payload(g, j->pay, maxp, &j->flags, x, n, side);
+        j->len = taken_by(b, [&] { return encode_payload(g, j->pay, maxp, &j->flags, x, n, side); });
     }
     if (j->len > 0xFFFFFFFFll) j->len = -GC_ERR_NOSPACE;
 }
@@ -2493,16 +2617,18 @@ static int probe_check(const CodecCuda *g, size_t n, const uint8_t *frame, size_
     return 0;
 }
 
-/* the payload pay (probe_check's) decoded where it lies, or moved first when it is not
- * aligned as the codec's kernels need (pay_align) */
-static int decode_probed(CodecCuda *g, float *out, size_t n, float weight, int acc, Pay pay, uint16_t flags) {
+/* the payload pay (probe_check's) decoded where it lies, the dense codecs' loops queued in
+ * take (when not NULL), or moved first when it is not aligned as the codec's kernels need
+ * (pay_align), then decoded at once */
+static int decode_probed(CodecCuda *g, float *out, size_t n, float weight, int acc, Pay pay, uint16_t flags,
+                         CodecBatch *take) {
     uint8_t *moved = NULL;
     if ((uintptr_t)pay.d & (pay_align(g) - 1)) {
         moved = (uint8_t *)gcx_dmalloc(pay.len);
         if (pay.len) cudaCheck(cudaMemcpyAsync(moved, pay.d, pay.len, cudaMemcpyDeviceToDevice, 0));
         pay.d = moved;
     }
-    int rc = decode_payload(g, out, n, weight, acc ? 1 : 0, &pay, NULL, flags);
+    int rc = taken_by(moved ? NULL : take, [&] { return decode_payload(g, out, n, weight, acc ? 1 : 0, &pay, NULL, flags); });
     if (moved) gcx_dfree(moved);
     return rc;
 }
@@ -2514,7 +2640,7 @@ int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weigh
     Pay pay;
     uint16_t flags = 0;
     int rc = probe_check(g, n, frame, len, probe, &pay, &flags);
-    return rc ? rc : decode_probed(g, out, n, weight, acc, pay, flags);
+    return rc ? rc : decode_probed(g, out, n, weight, acc, pay, flags, NULL);
 }
 
 /* fp32's copy or sum queued in b (read where it lies, any alignment), a sparsifier's
@@ -2545,7 +2671,7 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
     rc = sparse ? gcx_sparse_decode_job(&sj, g, out, n, weight, acc ? 1 : 0, &pay, flags)
          : id == CODEC_3LC ? tlc_decode_job(&tj, out, n, weight, acc ? 1 : 0, &pay, flags)
                            : 0;
-    if (rc <= 0) return rc < 0 ? rc : decode_probed(g, out, n, weight, acc, pay, flags); /* now */
+    if (rc <= 0) return rc < 0 ? rc : decode_probed(g, out, n, weight, acc, pay, flags, b); /* dense: at the flush */
     if (sparse) *batch_slot(b->dec, b->ndec, b->cdec) = sj;
     else *batch_slot(b->tdec, b->ntdec, b->ctdec) = tj;
     return 0;

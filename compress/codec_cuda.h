@@ -147,7 +147,9 @@ int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weigh
  * frames that needs no answer on the host: each frame's header with its CRC (computed on
  * the device), small writes next to them (a bundle's entry headers), and fp32's frames
  * whole (the copy of x into the payload and to side->repr; decoding, the copy or sum of the
- * payload into out), and the sparsifiers' small probed payloads' decoding.
+ * payload into out), the sparsifiers' small probed payloads' decoding, and the dense
+ * codecs' loops (fp16, int8, terngrad, stoch3, onebit, ternsum: a payload's quantizing
+ * and packing with its header, or its unpacking into out).
  * codec_batch_flush launches it, up to CODEC_BATCH frames a launch, the tables going as
  * the kernels' arguments (no upload, no wait): the bytes and floats are those of the
  * unbatched calls.
@@ -163,14 +165,16 @@ void codec_batch_free(CodecBatch *b);
 /* The queued jobs of a batch must not overlap: no two write the same bytes, and none writes
  * what another reads (a launch runs its jobs at once; a bundle's frames and the distinct
  * tensors they decode into qualify). */
-/* codec_encode_cuda_dev with the header, its CRC, and fp32's payload left to the flush:
- * the same return (the frame's length, or a negative GcError with nothing queued) */
+/* codec_encode_cuda_dev with the header, its CRC, and fp32's and the dense codecs' payloads
+ * left to the flush: the same return (the frame's length, or a negative GcError with
+ * nothing queued) */
 int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, size_t cap, const float *x, size_t n,
                                   const CodecSide *side);
 /* codec_decode_cuda_dev_probed, its checks made now (the same return), fp32's copy or sum
  * into out left to the flush, and so is the decoding of a topk, dgc or sbc payload that the
  * probe found valid, of a tensor of up to 65,535 values (one block each,
- * CODEC_BATCH a launch); the other frames decode now. A gcomp frame that carries no table
+ * CODEC_BATCH a launch), and the dense codecs' unpacking of a payload aligned as they read
+ * it; the other frames decode now. A gcomp frame that carries no table
  * and has up to 4 chunks (a tensor of up to 65,536 values at the default chunk) is decoded
  * now but not waited for: what the host checks of it is checked (the return, 0 when it
  * passed), and the rest, the chunks' checks, decides on the device whether out is written;
@@ -191,8 +195,8 @@ void codec_batch_reserve_deferred(CodecBatch *b, size_t k);
 /* n <= 20 bytes of host memory written to dev (device memory) at the flush; src is free
  * at once */
 void codec_batch_put(CodecBatch *b, void *dev, const void *src, size_t n);
-/* launches what b holds (the copies, then the CRCs, then the headers and puts, then the
- * sparsifiers' decoding) and copies the deferred verdicts back, in stream order after
+/* launches what b holds (the dense codecs' loops, then the copies, then the CRCs, then the
+ * headers and puts, then the sparsifiers' decoding) and copies the deferred verdicts back, in stream order after
  * everything issued before it, and returns the staged frames' memory; b is empty after it
  * but for the deferred verdicts */
 void codec_batch_flush(CodecBatch *b);
@@ -200,7 +204,7 @@ void codec_batch_flush(CodecBatch *b);
  * known (the exchange's bundles): codec_batch_stage encodes frame i's payload (i counting
  * the stages since the last flush) into device memory of the batch's, as
  * codec_encode_cuda_dev with cap = codec_cuda_max_frame(g, n) would, side->repr and
- * side->mask written as there (fp32: at the flush; 3lc's one-block frames, and topk, dgc
+ * side->mask written as there (fp32 and the dense codecs: at the flush; 3lc's one-block frames, and topk, dgc
  * and sbc of up to 65,535 values: at codec_batch_sizes, by one launch a
  * CODEC_BATCH of them, the sparsifiers writing nothing for a frame that fails; larger topk and dgc frames: at once, also for a
  * frame that turns out to fail, a NaN among its values, so their side->repr must not
@@ -211,7 +215,8 @@ void codec_batch_flush(CodecBatch *b);
  * frame's length (header included) or negative GcError, in lens[i], with one wait for all
  * of them. codec_batch_place: frame i (of a length >= 0) queued into frame, the bytes
  * codec_encode_cuda_dev would have written there. x, side->repr and side->mask stay as they
- * are until the flush (fp32 reads x there and writes repr there, placed or not; the
+ * are until the flush (fp32 and the dense codecs read x there and write repr there, placed
+ * or not; the
  * one-block frames read x and write repr and mask at codec_batch_sizes, side by side, so
  * one staged frame's x may not overlap another's repr or mask). Staging holds
  * each payload's max_payload bytes of scratch (topk and dgc: what their ratio's k values
