@@ -1698,7 +1698,6 @@ static int64_t encode_payload(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *
     return -GC_ERR_CODEC;
 }
 
-/* codec_encode_cuda_payload without its final wait: the payload is complete in stream order */
 /* the alignment the encoders' kernels need of the payload: fp16 stores halves, the dense
  * codecs' other loops bytes; the others store 16- and 32-bit words (and atomicOr 32-bit
  * words) */
@@ -1714,7 +1713,8 @@ static uintptr_t enc_align(const CodecCuda *g) {
     }
 }
 
-/* take: the batch whose flush runs the dense codecs' loops of a payload encoded where it
+/* codec_encode_cuda_payload without its final wait: the payload is complete in stream order.
+ * take: the batch whose flush runs the dense codecs' loops of a payload encoded where it
  * lies (dense_run), or NULL */
 static int64_t encode_staged(CodecCuda *g, uint8_t *payload, size_t cap, uint16_t *flags, const float *x, size_t n,
                              const CodecSide *side, CodecBatch *take) {
@@ -2391,6 +2391,7 @@ int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const fl
     codec_batch_flush(&b);
     free(b.put);
     free(b.cp);
+    free(b.dj);
     return len;
 }
 

@@ -93,10 +93,12 @@ int64_t codec_encode_cuda(CodecCuda *g, uint8_t *frame, size_t cap, const float 
 /* The payload only (no 20-byte header, no CRC), left in DEVICE memory: what
  * the kernels produce before the copy to the host (benchmarks, device-resident
  * pipelines). *flags receives the header flags. Returns the payload length or a
- * negative GcError. The kernels write straight into payload when it is 4-byte aligned
- * and cap >= max_payload(n); otherwise (a payload pointer not 4-byte aligned, whose 16-
- * and 32-bit stores would fault on a GPU, or a smaller cap) they write into an aligned
- * temporary device buffer of max_payload(n) bytes, copied device to device into payload.
+ * negative GcError. The kernels write straight into payload when it is aligned as their
+ * stores need (int8, terngrad, stoch3, onebit and ternsum store bytes: any alignment;
+ * fp16 halves: 2 bytes; the others 16- and 32-bit words: 4 bytes) and cap >=
+ * max_payload(n); otherwise (a misaligned payload pointer, whose stores would fault on a
+ * GPU, or a smaller cap) they write into an aligned temporary device buffer of
+ * max_payload(n) bytes, copied device to device into payload.
  *   payload: [cap] device out, any alignment;  x: [n] device */
 int64_t codec_encode_cuda_payload(CodecCuda *g, uint8_t *payload, size_t cap, uint16_t *flags, const float *x,
                                   size_t n, const CodecSide *side);
@@ -153,8 +155,9 @@ int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weigh
  * codec_batch_flush launches it, up to CODEC_BATCH frames a launch, the tables going as
  * the kernels' arguments (no upload, no wait): the bytes and floats are those of the
  * unbatched calls.
- * Until the flush the queued work has not run: the frame's header and fp32's payload are
- * not written, fp32's x is still to be read and side->repr or out still to be written; the
+ * Until the flush the queued work has not run: the frame's header and fp32's and the dense
+ * codecs' payloads are not written, their x is still to be read and side->repr or out
+ * still to be written; the
  * caller changes none of them and reads none of those results before it. After the flush
  * they are complete in stream order, and b may be filled again at once. A frame's bytes
  * also have to stay where they are until then (the CRC is computed at the flush). */
@@ -174,10 +177,10 @@ int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, s
  * into out left to the flush, and so is the decoding of a topk, dgc or sbc payload that the
  * probe found valid, of a tensor of up to 65,535 values (one block each,
  * CODEC_BATCH a launch), and the dense codecs' unpacking of a payload aligned as they read
- * it; the other frames decode now. A gcomp frame that carries no table
- * and has up to 4 chunks (a tensor of up to 65,536 values at the default chunk) is decoded
- * now but not waited for: what the host checks of it is checked (the return, 0 when it
- * passed), and the rest, the chunks' checks, decides on the device whether out is written;
+ * it; the other frames decode now. A gcomp frame that carries no table is decoded now but
+ * not waited for: what the host checks of it is checked (the return, 0 when it passed),
+ * and the rest (the chunks' checks, and those of the chunk headers where the probe does
+ * not hold them: more than 4 chunks) decides on the device whether out is written;
  * that verdict is deferred: codec_batch_deferred counts it, and codec_batch_verdicts gives
  * it */
 int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
@@ -396,9 +399,9 @@ void gcx_gcomp_staged_drop(CodecCuda *g);
 int64_t gcx_gcomp_state_save(const CodecCuda *g, uint8_t *buf, size_t cap);
 int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len);
 /* gcomp's decoder: 0 or a GcError, the output written only for a valid frame; with verdict
- * (device memory), a table-less frame of up to 4 chunks (every frame of a tensor of up to
- * 65,536 values at the default chunk, once the decoder holds its table) returns 1 without a
- * wait and its 0 or GcError lands in *verdict in stream order, out written only for 0 */
+ * (device memory), a device frame without a table (every frame but one in `every`, once the
+ * decoder holds its table) returns 1 without a wait and its 0 or GcError lands in *verdict
+ * in stream order, out written only for 0 */
 int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, const uint8_t *host,
                      uint16_t flags, int *verdict);
 #endif

@@ -735,6 +735,67 @@ __device__ void d_gp_values(float *out, uint32_t *ex, size_t v0, size_t v1, cons
  *   2. the values: thread t's run of them; its nonzero exponents counted and scanned (the
  *      levels' positions: the chunk's nonzero count must match), its mantissa bits counted
  *      and scanned (their positions: the segment's bits must match), then each value. */
+/* the chunk headers of a device frame without a table (nch of them from payload byte at),
+ * checked and laid out on the device as compress/gcomp_state.c gcomp_chunks_parse does on
+ * the host (the same checks; each failing chunk's is GC_ERR_CORRUPT): each chunk's
+ * descriptor into ck[nch], written whatever the checks find, and gcomp_chunks_parse's
+ * return into *status, so that the host needs none of the headers. One block of
+ * GP_THREADS, a chunk a thread, tile after tile: the counts, the chunks' bytes and their
+ * bits scanned (where each chunk must start and where its data lies, and the totals) */
+__global__ void __launch_bounds__(GP_THREADS) k_gp_chunks(GcompChunk *ck, int *status, const uint8_t *pay, size_t len,
+                                                          unsigned long long at, unsigned long long nch,
+                                                          unsigned long long n, unsigned long long cbits, int nth,
+                                                          int zsign) {
+    typedef cub::BlockScan<Bits3, GP_THREADS> Scan;
+    __shared__ typename Scan::TempStorage tmp;
+    __shared__ Bits3 carry; /* the tiles before: values, bytes, bits */
+    __shared__ uint32_t bad;
+    const unsigned t = threadIdx.x;
+    if (t == 0) carry.e = carry.l = carry.m = 0, bad = 0;
+    __syncthreads();
+    const unsigned long long data = at + nch * GCOMP_CHUNK_HDR; /* the first chunk's data */
+    for (unsigned long long k0 = 0; k0 < nch; k0 += GP_THREADS) {
+        const unsigned long long k = k0 + t;
+        unsigned long long start = 0, count = 0, bits = 0, ebits = 0, nnz = 0, mbits = 0;
+        int ok = 1;
+        Bits3 mine = {0, 0, 0};
+        if (k < nch) {
+            const uint8_t *q = pay + at + k * GCOMP_CHUNK_HDR;
+            start = d_get_u32(q), count = d_get_u32(q + 4), bits = d_get_u32(q + 8), ebits = d_get_u32(q + 12);
+            nnz = d_get_u32(q + 16);
+            ok = count != 0 && nnz <= count && ebits >= count && ebits <= count * (unsigned long long)(nth + HUFF_RAW_BITS) &&
+                 bits >= ebits + 2 * nnz;
+            mbits = ok ? bits - ebits - 2 * nnz : 0;
+            ok = ok && mbits >= (unsigned long long)(GCOMP_MAN_BITS - 3 * GCOMP_LEVEL_SHIFT) * nnz &&
+                 mbits <= (unsigned long long)GCOMP_MAN_BITS * nnz + (zsign ? count - nnz : 0);
+            mine.e = count;
+            mine.l = ((ebits + 7) >> 3) + ((2 * nnz + 7) >> 3) + ((mbits + 7) >> 3);
+            mine.m = bits;
+        }
+        Bits3 before, total, zero = {0, 0, 0};
+        Scan(tmp).ExclusiveScan(mine, before, zero, Bits3Sum(), total);
+        if (k < nch) {
+            const unsigned long long expect = carry.e + before.e; /* where the chunk must start */
+            ok = ok && start == expect && count <= n - start;
+            GcompChunk c;
+            c.start = (uint32_t)start, c.count = (uint32_t)count, c.nnz = (uint32_t)nnz;
+            c.ebits = ebits, c.mbits = mbits, c.off = data + carry.l + before.l, c.levsum = 0, c.neg0 = 0;
+            ck[k] = c;
+            if (!ok) atomicOr(&bad, 1u);
+        }
+        __syncthreads(); /* carry read, tmp free */
+        if (t == 0) carry.e += total.e, carry.l += total.l, carry.m += total.m;
+        __syncthreads();
+    }
+    if (t == 0) {
+        const unsigned long long end = data + carry.l;
+        *status = bad || carry.e != n || carry.m != cbits ? -GC_ERR_CORRUPT
+                  : end > len                             ? -GC_ERR_TRUNCATED
+                  : end < len                             ? -GC_ERR_OVERSIZED
+                                                          : 0;
+    }
+}
+
 /* the chunks' descriptors: in device memory (p), or, p NULL, up to GP_ARG_CHUNKS of them in
  * the launch's argument (v: no upload) */
 #define GP_ARG_CHUNKS 4
@@ -744,7 +805,7 @@ typedef struct {
 } GpChunks;
 __global__ void __launch_bounds__(GP_THREADS) k_gp_dec(float *out, int *rc, uint32_t *neg, const uint8_t *pay,
                                                        size_t len, const uint16_t *lut, const uint8_t *hclen, int nth,
-                                                       uint32_t zs, GpChunks ck) {
+                                                       uint32_t zs, GpChunks ck, const int *status) {
     typedef cub::BlockScan<unsigned long long, GP_THREADS> Scan;
     __shared__ typename Scan::TempStorage tmp;
     __shared__ uint8_t ent[GP_THREADS][GP_MAXL];
@@ -753,6 +814,10 @@ __global__ void __launch_bounds__(GP_THREADS) k_gp_dec(float *out, int *rc, uint
     __shared__ uint32_t fail, negs;
     const unsigned t = threadIdx.x, T = GP_THREADS;
     const size_t k = blockIdx.x;
+    if (status && *status) { /* the chunk headers failed their checks (k_gp_chunks): nothing to decode */
+        if (threadIdx.x == 0) rc[k] = 0, neg[k] = 0;
+        return;
+    }
     const GpChunkD c = ck.p ? ck.p[k] : ck.v[k];
     const unsigned long long lbits = 2ull * c.nnz, E0 = 8ull * c.off;
     const unsigned long long pl0 = E0 + 8ull * ((c.ebits + 7) >> 3), pm0 = pl0 + 8ull * ((lbits + 7) >> 3);
@@ -835,12 +900,13 @@ __device__ __host__ static inline int gp_verdict(const int *rc, const uint32_t *
 }
 
 /* out[i] = v[i] or (acc) out[i] + weight * v[i], rounded as the CPU's. out, v: [n]. With
- * verdict (a frame whose result the host has not read): the frame's verdict into
- * *verdict (block 0) and out written only when it is 0 */
+ * verdict (a frame whose result the host has not read): the frame's verdict (the chunk
+ * headers' check where k_gp_chunks made one, status, else gp_verdict) into *verdict
+ * (block 0) and out written only when it is 0 */
 __global__ void k_gp_out(float *out, const float *v, size_t n, float weight, int acc, const int *rc,
-                         const uint32_t *neg, size_t nch, int zsign, int *verdict) {
+                         const uint32_t *neg, size_t nch, int zsign, const int *status, int *verdict) {
     if (verdict) {
-        int r = gp_verdict(rc, neg, nch, zsign);
+        int r = status && *status ? *status : gp_verdict(rc, neg, nch, zsign);
         if (blockIdx.x == 0 && threadIdx.x == 0) *verdict = r;
         if (r) return;
     }
@@ -889,18 +955,21 @@ static void dtab_fit(GpState *st, int ntheta) {
 /* The payload's parts the host parses (block header, table section, chunk headers: a
  * prefix of at most 28 + GCOMP_TABLE_MAX + 20 C bytes) are read from host (a host frame),
  * from the probe's copy of the payload's first PAY_HEAD bytes (p->head: a device frame
- * without a table whose chunk headers lie there, up to 4 chunks), or copied down from p->d
- * (a device frame: in one copy for up to GP_PREFIX_CHUNKS chunks, the rest of the chunk
- * headers in a second); the chunks are decoded on the device, from p->d, or from one
- * upload of host once the headers have passed. Up to GP_ARG_CHUNKS chunks' descriptors
- * travel in the kernel's argument; more, and a table the frame carries, are uploaded from
- * page-locked memory (no wait). The chunks' results are then read back in one copy, and
- * the output written if they passed (one wait; two for a device frame whose headers were
- * copied down), or, with verdict, for a table-less frame of up to GP_ARG_CHUNKS chunks,
- * not read at all: k_gp_out writes the frame's verdict into *verdict on the device and the
- * output only when it is 0, and the call returns 1 without a wait (the frame changes no
- * state: it carries no table). A table a frame carries is decoded from the upload and
- * copied to the decoder's own (st->dtab) once the frame has passed */
+ * without a table, its block header and up to 4 chunk headers), or copied down from p->d
+ * (a device frame with a table: in one copy for up to GP_PREFIX_CHUNKS chunks, the rest of
+ * the chunk headers in a second). A device frame without a table and with more than
+ * GP_ARG_CHUNKS chunks has its chunk headers checked and laid out on the device instead
+ * (k_gp_chunks), so that nothing is copied down. The chunks are decoded on the device,
+ * from p->d, or from one upload of host once the headers have passed; up to GP_ARG_CHUNKS
+ * chunks' descriptors parsed on the host travel in the kernel's argument, more, and a
+ * table the frame carries, are uploaded from page-locked memory (no wait). The chunks'
+ * results are then read back in one copy, and the output written if they passed (one
+ * wait; two for a frame with a table, whose headers were copied down), or, with verdict,
+ * for a device frame without a table, not read at all: k_gp_out writes the frame's verdict
+ * into *verdict on the device and the output only when it is 0, and the call returns 1
+ * without a wait (the frame changes no state: it carries no table). A table a frame
+ * carries is decoded from the upload and copied to the decoder's own (st->dtab) once the
+ * frame has passed */
 #define GP_PREFIX_CHUNKS 64
 
 int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, const uint8_t *host,
@@ -910,10 +979,8 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
     uint8_t *pre = NULL; /* the prefix copied down from a device frame, first bytes */
     size_t first = 0;
     const uint8_t *payload = host;
-    size_t have = len < PAY_HEAD ? len : PAY_HEAD; /* p->head's */
-    if (!host && (len < GCOMP_BLOCK_HDR ||
-                  (!(flags & GCOMP_FLAG_TABLE) && GCOMP_BLOCK_HDR + GCOMP_CHUNK_HDR * (size_t)get_u32(p->head + 8) <= have)))
-        payload = p->head; /* every byte the host parses (len permitting) is there */
+    if (!host && (len < GCOMP_BLOCK_HDR || !(flags & GCOMP_FLAG_TABLE)))
+        payload = p->head; /* the block header, and up to GP_ARG_CHUNKS chunk headers (len permitting) */
     if (!payload) {
         const size_t most = GCOMP_BLOCK_HDR + GCOMP_TABLE_MAX + GP_PREFIX_CHUNKS * GCOMP_CHUNK_HDR;
         first = len < most ? len : most;
@@ -944,6 +1011,7 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         if (!st->cur.have || st->cur.id != b.id || st->cur.hc.ntheta != ntheta) rc = -GC_ERR_STATE;
     }
     if (!rc) rc = gcomp_chunks_fit(len, at, &b); /* before the per-chunk memory */
+    int devck = !host && !b.table && nch > GP_ARG_CHUNKS; /* its chunk headers checked on the device */
     if (!rc && pre && at + nch * GCOMP_CHUNK_HDR > first) { /* the rest of the chunk headers */
         pre = (uint8_t *)reallocCheck(pre, at + nch * GCOMP_CHUNK_HDR);
         payload = pre;
@@ -955,15 +1023,23 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
     }
     GpChunks ck;
     memset(&ck, 0, sizeof ck);
-    int inarg = nch <= GP_ARG_CHUNKS, defer = verdict && inarg && !b.table;
-    size_t tb = b.table ? tab_bytes(ntheta) : 0, up = tb + (inarg ? 0 : nch * sizeof(GpChunkD));
+    int inarg = !devck && nch <= GP_ARG_CHUNKS, defer = verdict && !host && !b.table;
+    size_t tb = b.table ? tab_bytes(ntheta) : 0, up = tb + (inarg || devck ? 0 : nch * sizeof(GpChunkD));
     uint8_t *stage = up ? (uint8_t *)gcx_pinned(up) : NULL, *dup = NULL; /* the upload waits for nothing */
     if (b.table) tab_put(stage, t);
-    rc = gcomp_chunks_parse(inarg ? ck.v : (GpChunkD *)(stage + tb), payload, len, at, &b, n);
+    if (!devck) rc = gcomp_chunks_parse(inarg ? ck.v : (GpChunkD *)(stage + tb), payload, len, at, &b, n);
     if (!rc) {
         const uint8_t *dpay = host ? gcx_upload(host, len) : p->d;
-        int *dres = (int *)gcx_dmalloc(2 * nch * sizeof(int)); /* each chunk's result, then its sign flag */
-        float *dv = (float *)gcx_dmalloc(n * sizeof(float));    /* the values, before they reach out */
+        /* each chunk's result, then its sign flag, then the chunk headers' check (devck) */
+        int *dres = (int *)gcx_dmalloc((2 * nch + 1) * sizeof(int)), *dstat = devck ? dres + 2 * nch : NULL;
+        float *dv = (float *)gcx_dmalloc(n * sizeof(float)); /* the values, before they reach out */
+        GpChunkD *dck = NULL;
+        if (devck) {
+            dck = (GpChunkD *)gcx_dmalloc(nch * sizeof(GpChunkD));
+            k_gp_chunks<<<1, GP_THREADS>>>(dck, dstat, dpay, len, at, nch, n, b.cbits, ntheta, zsign);
+            cudaCheckLast();
+            ck.p = dck;
+        }
         if (up) {
             dup = (uint8_t *)gcx_dmalloc(up); /* the table (a carried one), then the descriptors */
             cudaCheck(cudaMemcpyAsync(dup, stage, up, cudaMemcpyHostToDevice, 0));
@@ -971,20 +1047,21 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         }
         const uint8_t *dtab = b.table ? dup : st->dtab;
         k_gp_dec<<<(unsigned)nch, GP_THREADS>>>(dv, dres, (uint32_t *)dres + nch, dpay, len, (const uint16_t *)dtab,
-                                                dtab + (sizeof(uint16_t) << ntheta), ntheta, (uint32_t)zsign, ck);
+                                                dtab + (sizeof(uint16_t) << ntheta), ntheta, (uint32_t)zsign, ck,
+                                                dstat);
         cudaCheckLast();
         if (defer) { /* the verdict stays on the device */
             k_gp_out<<<gcx_grid(n), GP_THREADS>>>(out, dv, n, weight, acc, dres, (const uint32_t *)dres + nch, nch,
-                                                  zsign, verdict);
+                                                  zsign, dstat, verdict);
             cudaCheckLast();
             rc = 1;
         } else {
-            int *hres = (int *)host_alloc(2 * nch * sizeof(int));
-            cudaCheck(cudaMemcpy(hres, dres, 2 * nch * sizeof(int), cudaMemcpyDeviceToHost));
-            rc = gp_verdict(hres, (const uint32_t *)hres + nch, nch, zsign);
+            int *hres = (int *)host_alloc((2 * nch + 1) * sizeof(int));
+            cudaCheck(cudaMemcpy(hres, dres, (2 * nch + (devck ? 1 : 0)) * sizeof(int), cudaMemcpyDeviceToHost));
+            rc = devck && hres[2 * nch] ? hres[2 * nch] : gp_verdict(hres, (const uint32_t *)hres + nch, nch, zsign);
             free(hres);
             if (!rc) { /* the frame is valid: only now the output */
-                k_gp_out<<<gcx_grid(n), GP_THREADS>>>(out, dv, n, weight, acc, NULL, NULL, 0, 0, NULL);
+                k_gp_out<<<gcx_grid(n), GP_THREADS>>>(out, dv, n, weight, acc, NULL, NULL, 0, 0, NULL, NULL);
                 cudaCheckLast();
             }
         }
@@ -997,6 +1074,7 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         }
         if (host) gcx_dfree((void *)dpay);
         if (dup) gcx_dfree(dup);
+        if (dck) gcx_dfree(dck);
         gcx_dfree(dres);
         gcx_dfree(dv);
     }

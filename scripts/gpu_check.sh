@@ -28,7 +28,7 @@
 #   bench  bench/resnet_gpu.sh (gcx against PyTorch eager; once more, one round,
 #          with both ranking cuDNN's algorithms by heuristic), bench/exchange --device
 #          cuda (the device-resident exchange of ResNet-110 per step: every codec on one
-#          worker, 3lc, dgc and sbc on four sharing the GPU), bench/codecs_gpu and
+#          worker, 3lc, dgc, sbc, terngrad and gcomp on four sharing the GPU), bench/codecs_gpu and
 #          bench/exchange (the host exchange on this machine's cores)
 #   sanitize  compute-sanitizer memcheck and racecheck (shared-memory races, which
 #          the host emulation cannot show) on the kernel tests, each run capped at
@@ -416,7 +416,7 @@ phase_bench() {
     bench_run "exchange --device cuda" '^[a-z0-9]+ ' "exchange cuda " build/bench/exchange --device cuda \
         "${EXCHANGE_ARGS[@]}"
     bench_run "exchange --device cuda --workers 4" '^[a-z0-9]+ ' "exchange cuda 4w " build/bench/exchange \
-        --device cuda --workers 4 --codec 3lc --codec dgc --codec sbc "${EXCHANGE_ARGS[@]}"
+        --device cuda --workers 4 --codec 3lc --codec dgc --codec sbc --codec terngrad --codec gcomp "${EXCHANGE_ARGS[@]}"
     bench_run codecs_gpu '^(GPU codec|codec |[a-z0-9]+)' "" build/bench/codecs_gpu "${CODECS_ARGS[@]}"
     # the exchange's host time with this host's cores (docs/DIST.md "Host time")
     bench_run exchange '^[a-z0-9]+ ' "exchange " env OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-active}" \

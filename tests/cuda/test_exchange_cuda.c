@@ -39,7 +39,8 @@
  *     the host exchange's message for the same corruption, word for word; also
  *     for a gcomp frame whose chunk the CRC does not show corrupted (the
  *     device's verdict on it deferred to the pass's wait), pushed, pulled and
- *     over the ring;
+ *     over the ring, and followed by a frame whose CRC shows its corruption
+ *     (the earlier, deferred failure the one named);
  *   - the ring (GCOMP section 6.2): every bundle a worker originates (the
  *     reduce-scatter's chunks of partial sums with their memory, its own
  *     chunk's allgather frame) byte-identical, fp32, int8 with its residual
@@ -141,15 +142,20 @@ static int recreate;  /* the device runs' exchange downloaded, freed and made an
 
 /* the second gcomp frame without a table in bundle b (len bytes), its first chunk's nonzero
  * count one off (the levels' bytes and the sizes kept in agreement) and its CRC made right:
- * a frame only decoding its chunk refuses (the device's verdict, which it defers) */
-static void gcomp_miscount(uint8_t *b, size_t len) {
+ * a frame only decoding its chunk refuses (the device's verdict, which it defers); later:
+ * and the bundle's last frame after it with a payload byte flipped, which its CRC shows (an
+ * error the host finds, after the deferred one) */
+static void gcomp_miscount(uint8_t *b, size_t len, int later) {
     int seen = 0;
+    uint8_t *edited = NULL, *last = NULL;
+    size_t last_len = 0;
     for (size_t at = BUNDLE_HDR; at + ENTRY_HDR <= len;) {
         size_t flen = get_u32(b + at + 8);
         uint8_t *f = b + at + ENTRY_HDR, *pay = f + CODEC_HEADER_SIZE, *h = pay + GCOMP_BLOCK_HDR;
         at += ENTRY_HDR + flen;
-        if (at > len || flen < CODEC_HEADER_SIZE + GCOMP_BLOCK_HDR + GCOMP_CHUNK_HDR || f[5] != CODEC_GCOMP ||
-            (get_u16(f + 6) & GCOMP_FLAG_TABLE) || seen++ == 0)
+        if (at <= len) last = f, last_len = flen;
+        if (edited || at > len || flen < CODEC_HEADER_SIZE + GCOMP_BLOCK_HDR + GCOMP_CHUNK_HDR ||
+            f[5] != CODEC_GCOMP || (get_u16(f + 6) & GCOMP_FLAG_TABLE) || seen++ == 0)
             continue;
         uint32_t count = get_u32(h + 4), nnz = get_u32(h + 16);
         int d = nnz < count && nnz % 4 != 0 ? 1 : nnz > 0 && nnz % 4 != 1 ? -1 : 0; /* the levels' bytes kept */
@@ -160,14 +166,16 @@ static void gcomp_miscount(uint8_t *b, size_t len) {
         put_u32(pay + 12, (uint32_t)cbits);
         put_u32(pay + 16, (uint32_t)(cbits >> 32));
         put_u32(f + 16, crc32c(0, pay, flen - CODEC_HEADER_SIZE));
-        return;
+        edited = f;
     }
+    if (later && edited && last != edited && last_len > CODEC_HEADER_SIZE) last[last_len - 1] ^= 0x5A;
 }
 
 /* keeps each outgoing bundle (a worker's push, then on the ps server its pull);
  * corrupts, at step 1, worker 1's push (tamper 1, as test_dist_exchange) or the
  * server's pull (tamper 2) when asked, or edits a gcomp frame of either so that its CRC
- * does not show it (tamper 4 and 5: gcomp_miscount) */
+ * does not show it (tamper 4 and 5: gcomp_miscount), and a later frame so that it does
+ * (tamper 6, worker 1's push) */
 static void keep_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
     Run *r = arg;
     __atomic_add_fetch(&r->sent, (unsigned long long)len, __ATOMIC_RELAXED);
@@ -178,8 +186,8 @@ static void keep_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
     r->hash[rank][step] = h;
     if (step == 1 && len > 200 && ((r->tamper == 1 && rank == 1 && k == 0) || (r->tamper == 2 && rank == 0 && k == 1)))
         b[len / 2 + 7] ^= 0x5A;
-    if (step == 1 && ((r->tamper == 4 && rank == 1 && k == 0) || (r->tamper == 5 && rank == 0 && k == 1)))
-        gcomp_miscount(b, len);
+    if (step == 1 && (((r->tamper == 4 || r->tamper == 6) && rank == 1 && k == 0) || (r->tamper == 5 && rank == 0 && k == 1)))
+        gcomp_miscount(b, len, r->tamper == 6);
     if (len > MAXB || k > 1) return;
     memcpy(k ? r->pull[step] : r->bundle[rank][step], b, len);
     *(k ? &r->plen[step] : &r->blen[rank][step]) = len;
@@ -488,11 +496,10 @@ static void compare(const char *codec, int topology) {
          * (staged: the table schedule on the host knows the frame's code before its
          * histogram is taken, the layout made on the device, the size breakdown counted by
          * the encoder, its read-back taken with the pass's), none to decode a frame without
-         * a table of up to 4 chunks (its headers in the bundle's probe; its chunks' checks
-         * decide on the device whether the output is written, their verdict read with the
-         * pass's), one or two for the others (their chunks' results; their headers copied
-         * down first where the probe does not hold them; a table the frame carries goes up
-         * with its chunks' descriptors); 1.51 to 1.96 when each decode read its chunks'
+         * a table (its headers in the bundle's probe, or checked on the device; its chunks'
+         * checks decide on the device whether the output is written, their verdict read
+         * with the pass's), two for one with a table (its headers copied down first, the
+         * table going up with its chunks' descriptors; then their results); 1.51 to 1.96 when each decode read its chunks'
          * results, 1.93 when each decode copied its headers down too, 2.10 when each encode
          * read its own back, 2.10 to 2.29 when such a table took two uploads of its own, 4.93
          * when the encoder read its histograms, sizes and checks one after the other and the
@@ -609,7 +616,8 @@ static void corrupt(const char *codec, int topology, int tamper) {
               h.err[k], d.err[k]);
     }
     printf("  corrupt %s %s%s%s: '%s' / '%s'\n", codec, topology_name(topology), tamper == 2 || tamper == 5 ? " pull" : "",
-           tamper >= 4 ? " (its CRC made right)" : "", d.err[0],
+           tamper == 6 ? " (its CRC made right, a later frame's wrong)" : tamper >= 4 ? " (its CRC made right)" : "",
+           d.err[0],
            d.err[1]);
     run_free(&h);
     run_free(&d);
@@ -795,6 +803,7 @@ int main(void) {
     corrupt("gcomp", TOPO_ALLGATHER, 4); /* refused by the chunks' checks: the verdict the device defers */
     corrupt("gcomp", TOPO_PS, 4);
     corrupt("gcomp", TOPO_PS, 5);
+    corrupt("gcomp", TOPO_ALLGATHER, 6); /* the deferred failure reported, not the later frame's */
     /* the ring (GCOMP section 6.2): chunks, the codec at every hop on the partial sums
      * with the memory per chunk; gcomp's levels at every hop, its tables per slot */
     compare("fp32", TOPO_RING);
