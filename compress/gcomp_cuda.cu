@@ -899,15 +899,36 @@ __device__ __host__ static inline int gp_verdict(const int *rc, const uint32_t *
     return !r && zsign && !anyneg ? -GC_ERR_CORRUPT : r;
 }
 
+/* the verdict of a frame of more than GP_ARG_CHUNKS chunks whose result the host has not
+ * read, reduced once, by one block, into *verdict: the chunk headers' check (status,
+ * k_gp_chunks'), else gp_verdict's (the first failing chunk's code; ZSIGN without a
+ * negative zero) */
+__global__ void __launch_bounds__(GP_THREADS) k_gp_verdict(int *verdict, const int *rc, const uint32_t *neg,
+                                                           size_t nch, int zsign, const int *status) {
+    __shared__ unsigned long long first; /* the first failing chunk, or nch */
+    __shared__ uint32_t anyneg;
+    if (threadIdx.x == 0) first = nch, anyneg = 0;
+    __syncthreads();
+    for (size_t k = threadIdx.x; k < nch; k += blockDim.x) {
+        if (rc[k]) atomicMin(&first, (unsigned long long)k);
+        if (neg[k]) atomicOr(&anyneg, 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        *verdict = status && *status ? *status : first < nch ? rc[first] : zsign && !anyneg ? -GC_ERR_CORRUPT : 0;
+}
+
 /* out[i] = v[i] or (acc) out[i] + weight * v[i], rounded as the CPU's. out, v: [n]. With
- * verdict (a frame whose result the host has not read): the frame's verdict (the chunk
- * headers' check where k_gp_chunks made one, status, else gp_verdict) into *verdict
- * (block 0) and out written only when it is 0 */
+ * verdict (a frame whose result the host has not read): out written only when the frame's
+ * verdict is 0, which k_gp_verdict has put in *verdict for more than GP_ARG_CHUNKS chunks,
+ * and which for fewer every thread takes from the chunks' results (the chunk headers'
+ * check where k_gp_chunks made one, status, else gp_verdict), block 0 writing it there */
 __global__ void k_gp_out(float *out, const float *v, size_t n, float weight, int acc, const int *rc,
                          const uint32_t *neg, size_t nch, int zsign, const int *status, int *verdict) {
     if (verdict) {
-        int r = status && *status ? *status : gp_verdict(rc, neg, nch, zsign);
-        if (blockIdx.x == 0 && threadIdx.x == 0) *verdict = r;
+        int inl = nch <= GP_ARG_CHUNKS;
+        int r = !inl ? *verdict : status && *status ? *status : gp_verdict(rc, neg, nch, zsign);
+        if (inl && blockIdx.x == 0 && threadIdx.x == 0) *verdict = r;
         if (r) return;
     }
     GRID_STRIDE(i, n) store_out(out, i, v[i], weight, acc);
@@ -965,8 +986,9 @@ static void dtab_fit(GpState *st, int ntheta) {
  * table the frame carries, are uploaded from page-locked memory (no wait). The chunks'
  * results are then read back in one copy, and the output written if they passed (one
  * wait; two for a frame with a table, whose headers were copied down), or, with verdict,
- * for a device frame without a table, not read at all: k_gp_out writes the frame's verdict
- * into *verdict on the device and the output only when it is 0, and the call returns 1
+ * for a device frame without a table, not read at all: k_gp_out (after k_gp_verdict, for
+ * more than GP_ARG_CHUNKS chunks) writes the frame's verdict into *verdict on the device
+ * and the output only when it is 0, and the call returns 1
  * without a wait (the frame changes no state: it carries no table). A table a frame
  * carries is decoded from the upload and copied to the decoder's own (st->dtab) once the
  * frame has passed */
@@ -1051,6 +1073,10 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
                                                 dstat);
         cudaCheckLast();
         if (defer) { /* the verdict stays on the device */
+            if (nch > GP_ARG_CHUNKS) {
+                k_gp_verdict<<<1, GP_THREADS>>>(verdict, dres, (const uint32_t *)dres + nch, nch, zsign, dstat);
+                cudaCheckLast();
+            }
             k_gp_out<<<gcx_grid(n), GP_THREADS>>>(out, dv, n, weight, acc, dres, (const uint32_t *)dres + nch, nch,
                                                   zsign, dstat, verdict);
             cudaCheckLast();

@@ -1085,11 +1085,12 @@ static void misaligned_payload(const char *text, size_t n, int d, uint64_t seed)
     cudaCheck(cudaFree(dm));
 }
 
-/* an edit of table-less gcomp frame f (len bytes) into m (room for len + 1) that its CRC
- * does not show (made right): kind 0, chunk k's nonzero count one off (the levels' bytes
- * and the sizes kept in agreement); 1, a padding bit of chunk k's first segment that has
- * one set; 2, a byte of chunk k's exponent codes flipped; 3, chunk k's start one on (its
- * header refused); 4, the payload's last byte cut off; 5, a zero byte appended. The
+/* an edit of table-less gcomp frame f (len bytes) into m (room for len + GCOMP_CHUNK_HDR)
+ * that its CRC does not show (made right): kind 0, chunk k's nonzero count one off (the
+ * levels' bytes and the sizes kept in agreement); 1, a padding bit of chunk k's first
+ * segment that has one set; 2, a byte of chunk k's exponent codes flipped; 3, chunk k's
+ * start one on (its header refused); 4, the payload's last byte cut off; 5, a zero byte
+ * appended; 6, an empty chunk's header (count 0, in place) inserted after chunk k's. The
  * frame's length into *mlen; 0 when the frame has no such place */
 static int gcomp_hidden_edit(uint8_t *m, size_t *mlen, const uint8_t *f, size_t len, uint32_t k, int kind) {
     memcpy(m, f, len);
@@ -1120,6 +1121,14 @@ static int gcomp_hidden_edit(uint8_t *m, size_t *mlen, const uint8_t *f, size_t 
         pay[off + (ebits / 8) / 2] ^= 0x24;
     } else if (kind == 3) {
         put_u32(h, get_u32(h) + 1);
+    } else if (kind == 6) {
+        uint8_t *e = h + GCOMP_CHUNK_HDR;
+        memmove(e + GCOMP_CHUNK_HDR, e, plen - (size_t)(e - pay));
+        memset(e, 0, GCOMP_CHUNK_HDR);
+        put_u32(e, get_u32(h) + get_u32(h + 4)); /* where the next chunk starts */
+        put_u32(pay + 8, nch + 1);
+        plen += GCOMP_CHUNK_HDR;
+        *mlen = CODEC_HEADER_SIZE + plen;
     } else {
         if (k > 0) return 0; /* once a frame */
         plen = kind == 4 ? plen - 1 : plen + 1;
@@ -1131,8 +1140,9 @@ static int gcomp_hidden_edit(uint8_t *m, size_t *mlen, const uint8_t *f, size_t 
 }
 
 /* gcomp's deferred verdicts (codec_decode_cuda_batched, codec_batch_verdicts): table-less
- * frames of 1 to 7 chunks, intact and with hidden edits (gcomp_hidden_edit), and one with
- * a table (which decodes at once), probed at once and decoded in one batch by the decoders
+ * frames of 1 to 7 chunks and of 313 (more than one tile of k_gp_chunks' scan), one size's
+ * with negative zeros (ZSIGN), intact and with hidden edits (gcomp_hidden_edit), and one
+ * with a table (which decodes at once), probed at once and decoded in one batch by the decoders
  * holding their tables, plain and accumulating: each frame's code (its return, or its
  * verdict) the CPU decoder's, every output the CPU's (a refused frame's left as it was),
  * the verdicts deferred exactly for the table-less frames that pass the host's checks (of
@@ -1140,11 +1150,14 @@ static int gcomp_hidden_edit(uint8_t *m, size_t *mlen, const uint8_t *f, size_t 
  * each frame decoded alone from device memory (codec_decode_cuda_dev, its verdict read at
  * once) gives the same code and output */
 static void gcomp_deferred(void) {
-    static const size_t ns[] = {3000, 700, 4000, 4500, 6900, 2999};
-    enum { S = 6, V = 1 + 6 * 4, K = S * V + 1 };
-    CodecSpec spec;
-    char err[256];
-    CHECK(codec_parse(&spec, "gcomp:chunk=1000", err, sizeof err) == 0, "spec gcomp:chunk=1000");
+    static const struct {
+        const char *spec;
+        size_t n, chunk;
+    } sz[] = {{"gcomp:chunk=1000", 3000, 1000},         {"gcomp:chunk=1000", 700, 1000},
+              {"gcomp:chunk=1000", 4000, 1000},         {"gcomp:chunk=1000", 4500, 1000},
+              {"gcomp:chunk=1000", 6900, 1000},         {"gcomp:chunk=64,ntheta=3", 20000, 64},
+              {"gcomp:chunk=1000", 2999, 1000}};
+    enum { S = 7, KINDS = 7, V = 1 + KINDS * 4, K = S * V + 1 };
     Codec *cd[S];
     CodecCuda *gd[S];
     uint8_t *fr[K];
@@ -1153,14 +1166,18 @@ static void gcomp_deferred(void) {
     Rng r;
     rng_init(&r, 9, 31);
     for (int i = 0; i < S; i++) { /* frame 0 carries the table, decoded by both; frame 1 does not */
+        CodecSpec spec;
+        char err[256];
+        CHECK(codec_parse(&spec, sz[i].spec, err, sizeof err) == 0, "spec %s", sz[i].spec);
         Codec *ce = codec_new(&spec);
         cd[i] = codec_new(&spec);
         gd[i] = codec_cuda_new(&spec);
-        size_t m = ns[i], c = codec_max_frame(ce, m);
+        size_t m = sz[i].n, c = codec_max_frame(ce, m);
         float *x = malloc(m * sizeof(float)), *o = malloc(m * sizeof(float));
         uint8_t *f = malloc(c);
+        float zero = i == 4 ? -0.0f : 0.0f; /* ZSIGN on the frames of 7 chunks */
         for (int step = 0; step < 2; step++) {
-            for (size_t j = 0; j < m; j++) x[j] = j % 11 == 0 ? 0.0f : 1e-3f * rng_normal(&r) / (0.1f + fabsf(rng_normal(&r)));
+            for (size_t j = 0; j < m; j++) x[j] = j % 11 == 0 ? zero : 1e-3f * rng_normal(&r) / (0.1f + fabsf(rng_normal(&r)));
             int64_t l = codec_encode(ce, f, c, x, m, NULL);
             CHECK(l > 0, "gcomp deferred n=%zu: encode %lld", m, (long long)l);
             if (step == 0) {
@@ -1172,10 +1189,11 @@ static void gcomp_deferred(void) {
                 }
             } else {
                 for (int v = 0; v < V; v++) { /* chunks 0, 1, 2 and the last, each kind */
-                    uint32_t nch = (uint32_t)((m + 999) / 1000), ch = (uint32_t)((v - 1) / 6);
-                    fr[k] = malloc((size_t)l + 1);
+                    uint32_t nch = (uint32_t)((m + sz[i].chunk - 1) / sz[i].chunk), ch = (uint32_t)((v - 1) / KINDS);
+                    fr[k] = malloc((size_t)l + GCOMP_CHUNK_HDR);
                     len[k] = (size_t)l;
-                    if (v > 0 && !gcomp_hidden_edit(fr[k], &len[k], f, (size_t)l, ch == 3 ? nch - 1 : ch, (v - 1) % 6)) {
+                    if (v > 0 &&
+                        !gcomp_hidden_edit(fr[k], &len[k], f, (size_t)l, ch == 3 ? nch - 1 : ch, (v - 1) % KINDS)) {
                         free(fr[k]);
                         continue;
                     }
