@@ -1971,6 +1971,7 @@ struct CodecBatch {
     size_t ndj, cdj;
     int *dverd;     /* device: the deferred frames' verdicts (codec_batch_verdicts) */
     int *hverd;     /* page-locked: the same, copied back by the flushes */
+    CodecCuda **vdec; /* each one's decoder, where the frame carries a table to settle (else NULL) */
     size_t nverd, cverd, sent; /* sent: how many the flushes have copied back */
 };
 
@@ -1986,6 +1987,7 @@ void codec_batch_free(CodecBatch *b) {
     if (b->back) cudaCheck(cudaFreeHost(b->back));
     if (b->dverd) cudaCheck(cudaFree(b->dverd));
     if (b->hverd) cudaCheck(cudaFreeHost(b->hverd));
+    free(b->vdec);
     free(b);
 }
 
@@ -2005,6 +2007,7 @@ void codec_batch_reserve_deferred(CodecBatch *b, size_t k) {
     if (b->hverd) cudaCheck(cudaFreeHost(b->hverd));
     b->dverd = d;
     b->hverd = h;
+    b->vdec = (CodecCuda **)reallocCheck(b->vdec, c * sizeof *b->vdec);
     b->cverd = c;
 }
 
@@ -2016,6 +2019,8 @@ void codec_batch_verdicts(CodecBatch *b, int *rc) {
         exit(1);
     }
     if (b->nverd) memcpy(rc, b->hverd, b->nverd * sizeof(int));
+    for (size_t i = 0; i < b->nverd; i++) /* a carried table, the decoder's if its frame passed */
+        if (b->vdec[i]) gcx_gcomp_settle(b->vdec[i], rc[i] == 0);
     b->nverd = b->sent = 0;
 }
 
@@ -2664,8 +2669,8 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
     if (id == CODEC_GCOMP) { /* its bytes read where they lie; its verdict deferred where it can be */
         codec_batch_reserve_deferred(b, b->nverd + 1);
         rc = gcx_gcomp_decode(g, out, n, weight, acc ? 1 : 0, &pay, NULL, flags, b->dverd + b->nverd);
-        if (rc == 1) b->nverd++;
-        return rc == 1 ? 0 : rc;
+        if (rc == 1 || rc == 2) b->vdec[b->nverd++] = rc == 2 ? g : NULL; /* 2: its table to settle */
+        return rc > 0 ? 0 : rc;
     }
     SparseDec sj;
     TlcDec tj;

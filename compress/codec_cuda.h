@@ -177,20 +177,22 @@ int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, s
  * into out left to the flush, and so is the decoding of a topk, dgc or sbc payload that the
  * probe found valid, of a tensor of up to 65,535 values (one block each,
  * CODEC_BATCH a launch), and the dense codecs' unpacking of a payload aligned as they read
- * it; the other frames decode now. A gcomp frame that carries no table is decoded now but
- * not waited for: what the host checks of it is checked (the return, 0 when it passed),
- * and the rest (the chunks' checks, and those of the chunk headers where the probe does
- * not hold them: more than 4 chunks) decides on the device whether out is written;
- * that verdict is deferred: codec_batch_deferred counts it, and codec_batch_verdicts gives
- * it */
+ * it; the other frames decode now. A gcomp frame is decoded now but not waited for: what
+ * the host checks of it is checked (the return, 0 when it passed; a frame that carries a
+ * table has its headers and table copied down for it), and the rest (the chunks' checks,
+ * and those of the chunk headers where the probe does not hold them: more than 4 chunks)
+ * decides on the device whether out is written; that verdict is deferred:
+ * codec_batch_deferred counts it, and codec_batch_verdicts gives it, and makes a table the
+ * frame carries its decoder's if it passed. Until then that decoder takes no other frame */
 int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
                               const uint8_t *frame, size_t len, const CodecProbe *probe);
 /* Deferred verdicts (gcomp's, codec_decode_cuda_batched): codec_batch_deferred, how many
  * frames the batch holds whose verdict is deferred (since the last codec_batch_verdicts);
  * codec_batch_verdicts, once the caller has flushed b and waited for the stream: each one's
  * return (0 or a GcError), in the order decoded, into rc[codec_batch_deferred(b)], the
- * count then 0. The verdicts come back in the flush's copies, so a pass of frames reads all
- * of them in its one wait; a deferred frame changes no decoder's state. Room for k of them
+ * count then 0, and each valid frame's carried table its decoder's (gcx_gcomp_settle). The
+ * verdicts come back in the flush's copies, so a pass of frames reads all of them in its
+ * one wait. Room for k of them
  * is made by codec_batch_reserve_deferred (growing it waits for the device) */
 size_t codec_batch_deferred(const CodecBatch *b);
 void codec_batch_verdicts(CodecBatch *b, int *rc);
@@ -399,11 +401,15 @@ void gcx_gcomp_staged_drop(CodecCuda *g);
 int64_t gcx_gcomp_state_save(const CodecCuda *g, uint8_t *buf, size_t cap);
 int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len);
 /* gcomp's decoder: 0 or a GcError, the output written only for a valid frame; with verdict
- * (device memory), a device frame without a table (every frame but one in `every`, once the
- * decoder holds its table) returns 1 without a wait and its 0 or GcError lands in *verdict
- * in stream order, out written only for 0 */
+ * (device memory), a device frame that passes the host's checks returns without waiting for
+ * its chunks, and its 0 or GcError lands in *verdict in stream order, out written only for
+ * 0: 1 for a frame without a table, 2 for one that carries a table, which becomes the
+ * decoder's at gcx_gcomp_settle(g, the verdict was 0), called after a wait for the
+ * stream; until then the decoder takes no other frame and no state load or save (an
+ * internal error) */
 int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, const uint8_t *host,
                      uint16_t flags, int *verdict);
+void gcx_gcomp_settle(CodecCuda *g, int ok);
 #endif
 
 #ifdef __cplusplus

@@ -92,6 +92,11 @@ typedef struct {
     GpTab cur, pend;   /* the table in use, and the one a frame carries until it has passed */
     uint8_t *dtab;     /* device: cur's lookup table, then its code lengths (tab_bytes) */
     int dtab_n;        /* the ntheta dtab was sized for */
+    uint8_t *dnext;    /* device: a deferred frame's carried table (pend's), dtab's once it has passed */
+    int dnext_n;
+    uint8_t *hnext;    /* page-locked: its upload's source, until the pass's wait */
+    size_t hnext_cap;
+    int pending;       /* a deferred frame's table awaits its verdict (gcx_gcomp_settle) */
 } GpState;
 
 static void tab_free(GpTab *t) { free(t->lut); }
@@ -111,6 +116,8 @@ void gcx_gcomp_state_free(void *p) {
     tab_free(&st->cur);
     tab_free(&st->pend);
     if (st->dtab) cudaCheck(cudaFree(st->dtab));
+    if (st->dnext) cudaCheck(cudaFree(st->dnext));
+    if (st->hnext) cudaCheck(cudaFreeHost(st->hnext));
     free(st);
 }
 
@@ -564,6 +571,12 @@ static void staging_check(const GpState *st) {
     fprintf(stderr, "internal error: a gcomp encoder used again before its staged frame's read-back\n");
     exit(1);
 }
+/* the decoder's counterpart: a deferred frame's table not yet settled */
+static void pending_check(const GpState *st) {
+    if (!st->pending) return;
+    fprintf(stderr, "internal error: a gcomp decoder used again before its deferred frame's verdict\n");
+    exit(1);
+}
 
 int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,
                          const CodecSide *side) {
@@ -965,12 +978,45 @@ static int gp_table_read(GpTab *t, size_t *used, const uint8_t *p, size_t len, i
     return 0;
 }
 
-/* st->dtab sized for a table of ntheta: one allocation a decoder, made once */
-static void dtab_fit(GpState *st, int ntheta) {
-    if (st->dtab && st->dtab_n == ntheta) return;
-    if (st->dtab) cudaCheck(cudaFree(st->dtab));
-    cudaCheck(cudaMalloc((void **)&st->dtab, tab_bytes(ntheta)));
-    st->dtab_n = ntheta;
+/* a device table buffer (*d, sized for *dn) sized for a table of ntheta: one allocation a
+ * decoder, made once */
+static void tab_fit(uint8_t **d, int *dn, int ntheta) {
+    if (*d && *dn == ntheta) return;
+    if (*d) cudaCheck(cudaFree(*d));
+    cudaCheck(cudaMalloc((void **)d, tab_bytes(ntheta)));
+    *dn = ntheta;
+}
+static void dtab_fit(GpState *st, int ntheta) { tab_fit(&st->dtab, &st->dtab_n, ntheta); }
+
+/* a deferred frame's carried table (st->pend) to the device, into st->dnext, from the
+ * decoder's own page-locked copy (the upload waits for nothing, and the copy stays until
+ * the pass's wait: no other frame of this decoder comes before its verdict) */
+static const uint8_t *next_upload(GpState *st, int ntheta) {
+    size_t tb = tab_bytes(ntheta);
+    if (st->hnext_cap < tb) { /* made once (a whole-device wait) */
+        if (st->hnext) cudaCheck(cudaFreeHost(st->hnext));
+        cudaCheck(cudaMallocHost((void **)&st->hnext, tb));
+        st->hnext_cap = tb;
+    }
+    tab_put(st->hnext, &st->pend);
+    tab_fit(&st->dnext, &st->dnext_n, ntheta);
+    if (!st->dtab) dtab_fit(st, ntheta); /* both made with the first (they swap at gcx_gcomp_settle) */
+    cudaCheck(cudaMemcpyAsync(st->dnext, st->hnext, tb, cudaMemcpyHostToDevice, 0));
+    return st->dnext;
+}
+
+void gcx_gcomp_settle(CodecCuda *g, int ok) {
+    GpState *st = (GpState *)g->gp;
+    if (!st->pending) return;
+    st->pending = 0;
+    if (!ok) return; /* pend discarded: the decoder's table as it was */
+    uint8_t *d = st->dtab;
+    int dn = st->dtab_n;
+    st->dtab = st->dnext, st->dtab_n = st->dnext_n;
+    st->dnext = d, st->dnext_n = dn;
+    GpTab tmp = st->cur;
+    st->cur = st->pend;
+    st->pend = tmp;
 }
 
 /* The payload's parts the host parses (block header, table section, chunk headers: a
@@ -978,25 +1024,28 @@ static void dtab_fit(GpState *st, int ntheta) {
  * from the probe's copy of the payload's first PAY_HEAD bytes (p->head: a device frame
  * without a table, its block header and up to 4 chunk headers), or copied down from p->d
  * (a device frame with a table: in one copy for up to GP_PREFIX_CHUNKS chunks, the rest of
- * the chunk headers in a second). A device frame without a table and with more than
- * GP_ARG_CHUNKS chunks has its chunk headers checked and laid out on the device instead
- * (k_gp_chunks), so that nothing is copied down. The chunks are decoded on the device,
- * from p->d, or from one upload of host once the headers have passed; up to GP_ARG_CHUNKS
- * chunks' descriptors parsed on the host travel in the kernel's argument, more, and a
- * table the frame carries, are uploaded from page-locked memory (no wait). The chunks'
- * results are then read back in one copy, and the output written if they passed (one
- * wait; two for a frame with a table, whose headers were copied down), or, with verdict,
- * for a device frame without a table, not read at all: k_gp_out (after k_gp_verdict, for
- * more than GP_ARG_CHUNKS chunks) writes the frame's verdict into *verdict on the device
- * and the output only when it is 0, and the call returns 1
- * without a wait (the frame changes no state: it carries no table). A table a frame
- * carries is decoded from the upload and copied to the decoder's own (st->dtab) once the
- * frame has passed */
+ * the chunk headers in a second). A device frame with more than GP_ARG_CHUNKS chunks
+ * (without a table, or with verdict) has its chunk headers checked and laid out on the
+ * device instead (k_gp_chunks), so that none of them is copied down. The chunks are
+ * decoded on the device, from p->d, or from one upload of host once the headers have
+ * passed; up to GP_ARG_CHUNKS chunks' descriptors parsed on the host travel in the
+ * kernel's argument, more, and a table the frame carries, are uploaded from page-locked
+ * memory (no wait). The chunks' results are then read back in one copy, and the output
+ * written if they passed (one wait; two for a frame with a table, whose headers were
+ * copied down), or, with verdict, for a device frame, not read at all: k_gp_out (after
+ * k_gp_verdict, for more than GP_ARG_CHUNKS chunks) writes the frame's verdict into
+ * *verdict on the device and the output only when it is 0, and the call returns without a
+ * wait for the chunks: 1 for a frame without a table (it changes no state), 2 for one that
+ * carries a table, which goes up into the decoder's st->dnext (next_upload) and becomes its
+ * own at gcx_gcomp_settle if the frame passed (until then the decoder takes no other
+ * frame). Decoded at once, a table a frame carries is decoded from the upload and copied
+ * to the decoder's own (st->dtab) once the frame has passed */
 #define GP_PREFIX_CHUNKS 64
 
 int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, const uint8_t *host,
                      uint16_t flags, int *verdict) {
     GpState *st = (GpState *)g->gp;
+    pending_check(st);
     size_t len = p->len;
     uint8_t *pre = NULL; /* the prefix copied down from a device frame, first bytes */
     size_t first = 0;
@@ -1033,8 +1082,10 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
         if (!st->cur.have || st->cur.id != b.id || st->cur.hc.ntheta != ntheta) rc = -GC_ERR_STATE;
     }
     if (!rc) rc = gcomp_chunks_fit(len, at, &b); /* before the per-chunk memory */
-    int devck = !host && !b.table && nch > GP_ARG_CHUNKS; /* its chunk headers checked on the device */
-    if (!rc && pre && at + nch * GCOMP_CHUNK_HDR > first) { /* the rest of the chunk headers */
+    int defer = verdict && !host; /* its verdict left on the device */
+    /* its chunk headers checked on the device (those of a table frame decoded at once on the host) */
+    int devck = !host && nch > GP_ARG_CHUNKS && (!b.table || defer);
+    if (!rc && pre && !devck && at + nch * GCOMP_CHUNK_HDR > first) { /* the rest of the chunk headers */
         pre = (uint8_t *)reallocCheck(pre, at + nch * GCOMP_CHUNK_HDR);
         payload = pre;
         cudaCheck(cudaMemcpy(pre + first, p->d + first, at + nch * GCOMP_CHUNK_HDR - first, cudaMemcpyDeviceToHost));
@@ -1045,10 +1096,11 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
     }
     GpChunks ck;
     memset(&ck, 0, sizeof ck);
-    int inarg = !devck && nch <= GP_ARG_CHUNKS, defer = verdict && !host && !b.table;
-    size_t tb = b.table ? tab_bytes(ntheta) : 0, up = tb + (inarg || devck ? 0 : nch * sizeof(GpChunkD));
+    int inarg = !devck && nch <= GP_ARG_CHUNKS;
+    /* the upload: a carried table (not a deferred frame's: next_upload), then the descriptors */
+    size_t tb = b.table && !defer ? tab_bytes(ntheta) : 0, up = tb + (inarg || devck ? 0 : nch * sizeof(GpChunkD));
     uint8_t *stage = up ? (uint8_t *)gcx_pinned(up) : NULL, *dup = NULL; /* the upload waits for nothing */
-    if (b.table) tab_put(stage, t);
+    if (tb) tab_put(stage, t);
     if (!devck) rc = gcomp_chunks_parse(inarg ? ck.v : (GpChunkD *)(stage + tb), payload, len, at, &b, n);
     if (!rc) {
         const uint8_t *dpay = host ? gcx_upload(host, len) : p->d;
@@ -1067,7 +1119,7 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
             cudaCheck(cudaMemcpyAsync(dup, stage, up, cudaMemcpyHostToDevice, 0));
             if (!inarg) ck.p = (const GpChunkD *)(dup + tb);
         }
-        const uint8_t *dtab = b.table ? dup : st->dtab;
+        const uint8_t *dtab = !b.table ? st->dtab : defer ? next_upload(st, ntheta) : dup;
         k_gp_dec<<<(unsigned)nch, GP_THREADS>>>(dv, dres, (uint32_t *)dres + nch, dpay, len, (const uint16_t *)dtab,
                                                 dtab + (sizeof(uint16_t) << ntheta), ntheta, (uint32_t)zsign, ck,
                                                 dstat);
@@ -1080,7 +1132,8 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
             k_gp_out<<<gcx_grid(n), GP_THREADS>>>(out, dv, n, weight, acc, dres, (const uint32_t *)dres + nch, nch,
                                                   zsign, dstat, verdict);
             cudaCheckLast();
-            rc = 1;
+            st->pending = b.table; /* its table the decoder's at gcx_gcomp_settle, if it passed */
+            rc = b.table ? 2 : 1;
         } else {
             int *hres = (int *)host_alloc((2 * nch + 1) * sizeof(int));
             cudaCheck(cudaMemcpy(hres, dres, (2 * nch + (devck ? 1 : 0)) * sizeof(int), cudaMemcpyDeviceToHost));
@@ -1188,6 +1241,7 @@ int codec_cuda_gcomp_parts(GcompParts *p, const uint8_t *frame, size_t len) {
 int64_t gcx_gcomp_state_save(const CodecCuda *g, uint8_t *buf, size_t cap) {
     const GpState *st = (const GpState *)g->gp;
     staging_check(st); /* the state without the staged frame's plan would not be the encoder's */
+    pending_check(st); /* nor without the deferred frame's table the decoder's */
     return gcomp_state_write(buf, cap, &st->enc, st->cur.have, &st->cur.hc, st->cur.id);
 }
 
@@ -1196,6 +1250,7 @@ int64_t gcx_gcomp_state_save(const CodecCuda *g, uint8_t *buf, size_t cap) {
 int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len) {
     GpState *st = (GpState *)g->gp;
     staging_check(st); /* a staged frame's plan would be committed onto the loaded state */
+    pending_check(st);
     GcompStateBlob b;
     int rc = gcomp_state_parse(&b, buf, len, (int)codec_param(&g->spec, "ntheta"));
     if (rc) return rc;

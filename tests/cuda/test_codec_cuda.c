@@ -1085,7 +1085,7 @@ static void misaligned_payload(const char *text, size_t n, int d, uint64_t seed)
     cudaCheck(cudaFree(dm));
 }
 
-/* an edit of table-less gcomp frame f (len bytes) into m (room for len + GCOMP_CHUNK_HDR)
+/* an edit of gcomp frame f (len bytes) into m (room for len + GCOMP_CHUNK_HDR)
  * that its CRC does not show (made right): kind 0, chunk k's nonzero count one off (the
  * levels' bytes and the sizes kept in agreement); 1, a padding bit of chunk k's first
  * segment that has one set; 2, a byte of chunk k's exponent codes flipped; 3, chunk k's
@@ -1097,12 +1097,14 @@ static int gcomp_hidden_edit(uint8_t *m, size_t *mlen, const uint8_t *f, size_t 
     uint8_t *pay = m + CODEC_HEADER_SIZE;
     size_t plen = len - CODEC_HEADER_SIZE;
     *mlen = len;
-    if (plen < GCOMP_BLOCK_HDR || (get_u16(f + 6) & GCOMP_FLAG_TABLE)) return 0;
+    if (plen < GCOMP_BLOCK_HDR) return 0;
+    GcompBlock bl; /* the chunk headers after the block header and the table a frame carries */
+    size_t hs = gcomp_chunk_headers(&bl, f, (int64_t)len, (size_t)((get_u32(pay + 20) | (uint64_t)get_u32(pay + 24) << 32) / 32));
     uint32_t nch = get_u32(pay + 8);
-    if (k >= nch || plen < GCOMP_BLOCK_HDR + (size_t)nch * GCOMP_CHUNK_HDR) return 0;
-    uint64_t off = GCOMP_BLOCK_HDR + (uint64_t)nch * GCOMP_CHUNK_HDR;
-    for (uint32_t j = 0; j < k; j++) off += (get_u32(pay + GCOMP_BLOCK_HDR + (size_t)j * GCOMP_CHUNK_HDR + 8) + 7) / 8;
-    uint8_t *h = pay + GCOMP_BLOCK_HDR + (size_t)k * GCOMP_CHUNK_HDR;
+    if (!hs || k >= nch || plen < hs + (size_t)nch * GCOMP_CHUNK_HDR) return 0;
+    uint64_t off = hs + (uint64_t)nch * GCOMP_CHUNK_HDR;
+    for (uint32_t j = 0; j < k; j++) off += (get_u32(pay + hs + (size_t)j * GCOMP_CHUNK_HDR + 8) + 7) / 8;
+    uint8_t *h = pay + hs + (size_t)k * GCOMP_CHUNK_HDR;
     uint64_t count = get_u32(h + 4), bits = get_u32(h + 8), ebits = get_u32(h + 12), nnz = get_u32(h + 16);
     if (kind == 0) {
         int d = nnz < count && nnz % 4 != 0 ? 1 : nnz > 0 && nnz % 4 != 1 ? -1 : 0; /* the levels' bytes kept */
@@ -1139,16 +1141,19 @@ static int gcomp_hidden_edit(uint8_t *m, size_t *mlen, const uint8_t *f, size_t 
     return 1;
 }
 
-/* gcomp's deferred verdicts (codec_decode_cuda_batched, codec_batch_verdicts): table-less
- * frames of 1 to 7 chunks and of 313 (more than one tile of k_gp_chunks' scan), one size's
- * with negative zeros (ZSIGN), intact and with hidden edits (gcomp_hidden_edit), and one
- * with a table (which decodes at once), probed at once and decoded in one batch by the decoders
- * holding their tables, plain and accumulating: each frame's code (its return, or its
- * verdict) the CPU decoder's, every output the CPU's (a refused frame's left as it was),
- * the verdicts deferred exactly for the table-less frames that pass the host's checks (of
- * up to 4 chunks, the chunk headers among them; of more, the device's, k_gp_chunks); and
- * each frame decoded alone from device memory (codec_decode_cuda_dev, its verdict read at
- * once) gives the same code and output */
+/* gcomp's deferred verdicts (codec_decode_cuda_batched, codec_batch_verdicts): frames of 1
+ * to 7 chunks and of 313 (more than one tile of k_gp_chunks' scan), one size's with
+ * negative zeros (ZSIGN), intact and with hidden edits (gcomp_hidden_edit), and a frame
+ * that carries a table, intact and with a hidden edit, probed at once and decoded in one
+ * batch (the table-less ones by decoders holding their tables, those with a table by fresh
+ * ones), plain and accumulating: each frame's code (its return, or its verdict) the CPU
+ * decoder's, every output the CPU's (a refused frame's left as it was), the verdicts
+ * deferred exactly for the frames that pass the host's checks (of up to 4 chunks, the
+ * chunk headers among them; of more, the device's, k_gp_chunks); the carried table its
+ * decoder's after the verdicts only where its frame passed (a table-less frame of its
+ * tensor then decodes, else GC_ERR_STATE, as on the CPU); and each frame decoded alone
+ * from device memory (codec_decode_cuda_dev, its verdict read at once) gives the same code
+ * and output */
 static void gcomp_deferred(void) {
     static const struct {
         const char *spec;
@@ -1157,23 +1162,23 @@ static void gcomp_deferred(void) {
               {"gcomp:chunk=1000", 4000, 1000},         {"gcomp:chunk=1000", 4500, 1000},
               {"gcomp:chunk=1000", 6900, 1000},         {"gcomp:chunk=64,ntheta=3", 20000, 64},
               {"gcomp:chunk=1000", 2999, 1000}};
-    enum { S = 7, KINDS = 7, V = 1 + KINDS * 4, K = S * V + 1 };
+    enum { S = 7, KINDS = 7, V = 1 + KINDS * 4, T = 2, K = S * V + T, R = 4 };
+    CodecSpec spec[S];
     Codec *cd[S];
     CodecCuda *gd[S];
-    uint8_t *fr[K];
-    size_t len[K], n[K], at[K], xo[K], total = 0, bytes = 0, cap = 0;
-    int who[K], deferrable[K], k = 0;
+    uint8_t *fr[K], *tf[T];
+    size_t len[K], n[K], at[K], xo[K], total = 0, bytes = 0, tl[T];
+    int who[K], tabled[K], k = 0, plain_last = -1, nt = 0;
     Rng r;
     rng_init(&r, 9, 31);
     for (int i = 0; i < S; i++) { /* frame 0 carries the table, decoded by both; frame 1 does not */
-        CodecSpec spec;
         char err[256];
-        CHECK(codec_parse(&spec, sz[i].spec, err, sizeof err) == 0, "spec %s", sz[i].spec);
-        Codec *ce = codec_new(&spec);
-        cd[i] = codec_new(&spec);
-        gd[i] = codec_cuda_new(&spec);
+        CHECK(codec_parse(&spec[i], sz[i].spec, err, sizeof err) == 0, "spec %s", sz[i].spec);
+        Codec *ce = codec_new(&spec[i]);
+        cd[i] = codec_new(&spec[i]);
+        gd[i] = codec_cuda_new(&spec[i]);
         size_t m = sz[i].n, c = codec_max_frame(ce, m);
-        float *x = malloc(m * sizeof(float)), *o = malloc(m * sizeof(float));
+        float *x = malloc(m * sizeof(float));
         uint8_t *f = malloc(c);
         float zero = i == 4 ? -0.0f : 0.0f; /* ZSIGN on the frames of 7 chunks */
         for (int step = 0; step < 2; step++) {
@@ -1182,10 +1187,12 @@ static void gcomp_deferred(void) {
             CHECK(l > 0, "gcomp deferred n=%zu: encode %lld", m, (long long)l);
             if (step == 0) {
                 gcomp_decode_pair(cd[i], gd[i], f, (size_t)l, m, "deferred's table");
-                if (i == S - 1) { /* the last size's frame 0 again: a frame with a table, in the batch */
-                    fr[K - 1] = malloc((size_t)l);
-                    memcpy(fr[K - 1], f, (size_t)l);
-                    len[K - 1] = (size_t)l, n[K - 1] = m, who[K - 1] = i, deferrable[K - 1] = 0;
+                for (int v = 0; i == S - 1 && v < T; v++) { /* the last size's frame 0 again, and edited */
+                    tf[nt] = malloc((size_t)l + GCOMP_CHUNK_HDR);
+                    tl[nt] = (size_t)l;
+                    if (v == 0) memcpy(tf[nt], f, (size_t)l);
+                    if (v == 0 || gcomp_hidden_edit(tf[nt], &tl[nt], f, (size_t)l, 0, 0)) nt++;
+                    else free(tf[nt]);
                 }
             } else {
                 for (int v = 0; v < V; v++) { /* chunks 0, 1, 2 and the last, each kind */
@@ -1198,19 +1205,18 @@ static void gcomp_deferred(void) {
                         continue;
                     }
                     if (v == 0) memcpy(fr[k], f, (size_t)l);
-                    n[k] = m, who[k] = i, deferrable[k] = 1;
+                    if (v == 0 && i == S - 1) plain_last = k;
+                    n[k] = m, who[k] = i, tabled[k] = 0;
                     k++;
                 }
             }
-            cap = c > cap ? c : cap;
         }
         codec_free(ce);
         free(x);
-        free(o);
         free(f);
     }
-    fr[k] = fr[K - 1], len[k] = len[K - 1], n[k] = n[K - 1], who[k] = who[K - 1], deferrable[k] = 0;
-    k++;
+    CHECK(nt == T && plain_last >= 0, "gcomp deferred: %d frames with a table, an intact one without", nt);
+    for (int j = 0; j < nt; j++, k++) fr[k] = tf[j], len[k] = tl[j], n[k] = sz[S - 1].n, who[k] = S - 1, tabled[k] = 1;
     for (int i = 0; i < k; i++) {
         at[i] = bytes + (size_t)(i % 3); /* any alignment */
         bytes = at[i] + len[i];
@@ -1227,37 +1233,46 @@ static void gcomp_deferred(void) {
     codec_cuda_probe_frames(pr, frames, len, (size_t)k);
     float *init = malloc(total * sizeof(float)), *oc = malloc(total * sizeof(float)), *og = malloc(total * sizeof(float));
     float *dout = dalloc_f(total), *dalone = dalloc_f(total), *oa = malloc(total * sizeof(float));
+    float *scratch = malloc(sz[S - 1].n * sizeof(float)), *dscratch = dalloc_f(sz[S - 1].n);
     for (size_t j = 0; j < total; j++) init[j] = rng_normal(&r);
     CodecBatch *b = codec_batch_new();
     int failed = 0, deferred = 0;
-    enum { R = 4 }; /* plain: the frames decoded R times, a flush after each and the verdicts read once,
-                     * past the 256 the verdicts' arrays first hold (grown with some copied back) */
+    /* plain: the frames decoded R times, a flush after each and the verdicts read once, past
+     * the 256 the verdicts' arrays first hold (grown with some copied back) */
     for (int acc = 0; acc < 2; acc++) {
         float w = -0.375f;
-        int rc[K], rv[R][K], slot[R][K], vr[R * K], rounds = acc ? 1 : R;
+        int rc[K], rv[R][K], slot[R][K], vr[R * K], settled[K], rounds = acc ? 1 : R;
+        CodecCuda *gt[R][K]; /* the fresh decoders of the frames with a table */
         memcpy(oc, init, total * sizeof(float));
         up(dout, init, total * sizeof(float));
         up(dalone, init, total * sizeof(float));
         for (int i = 0; i < k; i++) {
-            Codec *c = cd[who[i]];
+            Codec *c = tabled[i] ? codec_new(&spec[who[i]]) : cd[who[i]];
+            CodecCuda *g = tabled[i] ? codec_cuda_new(&spec[who[i]]) : gd[who[i]];
             rc[i] = acc ? codec_decode_acc(c, oc + xo[i], n[i], w, fr[i], len[i])
                         : codec_decode(c, oc + xo[i], n[i], fr[i], len[i]);
-            int ra = acc ? codec_decode_acc_cuda_dev(gd[who[i]], dalone + xo[i], n[i], w, frames[i], len[i])
-                         : codec_decode_cuda_dev(gd[who[i]], dalone + xo[i], n[i], frames[i], len[i]);
+            int ra = acc ? codec_decode_acc_cuda_dev(g, dalone + xo[i], n[i], w, frames[i], len[i])
+                         : codec_decode_cuda_dev(g, dalone + xo[i], n[i], frames[i], len[i]);
             SAME(ra == rc[i], "gcomp deferred frame %d (n=%zu) alone %s: code cpu %d gpu %d", i, n[i],
                  acc ? "acc" : "plain", rc[i], ra);
+            /* a frame with a table: what its decoder holds after it (a table-less frame of its tensor) */
+            settled[i] = tabled[i] ? codec_decode(c, scratch, n[plain_last], fr[plain_last], len[plain_last]) : 0;
+            if (tabled[i]) {
+                codec_free(c);
+                codec_cuda_free(g);
+            }
         }
         size_t all = 0;
         for (int q = 0; q < rounds; q++) {
             deferred = 0;
             for (int i = 0; i < k; i++) {
                 size_t before = codec_batch_deferred(b);
-                rv[q][i] =
-                    codec_decode_cuda_batched(b, gd[who[i]], dout + xo[i], n[i], w, acc, frames[i], len[i], &pr[i]);
+                CodecCuda *g = tabled[i] ? (gt[q][i] = codec_cuda_new(&spec[who[i]])) : gd[who[i]];
+                rv[q][i] = codec_decode_cuda_batched(b, g, dout + xo[i], n[i], w, acc, frames[i], len[i], &pr[i]);
                 slot[q][i] = codec_batch_deferred(b) > before ? (int)before : -1;
                 deferred += slot[q][i] >= 0;
                 /* deferred, or refused on the host */
-                SAME(slot[q][i] >= 0 ? deferrable[i] && rv[q][i] == 0 : !deferrable[i] || rv[q][i] != 0,
+                SAME(slot[q][i] >= 0 ? rv[q][i] == 0 : rv[q][i] != 0,
                      "gcomp deferred frame %d (n=%zu): deferred %s, returned %d", i, n[i],
                      slot[q][i] >= 0 ? "yes" : "no", rv[q][i]);
             }
@@ -1280,6 +1295,11 @@ static void gcomp_deferred(void) {
                 int g = slot[q][i] >= 0 ? vr[slot[q][i]] : rv[q][i];
                 SAME(g == rc[i], "gcomp deferred frame %d (n=%zu, %s) %s, round %d: code cpu %d gpu %d", i, n[i],
                      slot[q][i] >= 0 ? "deferred" : "at once", acc ? "acc" : "plain", q, rc[i], g);
+                if (!tabled[i]) continue;
+                int h = codec_decode_cuda_dev(gt[q][i], dscratch, n[plain_last], frames[plain_last], len[plain_last]);
+                SAME(h == settled[i], "gcomp deferred frame %d (a table, %s) round %d: then a frame without: cpu %d gpu %d",
+                     i, rc[i] ? "refused" : "passed", q, settled[i], h);
+                codec_cuda_free(gt[q][i]);
             }
             long d = first_diff(oc + xo[i], og + xo[i], n[i] * sizeof(float));
             SAME(d < 0 && (rc[i] == 0 || first_diff(og + xo[i], init + xo[i], n[i] * sizeof(float)) < 0),
@@ -1295,12 +1315,13 @@ static void gcomp_deferred(void) {
         codec_free(cd[i]);
         codec_cuda_free(gd[i]);
     }
-    for (int i = 0; i < k - 1; i++) free(fr[i]);
-    free(fr[K - 1]);
+    for (int i = 0; i < k; i++) free(fr[i]);
     free(init);
     free(oc);
     free(og);
     free(oa);
+    free(scratch);
+    cudaCheck(cudaFree(dscratch));
     cudaCheck(cudaFree(dout));
     cudaCheck(cudaFree(dalone));
     cudaCheck(cudaFree(dbuf));

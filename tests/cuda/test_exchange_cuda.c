@@ -492,16 +492,17 @@ static void compare(const char *codec, int topology) {
          * 65,535 values encoded by one kernel and staged, their lengths read
          * with the pass's (1.51 to 2.28 when each waited for its own checks, 1.15 for sbc
          * and 1.19 for topk over the server when their selections waited for their
-         * candidates' count). gcomp at most 1.7: none of its own to encode with a table
+         * candidates' count). gcomp at most 1.55: none of its own to encode with a table
          * (staged: the table schedule on the host knows the frame's code before its
          * histogram is taken, the layout made on the device, the size breakdown counted by
          * the encoder, its read-back taken with the pass's), none to decode a frame without
          * a table (its headers in the bundle's probe, or checked on the device; its chunks'
          * checks decide on the device whether the output is written, their verdict read
-         * with the pass's), two for one with a table (its headers copied down first, the
-         * table going up with its chunks' descriptors; then their results); 1.51 to 1.96 when each decode read its chunks'
-         * results, 1.93 when each decode copied its headers down too, 2.10 when each encode
-         * read its own back, 2.10 to 2.29 when such a table took two uploads of its own, 4.93
+         * with the pass's), one for a frame with a table (its headers and table copied down;
+         * the table its decoder's once the verdicts are read); 1.63 to 1.64 over the ring
+         * when a frame with a table waited for its chunks' results, 1.51 to 1.96 when every
+         * decode did, 1.93 when each decode copied its headers down too, 2.10 when each
+         * encode read its own back, 2.10 to 2.29 when such a table took two uploads of its own, 4.93
          * when the encoder read its histograms, sizes and checks one after the other and the
          * breakdown was read from each frame */
         /* no step after the first that exchanged waits for the whole device (an allocation, a free, a
@@ -513,7 +514,7 @@ static void compare(const char *codec, int topology) {
         double per = per_pass(&d, d.waits, topology, k), ops = per_pass(&d, d.ops, topology, k);
         int sparse = !strncmp(codec, "topk", 4) || !strncmp(codec, "dgc", 3) || !strcmp(codec, "sbc");
         int gcomp = !strncmp(codec, "gcomp", 5);
-        double most = sparse ? 1.0 : gcomp ? 1.7 : 1.25;
+        double most = sparse ? 1.0 : gcomp ? 1.55 : 1.25;
         CHECK(per < 0 || per <= most,
               "%s %s worker %d: %.2f waits for the device per frame pass (at most %.2f)", codec, name, k, per, most);
         /* and issues at most 3 operations to the device per frame pass with fp32, 4.3 with 3lc,
