@@ -92,11 +92,11 @@ typedef struct {
     GpTab cur, pend;   /* the table in use, and the one a frame carries until it has passed */
     uint8_t *dtab;     /* device: cur's lookup table, then its code lengths (tab_bytes) */
     int dtab_n;        /* the ntheta dtab was sized for */
-    uint8_t *dnext;    /* device: a deferred frame's carried table (pend's), dtab's once it has passed */
+    uint8_t *dnext;    /* device: a frame's carried table (pend's), dtab's once it has passed */
     int dnext_n;
-    uint8_t *hnext;    /* page-locked: its upload's source, until the pass's wait */
+    uint8_t *hnext;    /* page-locked: its upload's source, until the frame's verdict is read */
     size_t hnext_cap;
-    int pending;       /* a deferred frame's table awaits its verdict (gcx_gcomp_settle) */
+    int pending;       /* a frame's table awaits its verdict (gcx_gcomp_settle) */
 } GpState;
 
 static void tab_free(GpTab *t) { free(t->lut); }
@@ -571,7 +571,7 @@ static void staging_check(const GpState *st) {
     fprintf(stderr, "internal error: a gcomp encoder used again before its staged frame's read-back\n");
     exit(1);
 }
-/* the decoder's counterpart: a deferred frame's table not yet settled */
+/* the decoder's counterpart: a frame's table not yet settled (a deferred verdict) */
 static void pending_check(const GpState *st) {
     if (!st->pending) return;
     fprintf(stderr, "internal error: a gcomp decoder used again before its deferred frame's verdict\n");
@@ -735,19 +735,6 @@ __device__ void d_gp_values(float *out, uint32_t *ex, size_t v0, size_t v1, cons
     *mbits = mb;
 }
 
-/* one block of GP_THREADS per chunk: compress/gcomp.c gp_decode_chunk, its result the
- * CPU's for every input (each failure is GC_ERR_CORRUPT). out: [n] scratch (a chunk may
- * fail after writing values); rc: [nch]; neg: [nch], whether a decoded exponent-0 value is
- * negative (0 for a chunk that fails).
- *   1. the exponent codes: thread t's share [a, b) of the segment, d_gp_entries from each
- *      of its M possible entries; thread 0 follows the entries from the segment's start
- *      (the path the CPU walks) through the threads' tables, which must end exactly at
- *      the segment's end; each thread then decodes its codes from its true entry, counted
- *      (a block scan: where its values go; the chunk's count must match), and writes their
- *      exponents into out;
- *   2. the values: thread t's run of them; its nonzero exponents counted and scanned (the
- *      levels' positions: the chunk's nonzero count must match), its mantissa bits counted
- *      and scanned (their positions: the segment's bits must match), then each value. */
 /* the chunk headers of a device frame without a table (nch of them from payload byte at),
  * checked and laid out on the device as compress/gcomp_state.c gcomp_chunks_parse does on
  * the host (the same checks; each failing chunk's is GC_ERR_CORRUPT): each chunk's
@@ -816,6 +803,19 @@ typedef struct {
     const GpChunkD *p;
     GpChunkD v[GP_ARG_CHUNKS];
 } GpChunks;
+/* one block of GP_THREADS per chunk: compress/gcomp.c gp_decode_chunk, its result the
+ * CPU's for every input (each failure is GC_ERR_CORRUPT). out: [n] scratch (a chunk may
+ * fail after writing values); rc: [nch]; neg: [nch], whether a decoded exponent-0 value is
+ * negative (0 for a chunk that fails).
+ *   1. the exponent codes: thread t's share [a, b) of the segment, d_gp_entries from each
+ *      of its M possible entries; thread 0 follows the entries from the segment's start
+ *      (the path the CPU walks) through the threads' tables, which must end exactly at
+ *      the segment's end; each thread then decodes its codes from its true entry, counted
+ *      (a block scan: where its values go; the chunk's count must match), and writes their
+ *      exponents into out;
+ *   2. the values: thread t's run of them; its nonzero exponents counted and scanned (the
+ *      levels' positions: the chunk's nonzero count must match), its mantissa bits counted
+ *      and scanned (their positions: the segment's bits must match), then each value. */
 __global__ void __launch_bounds__(GP_THREADS) k_gp_dec(float *out, int *rc, uint32_t *neg, const uint8_t *pay,
                                                        size_t len, const uint16_t *lut, const uint8_t *hclen, int nth,
                                                        uint32_t zs, GpChunks ck, const int *status) {
@@ -948,7 +948,7 @@ __global__ void k_gp_out(float *out, const float *v, size_t n, float weight, int
 }
 
 /* A table on the device: its lookup table [1 << ntheta] (u16), then its code lengths
- * [HUFF_NSYM], padded to 16 bytes (the chunks' descriptors follow it in a decode's upload) */
+ * [HUFF_NSYM], padded to 16 bytes */
 static size_t tab_bytes(int ntheta) { return ((sizeof(uint16_t) << ntheta) + HUFF_NSYM + 15) & ~(size_t)15; }
 static void tab_put(uint8_t *dst, const GpTab *t) {
     memcpy(dst, t->lut, sizeof(uint16_t) << t->hc.ntheta);
@@ -988,9 +988,10 @@ static void tab_fit(uint8_t **d, int *dn, int ntheta) {
 }
 static void dtab_fit(GpState *st, int ntheta) { tab_fit(&st->dtab, &st->dtab_n, ntheta); }
 
-/* a deferred frame's carried table (st->pend) to the device, into st->dnext, from the
- * decoder's own page-locked copy (the upload waits for nothing, and the copy stays until
- * the pass's wait: no other frame of this decoder comes before its verdict) */
+/* a frame's carried table (st->pend) to the device, into st->dnext, from the decoder's own
+ * page-locked copy (the upload waits for nothing, and the copy stays until the frame's
+ * verdict is read: no other frame of this decoder comes before it); it becomes dtab at
+ * gcx_gcomp_settle if the frame passed */
 static const uint8_t *next_upload(GpState *st, int ntheta) {
     size_t tb = tab_bytes(ntheta);
     if (st->hnext_cap < tb) { /* made once (a whole-device wait) */
@@ -1002,6 +1003,7 @@ static const uint8_t *next_upload(GpState *st, int ntheta) {
     tab_fit(&st->dnext, &st->dnext_n, ntheta);
     if (!st->dtab) dtab_fit(st, ntheta); /* both made with the first (they swap at gcx_gcomp_settle) */
     cudaCheck(cudaMemcpyAsync(st->dnext, st->hnext, tb, cudaMemcpyHostToDevice, 0));
+    st->pending = 1;
     return st->dnext;
 }
 
@@ -1029,17 +1031,16 @@ void gcx_gcomp_settle(CodecCuda *g, int ok) {
  * device instead (k_gp_chunks), so that none of them is copied down. The chunks are
  * decoded on the device, from p->d, or from one upload of host once the headers have
  * passed; up to GP_ARG_CHUNKS chunks' descriptors parsed on the host travel in the
- * kernel's argument, more, and a table the frame carries, are uploaded from page-locked
- * memory (no wait). The chunks' results are then read back in one copy, and the output
- * written if they passed (one wait; two for a frame with a table, whose headers were
- * copied down), or, with verdict, for a device frame, not read at all: k_gp_out (after
- * k_gp_verdict, for more than GP_ARG_CHUNKS chunks) writes the frame's verdict into
- * *verdict on the device and the output only when it is 0, and the call returns without a
- * wait for the chunks: 1 for a frame without a table (it changes no state), 2 for one that
- * carries a table, which goes up into the decoder's st->dnext (next_upload) and becomes its
- * own at gcx_gcomp_settle if the frame passed (until then the decoder takes no other
- * frame). Decoded at once, a table a frame carries is decoded from the upload and copied
- * to the decoder's own (st->dtab) once the frame has passed */
+ * kernel's argument, more are uploaded from page-locked memory (no wait). A table the
+ * frame carries goes up into the decoder's st->dnext (next_upload) and becomes its own at
+ * gcx_gcomp_settle if the frame passed. The chunks' results are then read back in one
+ * copy, the output written and the table settled if they passed (one wait; two for a
+ * frame with a table, whose headers were copied down), or, with verdict, for a device
+ * frame, not read at all: k_gp_out (after k_gp_verdict, for more than GP_ARG_CHUNKS
+ * chunks) writes the frame's verdict into *verdict on the device and the output only when
+ * it is 0, and the call returns without a wait for the chunks: 1 for a frame without a
+ * table (it changes no state), 2 for one that carries a table, settled when the batch
+ * reads the verdicts (until then the decoder takes no other frame) */
 #define GP_PREFIX_CHUNKS 64
 
 int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, const Pay *p, const uint8_t *host,
@@ -1067,7 +1068,6 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
     }
     int ntheta = b.ntheta, zsign = b.zsign;
     size_t nch = (size_t)b.nch, at = GCOMP_BLOCK_HDR;
-    GpTab *t;
     if (b.table) {
         size_t used = 0;
         rc = gp_table_read(&st->pend, &used, payload + at, len - at, ntheta, b.id); /* < 2 + 2 * 256 bytes */
@@ -1076,9 +1076,7 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
             return rc;
         }
         at += used;
-        t = &st->pend;
     } else {
-        t = &st->cur;
         if (!st->cur.have || st->cur.id != b.id || st->cur.hc.ntheta != ntheta) rc = -GC_ERR_STATE;
     }
     if (!rc) rc = gcomp_chunks_fit(len, at, &b); /* before the per-chunk memory */
@@ -1097,11 +1095,9 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
     GpChunks ck;
     memset(&ck, 0, sizeof ck);
     int inarg = !devck && nch <= GP_ARG_CHUNKS;
-    /* the upload: a carried table (not a deferred frame's: next_upload), then the descriptors */
-    size_t tb = b.table && !defer ? tab_bytes(ntheta) : 0, up = tb + (inarg || devck ? 0 : nch * sizeof(GpChunkD));
+    size_t up = inarg || devck ? 0 : nch * sizeof(GpChunkD); /* the descriptors' upload */
     uint8_t *stage = up ? (uint8_t *)gcx_pinned(up) : NULL, *dup = NULL; /* the upload waits for nothing */
-    if (tb) tab_put(stage, t);
-    if (!devck) rc = gcomp_chunks_parse(inarg ? ck.v : (GpChunkD *)(stage + tb), payload, len, at, &b, n);
+    if (!devck) rc = gcomp_chunks_parse(inarg ? ck.v : (GpChunkD *)stage, payload, len, at, &b, n);
     if (!rc) {
         const uint8_t *dpay = host ? gcx_upload(host, len) : p->d;
         /* each chunk's result, then its sign flag, then the chunk headers' check (devck) */
@@ -1115,11 +1111,11 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
             ck.p = dck;
         }
         if (up) {
-            dup = (uint8_t *)gcx_dmalloc(up); /* the table (a carried one), then the descriptors */
+            dup = (uint8_t *)gcx_dmalloc(up);
             cudaCheck(cudaMemcpyAsync(dup, stage, up, cudaMemcpyHostToDevice, 0));
-            if (!inarg) ck.p = (const GpChunkD *)(dup + tb);
+            ck.p = (const GpChunkD *)dup;
         }
-        const uint8_t *dtab = !b.table ? st->dtab : defer ? next_upload(st, ntheta) : dup;
+        const uint8_t *dtab = b.table ? next_upload(st, ntheta) : st->dtab;
         k_gp_dec<<<(unsigned)nch, GP_THREADS>>>(dv, dres, (uint32_t *)dres + nch, dpay, len, (const uint16_t *)dtab,
                                                 dtab + (sizeof(uint16_t) << ntheta), ntheta, (uint32_t)zsign, ck,
                                                 dstat);
@@ -1132,7 +1128,6 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
             k_gp_out<<<gcx_grid(n), GP_THREADS>>>(out, dv, n, weight, acc, dres, (const uint32_t *)dres + nch, nch,
                                                   zsign, dstat, verdict);
             cudaCheckLast();
-            st->pending = b.table; /* its table the decoder's at gcx_gcomp_settle, if it passed */
             rc = b.table ? 2 : 1;
         } else {
             int *hres = (int *)host_alloc((2 * nch + 1) * sizeof(int));
@@ -1143,13 +1138,7 @@ int gcx_gcomp_decode(CodecCuda *g, float *out, size_t n, float weight, int acc, 
                 k_gp_out<<<gcx_grid(n), GP_THREADS>>>(out, dv, n, weight, acc, NULL, NULL, 0, 0, NULL, NULL);
                 cudaCheckLast();
             }
-        }
-        if (!rc && b.table) { /* commit the carried table: to the decoder's own, in stream order */
-            dtab_fit(st, ntheta);
-            cudaCheck(cudaMemcpyAsync(st->dtab, dup, tb, cudaMemcpyDeviceToDevice, 0));
-            GpTab tmp = st->cur;
-            st->cur = st->pend;
-            st->pend = tmp;
+            gcx_gcomp_settle(g, rc == 0);
         }
         if (host) gcx_dfree((void *)dpay);
         if (dup) gcx_dfree(dup);
