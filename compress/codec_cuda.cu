@@ -1660,21 +1660,16 @@ static void dense_launch(const DenseJob &j) {
     cudaCheckLast();
 }
 
-/* jobs[k], CODEC_BATCH a launch */
+/* jobs[k], CODEC_BATCH a launch, each job's blocks after the previous one's */
 static void dense_launch_batch(const DenseJob *jobs, size_t k) {
-    DenseTab a;
-    memset(&a, 0, sizeof a); /* its unused entries zero: the launch's argument is all defined bytes */
-    for (size_t i = 0; i < k; i += CODEC_BATCH) {
-        unsigned m = (unsigned)(k - i < CODEC_BATCH ? k - i : CODEC_BATCH), blocks = 0;
-        for (unsigned q = 0; q < m; q++) {
-            a.j[q] = jobs[i + q];
+    launch_tables<DenseTab>(k, [&](size_t i) { return jobs[i]; }, [](DenseTab &a, unsigned m) {
+        unsigned blocks = 0;
+        for (unsigned q = 0; q <= CODEC_BATCH; q++) {
             a.first[q] = blocks;
-            blocks += dense_blocks(jobs[i + q]);
+            if (q < m) blocks += dense_blocks(a.j[q]);
         }
-        for (unsigned q = m; q <= CODEC_BATCH; q++) a.first[q] = blocks;
         k_dense_batch<<<blocks, TPB>>>(a);
-        cudaCheckLast();
-    }
+    });
 }
 
 /* the codec's payload into pay (device, >= max_payload(n) bytes), at most cap bytes */

@@ -180,8 +180,9 @@ static __device__ int d_sparse_check(const uint8_t *frame, size_t len, uint64_t 
 }
 
 /* k jobs, job(i) each, launched CODEC_BATCH at a time: launch(tab, m) runs the table's first m
- * jobs, a block each, the table going as the kernel's argument (no upload, no wait). Tab:
- * a struct of one member, j[CODEC_BATCH] */
+ * jobs (a block each, or as its other members say, which it may fill), the table going as
+ * the kernel's argument (no upload, no wait). Tab: a struct whose member j[CODEC_BATCH]
+ * holds the jobs */
 template <class Tab, class Job, class Launch>
 static void launch_tables(size_t k, Job job, Launch launch) {
     Tab a = Tab(); /* its unused entries zero: the launch's argument is all defined bytes */
