@@ -81,7 +81,7 @@ struct ExchangeCuda {
     FrameAt *defd;      /* [(N + 1) T] the frames whose verdict the batch deferred (gcomp's), in
                          * the order decoded, until verdicts() reads them */
     int *vrc;           /* [(N + 1) T] their verdicts */
-    size_t ndefd;
+    size_t ndefd, cdefd; /* how many; room for (0 without gcomp) */
     CodecBatch *batch;  /* device bundles: the frames' work launched per pass, not per frame */
     int stage;          /* device bundles with frames of a codec that stages (stages()): the
                          * passes' frames staged (place_frames) */
@@ -293,10 +293,10 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
         if (!bad && gcomp) bad = cuda_dev_alloc((void **)&x->d_levels, bytes / sizeof(float), "GCOMP's levels");
         for (int t = 0; t < x->T && ps; t++) gcomp |= exchange_pull_spec(ex, t)->ops->id == CODEC_GCOMP;
         if (!bad && gcomp && x->batch) { /* the N bundles an allgather decodes, a frame a tensor each, at most */
-            size_t k = ((size_t)x->N + 1) * (size_t)x->T;
-            codec_batch_reserve_deferred(x->batch, k);
-            x->defd = callocCheck(k, sizeof *x->defd);
-            x->vrc = callocCheck(k, sizeof *x->vrc);
+            x->cdefd = ((size_t)x->N + 1) * (size_t)x->T;
+            codec_batch_reserve_deferred(x->batch, x->cdefd);
+            x->defd = callocCheck(x->cdefd, sizeof *x->defd);
+            x->vrc = callocCheck(x->cdefd, sizeof *x->vrc);
         }
         if (x->cfg.topology == TOPO_RING) {
             size_t ns = 2 * (size_t)x->N;
@@ -791,7 +791,7 @@ static int get_frame(ExchangeCuda *x, CodecCuda *dec, float *out, size_t n, int 
         return acc ? codec_decode_acc_cuda_dev(dec, out, n, 1.0f, fp, flen) : codec_decode_cuda_dev(dec, out, n, fp, flen);
     int rc = codec_decode_cuda_batched(x->batch, dec, out, n, 1.0f, acc, fp, flen, x->probe);
     if (codec_batch_deferred(x->batch) > x->ndefd) {
-        if (!x->defd || x->ndefd == ((size_t)x->N + 1) * (size_t)x->T) {
+        if (x->ndefd == x->cdefd) {
             fprintf(stderr, "internal error: more deferred frames than reserved at %s:%d\n", __FILE__, __LINE__);
             exit(1);
         }
