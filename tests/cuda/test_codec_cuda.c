@@ -48,6 +48,7 @@ int main(void) {
 #include "compress/gcomp.h"
 #include "compress/gcomp_state.h"
 #include "compress/golomb.h"
+#include "tests/cuda/gcomp_edit.h"
 #include "compress/select.h"
 
 static int shown; /* failures printed in detail */
@@ -421,13 +422,6 @@ static size_t gcomp_chunk_headers(GcompBlock *b, const uint8_t *f, int64_t len, 
     if (b->table && gcomp_table_parse(&hc, &used, pay + GCOMP_BLOCK_HDR, plen - GCOMP_BLOCK_HDR, b->ntheta, b->id))
         return 0;
     return GCOMP_BLOCK_HDR + used;
-}
-
-/* a gcomp payload's block header: its total chunk bits moved by d */
-static void gcomp_cbits_add(uint8_t *pay, int64_t d) {
-    uint64_t cbits = ((uint64_t)get_u32(pay + 12) | (uint64_t)get_u32(pay + 16) << 32) + (uint64_t)d;
-    put_u32(pay + 12, (uint32_t)cbits);
-    put_u32(pay + 16, (uint32_t)(cbits >> 32));
 }
 
 /* gcomp frames whose exponent segment is declared d bits shorter or longer than its codes,
@@ -1105,13 +1099,9 @@ static int gcomp_hidden_edit(uint8_t *m, size_t *mlen, const uint8_t *f, size_t 
     uint64_t off = hs + (uint64_t)nch * GCOMP_CHUNK_HDR;
     for (uint32_t j = 0; j < k; j++) off += (get_u32(pay + hs + (size_t)j * GCOMP_CHUNK_HDR + 8) + 7) / 8;
     uint8_t *h = pay + hs + (size_t)k * GCOMP_CHUNK_HDR;
-    uint64_t count = get_u32(h + 4), bits = get_u32(h + 8), ebits = get_u32(h + 12), nnz = get_u32(h + 16);
+    uint64_t bits = get_u32(h + 8), ebits = get_u32(h + 12), nnz = get_u32(h + 16);
     if (kind == 0) {
-        int d = nnz < count && nnz % 4 != 0 ? 1 : nnz > 0 && nnz % 4 != 1 ? -1 : 0; /* the levels' bytes kept */
-        if (!d) return 0;
-        put_u32(h + 16, (uint32_t)(nnz + (uint64_t)(int64_t)d));
-        put_u32(h + 8, (uint32_t)(bits + (uint64_t)(int64_t)(2 * d)));
-        gcomp_cbits_add(pay, 2 * d);
+        if (!gcomp_nnz_off_by_one(pay, h)) return 0;
     } else if (kind == 1) {
         uint64_t seg[3] = {ebits, 2 * nnz, bits - ebits - 2 * nnz}, at = off;
         int q = 0;

@@ -72,6 +72,7 @@ int main(void) {
 #include "common/crc32c.h"
 #include "compress/gcomp_state.h"
 #include "dist/bundle.h"
+#include "tests/cuda/gcomp_edit.h"
 #include "dist/exchange.h"
 #include "dist/exchange_cuda.h"
 #include "optim/optim.h"
@@ -157,14 +158,7 @@ static void gcomp_miscount(uint8_t *b, size_t len, int later) {
         if (edited || at > len || flen < CODEC_HEADER_SIZE + GCOMP_BLOCK_HDR + GCOMP_CHUNK_HDR ||
             f[5] != CODEC_GCOMP || (get_u16(f + 6) & GCOMP_FLAG_TABLE) || seen++ == 0)
             continue;
-        uint32_t count = get_u32(h + 4), nnz = get_u32(h + 16);
-        int d = nnz < count && nnz % 4 != 0 ? 1 : nnz > 0 && nnz % 4 != 1 ? -1 : 0; /* the levels' bytes kept */
-        if (!d) continue;
-        put_u32(h + 16, nnz + (uint32_t)d);
-        put_u32(h + 8, get_u32(h + 8) + (uint32_t)(2 * d));
-        uint64_t cbits = ((uint64_t)get_u32(pay + 12) | (uint64_t)get_u32(pay + 16) << 32) + (uint64_t)(int64_t)(2 * d);
-        put_u32(pay + 12, (uint32_t)cbits);
-        put_u32(pay + 16, (uint32_t)(cbits >> 32));
+        if (!gcomp_nnz_off_by_one(pay, h)) continue;
         put_u32(f + 16, crc32c(0, pay, flen - CODEC_HEADER_SIZE));
         edited = f;
     }
