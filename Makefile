@@ -268,7 +268,8 @@ build-cuda-tests: $(CUDA_TEST_BINS)
 # (and --backend nccl) against --device cpu (test_trainers_emu.sh), and every phase of
 # scripts/gpu_check.sh at toy sizes on the emulated binaries (gpu_check_dry.sh).
 EMU_DIR := $(BUILD)/emu
-EMU_TEST_BINS := $(addprefix $(EMU_DIR)/codec/,test_emu_sched test_emu_async test_codec_emu test_optim_emu fuzz_gcomp_state_emu fuzz_frame_emu) \
+EMU_TEST_BINS := $(addprefix $(EMU_DIR)/codec/,test_emu_sched test_emu_async test_codec_emu test_optim_emu fuzz_gcomp_state_emu fuzz_frame_emu \
+                                              fuzz_gcomp_emu) \
                  $(addprefix $(EMU_DIR)/nn/,test_nn_cuda_ops_emu test_nn_cuda_lenet_emu test_lstm_lm_emu \
                                             test_resnet_cuda_emu test_exchange_cuda_emu)
 ifeq ($(HAVE_MPI),1)

@@ -176,24 +176,45 @@ static void cmp_decode(const CodecSpec *spec, const char *text, const uint8_t *f
              rc, rg);
         down(og, dout, n * sizeof(float));
         /* the frame in device memory, at an offset that is not 8-byte aligned (as in a bundle),
-         * decoded by a third decoder: the same code and the same floats as the host frame's
-         * (one frame in three, in one of the two modes, by the frame's length: the decoders
-         * after the frame's checks are the host frame's; the rest keeps the test's time). Every
-         * crafted sparse payload: its probe checks it as the decoder would (gcx_sparse_probe) */
+         * decoded by a third decoder, and by a fourth probed and batched as the exchange
+         * decodes (codec_decode_cuda_batched; a deferred verdict read after the flush): the
+         * same code and the same floats as the host frame's (one frame in three, in one of
+         * the two modes, by the frame's length: the decoders after the frame's checks are the
+         * host frame's; the rest keeps the test's time). Every crafted payload (what begins
+         * "crafted"): a sparse one's probe checks it as the decoder would (gcx_sparse_probe) */
         static unsigned dev_turn;
-        if (acc == (int)(len & 1) && (!strcmp(what, "crafted") || dev_turn++ % 3 == 0)) {
-            CodecCuda *gv = codec_cuda_new(spec);
-            float *vout = dalloc_f(n), *ov = malloc((n ? n : 1) * sizeof(float));
+        if (acc == (int)(len & 1) && (!strncmp(what, "crafted", 7) || dev_turn++ % 3 == 0)) {
+            CodecCuda *gv = codec_cuda_new(spec), *gb = codec_cuda_new(spec);
+            float *vout = dalloc_f(n), *bout = dalloc_f(n), *ov = malloc((n ? n : 1) * sizeof(float));
             size_t off = 1 + len % 7;
             uint8_t *dframe = dalloc_b(len + off);
+            const uint8_t *fp = dframe + off;
             up(dframe + off, frame, len);
             up(vout, init, n * sizeof(float));
+            up(bout, init, n * sizeof(float));
             int rv = acc ? codec_decode_acc_cuda_dev(gv, vout, n, w, dframe + off, len)
                          : codec_decode_cuda_dev(gv, vout, n, dframe + off, len);
             down(ov, vout, n * sizeof(float));
             SAME(rv == rg && memcmp(ov, og, n * sizeof(float)) == 0,
                  CASEF " %s %s: device frame: rc %d, floats %s the host frame's (rc %d)", CASEA(text, n, d, seed), what,
                  acc ? "acc" : "plain", rv, memcmp(ov, og, n * sizeof(float)) ? "differ from" : "equal to", rg);
+            CodecProbe pr;
+            CodecBatch *b = codec_batch_new();
+            codec_cuda_probe_frames(&pr, &fp, &len, 1);
+            int rb = codec_decode_cuda_batched(b, gb, bout, n, w, acc, fp, len, &pr);
+            size_t deferred = codec_batch_deferred(b);
+            codec_batch_flush(b);
+            cudaCheck(cudaDeviceSynchronize());
+            SAME(deferred == 0 || (deferred == 1 && rb == 0), CASEF " %s %s: batched: %zu verdicts deferred, returned %d",
+                 CASEA(text, n, d, seed), what, acc ? "acc" : "plain", deferred, rb);
+            if (deferred) codec_batch_verdicts(b, &rb);
+            down(ov, bout, n * sizeof(float));
+            SAME(rb == rg && memcmp(ov, og, n * sizeof(float)) == 0,
+                 CASEF " %s %s: batched device frame: rc %d, floats %s the host frame's (rc %d)", CASEA(text, n, d, seed),
+                 what, acc ? "acc" : "plain", rb, memcmp(ov, og, n * sizeof(float)) ? "differ from" : "equal to", rg);
+            codec_batch_free(b);
+            codec_cuda_free(gb);
+            cudaCheck(cudaFree(bout));
             codec_cuda_free(gv);
             free(ov);
             cudaCheck(cudaFree(vout));
@@ -639,6 +660,56 @@ static void gcomp_one_value(size_t n, size_t at_v, float v, const char *what) {
     free(f);
     free(x);
     free(o);
+}
+
+/* ZSIGN without a negative zero in frames of several chunks (chunk=64) that carry their
+ * table: of 3 chunks (batched, the verdict k_gp_out takes from the chunks' results) and of 8
+ * (batched, k_gp_verdict's, the chunk headers checked by k_gp_chunks). The frame is made
+ * from three that differ only in the sign bits of two zeros, j and j2 (j's alone negative,
+ * both, j2's alone): f0 ^ f1 ^ f2 is f0 with j's sign bit cleared, so that no exponent-0
+ * value has its sign bit set; it is checked to differ from f0 in that one bit */
+static void gcomp_zsign_cleared(size_t n, size_t j, size_t j2) {
+    CodecSpec spec;
+    char err[256];
+    CHECK(codec_parse(&spec, "gcomp:chunk=64", err, sizeof err) == 0, "spec gcomp:chunk=64");
+    float *x = malloc(n * sizeof(float));
+    uint8_t *f[3];
+    int64_t len[3];
+    for (int v = 0; v < 3; v++) {
+        Rng r;
+        rng_init(&r, 5, 79);
+        for (size_t i = 0; i < n; i++) x[i] = i % 5 == 0 ? 0.0f : 1e-3f * rng_normal(&r);
+        x[j] = v < 2 ? -0.0f : 0.0f;
+        x[j2] = v > 0 ? -0.0f : 0.0f;
+        Codec *c = codec_new(&spec);
+        size_t cap = codec_max_frame(c, n);
+        f[v] = malloc(cap);
+        len[v] = codec_encode(c, f[v], cap, x, n, NULL);
+        codec_free(c);
+    }
+    int ok = len[0] > 0 && len[1] == len[0] && len[2] == len[0] && (get_u16(f[0] + 6) & GCOMP_FLAG_ZSIGN) &&
+             (get_u16(f[0] + 6) & GCOMP_FLAG_TABLE);
+    CHECK(ok, "gcomp ZSIGN cleared, n=%zu: three frames of one length with ZSIGN and a table (%lld %lld %lld)", n,
+          (long long)len[0], (long long)len[1], (long long)len[2]);
+    if (ok) {
+        size_t l = (size_t)len[0], flipped = 0;
+        uint8_t *m = malloc(l);
+        for (size_t i = 0; i < l; i++) m[i] = f[0][i] ^ f[1][i] ^ f[2][i];
+        refresh(m, l - CODEC_HEADER_SIZE);
+        for (size_t i = 0; i < l; i++) flipped += i < 16 || i >= 20 ? (size_t)__builtin_popcount(m[i] ^ f[0][i]) : 0;
+        CHECK(flipped == 1, "gcomp ZSIGN cleared, n=%zu: %zu bits flipped, not 1 (the CRC aside)", n, flipped);
+        Codec *d = codec_new(&spec);
+        float *o = malloc(n * sizeof(float));
+        int rc = codec_decode(d, o, n, m, l), r0 = codec_decode(d, o, n, f[0], l);
+        CHECK(rc == -GC_ERR_CORRUPT && r0 == 0, "gcomp ZSIGN cleared, n=%zu: the CPU decoder gives %d (intact %d)", n,
+              rc, r0);
+        codec_free(d);
+        free(o);
+        cmp_decode(&spec, "gcomp:chunk=64", m, l, n, 0, 6, "crafted: ZSIGN without a negative zero");
+        free(m);
+    }
+    for (int v = 0; v < 3; v++) free(f[v]);
+    free(x);
 }
 
 /* sbc payloads at the edges of the walk's checks (golomb.h rice_get), each with the CPU's
@@ -1975,6 +2046,8 @@ int main(void) {
         gcomp_shifts("gcomp:ntheta=16,chunk=1000", 3001, 1, 65);
         gcomp_one_value(100, 37, INFINITY, "infinity at level 1");
         gcomp_one_value(8193, 5000, -0.0f, "ZSIGN without a negative zero");
+        gcomp_zsign_cleared(150, 75, 140);
+        gcomp_zsign_cleared(450, 300, 5);
         gcomp_failed_table();
         gcomp_deferred();
         printf("  %-28s %6d checks, %d failed\n", "gcomp segment shifts", test_passed_ + test_failed_ - p0 - f0,

@@ -8,7 +8,9 @@
 # OUT/test_optim_emu (tests/cuda/test_optim_cuda.c against optim/optim_cuda.cu),
 # OUT/fuzz_gcomp_state_emu (tests/fuzz/fuzz_gcomp_state.c's corpus replayed, the GPU
 # codec's state loader against the CPU's), OUT/fuzz_frame_emu (tests/fuzz/fuzz_frame.c's,
-# the GPU decoders of device frames against the CPU's) and
+# the GPU decoders of device frames against the CPU's), OUT/fuzz_gcomp_emu
+# (tests/fuzz/fuzz_gcomp.c's: gcomp's GPU decoder, holding a table or not, alone and
+# batched with its verdicts deferred, against the CPU's) and
 # OUT/codecs_gpu_emu (bench/codecs_gpu.c; it runs, its timings mean nothing), the .cu
 # files rewritten to C++ by transform.py (each block's threads run as fibers), linked
 # to a NO_CUDA build of the library made in OUT; with MPI, OUT/test_comm_nccl_emu
@@ -60,8 +62,13 @@ $CCS $CF -DCORPUS_DIR='"tests/fuzz/corpus/fuzz_gcomp_state"' "$REPO/tests/fuzz/f
 $CCS $CF -DCORPUS_DIR='"tests/fuzz/corpus/fuzz_frame"' "$REPO/tests/fuzz/fuzz_frame.c" \
   "$REPO/tests/fuzz/replay_main.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $EMU_OBJS "$LIB" $LIBS $LF \
   -fopenmp -o "$OUT/fuzz_frame_emu"
+# gcomp's payloads' fuzz target, its corpus replayed, with the GPU decoders (one frame at a time, and
+# batched with deferred verdicts) of decoders holding a table against the CPU's
+$CCS $CF -DCORPUS_DIR='"tests/fuzz/corpus/fuzz_gcomp"' "$REPO/tests/fuzz/fuzz_gcomp.c" \
+  "$REPO/tests/fuzz/replay_main.c" $O/codec_cuda.o $O/sparse_cuda.o $O/gcomp_cuda.o $EMU_OBJS "$LIB" $LIBS $LF \
+  -fopenmp -o "$OUT/fuzz_gcomp_emu"
 built="$OUT/test_emu_sched $OUT/test_emu_async $OUT/test_codec_emu $OUT/test_optim_emu $OUT/codecs_gpu_emu $OUT/fuzz_gcomp_state_emu"
-built="$built $OUT/fuzz_frame_emu"
+built="$built $OUT/fuzz_frame_emu $OUT/fuzz_gcomp_emu"
 if [ -n "$NCCL_CF" ]; then
   NF="$NCCL_CF -fopenmp"
   $CCS $NF -c "$REPO/dist/comm_nccl.c" -o "$O/comm_nccl.o"

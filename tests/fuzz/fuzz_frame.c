@@ -25,30 +25,20 @@
 
 #include "compress/codec.h"
 #ifdef HAVE_CUDA
-#include <cuda_runtime.h>
-
 #include "compress/codec_cuda.h"
+#include "tests/fuzz/fuzz_cuda.h"
 
 /* the frame g[size] decoded by a fresh GPU codec of spec s from device memory into out
  * (starting as was[n]) must give rc and cpu_out[n] */
 static void device_decode(const CodecSpec *s, const uint8_t *g, size_t size, size_t n, const float *was,
                           const float *cpu_out, int rc) {
     CodecCuda *gd = codec_cuda_new(s);
-    uint8_t *dframe = NULL;
-    float *dout = NULL, *back = malloc(4 * n + 4);
-    if (!gd || cudaMalloc((void **)&dframe, size ? size : 1) != cudaSuccess ||
-        cudaMalloc((void **)&dout, 4 * n + 4) != cudaSuccess)
-        abort();
-    if (size) cudaMemcpy(dframe, g, size, cudaMemcpyHostToDevice);
+    uint8_t *dframe = fz_upload(g, size);
+    float *dout = NULL;
+    if (!gd || cudaMalloc((void **)&dout, 4 * n + 4) != cudaSuccess) abort();
     if (n) cudaMemcpy(dout, was, 4 * n, cudaMemcpyHostToDevice);
     int rg = codec_decode_cuda_dev(gd, dout, n, dframe, size);
-    if (n) cudaMemcpy(back, dout, 4 * n, cudaMemcpyDeviceToHost);
-    if (rg != rc) abort();
-    for (size_t i = 0; i < n; i++) {
-        const float *want = rc ? was : cpu_out;
-        if (memcmp(&back[i], &want[i], 4) != 0 && !(isnan(back[i]) && isnan(want[i]))) abort();
-    }
-    free(back);
+    if (rg != rc || !fz_same_floats(dout, rc ? was : cpu_out, n)) abort();
     cudaFree(dout);
     cudaFree(dframe);
     codec_cuda_free(gd);
@@ -56,24 +46,13 @@ static void device_decode(const CodecSpec *s, const uint8_t *g, size_t size, siz
 
 /* gcomp's size breakdown of the frame g[size] from device memory against the host's */
 static void device_parts(const uint8_t *g, size_t size) {
-    uint8_t *dframe = NULL;
-    if (cudaMalloc((void **)&dframe, size ? size : 1) != cudaSuccess) abort();
-    if (size) cudaMemcpy(dframe, g, size, cudaMemcpyHostToDevice);
+    uint8_t *dframe = fz_upload(g, size);
     GcompParts want, got;
     memset(&want, 0, sizeof want);
     memset(&got, 0, sizeof got);
     int rc = gcomp_frame_parts(&want, g, size), rg = codec_cuda_gcomp_parts(&got, dframe, size);
     if (rg != rc || memcmp(&got, &want, sizeof got) != 0) abort();
     cudaFree(dframe);
-}
-
-static int have_device(void) {
-    static int have = -1;
-    if (have < 0) {
-        int k = 0;
-        have = cudaGetDeviceCount(&k) == cudaSuccess && k > 0;
-    }
-    return have;
 }
 #endif
 
@@ -100,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < n; i++) out[i] = (float)(i % 89) * 0.5f - 11.0f;
     uint8_t *g = malloc(size);
 #ifdef HAVE_CUDA
-    int on_device = have_device();
+    int on_device = fz_have_device();
 #endif
     for (int k = 0; k < codec_count(); k++) {
         const CodecOps *o = codec_ops_at(k);

@@ -14,6 +14,13 @@
  * then used. The payload, behind a valid common
  * header, also goes through gcomp_frame_parts (the size breakdown), which must
  * stay within it whatever its headers claim.
+ * Built with CUDA (HAVE_CUDA: the host emulation's fuzz_gcomp_emu,
+ * tests/emulation/build.sh) and a device present, that frame (its CRC right) is
+ * also decoded twice from device memory of exactly its size by GPU decoders
+ * pre-loaded as the CPU's (fz_gpu_check): one frame at a time, and batched with
+ * the verdict deferred (where frames of more than 4 chunks have their chunk
+ * headers checked on the device); the return codes and outputs must be those of
+ * the CPU decoder's codec_decode of the frame.
  *
  * The seed corpus tests/fuzz/corpus/fuzz_gcomp/ (and fuzz_gcomp_roundtrip/)
  * is written by this file built with -DGCOMP_GEN_CORPUS, from the root:
@@ -67,23 +74,105 @@ static int64_t fz_first_frame(Codec *enc, uint8_t *frame, size_t cap) {
     return codec_encode(enc, frame, cap, x, 200, NULL);
 }
 
+/* the pre-loading frame of table v into frame[4096]: its length */
+static size_t fz_preload_frame(uint8_t *frame, int v) {
+    Codec *enc = fz_codec(v);
+    int64_t fl = fz_first_frame(enc, frame, 4096);
+    if (fl < 0) abort();
+    codec_free(enc);
+    return (size_t)fl;
+}
+
+/* a decoder of table v, pre-loaded with it (pre) */
+static Codec *fz_decoder(int v, int pre) {
+    Codec *dec = fz_codec(v);
+    uint8_t frame[4096];
+    float tmp[200];
+    if (pre && codec_decode(dec, tmp, 200, frame, fz_preload_frame(frame, v)) != 0) abort();
+    return dec;
+}
+
+#if defined(HAVE_CUDA) && !defined(GCOMP_GEN_CORPUS)
+#include "compress/codec_cuda.h"
+#include "tests/fuzz/fuzz_cuda.h"
+
+/* fz_decoder's on the device, pre-loaded from device memory */
+static CodecCuda *fz_gpu_decoder(int v, int pre) {
+    CodecSpec s;
+    char err[128];
+    if (codec_parse(&s, fz_specs[v & 1], err, sizeof err) != 0) abort();
+    CodecCuda *g = codec_cuda_new(&s);
+    if (!g) abort();
+    if (pre) {
+        uint8_t frame[4096];
+        size_t fl = fz_preload_frame(frame, v);
+        uint8_t *d = fz_upload(frame, fl);
+        float *dy = NULL;
+        if (cudaMalloc((void **)&dy, 200 * sizeof(float)) != cudaSuccess || codec_decode_cuda_dev(g, dy, 200, d, fl) != 0)
+            abort();
+        cudaFree(dy);
+        cudaFree(d);
+    }
+    return g;
+}
+
+/* The frame (the payload behind a common header with its CRC) decoded twice from
+ * device memory by GPU decoders pre-loaded as the CPU's: one frame at a time
+ * (codec_decode_cuda_dev), and probed and batched with its verdict deferred
+ * (codec_decode_cuda_batched, codec_batch_verdicts: the chunk headers of more than 4
+ * chunks checked on the device, k_gp_chunks), against the CPU decoder's codec_decode
+ * of the same frame: the same return codes, the same outputs (a refused frame's left
+ * as they were) */
+static void fz_gpu_check(int mode, size_t n, const uint8_t *frame, size_t flen) {
+    int v = (mode >> 2) & 1, acc = (mode >> 1) & 1;
+    Codec *c = fz_decoder(v, mode & 1);
+    CodecCuda *ga = fz_gpu_decoder(v, mode & 1), *gb = fz_gpu_decoder(v, mode & 1);
+    CodecBatch *b = codec_batch_new();
+    uint8_t *d = fz_upload(frame, flen);
+    float *out = malloc((n + 1) * sizeof *out), *da = NULL, *db = NULL;
+    for (size_t i = 0; i < n; i++) out[i] = (float)i * 0.25f - 7.0f;
+    if (cudaMalloc((void **)&da, (n + 1) * sizeof *out) != cudaSuccess ||
+        cudaMalloc((void **)&db, (n + 1) * sizeof *out) != cudaSuccess)
+        abort();
+    cudaMemcpy(da, out, n * sizeof *out, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, out, n * sizeof *out, cudaMemcpyHostToDevice);
+    for (int rep = 0; rep < 2; rep++) {
+        int rc = acc ? codec_decode_acc(c, out, n, 0.5f, frame, flen) : codec_decode(c, out, n, frame, flen);
+        int ra = acc ? codec_decode_acc_cuda_dev(ga, da, n, 0.5f, d, flen) : codec_decode_cuda_dev(ga, da, n, d, flen);
+        CodecProbe pr;
+        const uint8_t *fp = d;
+        codec_cuda_probe_frames(&pr, &fp, &flen, 1);
+        int rb = codec_decode_cuda_batched(b, gb, db, n, 0.5f, acc, d, flen, &pr);
+        size_t deferred = codec_batch_deferred(b);
+        codec_batch_flush(b);
+        if (cudaDeviceSynchronize() != cudaSuccess || deferred > 1 || (deferred && rb != 0)) abort();
+        if (deferred) codec_batch_verdicts(b, &rb);
+        if (ra != rc || rb != rc || !fz_same_floats(da, out, n) || !fz_same_floats(db, out, n)) abort();
+    }
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(d);
+    free(out);
+    codec_batch_free(b);
+    codec_cuda_free(ga);
+    codec_cuda_free(gb);
+    codec_free(c);
+}
+#endif
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+#ifdef EMU_HOST_WAITS
+    /* the emulation: each GPU scratch buffer an allocation of its own, whose bounds its page
+     * protections see (compress/codec_cuda.cu, gcx_dmalloc) */
+    setenv("GCX_DSCRATCH", "each", 0);
+#endif
     if (size < FZ_PREFIX) return 0;
     int mode = data[0];
     size_t n = get_u16(data + 1) % (FZ_MAXN + 1);
     uint16_t flags = get_u16(data + 3);
     const uint8_t *payload = data + FZ_PREFIX;
     size_t len = size - FZ_PREFIX;
-    int v = (mode >> 2) & 1;
-    Codec *dec = fz_codec(v);
-    if (mode & 1) {
-        Codec *enc = fz_codec(v);
-        uint8_t frame[4096];
-        int64_t fl = fz_first_frame(enc, frame, sizeof frame);
-        float tmp[200];
-        if (fl < 0 || codec_decode(dec, tmp, 200, frame, (size_t)fl) != 0) abort();
-        codec_free(enc);
-    }
+    Codec *dec = fz_decoder((mode >> 2) & 1, mode & 1);
     float *out = malloc((n + 1) * sizeof *out), *was = malloc((n + 1) * sizeof *out);
     for (size_t i = 0; i < n; i++) out[i] = (float)i * 0.25f - 7.0f;
     for (int rep = 0; rep < 2; rep++) {
@@ -102,11 +191,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     put_u16(frame + 6, flags);
     put_u32(frame + 8, (uint32_t)n);
     put_u32(frame + 12, (uint32_t)len);
-    put_u32(frame + 16, 0);
     if (len) memcpy(frame + CODEC_HEADER_SIZE, payload, len);
+    put_u32(frame + 16, crc32c(0, payload, len));
     GcompParts gp = {0};
     int rc = gcomp_frame_parts(&gp, frame, CODEC_HEADER_SIZE + len);
     if (rc > 0 || rc <= -GC_ERR_COUNT_ || (rc == 0 && gp.bytes != CODEC_HEADER_SIZE + len)) abort();
+#ifdef HAVE_CUDA
+    if (fz_have_device()) fz_gpu_check(mode, n, frame, CODEC_HEADER_SIZE + len);
+#endif
     free(frame);
     return 0;
 }
@@ -143,7 +235,7 @@ int main(void) {
     mkdir("tests/fuzz/corpus/fuzz_gcomp", 0755);
     mkdir("tests/fuzz/corpus/fuzz_gcomp_roundtrip", 0755);
     uint8_t frame[8192];
-    float x[300];
+    float x[300], big[450];
     uint8_t lv[300];
     for (int v = 0; v < 2; v++) {
         char name[64];
@@ -162,6 +254,17 @@ int main(void) {
         fl = codec_encode(enc, frame, sizeof frame, x, 70, NULL);
         snprintf(name, sizeof name, "plain_acc_v%d.bin", v);
         decode_seed(name, (v << 2) | 3, 70, frame, fl);
+        /* more than 4 chunks (their headers checked on the device by the GPU decoder) */
+        fz_tensor(big, 400, 3);
+        fl = codec_encode(enc, frame, sizeof frame, big, 400, NULL);
+        snprintf(name, sizeof name, "plain_chunks_v%d.bin", v);
+        decode_seed(name, (v << 2) | 1 | (v << 1), 400, frame, fl);
+        codec_free(enc);
+        enc = fz_codec(v);
+        fz_tensor(big, 450, 4);
+        fl = codec_encode(enc, frame, sizeof frame, big, 450, NULL);
+        snprintf(name, sizeof name, "table_chunks_v%d.bin", v);
+        decode_seed(name, v << 2, 450, frame, fl);
         codec_free(enc);
     }
     Codec *enc = fz_codec(0);

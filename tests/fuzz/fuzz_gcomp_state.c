@@ -43,6 +43,7 @@
 #include <cuda_runtime.h>
 
 #include "compress/codec_cuda.h"
+#include "tests/fuzz/fuzz_cuda.h"
 #define FZ_GPU 1
 #endif
 
@@ -85,15 +86,6 @@ static void fz_prime_init(void) {
 }
 
 #ifdef FZ_GPU
-static int fz_gpu(void) {
-    static int have = -1;
-    if (have < 0) {
-        int n = 0;
-        have = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-    }
-    return have;
-}
-
 /* the GPU loader against the CPU's: rc the CPU load's return code; frame (fl
  * bytes, or a negative GcError), drc and y what the CPU codec encoded, and
  * decoding that frame gave, after an accepted load */
@@ -217,7 +209,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (((get_u16(frame + 6) & 1) || own) && drc != 0) abort(); /* a loaded table that does not work */
     }
 #ifdef FZ_GPU
-    if (fz_gpu()) fz_gpu_check(data, size, rc, frame, fl, drc, y);
+    if (fz_have_device()) fz_gpu_check(data, size, rc, frame, fl, drc, y);
 #endif
     free(frame);
     codec_free(c);
