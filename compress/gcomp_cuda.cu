@@ -90,12 +90,10 @@ typedef struct {
     int staging;
     /* decoder */
     GpTab cur, pend;   /* the table in use, and the one a frame carries until it has passed */
-    uint8_t *dtab;     /* device: cur's lookup table, then its code lengths (tab_bytes) */
-    int dtab_n;        /* the ntheta dtab was sized for */
-    uint8_t *dnext;    /* device: a frame's carried table (pend's), dtab's once it has passed */
-    int dnext_n;
-    uint8_t *hnext;    /* page-locked: its upload's source, until the frame's verdict is read */
-    size_t hnext_cap;
+    uint8_t *dtabs;    /* device: room for two tables of n_theta up to dtabs_n (tab_bytes each) */
+    int dtabs_n;
+    uint8_t *dtab;     /* in dtabs: cur's lookup table, then its code lengths */
+    uint8_t *dnext;    /* in dtabs: a frame's carried table (pend's), dtab's once it has passed */
     int pending;       /* a frame's table awaits its verdict (gcx_gcomp_settle) */
 } GpState;
 
@@ -115,9 +113,7 @@ void gcx_gcomp_state_free(void *p) {
     if (!st) return;
     tab_free(&st->cur);
     tab_free(&st->pend);
-    if (st->dtab) cudaCheck(cudaFree(st->dtab));
-    if (st->dnext) cudaCheck(cudaFree(st->dnext));
-    if (st->hnext) cudaCheck(cudaFreeHost(st->hnext));
+    if (st->dtabs) cudaCheck(cudaFree(st->dtabs));
     free(st);
 }
 
@@ -950,9 +946,58 @@ __global__ void k_gp_out(float *out, const float *v, size_t n, float weight, int
 /* A table on the device: its lookup table [1 << ntheta] (u16), then its code lengths
  * [HUFF_NSYM], padded to 16 bytes */
 static size_t tab_bytes(int ntheta) { return ((sizeof(uint16_t) << ntheta) + HUFF_NSYM + 15) & ~(size_t)15; }
-static void tab_put(uint8_t *dst, const GpTab *t) {
-    memcpy(dst, t->lut, sizeof(uint16_t) << t->hc.ntheta);
-    memcpy(dst + (sizeof(uint16_t) << t->hc.ntheta), t->hc.len, HUFF_NSYM);
+
+/* A lookup table is made of runs of one entry: each code's range of n_theta-bit indices
+ * (compress/huffman.c huff_lut_build), the escape's one index, and 0 in the gaps between
+ * them, at most 2 (HUFF_NSYM + 1) + 1 runs; so a table crosses to the device as its runs
+ * and code lengths in a kernel's argument (3 KB, also for the 128 KiB lookup table of
+ * n_theta 16), in stream order, with no host memory to keep until a copy has run */
+#define GP_RUNS (2 * (HUFF_NSYM + 1) + 1)
+typedef struct {
+    uint32_t start[GP_RUNS + 1]; /* run k: indices start[k] .. start[k + 1] - 1 */
+    uint16_t val[GP_RUNS];
+    uint8_t len[HUFF_NSYM];
+    uint32_t nruns, ntheta;
+} GpTabRuns;
+
+/* the table's device form (tab_bytes) into d from its runs: each index finds its run */
+__global__ void k_gp_table(uint8_t *d, const GpTabRuns r) {
+    const size_t nl = (size_t)1 << r.ntheta;
+    GRID_STRIDE(i, nl + HUFF_NSYM) {
+        if (i < nl) {
+            uint32_t lo = 0, hi = r.nruns - 1; /* the last run that starts at or before i */
+            while (lo < hi) {
+                const uint32_t mid = (lo + hi + 1) / 2;
+                if (r.start[mid] <= i) lo = mid;
+                else hi = mid - 1;
+            }
+            ((uint16_t *)d)[i] = r.val[lo];
+        } else {
+            d[2 * nl + (i - nl)] = r.len[i - nl];
+        }
+    }
+}
+
+/* t's lookup table and code lengths into the device table d (sized by tab_fit), by
+ * k_gp_table: no wait */
+static void tab_upload(uint8_t *d, const GpTab *t) {
+    GpTabRuns r;
+    const size_t nl = (size_t)1 << t->hc.ntheta;
+    r.nruns = 0, r.ntheta = (uint32_t)t->hc.ntheta;
+    for (size_t i = 0; i < nl; i++) {
+        if (i > 0 && t->lut[i] == t->lut[i - 1]) continue;
+        if (r.nruns == GP_RUNS) {
+            fprintf(stderr, "internal error: a gcomp lookup table of more than %d runs at %s:%d\n", GP_RUNS,
+                    __FILE__, __LINE__);
+            exit(1);
+        }
+        r.start[r.nruns] = (uint32_t)i;
+        r.val[r.nruns++] = t->lut[i];
+    }
+    r.start[r.nruns] = (uint32_t)nl;
+    memcpy(r.len, t->hc.len, HUFF_NSYM);
+    k_gp_table<<<gcx_grid(nl + HUFF_NSYM), TPB>>>(d, r);
+    cudaCheckLast();
 }
 
 /* compress/gcomp.c gp_table_set: the code and its lookup table, on the host */
@@ -978,31 +1023,26 @@ static int gp_table_read(GpTab *t, size_t *used, const uint8_t *p, size_t len, i
     return 0;
 }
 
-/* a device table buffer (*d, sized for *dn) sized for a table of ntheta: one allocation a
- * decoder, made once */
-static void tab_fit(uint8_t **d, int *dn, int ntheta) {
-    if (*d && *dn == ntheta) return;
-    if (*d) cudaCheck(cudaFree(*d));
-    cudaCheck(cudaMalloc((void **)d, tab_bytes(ntheta)));
-    *dn = ntheta;
+/* the decoder's two device tables with room for tables of up to n_theta ntheta: one
+ * allocation a decoder, made with its first table and again (a whole-device wait) only for
+ * a table of a larger n_theta, the table in use then uploaded into it again; returns
+ * whether it was */
+static int tabs_fit(GpState *st, int ntheta) {
+    if (st->dtabs && st->dtabs_n >= ntheta) return 0;
+    if (st->dtabs) cudaCheck(cudaFree(st->dtabs));
+    const size_t tb = tab_bytes(ntheta);
+    cudaCheck(cudaMalloc((void **)&st->dtabs, 2 * tb));
+    st->dtabs_n = ntheta;
+    st->dtab = st->dtabs, st->dnext = st->dtabs + tb;
+    if (st->cur.have) tab_upload(st->dtab, &st->cur);
+    return 1;
 }
-static void dtab_fit(GpState *st, int ntheta) { tab_fit(&st->dtab, &st->dtab_n, ntheta); }
 
-/* a frame's carried table (st->pend) to the device, into st->dnext, from the decoder's own
- * page-locked copy (the upload waits for nothing, and the copy stays until the frame's
- * verdict is read: no other frame of this decoder comes before it); it becomes dtab at
- * gcx_gcomp_settle if the frame passed */
+/* a frame's carried table (st->pend) to the device, into st->dnext (tab_upload: no wait);
+ * it becomes dtab at gcx_gcomp_settle if the frame passed */
 static const uint8_t *next_upload(GpState *st, int ntheta) {
-    size_t tb = tab_bytes(ntheta);
-    if (st->hnext_cap < tb) { /* made once (a whole-device wait) */
-        if (st->hnext) cudaCheck(cudaFreeHost(st->hnext));
-        cudaCheck(cudaMallocHost((void **)&st->hnext, tb));
-        st->hnext_cap = tb;
-    }
-    tab_put(st->hnext, &st->pend);
-    tab_fit(&st->dnext, &st->dnext_n, ntheta);
-    if (!st->dtab) dtab_fit(st, ntheta); /* both made with the first (they swap at gcx_gcomp_settle) */
-    cudaCheck(cudaMemcpyAsync(st->dnext, st->hnext, tb, cudaMemcpyHostToDevice, 0));
+    tabs_fit(st, ntheta);
+    tab_upload(st->dnext, &st->pend);
     st->pending = 1;
     return st->dnext;
 }
@@ -1013,9 +1053,7 @@ void gcx_gcomp_settle(CodecCuda *g, int ok) {
     st->pending = 0;
     if (!ok) return; /* pend discarded: the decoder's table as it was */
     uint8_t *d = st->dtab;
-    int dn = st->dtab_n;
-    st->dtab = st->dnext, st->dtab_n = st->dnext_n;
-    st->dnext = d, st->dnext_n = dn;
+    st->dtab = st->dnext, st->dnext = d;
     GpTab tmp = st->cur;
     st->cur = st->pend;
     st->pend = tmp;
@@ -1247,12 +1285,7 @@ int gcx_gcomp_state_load(CodecCuda *g, const uint8_t *buf, size_t len) {
     st->parts_ok = 0; /* no frame since */
     if (b.dec_have) { /* builds and uploads its lookup table */
         gp_table_set(&st->cur, &b.dec, b.dec_id);
-        int ntheta = b.dec.ntheta;
-        uint8_t *h = (uint8_t *)host_alloc(tab_bytes(ntheta));
-        tab_put(h, &st->cur);
-        dtab_fit(st, ntheta);
-        cudaCheck(cudaMemcpy(st->dtab, h, tab_bytes(ntheta), cudaMemcpyHostToDevice));
-        free(h);
+        if (!tabs_fit(st, b.dec.ntheta)) tab_upload(st->dtab, &st->cur);
     }
     st->cur.have = b.dec_have;
     return 0;
