@@ -6,6 +6,7 @@
  *
  *   build/bench/exchange                                   # ResNet-110, 1 worker, the paper codecs
  *   build/bench/exchange --depth 20 --workers 4 --codec 3lc --codec dgc --steps 20
+ *   build/bench/exchange --arch resnet50 --codec dgc       # 161 tensors, 25.6M values
  *
  * Per codec it prints the median over the timed steps of the whole step after backward
  * (exchange_step, exchange_optimize, exchange_deltas) and of its codec part
@@ -244,7 +245,9 @@ static void worker(int rank, void *arg) {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: exchange [options]\n"
-            "  --depth D      CIFAR ResNet depth 6n+2 whose parameter table is used (default 110)\n"
+            "  --arch A       resnet (the CIFAR ResNet of --depth; default) or resnet50 (ImageNet\n"
+            "                 layout, 25.6M values, tensors of up to 2.4M): whose parameter table is used\n"
+            "  --depth D      CIFAR ResNet depth 6n+2 (default 110)\n"
             "  --workers N    local worker threads (default 1, at most %d)\n"
             "  --codec SPEC   a --codec value of the trainers; repeat for several (default: fp32,\n"
             "                 fp16, int8, terngrad, 3lc, onebit, topk, dgc, sbc, gcomp)\n"
@@ -258,12 +261,13 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    int depth = 110, workers = 1, steps = 10, warmup = 2, threads = 0, ncodecs = 0, dev = 0;
+    int depth = 110, workers = 1, steps = 10, warmup = 2, threads = 0, ncodecs = 0, dev = 0, arch50 = 0;
     const char *codecs[64];
     static const struct option opts[] = {{"depth", required_argument, 0, 'd'},  {"workers", required_argument, 0, 'w'},
                                          {"codec", required_argument, 0, 'c'},  {"steps", required_argument, 0, 's'},
                                          {"warmup", required_argument, 0, 'u'}, {"threads", required_argument, 0, 't'},
-                                         {"device", required_argument, 0, 'D'}, {"help", no_argument, 0, 'h'},
+                                         {"device", required_argument, 0, 'D'}, {"arch", required_argument, 0, 'a'},
+                                         {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -277,6 +281,10 @@ int main(int argc, char **argv) {
         case 's': ok = parse_int(optarg, 1, MAXSTEPS, &steps); break;
         case 'u': ok = parse_int(optarg, 0, 1000, &warmup); break;
         case 't': ok = parse_int(optarg, 1, 1024, &threads); break;
+        case 'a':
+            ok = !strcmp(optarg, "resnet") || !strcmp(optarg, "resnet50");
+            arch50 = !strcmp(optarg, "resnet50");
+            break;
         case 'D':
             ok = !strcmp(optarg, "cpu") || !strcmp(optarg, "cuda");
             dev = !strcmp(optarg, "cuda");
@@ -308,10 +316,11 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sizeof def / sizeof def[0]; i++) codecs[ncodecs++] = def[i];
 
     ResNetConfig rc = resnet_cifar_config(depth);
-    Model *m = resnet_cifar_create(&rc, 1);
+    ResNet50Config rc50 = resnet50_config();
+    Model *m = arch50 ? resnet50_create(&rc50, 1) : resnet_cifar_create(&rc, 1);
     const ParamTable *pt = &m->pt;
-    printf("exchange: ResNet-%d, %zu values in %d tensors, %d worker%s, %d steps (median), %s, threads %d\n", depth,
-           param_table_count(pt), pt->n, workers, workers > 1 ? "s" : "", steps,
+    printf("exchange: ResNet-%d%s, %zu values in %d tensors, %d worker%s, %d steps (median), %s, threads %d\n",
+           arch50 ? 50 : depth, arch50 ? " (ImageNet)" : "", param_table_count(pt), pt->n, workers, workers > 1 ? "s" : "", steps,
            dev ? "device-resident (--device cuda)" : "host exchange",
 #ifdef HAVE_OPENMP
            threads > 0 ? threads : omp_get_max_threads()

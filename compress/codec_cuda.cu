@@ -2209,6 +2209,7 @@ void codec_batch_flush(CodecBatch *b) {
     }
     for (size_t i = b->nst; i-- > 0;) { /* after the copies that read them, in stream order; top first */
         if (b->st[i].gp) gcx_gcomp_staged_drop(b->st[i].g); /* never read back: its plan not committed */
+        gcx_sparse_drop_staged(&b->st[i].sp); /* a larger topk or dgc frame's selection, begun only */
         gcx_dfree(b->st[i].sp.job.idx); /* a one-block sbc frame's, where codec_batch_sizes did not run */
         gcx_dfree(b->st[i].bk);
         gcx_dfree(b->st[i].pay);
@@ -2309,8 +2310,13 @@ void codec_batch_reserve(CodecBatch *b, const int *ids, size_t k) {
 }
 
 void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
-    size_t np = 0, nj = 0;
-    for (size_t i = 0; i < b->nst; i++) np += b->st[i].bk != NULL;
+    size_t np = 0, nj = 0, nl = 0;
+    SparseStage *later[b->nst + 1]; /* the larger topk and dgc frames: their counts read at once */
+    for (size_t i = 0; i < b->nst; i++) {
+        np += b->st[i].bk != NULL;
+        if (b->st[i].sp.later) later[nl++] = &b->st[i].sp;
+    }
+    if (nl) gcx_sparse_finish_staged(later, nl);
     size_t nt = 0;
     SparseOne *jobs[np + 1]; /* the one-block frames, launched together, once */
     TlcJob *tjobs[np + 1];

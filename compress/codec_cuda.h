@@ -211,14 +211,15 @@ void codec_batch_flush(CodecBatch *b);
  * codec_encode_cuda_dev with cap = codec_cuda_max_frame(g, n) would, side->repr and
  * side->mask written as there (fp32 and the dense codecs: at the flush; 3lc's one-block frames, and topk, dgc
  * and sbc of up to 65,535 values: at codec_batch_sizes, by one launch a
- * CODEC_BATCH of them, the sparsifiers writing nothing for a frame that fails; larger topk and dgc frames: at once, also for a
- * frame that turns out to fail, a NaN among its values, so their side->repr must not
- * alias x). It waits for nothing where the codec need not (fp32, 3lc's frames of up to 8
- * KiB and the sparsifiers' one-block frames, whose lengths come back later), larger topk
- * and dgc frames only for their candidates' count (their checks and dgc's run entries come
- * back later), the other codecs as they wait anyway. codec_batch_sizes: every staged
- * frame's length (header included) or negative GcError, in lens[i], with one wait for all
- * of them. codec_batch_place: frame i (of a length >= 0) queued into frame, the bytes
+ * CODEC_BATCH of them, the sparsifiers writing nothing for a frame that fails; larger topk
+ * and dgc frames: at codec_batch_sizes too, their selections begun at the stage (the
+ * candidates compacted) and finished there, also for a frame that turns out to fail, a
+ * NaN among its values, so their side->repr must not alias x). It waits for nothing where
+ * the codec need not (fp32, 3lc's frames of up to 8 KiB, the sparsifiers' one-block frames
+ * and larger topk and dgc frames, whose lengths come back later), the other codecs as they
+ * wait anyway. codec_batch_sizes: every staged frame's length (header included) or
+ * negative GcError, in lens[i], with one wait for all of them (and one more before it, for
+ * all of the larger topk and dgc frames' candidates' counts). codec_batch_place: frame i (of a length >= 0) queued into frame, the bytes
  * codec_encode_cuda_dev would have written there. x, side->repr and side->mask stay as they
  * are until the flush (fp32 and the dense codecs read x there and write repr there, placed
  * or not; the
@@ -359,6 +360,8 @@ typedef struct {
                     * left for gcx_sparse_launch_ones (codec_batch_sizes), which writes the
                     * payload, side->mask and side->repr, and its length or GcError into bk */
     SparseOne job;
+    void *later;   /* a larger topk or dgc frame: its selection begun, its candidates' count
+                    * read and the rest launched by gcx_sparse_finish_staged */
 } SparseStage;
 /* a sparsifier's payload the bundle's probe found valid, of a tensor of up to
  * 65,535 values, decoded by one block (compress/sparse_cuda.cu) */
@@ -380,6 +383,12 @@ void gcx_sparse_launch_ones(SparseOne *const *jobs, size_t k);
 int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, size_t n, const CodecSide *side,
                                  SparseStage *st);
 int64_t gcx_sparse_staged_len(const CodecCuda *g, size_t n, const void *hb, const SparseStage *st);
+/* the staged frames sts[k] (each with later set): their candidates' counts read in one
+ * copy, their selections finished and their payloads and side outputs launched, their
+ * checks left in their bk (later then NULL) */
+void gcx_sparse_finish_staged(SparseStage *const *sts, size_t k);
+/* a staged frame's begun selection (later) returned, unfinished */
+void gcx_sparse_drop_staged(SparseStage *st);
 void *gcx_gcomp_state_new(void);
 void gcx_gcomp_state_free(void *st);
 int64_t gcx_gcomp_encode(CodecCuda *g, uint8_t *pay, size_t cap, uint16_t *flags, const float *x, size_t n,

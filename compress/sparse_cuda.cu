@@ -255,15 +255,24 @@ static void sel_check(const SelBack *hb, int radix, size_t k) {
     }
 }
 
-/* The top k keys of x[n] (select.h's definition), indices increasing, into
- * idx ([k] device). Returns min(k, number of nonzero keys). With more candidates than k,
- * a radix select picks them (*radix = 1), and its checks are left in bk (device) for the
- * caller's read, with sel_check */
-static size_t gpu_select(uint32_t *idx, const float *x, size_t n, size_t k, int mode, SelBack *bk, int *radix) {
-    *radix = 0;
-    if (k > n) k = n;
-    if (k == 0) return 0;
-    KthState *st0 = NULL; /* the sample's threshold, left on the device for the compaction */
+/* A selection's first half (select_begin): the candidates, the indices whose keys reach
+ * the sample's threshold (or every nonzero key), compacted on the device, their count
+ * left in cb for the host's read; select_end takes it from there. Between them nothing
+ * waits, so a pass's staged frames read all their counts at once
+ * (gcx_sparse_finish_staged) */
+typedef struct {
+    const float *x;
+    size_t n, k;
+    int mode;
+    KthState *st0;  /* the sample's threshold, left on the device for the compaction */
+    uint32_t *ds;   /* the sample */
+    CandBack *cb;   /* the threshold and the count */
+    uint32_t *cand; /* [n] the candidates */
+} SelPlan;
+
+/* 1 <= k <= n */
+static void select_begin(SelPlan *p, const float *x, size_t n, size_t k, int mode) {
+    KthState *st0 = NULL;
     uint32_t *ds = NULL;
     if (n > SELECT_EXACT_MAX) {
         size_t m = (size_t)ceil((double)n * SELECT_SAMPLE_FRAC);
@@ -278,23 +287,37 @@ static size_t gpu_select(uint32_t *idx, const float *x, size_t n, size_t k, int 
         double jr = ceil(e + 3.0 * sqrt(e) + 1.0);
         if (jr <= (double)m) st0 = kth_largest_dev(ds, m, (size_t)jr);
     }
-    CandBack *cb = (CandBack *)gcx_dmalloc(sizeof(CandBack)), hc;
+    CandBack *cb = (CandBack *)gcx_dmalloc(sizeof(CandBack));
     k_cand_t<<<1, 1>>>(cb, st0);
     cudaCheckLast();
     uint32_t *cand = (uint32_t *)gcx_dmalloc(n * 4);
     compact_ge(cand, x, n, cb, mode);
-    cudaCheck(cudaMemcpy(&hc, cb, sizeof hc, cudaMemcpyDeviceToHost)); /* the count and the threshold */
+    SelPlan q = {x, n, k, mode, st0, ds, cb, cand};
+    *p = q;
+}
+
+/* The selection's second half, once the host has read p->cb into hc: the top k (the
+ * candidates again, with a wait, where the sample's threshold let fewer than k through),
+ * indices increasing, into idx ([k] device). Returns min(k, number of nonzero keys). With
+ * more candidates than k, a radix select picks them (*radix = 1), and its checks are left
+ * in bk (device) for the caller's read, with sel_check. p's scratch is returned */
+static size_t select_end(SelPlan *p, CandBack hc, uint32_t *idx, SelBack *bk, int *radix) {
+    *radix = 0;
+    const float *x = p->x;
+    size_t n = p->n, k = p->k;
+    int mode = p->mode;
+    uint32_t *cand = p->cand;
     kth_check(hc.found);
     if ((size_t)hc.num < k && hc.t > 1) { /* the sample threshold was too high: every nonzero key */
-        k_cand_t<<<1, 1>>>(cb, NULL);
+        k_cand_t<<<1, 1>>>(p->cb, NULL);
         cudaCheckLast();
-        compact_ge(cand, x, n, cb, mode);
-        cudaCheck(cudaMemcpy(&hc, cb, sizeof hc, cudaMemcpyDeviceToHost));
+        compact_ge(cand, x, n, p->cb, mode);
+        cudaCheck(cudaMemcpy(&hc, p->cb, sizeof hc, cudaMemcpyDeviceToHost));
     }
     size_t c = (size_t)hc.num;
-    gcx_dfree(cb);
-    if (st0) gcx_dfree(st0);
-    if (ds) gcx_dfree(ds);
+    gcx_dfree(p->cb);
+    if (p->st0) gcx_dfree(p->st0);
+    if (p->ds) gcx_dfree(p->ds);
     if (c <= k) {
         if (c) cudaCheck(cudaMemcpyAsync(idx, cand, c * 4, cudaMemcpyDeviceToDevice, 0));
         gcx_dfree(cand);
@@ -321,6 +344,19 @@ static size_t gpu_select(uint32_t *idx, const float *x, size_t n, size_t k, int 
     gcx_dfree(fl);
     gcx_dfree(cand);
     return k;
+}
+
+/* The top k keys of x[n] (select.h's definition), indices increasing, into
+ * idx ([k] device): select_begin, the count read (a wait), select_end */
+static size_t gpu_select(uint32_t *idx, const float *x, size_t n, size_t k, int mode, SelBack *bk, int *radix) {
+    *radix = 0;
+    if (k > n) k = n;
+    if (k == 0) return 0;
+    SelPlan p;
+    CandBack hc;
+    select_begin(&p, x, n, k, mode);
+    cudaCheck(cudaMemcpy(&hc, p.cb, sizeof hc, cudaMemcpyDeviceToHost)); /* the count and the threshold */
+    return select_end(&p, hc, idx, bk, radix);
 }
 
 /* ============================================================= helpers ==== */
@@ -443,17 +479,29 @@ typedef struct {
     const int64_t *got; /* d_picked's: staged after a radix select, its count still on the device */
 } SparseSel;
 
-static int sparse_select(SparseSel *s, CodecCuda *g, const float *x, size_t n, const CodecSide *side,
-                         SparseStage *st) {
-    int64_t k = sparse_count(g, n, side, NULL);
-    if (k < 0) return -GC_ERR_PARAM;
-    s->idx = (uint32_t *)gcx_dmalloc((k ? (size_t)k : 1) * 4);
+/* its first half: k, the indices' room and bk zeroed, and with plan (a staged frame of more
+ * than k nonzero candidates' room) the selection's first half, *has set where it began */
+static int select_open(SparseSel *s, CodecCuda *g, size_t n, const CodecSide *side, SparseStage *st, size_t *k) {
+    int64_t kk = sparse_count(g, n, side, NULL);
+    if (kk < 0) return -GC_ERR_PARAM;
+    *k = (size_t)kk < n ? (size_t)kk : n;
+    s->idx = (uint32_t *)gcx_dmalloc((kk ? (size_t)kk : 1) * 4);
     s->bk = st ? (SparseBack *)st->bk : (SparseBack *)gcx_dmalloc(sizeof(SparseBack));
     cudaCheck(cudaMemsetAsync(s->bk, 0, sizeof(SparseBack), 0));
-    s->cnt = gpu_select(s->idx, x, n, (size_t)k, SELECT_MAG, &s->bk->sel, &s->radix);
+    return 0;
+}
+/* its second half, once the selection has picked s->cnt: their values gathered and checked */
+static void select_close(SparseSel *s, const float *x, size_t n, const SparseStage *st) {
     s->v = (float *)gcx_dmalloc((s->cnt ? s->cnt : 1) * 4);
     gather_checked(s->v, s->idx, x, s->cnt, n, &s->bk->sel);
     s->got = st && s->radix ? &s->bk->sel.got : NULL;
+}
+static int sparse_select(SparseSel *s, CodecCuda *g, const float *x, size_t n, const CodecSide *side,
+                         SparseStage *st) {
+    size_t k;
+    if (select_open(s, g, n, side, st, &k)) return -GC_ERR_PARAM;
+    s->cnt = gpu_select(s->idx, x, n, k, SELECT_MAG, &s->bk->sel, &s->radix);
+    select_close(s, x, n, st);
     return 0;
 }
 
@@ -487,12 +535,22 @@ static int64_t sparse_end(SparseSel *s, SparseStage *st, int64_t rc) {
     return 0;
 }
 
+/* a staged topk or dgc frame of more than ONE_N values between codec_batch_stage and
+ * codec_batch_sizes: its selection begun (plan, when k > 0), what its encoder needs */
+struct SparseLater {
+    SparseSel s;
+    SelPlan plan;
+    size_t k, n, cap;
+    CodecCuda *g;
+    uint8_t *pay;
+    const float *x;
+    CodecSide side;
+};
+
 /* topk_enc and dgc_enc: the payload, the checks read back and the frame's length; or, staged
  * (st), the payload written for a frame that may yet fail and the checks left in st->bk */
-static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side,
-                        SparseStage *st) {
-    SparseSel s;
-    if (sparse_select(&s, g, x, n, side, st)) return -GC_ERR_PARAM;
+static int64_t topk_write(SparseSel &s, CodecCuda *g, uint8_t *pay, size_t cap, size_t n, const CodecSide *side,
+                          SparseStage *st) {
     int64_t rc = sparse_read(&s, g, n, cap, st);
     size_t bm = (n + 7) / 8;
     if (rc >= 0) {
@@ -507,6 +565,12 @@ static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, 
         side_outputs(side, s.idx, s.v, 0.0f, s.cnt, n, s.got);
     }
     return sparse_end(&s, st, rc);
+}
+static int64_t topk_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side,
+                        SparseStage *st) {
+    SparseSel s;
+    if (sparse_select(&s, g, x, n, side, st)) return -GC_ERR_PARAM;
+    return topk_write(s, g, pay, cap, n, side, st);
 }
 
 
@@ -630,10 +694,8 @@ __global__ void k_dgc_write(uint8_t *pay, const uint32_t *idx, const float *v, c
     }
 }
 
-static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side,
-                       SparseStage *st) {
-    SparseSel s;
-    if (sparse_select(&s, g, x, n, side, st)) return -GC_ERR_PARAM;
+static int64_t dgc_write(SparseSel &s, CodecCuda *g, uint8_t *pay, size_t cap, size_t n, const CodecSide *side,
+                         SparseStage *st) {
     size_t cnt = s.cnt;
     uint64_t *e = (uint64_t *)gcx_dmalloc((cnt + 1) * 8), *off = (uint64_t *)gcx_dmalloc((cnt + 1) * 8);
     /* how many run entries the values take, read back with the checks */
@@ -653,6 +715,12 @@ static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     gcx_dfree(e);
     gcx_dfree(off);
     return sparse_end(&s, st, rc);
+}
+static int64_t dgc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side,
+                       SparseStage *st) {
+    SparseSel s;
+    if (sparse_select(&s, g, x, n, side, st)) return -GC_ERR_PARAM;
+    return dgc_write(s, g, pay, cap, n, side, st);
 }
 
 /* run entry e of runs (little-endian u16, any alignment): r[e], and t[e] = 1 when it ends
@@ -1692,7 +1760,72 @@ int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, si
     }
     st->bk = gcx_dmalloc(SPARSE_BACK);
     if (st->one) return sparse_one_job(&st->job, g, st->bk, *pay, UINT64_MAX, x, n, side); /* launched there */
-    return dgc ? dgc_enc(g, *pay, cap, x, n, side, st) : topk_enc(g, *pay, cap, x, n, side, st);
+    /* the selection's first half now, the rest at gcx_sparse_finish_staged */
+    SparseLater *l = (SparseLater *)calloc(1, sizeof(SparseLater));
+    if (!l) {
+        fprintf(stderr, "error: out of memory at %s:%d\n", __FILE__, __LINE__);
+        exit(1);
+    }
+    size_t kk = 0;
+    select_open(&l->s, g, n, side, st, &kk); /* its k checked above */
+    if (kk) select_begin(&l->plan, x, n, kk, SELECT_MAG);
+    l->g = g, l->pay = *pay, l->cap = cap, l->x = x, l->n = n, l->side = *side, l->k = kk;
+    st->later = l;
+    return 0;
+}
+
+/* A pass's staged topk and dgc frames of more than ONE_N values: every one's candidates'
+ * count read in one copy (the pass's one wait for them), then each one's selection
+ * finished and its payload, side->mask and side->repr written, its checks left in its bk
+ * for codec_batch_sizes' read */
+struct CandAt {
+    const CandBack *src;
+    CandBack *dst;
+};
+typedef struct {
+    CandAt j[CODEC_BATCH];
+} CandTab;
+__global__ void k_gather_cands(CandTab a) {
+    if (threadIdx.x == 0) *a.j[blockIdx.x].dst = *a.j[blockIdx.x].src;
+}
+void gcx_sparse_finish_staged(SparseStage *const *sts, size_t k) {
+    CandAt at[k + 1];
+    CandBack *d = (CandBack *)gcx_dmalloc((k ? k : 1) * sizeof(CandBack)), h[k + 1];
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++) {
+        const SparseLater *l = (const SparseLater *)sts[i]->later;
+        if (l->k) at[m] = CandAt{l->plan.cb, d + m}, m++;
+    }
+    launch_tables<CandTab>(
+        m, [&](size_t i) { return at[i]; }, [](const CandTab &a, unsigned b) { k_gather_cands<<<b, 32>>>(a); });
+    if (m) cudaCheck(cudaMemcpy(h, d, m * sizeof(CandBack), cudaMemcpyDeviceToHost)); /* the one wait */
+    gcx_dfree(d);
+    m = 0;
+    for (size_t i = 0; i < k; i++) {
+        SparseStage *st = sts[i];
+        SparseLater *l = (SparseLater *)st->later;
+        l->s.cnt = 0, l->s.radix = 0;
+        if (l->k) l->s.cnt = select_end(&l->plan, h[m++], l->s.idx, &l->s.bk->sel, &l->s.radix);
+        select_close(&l->s, l->x, l->n, st);
+        if (l->g->spec.ops->id == CODEC_DGC) dgc_write(l->s, l->g, l->pay, l->cap, l->n, &l->side, st);
+        else topk_write(l->s, l->g, l->pay, l->cap, l->n, &l->side, st);
+        free(l);
+        st->later = NULL;
+    }
+}
+
+void gcx_sparse_drop_staged(SparseStage *st) {
+    SparseLater *l = (SparseLater *)st->later;
+    if (!l) return;
+    if (l->k) {
+        gcx_dfree(l->plan.cand);
+        gcx_dfree(l->plan.cb);
+        if (l->plan.st0) gcx_dfree(l->plan.st0);
+        if (l->plan.ds) gcx_dfree(l->plan.ds);
+    }
+    gcx_dfree(l->s.idx);
+    free(l);
+    st->later = NULL;
 }
 
 int64_t gcx_sparse_staged_len(const CodecCuda *g, size_t n, const void *hb, const SparseStage *st) {

@@ -28,8 +28,9 @@
 #   bench  bench/resnet_gpu.sh (gcx against PyTorch eager; once more, one round,
 #          with both ranking cuDNN's algorithms by heuristic), bench/exchange --device
 #          cuda (the device-resident exchange of ResNet-110 per step: every codec on one
-#          worker, 3lc, dgc, sbc, terngrad and gcomp on four sharing the GPU), bench/codecs_gpu and
-#          bench/exchange (the host exchange on this machine's cores)
+#          worker, 3lc, dgc, sbc, terngrad and gcomp on four sharing the GPU), bench/codecs_gpu,
+#          bench/exchange --device cuda --arch resnet50 (dgc, topk, 3lc, sbc on ResNet-50's
+#          table) and bench/exchange (the host exchange on this machine's cores)
 #   sanitize  compute-sanitizer memcheck and racecheck (shared-memory races, which
 #          the host emulation cannot show) on the kernel tests, each run capped at
 #          GCX_SANITIZE_SECONDS (default 240)
@@ -119,6 +120,7 @@ if [ "$QUICK" = 1 ]; then
     export DEPTHS=${DEPTHS:-8} BATCH=${BATCH:-8} STEPS=${STEPS:-2} ROUNDS=${ROUNDS:-1}
     CODECS_ARGS=(--sizes 4k --min-time 0)
     EXCHANGE_ARGS=(--depth 8 --steps 2 --warmup 1)
+    EXCHANGE50_ARGS=(--arch resnet --depth 8 --steps 1 --warmup 1) # the command, on a toy model
 else
     TRAIN_STEPS=${GCX_TRAIN_STEPS:-200}
     CHAR_ARGS=()
@@ -136,6 +138,9 @@ else
     # sparse encoders, what a small frame's launches and waits cost
     CODECS_ARGS=(--sizes 36k,1M,16M,64M)
     EXCHANGE_ARGS=(--steps 20)
+    # ResNet-50's table: 42 of its 161 tensors above 65,535 values, the sparsifiers' general
+    # selection (staged: the candidates' counts of a pass read at once)
+    EXCHANGE50_ARGS=(--arch resnet50 --steps 10)
 fi
 
 # ---- binaries and libraries
@@ -418,6 +423,8 @@ phase_bench() {
     bench_run "exchange --device cuda --workers 4" '^[a-z0-9]+ ' "exchange cuda 4w " build/bench/exchange \
         --device cuda --workers 4 --codec 3lc --codec dgc --codec sbc --codec terngrad --codec gcomp "${EXCHANGE_ARGS[@]}"
     bench_run codecs_gpu '^(GPU codec|codec |[a-z0-9]+)' "" build/bench/codecs_gpu "${CODECS_ARGS[@]}"
+    bench_run "exchange --device cuda --arch resnet50" '^[a-z0-9]+ ' "exchange cuda r50 " build/bench/exchange \
+        --device cuda --codec dgc --codec topk --codec 3lc --codec sbc "${EXCHANGE50_ARGS[@]}"
     # the exchange's host time with this host's cores (docs/DIST.md "Host time")
     bench_run exchange '^[a-z0-9]+ ' "exchange " env OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-active}" \
         build/bench/exchange "${EXCHANGE_ARGS[@]}"

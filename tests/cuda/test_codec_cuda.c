@@ -1616,6 +1616,67 @@ static void sampled_waits(const char *text, size_t n, unsigned long long most) {
     cudaCheck(cudaFree(dx));
     cudaCheck(cudaFree(dpay));
 }
+
+static int64_t staged_frame(CodecCuda *g, uint8_t *fg, size_t cap, const float *dx, size_t n, const CodecSide *side,
+                            int drop);
+/* and of a pass of F such frames staged in one batch (codec_batch_stage, then
+ * codec_batch_sizes, codec_batch_place and the flush), one of them with a NaN (refused):
+ * at most `most` waits in all, whatever F (the candidates' counts of all of them read at
+ * once, then their lengths), each frame's length and bytes the CPU encoder's; then a frame
+ * staged and dropped (flushed before codec_batch_sizes: its selection begun, returned),
+ * and one staged after it */
+static void staged_waits(const char *text, size_t n, unsigned long long most) {
+    enum { F = 5 };
+    CodecSpec spec;
+    char err[256];
+    if (codec_parse(&spec, text, err, sizeof err)) {
+        CHECK(0, "%s: %s", text, err);
+        return;
+    }
+    Codec *c = codec_new(&spec);
+    CodecCuda *g[F];
+    size_t cap = codec_max_frame(c, n);
+    float *x = malloc(F * n * sizeof(float)), *dx = dalloc_f(F * n);
+    uint8_t *fc = malloc(cap), *fg = malloc(cap), *d = dalloc_b(F * cap);
+    for (int i = 0; i < F; i++) {
+        gen(x + i * n, n, i % 3, 90 + (uint64_t)i);
+        g[i] = codec_cuda_new(&spec);
+    }
+    x[3 * n + n / 2] = NAN;
+    up(dx, x, F * n * sizeof(float));
+    CodecBatch *b = codec_batch_new();
+    int64_t lens[F];
+    emu_host_waits();
+    for (int i = 0; i < F; i++) codec_batch_stage(b, g[i], dx + i * n, n, NULL);
+    codec_batch_sizes(b, lens);
+    for (int i = 0; i < F; i++)
+        if (lens[i] > 0) codec_batch_place(b, (size_t)i, d + i * cap);
+    codec_batch_flush(b);
+    unsigned long long w = emu_host_waits();
+    CHECK(w <= most, "%s n=%zu: %llu waits for %d staged frames (at most %llu)", text, n, w, F, most);
+    printf("    %-20s n=%zu: %llu waits for %d staged frames\n", text, n, w, F);
+    for (int i = 0; i < F; i++) {
+        int64_t l = codec_encode(c, fc, cap, x + i * n, n, NULL);
+        if (lens[i] > 0) down(fg, d + i * cap, (size_t)lens[i]);
+        SAME(l == lens[i] && (l < 0 || first_diff(fc, fg, (size_t)l) < 0),
+             "%s n=%zu: staged frame %d of %d: length cpu %lld gpu %lld, or its bytes", text, n, i, F, (long long)l,
+             (long long)lens[i]);
+        codec_cuda_free(g[i]);
+    }
+    CHECK(lens[3] == -GC_ERR_PARAM, "%s n=%zu: the staged frame with a NaN: %lld", text, n, (long long)lens[3]);
+    g[0] = codec_cuda_new(&spec); /* a frame staged and flushed before codec_batch_sizes: never read back */
+    staged_frame(g[0], fg, cap, dx, n, NULL, 1);
+    int64_t l = codec_encode(c, fc, cap, x, n, NULL), lg = staged_frame(g[0], fg, cap, dx, n, NULL, 0);
+    SAME(l == lg && l > 0 && first_diff(fc, fg, (size_t)l) < 0, "%s n=%zu: a frame staged after one dropped", text, n);
+    codec_cuda_free(g[0]);
+    codec_batch_free(b);
+    codec_free(c);
+    free(x);
+    free(fc);
+    free(fg);
+    cudaCheck(cudaFree(dx));
+    cudaCheck(cudaFree(d));
+}
 #endif
 
 /* one frame staged in a batch (codec_batch_stage, codec_batch_sizes, codec_batch_place) into
@@ -1984,6 +2045,9 @@ int main(void) {
         sampled_waits("topk:ratio=0.05", 8193, 3);
         sampled_waits("dgc", 8193, 3);
         sampled_waits("sbc", 8193, 4);
+        staged_waits("topk:ratio=0.05", 8193, 2);
+        staged_waits("dgc", 8193, 2);
+        staged_waits("dgc", 70001, 2);
 #endif
         printf("  %-28s %6d checks, %d failed\n", "sampled selections, sbc sums", test_passed_ + test_failed_ - p0 - f0,
                test_failed_ - f0);

@@ -156,6 +156,7 @@ for c in fp32 3lc dgc sbc gcomp terngrad; do # (the emulation adds its waits and
     has "^bench +exchange cuda $c +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+$" "exchange --device cuda, $c"
 done
 for c in 3lc dgc sbc; do has "^bench +exchange cuda 4w $c " "exchange --device cuda --workers 4, $c"; done
+for c in dgc topk 3lc sbc; do has "^bench +exchange cuda r50 $c " "exchange --device cuda --arch resnet50, $c"; done
 for r in "memcheck ops" "racecheck ops" "memcheck lstm" "memcheck codecs" "memcheck resnet"; do
     has "^sanitize $r: clean; ========= ERROR SUMMARY: 0 errors RESULT 1 0$" "sanitize $r"
 done
