@@ -2007,6 +2007,7 @@ void codec_batch_reserve_deferred(CodecBatch *b, size_t k) {
 }
 
 size_t codec_batch_deferred(const CodecBatch *b) { return b->nverd; }
+int codec_cuda_defers(int id) { return id == CODEC_GCOMP || id == CODEC_TOPK; }
 
 void codec_batch_verdicts(CodecBatch *b, int *rc) {
     if (b->sent != b->nverd) {
@@ -2678,7 +2679,17 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
     rc = sparse ? gcx_sparse_decode_job(&sj, g, out, n, weight, acc ? 1 : 0, &pay, flags)
          : id == CODEC_3LC ? tlc_decode_job(&tj, out, n, weight, acc ? 1 : 0, &pay, flags)
                            : 0;
-    if (rc <= 0) return rc < 0 ? rc : decode_probed(g, out, n, weight, acc, pay, flags, b); /* dense: at the flush */
+    if (rc < 0) return rc;
+    if (rc == 0) { /* dense: at the flush; topk's general decoder with its verdict deferred */
+        if (id == CODEC_TOPK) {
+            codec_batch_reserve_deferred(b, b->nverd + 1);
+            pay.verdict = b->dverd + b->nverd;
+        }
+        rc = decode_probed(g, out, n, weight, acc, pay, flags, b);
+        if (rc != 1) return rc;
+        b->vdec[b->nverd++] = NULL;
+        return 0;
+    }
     if (sparse) *batch_slot(b->dec, b->ndec, b->cdec) = sj;
     else *batch_slot(b->tdec, b->ntdec, b->ctdec) = tj;
     return 0;

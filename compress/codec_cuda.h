@@ -183,10 +183,13 @@ int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, s
  * and those of the chunk headers where the probe does not hold them: more than 4 chunks)
  * decides on the device whether out is written; that verdict is deferred:
  * codec_batch_deferred counts it, and codec_batch_verdicts gives it, and makes a table the
- * frame carries its decoder's if it passed. Until then that decoder takes no other frame */
+ * frame carries its decoder's if it passed. Until then that decoder takes no other frame.
+ * A topk payload too large for the probe's check is decoded by the general decoder, whose
+ * checks (the bitmap's count, its padding, the values) decide on the device whether out is
+ * written, their verdict deferred as gcomp's */
 int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
                               const uint8_t *frame, size_t len, const CodecProbe *probe);
-/* Deferred verdicts (gcomp's, codec_decode_cuda_batched): codec_batch_deferred, how many
+/* Deferred verdicts (gcomp's and topk's, codec_decode_cuda_batched): codec_batch_deferred, how many
  * frames the batch holds whose verdict is deferred (since the last codec_batch_verdicts);
  * codec_batch_verdicts, once the caller has flushed b and waited for the stream: each one's
  * return (0 or a GcError), in the order decoded, into rc[codec_batch_deferred(b)], the
@@ -195,6 +198,9 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
  * one wait. Room for k of them
  * is made by codec_batch_reserve_deferred (growing it waits for the device) */
 size_t codec_batch_deferred(const CodecBatch *b);
+/* whether codec_decode_cuda_batched may defer the verdicts of codec id's frames (gcomp's,
+ * topk's) */
+int codec_cuda_defers(int id);
 void codec_batch_verdicts(CodecBatch *b, int *rc);
 void codec_batch_reserve_deferred(CodecBatch *b, size_t k);
 /* n <= 20 bytes of host memory written to dev (device memory) at the flush; src is free
@@ -290,6 +296,9 @@ typedef struct {
     int checked;            /* the payload's device-side check made with its probe (Probe.checked): the
                              * codec's id, or 0 without one; chk1, chk2 its results */
     uint32_t chk1, chk2;
+    int *verdict;           /* device, or NULL: where a decoder that would wait for its checks
+                             * (topk's general one) leaves its 0 or GcError instead, writing
+                             * out only where it is 0, and returns 1 (a deferred verdict) */
 } Pay;
 /* device scratch (never NULL; at least 16 bytes, 256-byte aligned): a piece of the calling
  * thread's arena (a stack), or from the stream-ordered pool where it does not fit. A piece

@@ -593,9 +593,10 @@ __global__ void k_bad_vals(uint32_t *flag, const uint8_t *vals, size_t k) {
 }
 
 /* byte b of the bitmap: its set bits (MSB first = lowest index) take values
- * rank[b], rank[b] + 1, ... */
+ * rank[b], rank[b] + 1, ...; with verdict (device), only where it is 0 */
 __global__ void k_topk_dec(float *out, const uint8_t *bitmap, const uint8_t *vals, const uint32_t *rank, size_t bm,
-                           size_t n, float weight, int acc) {
+                           size_t n, float weight, int acc, const int *verdict) {
+    if (verdict && *verdict) return;
     GRID_STRIDE(b, bm) {
         uint32_t w = bitmap[b], r = rank[b];
         for (int t = 0; t < 8 && w; t++) {
@@ -619,7 +620,20 @@ static int topk_head(uint64_t *k, size_t n, const Pay *p, uint16_t flags) {
     return 0;
 }
 
-/* compress/topk.c topk_decode: lengths on the host, the bitmap and values on the device */
+/* topk_dec's verdict from its checks (got: the bitmap's popcount, the flag of a set padding
+ * bit or a bad value) into *verdict */
+__global__ void k_topk_verdict(int *verdict, const uint32_t *got, uint64_t k) {
+    *verdict = got[1] || got[0] != k ? -GC_ERR_CORRUPT : 0;
+}
+
+/* out[0 .. n - 1] = 0 where *verdict is 0 */
+__global__ void k_zero_if(float *out, size_t n, const int *verdict) {
+    if (*verdict) return;
+    GRID_STRIDE(i, n) out[i] = 0.0f;
+}
+
+/* compress/topk.c topk_decode: lengths on the host, the bitmap and values on the device;
+ * the device checks' verdict read with a wait, or with p->verdict left there (returns 1) */
 static int topk_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
     uint64_t k;
     int head = topk_head(&k, n, p, flags);
@@ -636,10 +650,23 @@ static int topk_dec(float *out, size_t n, float weight, int acc, const Pay *p, u
     k_popcnt<<<gcx_grid(bm + 1), TPB>>>(pc, rank + bm + 1, bitmap, bm, (n & 7) ? 0xFFu >> (n & 7) : 0u);
     cudaCheckLast();
     gcx_exclusive_sum_u32(rank, pc, bm + 1);
-    if (!checked) { /* the checks here, and a wait for them */
+    if (!checked) { /* the checks here, and a wait for them or the verdict left on the device */
         if (k) {
             k_bad_vals<<<gcx_grid(k), TPB>>>(rank + bm + 1, vals, k);
             cudaCheckLast();
+        }
+        if (p->verdict) {
+            k_topk_verdict<<<1, 1>>>(p->verdict, rank + bm, k);
+            cudaCheckLast();
+            if (!acc) {
+                k_zero_if<<<gcx_grid(n), TPB>>>(out, n, p->verdict);
+                cudaCheckLast();
+            }
+            k_topk_dec<<<gcx_grid(bm), TPB>>>(out, bitmap, vals, rank, bm, n, weight, acc, p->verdict);
+            cudaCheckLast();
+            gcx_dfree(pc);
+            gcx_dfree(rank);
+            return 1;
         }
         uint32_t got[2]; /* popcount, flag */
         cudaCheck(cudaMemcpy(got, rank + bm, sizeof got, cudaMemcpyDeviceToHost));
@@ -647,7 +674,7 @@ static int topk_dec(float *out, size_t n, float weight, int acc, const Pay *p, u
     }
     if (!rc) {
         if (!acc) cudaCheck(cudaMemsetAsync(out, 0, n * sizeof(float), 0));
-        k_topk_dec<<<gcx_grid(bm), TPB>>>(out, bitmap, vals, rank, bm, n, weight, acc);
+        k_topk_dec<<<gcx_grid(bm), TPB>>>(out, bitmap, vals, rank, bm, n, weight, acc, NULL);
         cudaCheckLast();
     }
     gcx_dfree(pc);

@@ -78,10 +78,10 @@ struct ExchangeCuda {
     const uint8_t **probe_frames; /* [N T] the frames probed at once, and their lengths */
     size_t *probe_lens;
     const CodecProbe *probe; /* the probe of the frame next_entry found last, or NULL */
-    FrameAt *defd;      /* [(N + 1) T] the frames whose verdict the batch deferred (gcomp's), in
+    FrameAt *defd;      /* [(N + 1) T] the frames whose verdict the batch deferred (gcomp's, topk's), in
                          * the order decoded, until verdicts() reads them */
     int *vrc;           /* [(N + 1) T] their verdicts */
-    size_t ndefd, cdefd; /* how many; room for (0 without gcomp) */
+    size_t ndefd, cdefd; /* how many; room for (0 without gcomp or topk) */
     CodecBatch *batch;  /* device bundles: the frames' work launched per pass, not per frame */
     int stage;          /* device bundles with frames of a codec that stages (stages()): the
                          * passes' frames staged (place_frames) */
@@ -281,9 +281,10 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
         x->dec = callocCheck((size_t)x->T * (size_t)x->N + 1, sizeof *x->dec);
         x->penc = callocCheck((size_t)x->T + 1, sizeof *x->penc);
         x->pdec = callocCheck((size_t)x->T + 1, sizeof *x->pdec);
-        int gcomp = 0;
+        int gcomp = 0, defers = 0; /* defers: a decoder whose verdicts the batch may defer */
         for (int t = 0; t < x->T && !bad; t++) {
             gcomp |= x->pol[t].spec.ops->id == CODEC_GCOMP;
+            defers |= codec_cuda_defers(x->pol[t].spec.ops->id);
             bad = !(x->enc[t] = codec_cuda_new(&x->pol[t].spec)) ||
                   (ps && x->rank == 0 && !(x->penc[t] = codec_cuda_new(exchange_pull_spec(ex, t)))) ||
                   (ps && !(x->pdec[t] = codec_cuda_new(exchange_pull_spec(ex, t))));
@@ -291,8 +292,8 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
                 bad = !(x->dec[(size_t)t * (size_t)x->N + (size_t)src] = codec_cuda_new(&x->pol[t].spec));
         }
         if (!bad && gcomp) bad = cuda_dev_alloc((void **)&x->d_levels, bytes / sizeof(float), "GCOMP's levels");
-        for (int t = 0; t < x->T && ps; t++) gcomp |= exchange_pull_spec(ex, t)->ops->id == CODEC_GCOMP;
-        if (!bad && gcomp && x->batch) { /* the N bundles an allgather decodes, a frame a tensor each, at most */
+        for (int t = 0; t < x->T && ps; t++) defers |= codec_cuda_defers(exchange_pull_spec(ex, t)->ops->id);
+        if (!bad && defers && x->batch) { /* the N bundles an allgather decodes, a frame a tensor each, at most */
             x->cdefd = ((size_t)x->N + 1) * (size_t)x->T;
             codec_batch_reserve_deferred(x->batch, x->cdefd);
             x->defd = callocCheck(x->cdefd, sizeof *x->defd);
@@ -782,7 +783,7 @@ static void end_frames(ExchangeCuda *x) {
 
 /* frame fp of flen bytes (in a bundle), the one next_entry found last (at), decoded by dec
  * into out[n] (acc: added), with its probe where open_bundle made one; a frame whose verdict
- * the batch defers (gcomp's) is noted for verdicts() */
+ * the batch defers (gcomp's, topk's) is noted for verdicts() */
 static int get_frame(ExchangeCuda *x, CodecCuda *dec, float *out, size_t n, int acc, const uint8_t *fp, size_t flen,
                      FrameAt at) {
     if (!x->devb)

@@ -1622,9 +1622,13 @@ static int64_t staged_frame(CodecCuda *g, uint8_t *fg, size_t cap, const float *
 /* and of a pass of F such frames staged in one batch (codec_batch_stage, then
  * codec_batch_sizes, codec_batch_place and the flush), one of them with a NaN (refused):
  * at most `most` waits in all, whatever F (the candidates' counts of all of them read at
- * once, then their lengths), each frame's length and bytes the CPU encoder's; then a frame
- * staged and dropped (flushed before codec_batch_sizes: its selection begun, returned),
- * and one staged after it */
+ * once, then their lengths), each frame's length and bytes the CPU encoder's; the frames
+ * then probed at once and decoded in one batch, a bitmap bit of one of them cleared (its
+ * CRC made right): at most 2 waits (the probes, the end; a topk payload too large for the
+ * probe's check has its verdict deferred, and the edited one's is GC_ERR_CORRUPT with its
+ * output untouched), the outputs the CPU decoder's; then a frame staged and dropped
+ * (flushed before codec_batch_sizes: its selection begun, returned), and one staged
+ * after it */
 static void staged_waits(const char *text, size_t n, unsigned long long most) {
     enum { F = 5 };
     CodecSpec spec;
@@ -1664,6 +1668,67 @@ static void staged_waits(const char *text, size_t n, unsigned long long most) {
         codec_cuda_free(g[i]);
     }
     CHECK(lens[3] == -GC_ERR_PARAM, "%s n=%zu: the staged frame with a NaN: %lld", text, n, (long long)lens[3]);
+    {
+        const uint8_t *fr[F];
+        size_t fl[F];
+        int k = 0, at[F], rc[F], vr[F], want[F];
+        float *init = malloc(n * sizeof(float)), *oc = malloc(F * n * sizeof(float)), *og = malloc(F * n * sizeof(float));
+        float *dout = dalloc_f(F * n);
+        for (size_t i = 0; i < n; i++) init[i] = 0.5f;
+        for (int i = 0; i < F; i++) {
+            if (lens[i] <= 0) continue;
+            if (i == 1 && spec.ops->id == CODEC_TOPK) { /* a set bit of its bitmap cleared, the CRC made right */
+                down(fg, d + i * cap, (size_t)lens[i]);
+                uint8_t *bm = fg + CODEC_HEADER_SIZE + 4;
+                while (!*bm) bm++;
+                *bm &= (uint8_t)(*bm - 1);
+                refresh(fg, (size_t)lens[i] - CODEC_HEADER_SIZE);
+                up(d + i * cap, fg, (size_t)lens[i]);
+            }
+            down(fg, d + i * cap, (size_t)lens[i]);
+            Codec *cd = codec_new(&spec);
+            memcpy(oc + (size_t)k * n, init, n * sizeof(float));
+            want[k] = codec_decode(cd, oc + (size_t)k * n, n, fg, (size_t)lens[i]);
+            codec_free(cd);
+            up(dout + (size_t)k * n, init, n * sizeof(float));
+            fr[k] = d + i * cap, fl[k] = (size_t)lens[i], at[k++] = i;
+        }
+        CodecBatch *bd = codec_batch_new();
+        CodecProbe pr[F];
+        int deferred = 0;
+        for (int i = 0; i < F; i++) g[i] = codec_cuda_new(&spec);
+        codec_batch_reserve_deferred(bd, F);
+        emu_host_waits();
+        codec_cuda_probe_frames(pr, fr, fl, (size_t)k);
+        for (int q = 0; q < k; q++) {
+            size_t before = codec_batch_deferred(bd);
+            rc[q] = codec_decode_cuda_batched(bd, g[at[q]], dout + (size_t)q * n, n, 1.0f, 0, fr[q], fl[q], &pr[q]);
+            vr[q] = codec_batch_deferred(bd) > before ? (int)before : -1;
+            deferred += vr[q] >= 0;
+        }
+        codec_batch_flush(bd);
+        cudaCheck(cudaStreamSynchronize(0));
+        w = emu_host_waits();
+        int got[F];
+        codec_batch_verdicts(bd, got);
+        CHECK(w <= 2, "%s n=%zu: %llu waits to decode %d frames in a batch (at most 2)", text, n, w, k);
+        printf("    %-20s n=%zu: %llu waits to decode %d frames in a batch, %d verdicts deferred\n", text, n, w, k,
+               deferred);
+        down(og, dout, (size_t)k * n * sizeof(float));
+        for (int q = 0; q < k; q++) {
+            int r = vr[q] >= 0 ? got[vr[q]] : rc[q];
+            SAME(r == want[q] && first_diff(oc + (size_t)q * n, og + (size_t)q * n, n * sizeof(float)) < 0,
+                 "%s n=%zu: frame %d decoded in a batch: cpu %d gpu %d, or its output", text, n, at[q], want[q], r);
+        }
+        CHECK(spec.ops->id != CODEC_TOPK || want[1] == -GC_ERR_CORRUPT, "%s n=%zu: the edited frame: cpu %d", text, n,
+              want[1]);
+        for (int i = 0; i < F; i++) codec_cuda_free(g[i]);
+        codec_batch_free(bd);
+        free(init);
+        free(oc);
+        free(og);
+        cudaCheck(cudaFree(dout));
+    }
     g[0] = codec_cuda_new(&spec); /* a frame staged and flushed before codec_batch_sizes: never read back */
     staged_frame(g[0], fg, cap, dx, n, NULL, 1);
     int64_t l = codec_encode(c, fc, cap, x, n, NULL), lg = staged_frame(g[0], fg, cap, dx, n, NULL, 0);
@@ -2048,6 +2113,7 @@ int main(void) {
         staged_waits("topk:ratio=0.05", 8193, 2);
         staged_waits("dgc", 8193, 2);
         staged_waits("dgc", 70001, 2);
+        staged_waits("topk:ratio=0.5", 70001, 2); /* payloads beyond what the probe checks */
 #endif
         printf("  %-28s %6d checks, %d failed\n", "sampled selections, sbc sums", test_passed_ + test_failed_ - p0 - f0,
                test_failed_ - f0);
