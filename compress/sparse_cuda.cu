@@ -982,23 +982,44 @@ __global__ void k_rice_put(uint32_t *pay32, const uint32_t *idx, const uint64_t 
 /* compress/sbc.c sbc_encode on the device: the two selections, the sums, the Rice codes;
  * the host reads the sums and both sides' codes' lengths in one copy. pay: 4-byte aligned (a device
  * allocation, or codec_encode_cuda_payload's staging) */
-static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
+/* sbc_enc's state between its steps: the two selections (POS, NEG: their indices, counts
+ * and checks), the values' sums and each side's codes' offsets, read back in bk */
+struct SbcWork {
+    size_t k, cp, cn;
+    int radix[2], b;
+    uint32_t *dpos, *dneg;
+    SbcBack *bk;
+    SelPlan plan[2]; /* staged: the selections begun (k > 0) */
+    uint64_t *off[2];
+};
+
+/* the density and k, the selections' room, bk zeroed */
+static int sbc_open(SbcWork *w, CodecCuda *g, size_t n, const CodecSide *side) {
     double p;
     if (select_density(&p, g->spec.v[0], side->density)) return -GC_ERR_PARAM;
-    size_t k = select_count(p, n);
-    uint32_t *dpos = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4), *dneg = (uint32_t *)gcx_dmalloc((k ? k : 1) * 4);
-    SbcBack *bk = (SbcBack *)gcx_dmalloc(sizeof(SbcBack)), hb;
-    cudaCheck(cudaMemsetAsync(bk, 0, sizeof hb, 0));
-    int radix[2];
-    size_t cp = gpu_select(dpos, x, n, k, SELECT_POS, &bk->sel[0], &radix[0]);
-    size_t cn = gpu_select(dneg, x, n, k, SELECT_NEG, &bk->sel[1], &radix[1]);
+    memset(w, 0, sizeof *w);
+    w->k = select_count(p, n);
+    w->b = golomb_rice_bits(p);
+    w->dpos = (uint32_t *)gcx_dmalloc((w->k ? w->k : 1) * 4);
+    w->dneg = (uint32_t *)gcx_dmalloc((w->k ? w->k : 1) * 4);
+    w->bk = (SbcBack *)gcx_dmalloc(sizeof(SbcBack));
+    cudaCheck(cudaMemsetAsync(w->bk, 0, sizeof(SbcBack), 0));
+    return 0;
+}
+
+/* once both selections have picked (cp, cn): the values' sums and, Algorithm 3, each
+ * side's gaps' Golomb-Rice codes with the optimal parameter (equation 5): each code's length
+ * and their exclusive scan (each code's bit offset, the total at m), so that the side
+ * Algorithm 2 picks has its total in the same read as the sums (bk) */
+static void sbc_sums(SbcWork *w, const float *x, size_t n) {
+    size_t cp = w->cp, cn = w->cn;
     float *dv = (float *)gcx_dmalloc((cp + cn ? cp + cn : 1) * 4);
     if (cp) {
-        k_gather_vals<<<gcx_grid(cp), TPB>>>(dv, dpos, x, cp, n);
+        k_gather_vals<<<gcx_grid(cp), TPB>>>(dv, w->dpos, x, cp, n);
         cudaCheckLast();
     }
     if (cn) {
-        k_gather_vals<<<gcx_grid(cn), TPB>>>(dv + cp, dneg, x, cn, n);
+        k_gather_vals<<<gcx_grid(cn), TPB>>>(dv + cp, w->dneg, x, cn, n);
         cudaCheckLast();
     }
     SbcBins *bins = (SbcBins *)gcx_dmalloc(sizeof(SbcBins));
@@ -1007,34 +1028,32 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
         k_sbc_bins<<<gcx_grid(cp + cn), TPB>>>(bins, dv, cp, cn);
         cudaCheckLast();
     }
-    k_sbc_sums<<<1, 1>>>(&bk->sums, &bk->sel[0].bad, bins, dv, cp, cn);
+    k_sbc_sums<<<1, 1>>>(&w->bk->sums, &w->bk->sel[0].bad, bins, dv, cp, cn);
     cudaCheckLast();
-    /* Algorithm 3: gaps, Golomb-Rice with the optimal parameter (equation 5): on both sides,
-     * each code's length and their exclusive scan (each code's bit offset, the total at m),
-     * so that the side Algorithm 2 picks has its total in the same read as the sums */
-    int b = golomb_rice_bits(p);
-    const uint32_t *sidx[2] = {dpos, dneg};
+    const uint32_t *sidx[2] = {w->dpos, w->dneg};
     size_t sm[2] = {cp, cn};
-    uint64_t *off[2];
     for (int q = 0; q < 2; q++) {
-        off[q] = (uint64_t *)gcx_dmalloc((sm[q] + 1) * 8);
+        w->off[q] = (uint64_t *)gcx_dmalloc((sm[q] + 1) * 8);
         if (sm[q] == 0) continue;
         uint64_t *bits = (uint64_t *)gcx_dmalloc((sm[q] + 1) * 8);
-        k_rice_len<<<gcx_grid(sm[q] + 1), TPB>>>(bits, sidx[q], sm[q], b);
+        k_rice_len<<<gcx_grid(sm[q] + 1), TPB>>>(bits, sidx[q], sm[q], w->b);
         cudaCheckLast();
-        gcx_exclusive_sum_u64(off[q], bits, sm[q] + 1);
-        cudaCheck(cudaMemcpyAsync(&bk->total[q], off[q] + sm[q], 8, cudaMemcpyDeviceToDevice, 0));
+        gcx_exclusive_sum_u64(w->off[q], bits, sm[q] + 1);
+        cudaCheck(cudaMemcpyAsync(&w->bk->total[q], w->off[q] + sm[q], 8, cudaMemcpyDeviceToDevice, 0));
         gcx_dfree(bits);
     }
-    cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost)); /* the sums, lengths and checks */
-    gcx_dfree(bk);
     gcx_dfree(bins);
     gcx_dfree(dv);
-    sel_check(&hb.sel[0], radix[0], cp);
-    sel_check(&hb.sel[1], radix[1], cn);
-    const SbcSums sums = hb.sums;
-    int64_t rc = hb.sel[0].bad ? -GC_ERR_PARAM : 0;
-    /* Algorithm 2: the two means, the larger side */
+}
+
+/* once bk is read (hb): the checks, Algorithm 2 (the two means, the larger side), the
+ * payload and the side outputs; w's scratch returned. The frame's length or GcError */
+static int64_t sbc_write(SbcWork *w, uint8_t *pay, size_t cap, size_t n, const CodecSide *side, const SbcBack *hb) {
+    size_t cp = w->cp, cn = w->cn;
+    sel_check(&hb->sel[0], w->radix[0], cp);
+    sel_check(&hb->sel[1], w->radix[1], cn);
+    const SbcSums sums = hb->sums;
+    int64_t rc = hb->sel[0].bad ? -GC_ERR_PARAM : 0;
     double mu_pos = cp ? sums.sp / (double)cp : 0.0;
     double mu_neg = cn ? -sums.sn / (double)cn : 0.0;
     const uint32_t *didx = NULL;
@@ -1043,36 +1062,50 @@ static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, s
     int side_q = 0;
     if (cp || cn) {
         if (cp && mu_pos >= mu_neg) {
-            didx = dpos, m = cp;
+            didx = w->dpos, m = cp;
             mean = (float)mu_pos;
         } else {
-            didx = dneg, m = cn, side_q = 1;
+            didx = w->dneg, m = cn, side_q = 1;
             mean = -(float)mu_neg;
         }
     }
     if (!rc && m && (!isfinite(mean) || mean == 0.0f)) rc = -GC_ERR_PARAM;
-    uint64_t total = m ? hb.total[side_q] : 0;
+    uint64_t total = m ? hb->total[side_q] : 0;
     size_t len = SBC_HEADER + (size_t)((total + 7) / 8);
     if (!rc && cap < len) rc = -GC_ERR_NOSPACE;
     if (!rc) {
         uint8_t h[SBC_HEADER];
         put_u32(h, (uint32_t)m);
         put_f32(h + 4, mean);
-        h[8] = (uint8_t)b;
+        h[8] = (uint8_t)w->b;
         cudaCheck(cudaMemsetAsync(pay, 0, len, 0));
         if (m) {
-            k_rice_put<<<gcx_grid(m), TPB>>>((uint32_t *)pay, didx, off[side_q], m, b);
+            k_rice_put<<<gcx_grid(m), TPB>>>((uint32_t *)pay, didx, w->off[side_q], m, w->b);
             cudaCheckLast();
         }
         cuda_put_bytes(pay, h, SBC_HEADER);
         side_outputs(side, didx, NULL, mean, m, n, NULL);
         rc = (int64_t)len;
     }
-    gcx_dfree(off[0]);
-    gcx_dfree(off[1]);
-    gcx_dfree(dpos);
-    gcx_dfree(dneg);
+    gcx_dfree(w->bk);
+    gcx_dfree(w->off[0]);
+    gcx_dfree(w->off[1]);
+    gcx_dfree(w->dpos);
+    gcx_dfree(w->dneg);
     return rc;
+}
+
+/* in place: both selections (a wait each for their candidates' counts), the sums, and one
+ * read of them (a wait) before the payload */
+static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
+    SbcWork w;
+    if (sbc_open(&w, g, n, side)) return -GC_ERR_PARAM;
+    w.cp = gpu_select(w.dpos, x, n, w.k, SELECT_POS, &w.bk->sel[0], &w.radix[0]);
+    w.cn = gpu_select(w.dneg, x, n, w.k, SELECT_NEG, &w.bk->sel[1], &w.radix[1]);
+    sbc_sums(&w, x, n);
+    SbcBack hb;
+    cudaCheck(cudaMemcpy(&hb, w.bk, sizeof hb, cudaMemcpyDeviceToHost)); /* the sums, lengths and checks */
+    return sbc_write(&w, pay, cap, n, side, &hb);
 }
 
 /* ---- sbc's Rice codes in parallel (SBC Algorithm 4 without its sequential walk) ----
