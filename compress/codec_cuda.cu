@@ -71,7 +71,7 @@ static void pool_setup(void) {
  * from the pool as before; once the arena is empty it grows, up to SCRATCH_MAX, to the
  * height that would have held what did not fit. */
 #define SCRATCH_ALIGN 256
-#define SCRATCH_MAX ((size_t)64 << 20)
+#define SCRATCH_MAX ((size_t)256 << 20) /* a staged pass of ResNet-50's larger sparsified tensors holds ~100 MiB */
 #define SCRATCH_PIECES 1024
 typedef struct {
     uint8_t *base;
@@ -2007,7 +2007,7 @@ void codec_batch_reserve_deferred(CodecBatch *b, size_t k) {
 }
 
 size_t codec_batch_deferred(const CodecBatch *b) { return b->nverd; }
-int codec_cuda_defers(int id) { return id == CODEC_GCOMP || id == CODEC_TOPK; }
+int codec_cuda_defers(int id) { return id == CODEC_GCOMP || id == CODEC_TOPK || id == CODEC_SBC; }
 
 void codec_batch_verdicts(CodecBatch *b, int *rc) {
     if (b->sent != b->nverd) {
@@ -2318,6 +2318,12 @@ void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
         if (b->st[i].sp.later) later[nl++] = &b->st[i].sp;
     }
     if (nl) gcx_sparse_finish_staged(later, nl);
+    for (size_t i = 0; i < b->nst; i++) { /* sbc's larger frames: their lengths known now */
+        StageJob *j = &b->st[i];
+        if (!j->sp.len_later) continue;
+        j->sp.len_later = 0;
+        j->len = j->sp.len > 0xFFFFFFFFll ? -GC_ERR_NOSPACE : j->sp.len;
+    }
     size_t nt = 0;
     SparseOne *jobs[np + 1]; /* the one-block frames, launched together, once */
     TlcJob *tjobs[np + 1];
@@ -2680,8 +2686,8 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
          : id == CODEC_3LC ? tlc_decode_job(&tj, out, n, weight, acc ? 1 : 0, &pay, flags)
                            : 0;
     if (rc < 0) return rc;
-    if (rc == 0) { /* dense: at the flush; topk's general decoder with its verdict deferred */
-        if (id == CODEC_TOPK) {
+    if (rc == 0) { /* dense: at the flush; topk's and sbc's general decoders with their verdicts deferred */
+        if (id == CODEC_TOPK || id == CODEC_SBC) {
             codec_batch_reserve_deferred(b, b->nverd + 1);
             pay.verdict = b->dverd + b->nverd;
         }

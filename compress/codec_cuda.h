@@ -184,12 +184,12 @@ int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, s
  * decides on the device whether out is written; that verdict is deferred:
  * codec_batch_deferred counts it, and codec_batch_verdicts gives it, and makes a table the
  * frame carries its decoder's if it passed. Until then that decoder takes no other frame.
- * A topk payload too large for the probe's check is decoded by the general decoder, whose
- * checks (the bitmap's count, its padding, the values) decide on the device whether out is
- * written, their verdict deferred as gcomp's */
+ * A topk or sbc payload too large for the probe's check is decoded by the general decoder,
+ * whose checks (topk: the bitmap's count, its padding, the values; sbc: the Rice codes'
+ * walk) decide on the device whether out is written, their verdict deferred as gcomp's */
 int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
                               const uint8_t *frame, size_t len, const CodecProbe *probe);
-/* Deferred verdicts (gcomp's and topk's, codec_decode_cuda_batched): codec_batch_deferred, how many
+/* Deferred verdicts (gcomp's, topk's and sbc's, codec_decode_cuda_batched): codec_batch_deferred, how many
  * frames the batch holds whose verdict is deferred (since the last codec_batch_verdicts);
  * codec_batch_verdicts, once the caller has flushed b and waited for the stream: each one's
  * return (0 or a GcError), in the order decoded, into rc[codec_batch_deferred(b)], the
@@ -199,7 +199,7 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
  * is made by codec_batch_reserve_deferred (growing it waits for the device) */
 size_t codec_batch_deferred(const CodecBatch *b);
 /* whether codec_decode_cuda_batched may defer the verdicts of codec id's frames (gcomp's,
- * topk's) */
+ * topk's, sbc's) */
 int codec_cuda_defers(int id);
 void codec_batch_verdicts(CodecBatch *b, int *rc);
 void codec_batch_reserve_deferred(CodecBatch *b, size_t k);
@@ -297,7 +297,7 @@ typedef struct {
                              * codec's id, or 0 without one; chk1, chk2 its results */
     uint32_t chk1, chk2;
     int *verdict;           /* device, or NULL: where a decoder that would wait for its checks
-                             * (topk's general one) leaves its 0 or GcError instead, writing
+                             * (topk's and sbc's general ones) leaves its 0 or GcError instead, writing
                              * out only where it is 0, and returns 1 (a deferred verdict) */
 } Pay;
 /* device scratch (never NULL; at least 16 bytes, 256-byte aligned): a piece of the calling
@@ -369,8 +369,10 @@ typedef struct {
                     * left for gcx_sparse_launch_ones (codec_batch_sizes), which writes the
                     * payload, side->mask and side->repr, and its length or GcError into bk */
     SparseOne job;
-    void *later;   /* a larger topk or dgc frame: its selection begun, its candidates' count
-                    * read and the rest launched by gcx_sparse_finish_staged */
+    void *later;   /* a larger topk, dgc or sbc frame: its selection begun, its candidates'
+                    * count read and the rest launched by gcx_sparse_finish_staged */
+    int len_later; /* sbc's: its length (or GcError) left in len by gcx_sparse_finish_staged */
+    int64_t len;
 } SparseStage;
 /* a sparsifier's payload the bundle's probe found valid, of a tensor of up to
  * 65,535 values, decoded by one block (compress/sparse_cuda.cu) */
@@ -393,8 +395,9 @@ int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, si
                                  SparseStage *st);
 int64_t gcx_sparse_staged_len(const CodecCuda *g, size_t n, const void *hb, const SparseStage *st);
 /* the staged frames sts[k] (each with later set): their candidates' counts read in one
- * copy, their selections finished and their payloads and side outputs launched, their
- * checks left in their bk (later then NULL) */
+ * copy, their selections finished and their payloads and side outputs launched, topk's and
+ * dgc's checks left in their bk, sbc's sums read in one more copy and its length in len
+ * (later then NULL) */
 void gcx_sparse_finish_staged(SparseStage *const *sts, size_t k);
 /* a staged frame's begun selection (later) returned, unfinished */
 void gcx_sparse_drop_staged(SparseStage *st);

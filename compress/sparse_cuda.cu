@@ -61,6 +61,7 @@ extern "C" {
 #include <cub/cub.cuh>
 #include <thrust/iterator/counting_iterator.h>
 
+#include "common/check.h"
 #include "common/cuda_check.h"
 
 #define TPB 256
@@ -535,9 +536,12 @@ static int64_t sparse_end(SparseSel *s, SparseStage *st, int64_t rc) {
     return 0;
 }
 
-/* a staged topk or dgc frame of more than ONE_N values between codec_batch_stage and
- * codec_batch_sizes: its selection begun (plan, when k > 0), what its encoder needs */
+/* a staged topk, dgc or sbc frame of more than ONE_N values between codec_batch_stage and
+ * codec_batch_sizes: its selection begun (plan, or sbc's two, when k > 0), what its
+ * encoder needs */
+struct SbcWork;
 struct SparseLater {
+    struct SbcWork *sbc; /* sbc's state, or NULL (topk, dgc: s, plan) */
     SparseSel s;
     SelPlan plan;
     size_t k, n, cap;
@@ -1307,7 +1311,20 @@ static int sbc_head(uint64_t *m, float *mean, int *b, size_t n, const Pay *p, ui
     return 0;
 }
 
-/* compress/sbc.c sbc_decode: the header on the host, the Rice codes on the device */
+/* sbc_dec's verdict from the walk's first failure into *verdict (rice_verdict's) */
+__global__ void k_sbc_verdict(int *verdict, const unsigned long long *first) {
+    *verdict = *first == ~0ull ? 0 : -(int)(*first & 7);
+}
+
+/* out[pos[j]] = mean (or += weight * mean) where *verdict is 0 */
+__global__ void k_scatter_mean_if(float *out, const uint32_t *pos, float mean, size_t m, float weight, int acc,
+                                  const int *verdict) {
+    if (*verdict) return;
+    GRID_STRIDE(j, m) store_out(out, pos[j], mean, weight, acc);
+}
+
+/* compress/sbc.c sbc_decode: the header on the host, the Rice codes on the device; the
+ * walk's verdict read with a wait, or with p->verdict left there (returns 1) */
 static int sbc_dec(float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
     uint64_t m;
     float mean;
@@ -1325,6 +1342,21 @@ static int sbc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     } else {
         k_sbc_walk<<<1, 1>>>(pos, first, n, b, m, p->d + SBC_HEADER, p->len - SBC_HEADER);
         cudaCheckLast();
+    }
+    if (!checked && p->verdict) { /* the verdict left on the device: out written only where it is 0 */
+        k_sbc_verdict<<<1, 1>>>(p->verdict, first);
+        cudaCheckLast();
+        if (!acc && n) {
+            k_zero_if<<<gcx_grid(n), TPB>>>(out, n, p->verdict);
+            cudaCheckLast();
+        }
+        if (m) {
+            k_scatter_mean_if<<<gcx_grid(m), TPB>>>(out, pos, mean, m, weight, acc, p->verdict);
+            cudaCheckLast();
+        }
+        gcx_dfree(first);
+        gcx_dfree(pos);
+        return 1;
     }
     if (!checked) { /* a wait for it */
         cudaCheck(cudaMemcpy(&hf, first, sizeof hf, cudaMemcpyDeviceToHost));
@@ -1810,60 +1842,93 @@ int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, si
                : dgc ? 4 + 4 * (size_t)k + 2 * ((size_t)k + n / 65535 + 1)
                      : 4 + (n + 7) / 8 + 4 * (size_t)k;
     *pay = (uint8_t *)gcx_dmalloc(cap);
-    if (sbc && !st->one) { /* its own waits, its length known now */
-        int64_t len = sbc_enc(g, *pay, cap - 3, x, n, side);
-        if (len < 0) { /* nothing taken */
-            gcx_dfree(*pay);
-            *pay = NULL;
+    if (!st->one && !sbc) st->bk = gcx_dmalloc(SPARSE_BACK);
+    if (st->one) {
+        st->bk = gcx_dmalloc(SPARSE_BACK);
+        return sparse_one_job(&st->job, g, st->bk, *pay, UINT64_MAX, x, n, side); /* launched there */
+    }
+    /* the selection's first half now (sbc: both sides'), the rest at gcx_sparse_finish_staged */
+    SparseLater *l = (SparseLater *)callocCheck(1, sizeof(SparseLater));
+    size_t kk = (size_t)k < n ? (size_t)k : n;
+    if (sbc) {
+        l->sbc = (SbcWork *)callocCheck(1, sizeof(SbcWork));
+        sbc_open(l->sbc, g, n, side); /* its density checked above */
+        if (kk) {
+            select_begin(&l->sbc->plan[0], x, n, kk, SELECT_POS);
+            select_begin(&l->sbc->plan[1], x, n, kk, SELECT_NEG);
         }
-        return len;
+        l->cap = cap - 3;
+        st->len_later = 1;
+    } else {
+        select_open(&l->s, g, n, side, st, &kk); /* its k checked above */
+        if (kk) select_begin(&l->plan, x, n, kk, SELECT_MAG);
+        l->cap = cap;
     }
-    st->bk = gcx_dmalloc(SPARSE_BACK);
-    if (st->one) return sparse_one_job(&st->job, g, st->bk, *pay, UINT64_MAX, x, n, side); /* launched there */
-    /* the selection's first half now, the rest at gcx_sparse_finish_staged */
-    SparseLater *l = (SparseLater *)calloc(1, sizeof(SparseLater));
-    if (!l) {
-        fprintf(stderr, "error: out of memory at %s:%d\n", __FILE__, __LINE__);
-        exit(1);
-    }
-    size_t kk = 0;
-    select_open(&l->s, g, n, side, st, &kk); /* its k checked above */
-    if (kk) select_begin(&l->plan, x, n, kk, SELECT_MAG);
-    l->g = g, l->pay = *pay, l->cap = cap, l->x = x, l->n = n, l->side = *side, l->k = kk;
+    l->g = g, l->pay = *pay, l->x = x, l->n = n, l->side = *side, l->k = kk;
     st->later = l;
     return 0;
 }
 
-/* A pass's staged topk and dgc frames of more than ONE_N values: every one's candidates'
- * count read in one copy (the pass's one wait for them), then each one's selection
- * finished and its payload, side->mask and side->repr written, its checks left in its bk
- * for codec_batch_sizes' read */
-struct CandAt {
-    const CandBack *src;
-    CandBack *dst;
+/* m device pieces src[i] of size[i] bytes into host, one after the other: gathered by a
+ * launch a CODEC_BATCH of them, then one copy (a wait) */
+struct PieceAt {
+    const uint8_t *src;
+    uint8_t *dst;
+    uint32_t size;
 };
 typedef struct {
-    CandAt j[CODEC_BATCH];
-} CandTab;
-__global__ void k_gather_cands(CandTab a) {
-    if (threadIdx.x == 0) *a.j[blockIdx.x].dst = *a.j[blockIdx.x].src;
+    PieceAt j[CODEC_BATCH];
+} PieceTab;
+__global__ void k_gather_pieces(PieceTab a) {
+    const PieceAt &p = a.j[blockIdx.x];
+    for (uint32_t c = threadIdx.x; c < p.size; c += blockDim.x) p.dst[c] = p.src[c];
 }
+static void read_pieces(void *host, const void *const *src, const uint32_t *size, size_t m) {
+    size_t total = 0;
+    for (size_t i = 0; i < m; i++) total += size[i];
+    uint8_t *d = (uint8_t *)gcx_dmalloc(total ? total : 1);
+    PieceAt at[m + 1];
+    for (size_t i = 0, off = 0; i < m; off += size[i++]) at[i] = PieceAt{(const uint8_t *)src[i], d + off, size[i]};
+    launch_tables<PieceTab>(
+        m, [&](size_t i) { return at[i]; }, [](const PieceTab &a, unsigned b) { k_gather_pieces<<<b, 32>>>(a); });
+    if (total) cudaCheck(cudaMemcpy(host, d, total, cudaMemcpyDeviceToHost));
+    gcx_dfree(d);
+}
+
+/* A pass's staged topk, dgc and sbc frames of more than ONE_N values: every selection's
+ * candidates' count read in one copy (the pass's one wait for them), then each selection
+ * finished; topk's and dgc's payload, side->mask and side->repr written, their checks
+ * left in their bk for codec_batch_sizes' read; sbc's sums launched, all of them read in
+ * one more copy (a second wait), then their payloads and side outputs written and their
+ * lengths (or GcError) in st->len */
 void gcx_sparse_finish_staged(SparseStage *const *sts, size_t k) {
-    CandAt at[k + 1];
-    CandBack *d = (CandBack *)gcx_dmalloc((k ? k : 1) * sizeof(CandBack)), h[k + 1];
-    size_t m = 0;
+    const void *src[2 * k + 1];
+    uint32_t size[2 * k + 1];
+    CandBack h[2 * k + 1];
+    size_t m = 0, ns = 0;
+    src[0] = NULL, size[0] = 0;
     for (size_t i = 0; i < k; i++) {
         const SparseLater *l = (const SparseLater *)sts[i]->later;
-        if (l->k) at[m] = CandAt{l->plan.cb, d + m}, m++;
+        for (int q = 0; l->k && q < (l->sbc ? 2 : 1); q++, m++) {
+            src[m] = l->sbc ? l->sbc->plan[q].cb : l->plan.cb;
+            size[m] = sizeof(CandBack);
+        }
+        ns += l->sbc != NULL;
     }
-    launch_tables<CandTab>(
-        m, [&](size_t i) { return at[i]; }, [](const CandTab &a, unsigned b) { k_gather_cands<<<b, 32>>>(a); });
-    if (m) cudaCheck(cudaMemcpy(h, d, m * sizeof(CandBack), cudaMemcpyDeviceToHost)); /* the one wait */
-    gcx_dfree(d);
+    read_pieces(h, src, size, m); /* the candidates' counts */
     m = 0;
     for (size_t i = 0; i < k; i++) {
         SparseStage *st = sts[i];
         SparseLater *l = (SparseLater *)st->later;
+        if (l->sbc) {
+            SbcWork *w = l->sbc;
+            if (l->k) {
+                w->cp = select_end(&w->plan[0], h[m++], w->dpos, &w->bk->sel[0], &w->radix[0]);
+                w->cn = select_end(&w->plan[1], h[m++], w->dneg, &w->bk->sel[1], &w->radix[1]);
+            }
+            sbc_sums(w, l->x, l->n);
+            continue;
+        }
         l->s.cnt = 0, l->s.radix = 0;
         if (l->k) l->s.cnt = select_end(&l->plan, h[m++], l->s.idx, &l->s.bk->sel, &l->s.radix);
         select_close(&l->s, l->x, l->n, st);
@@ -1872,18 +1937,43 @@ void gcx_sparse_finish_staged(SparseStage *const *sts, size_t k) {
         free(l);
         st->later = NULL;
     }
+    if (!ns) return;
+    SbcBack hb[ns];
+    m = 0;
+    for (size_t i = 0; i < k; i++)
+        if (sts[i]->later) src[m] = ((SparseLater *)sts[i]->later)->sbc->bk, size[m++] = sizeof(SbcBack);
+    read_pieces(hb, src, size, m); /* sbc's sums, lengths and checks */
+    m = 0;
+    for (size_t i = 0; i < k; i++) {
+        SparseStage *st = sts[i];
+        SparseLater *l = (SparseLater *)st->later;
+        if (!l) continue;
+        st->len = sbc_write(l->sbc, l->pay, l->cap, l->n, &l->side, &hb[m++]);
+        free(l->sbc);
+        free(l);
+        st->later = NULL;
+    }
 }
 
+static void plan_drop(SelPlan *p) {
+    gcx_dfree(p->cand);
+    gcx_dfree(p->cb);
+    if (p->st0) gcx_dfree(p->st0);
+    if (p->ds) gcx_dfree(p->ds);
+}
 void gcx_sparse_drop_staged(SparseStage *st) {
     SparseLater *l = (SparseLater *)st->later;
     if (!l) return;
-    if (l->k) {
-        gcx_dfree(l->plan.cand);
-        gcx_dfree(l->plan.cb);
-        if (l->plan.st0) gcx_dfree(l->plan.st0);
-        if (l->plan.ds) gcx_dfree(l->plan.ds);
+    if (l->sbc) {
+        for (int q = 0; q < 2 && l->k; q++) plan_drop(&l->sbc->plan[q]);
+        gcx_dfree(l->sbc->bk);
+        gcx_dfree(l->sbc->dpos);
+        gcx_dfree(l->sbc->dneg);
+        free(l->sbc);
+    } else {
+        if (l->k) plan_drop(&l->plan);
+        gcx_dfree(l->s.idx);
     }
-    gcx_dfree(l->s.idx);
     free(l);
     st->later = NULL;
 }

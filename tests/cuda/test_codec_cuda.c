@@ -1622,11 +1622,12 @@ static int64_t staged_frame(CodecCuda *g, uint8_t *fg, size_t cap, const float *
 /* and of a pass of F such frames staged in one batch (codec_batch_stage, then
  * codec_batch_sizes, codec_batch_place and the flush), one of them with a NaN (refused):
  * at most `most` waits in all, whatever F (the candidates' counts of all of them read at
- * once, then their lengths), each frame's length and bytes the CPU encoder's; the frames
- * then probed at once and decoded in one batch, a bitmap bit of one of them cleared (its
- * CRC made right): at most 2 waits (the probes, the end; a topk payload too large for the
- * probe's check has its verdict deferred, and the edited one's is GC_ERR_CORRUPT with its
- * output untouched), the outputs the CPU decoder's; then a frame staged and dropped
+ * once, sbc's sums too, then their lengths), each frame's length and bytes the CPU encoder's; the frames
+ * then probed at once and decoded in one batch, one of them edited (topk: a bitmap bit
+ * cleared; sbc: half its codes made ones; the CRC made right): at most 2 waits (the probes,
+ * the end; a topk or sbc payload too large for the probe's check has its verdict
+ * deferred, and the edited one's is an error with its output untouched), the outputs the
+ * CPU decoder's; then a frame staged and dropped
  * (flushed before codec_batch_sizes: its selection begun, returned), and one staged
  * after it */
 static void staged_waits(const char *text, size_t n, unsigned long long most) {
@@ -1677,12 +1678,17 @@ static void staged_waits(const char *text, size_t n, unsigned long long most) {
         for (size_t i = 0; i < n; i++) init[i] = 0.5f;
         for (int i = 0; i < F; i++) {
             if (lens[i] <= 0) continue;
-            if (i == 1 && spec.ops->id == CODEC_TOPK) { /* a set bit of its bitmap cleared, the CRC made right */
+            if (i == 1 && spec.ops->id != CODEC_DGC) { /* edited, the CRC made right */
                 down(fg, d + i * cap, (size_t)lens[i]);
+                size_t pl = (size_t)lens[i] - CODEC_HEADER_SIZE;
                 uint8_t *bm = fg + CODEC_HEADER_SIZE + 4;
-                while (!*bm) bm++;
-                *bm &= (uint8_t)(*bm - 1);
-                refresh(fg, (size_t)lens[i] - CODEC_HEADER_SIZE);
+                if (spec.ops->id == CODEC_TOPK) { /* a set bit of its bitmap cleared */
+                    while (!*bm) bm++;
+                    *bm &= (uint8_t)(*bm - 1);
+                } else { /* sbc: the second half of its codes all ones (a code past n, or cut off) */
+                    memset(fg + CODEC_HEADER_SIZE + 9 + (pl - 9) / 2, 0xFF, (pl - 9) - (pl - 9) / 2);
+                }
+                refresh(fg, pl);
                 up(d + i * cap, fg, (size_t)lens[i]);
             }
             down(fg, d + i * cap, (size_t)lens[i]);
@@ -1720,8 +1726,7 @@ static void staged_waits(const char *text, size_t n, unsigned long long most) {
             SAME(r == want[q] && first_diff(oc + (size_t)q * n, og + (size_t)q * n, n * sizeof(float)) < 0,
                  "%s n=%zu: frame %d decoded in a batch: cpu %d gpu %d, or its output", text, n, at[q], want[q], r);
         }
-        CHECK(spec.ops->id != CODEC_TOPK || want[1] == -GC_ERR_CORRUPT, "%s n=%zu: the edited frame: cpu %d", text, n,
-              want[1]);
+        CHECK(spec.ops->id == CODEC_DGC || want[1] < 0, "%s n=%zu: the edited frame: cpu %d", text, n, want[1]);
         for (int i = 0; i < F; i++) codec_cuda_free(g[i]);
         codec_batch_free(bd);
         free(init);
@@ -2114,6 +2119,8 @@ int main(void) {
         staged_waits("dgc", 8193, 2);
         staged_waits("dgc", 70001, 2);
         staged_waits("topk:ratio=0.5", 70001, 2); /* payloads beyond what the probe checks */
+        staged_waits("sbc", 8193, 3); /* the counts, sbc's sums, the lengths */
+        staged_waits("sbc:p=0.2", 70001, 3);
 #endif
         printf("  %-28s %6d checks, %d failed\n", "sampled selections, sbc sums", test_passed_ + test_failed_ - p0 - f0,
                test_failed_ - f0);

@@ -192,7 +192,7 @@ check $? "failing GPU runs: the 6 CPU runs of the pairs still evaluate"
     >"$TMP/late.txt" 2>&1
 check $? "gpu_check.sh --deadline 1 exited $?"
 n=$(grep -c 'skipped (--deadline reached)' "$TMP/late/summary.txt")
-want=$((22 + ptb + 2 * cifar)) # the tests, 6 pairs, 2 resume checks, 7 breakdowns, 6 benchmarks, the word LSTM, 2 CIFAR pairs
+want=$((23 + ptb + 2 * cifar)) # the tests, 6 pairs, 2 resume checks, 7 breakdowns, 7 benchmarks, the word LSTM, 2 CIFAR pairs
 [ "$n" -eq "$want" ]
 check $? "--deadline 1: $n steps said they were skipped, expected $want"
 "$R/scripts/gpu_check.sh" --deadline x >/dev/null 2>&1
