@@ -1971,8 +1971,22 @@ struct CodecBatch {
 };
 
 CodecBatch *codec_batch_new(void) { return (CodecBatch *)callocCheck(1, sizeof(CodecBatch)); }
+/* the staged frames' scratch returned, after the copies that read them, in stream order;
+ * top first */
+static void stages_drop(CodecBatch *b) {
+    for (size_t i = b->nst; i-- > 0;) {
+        if (b->st[i].gp) gcx_gcomp_staged_drop(b->st[i].g); /* never read back: its plan not committed */
+        gcx_sparse_drop_staged(&b->st[i].sp); /* a larger topk, dgc or sbc frame's selection, begun only */
+        gcx_dfree(b->st[i].sp.job.idx); /* a one-block sbc frame's, where codec_batch_sizes did not run */
+        gcx_dfree(b->st[i].bk);
+        gcx_dfree(b->st[i].pay);
+    }
+    b->nst = 0;
+}
+
 void codec_batch_free(CodecBatch *b) {
     if (!b) return;
+    stages_drop(b); /* a batch freed unflushed: its staged frames' scratch returned */
     free(b->put);
     free(b->cp);
     free(b->st);
@@ -2208,14 +2222,8 @@ void codec_batch_flush(CodecBatch *b) {
                                   cudaMemcpyDeviceToHost, 0));
         b->sent = b->nverd;
     }
-    for (size_t i = b->nst; i-- > 0;) { /* after the copies that read them, in stream order; top first */
-        if (b->st[i].gp) gcx_gcomp_staged_drop(b->st[i].g); /* never read back: its plan not committed */
-        gcx_sparse_drop_staged(&b->st[i].sp); /* a larger topk or dgc frame's selection, begun only */
-        gcx_dfree(b->st[i].sp.job.idx); /* a one-block sbc frame's, where codec_batch_sizes did not run */
-        gcx_dfree(b->st[i].bk);
-        gcx_dfree(b->st[i].pay);
-    }
-    b->ncp = b->nput = b->nst = 0;
+    stages_drop(b);
+    b->ncp = b->nput = 0;
 }
 
 /* the frame's payload (fp32's queued in b, every other codec's kernels launched), its

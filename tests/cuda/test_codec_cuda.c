@@ -1628,8 +1628,8 @@ static int64_t staged_frame(CodecCuda *g, uint8_t *fg, size_t cap, const float *
  * the end; a topk or sbc payload too large for the probe's check has its verdict
  * deferred, and the edited one's is an error with its output untouched), the outputs the
  * CPU decoder's; then a frame staged and dropped
- * (flushed before codec_batch_sizes: its selection begun, returned), and one staged
- * after it */
+ * (flushed before codec_batch_sizes: its selection begun, returned), one whose batch is
+ * freed unflushed, and one staged after them */
 static void staged_waits(const char *text, size_t n, unsigned long long most) {
     enum { F = 5 };
     CodecSpec spec;
@@ -1736,6 +1736,9 @@ static void staged_waits(const char *text, size_t n, unsigned long long most) {
     }
     g[0] = codec_cuda_new(&spec); /* a frame staged and flushed before codec_batch_sizes: never read back */
     staged_frame(g[0], fg, cap, dx, n, NULL, 1);
+    CodecBatch *bf = codec_batch_new(); /* and one whose batch is freed unflushed */
+    codec_batch_stage(bf, g[0], dx, n, NULL);
+    codec_batch_free(bf);
     int64_t l = codec_encode(c, fc, cap, x, n, NULL), lg = staged_frame(g[0], fg, cap, dx, n, NULL, 0);
     SAME(l == lg && l > 0 && first_diff(fc, fg, (size_t)l) < 0, "%s n=%zu: a frame staged after one dropped", text, n);
     codec_cuda_free(g[0]);
