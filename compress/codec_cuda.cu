@@ -2320,7 +2320,7 @@ void codec_batch_reserve(CodecBatch *b, const int *ids, size_t k) {
 
 void codec_batch_sizes(CodecBatch *b, int64_t *lens) {
     size_t np = 0, nj = 0, nl = 0;
-    SparseStage *later[b->nst + 1]; /* the larger topk and dgc frames: their counts read at once */
+    SparseStage *later[b->nst + 1]; /* the larger topk, dgc and sbc frames: their counts read at once */
     for (size_t i = 0; i < b->nst; i++) {
         np += b->st[i].bk != NULL;
         if (b->st[i].sp.later) later[nl++] = &b->st[i].sp;
@@ -2695,7 +2695,7 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
                            : 0;
     if (rc < 0) return rc;
     if (rc == 0) { /* dense: at the flush; topk's and sbc's general decoders with their verdicts deferred */
-        if (id == CODEC_TOPK || id == CODEC_SBC) {
+        if (codec_cuda_defers(id)) {
             codec_batch_reserve_deferred(b, b->nverd + 1);
             pay.verdict = b->dverd + b->nverd;
         }

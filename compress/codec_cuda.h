@@ -217,15 +217,15 @@ void codec_batch_flush(CodecBatch *b);
  * codec_encode_cuda_dev with cap = codec_cuda_max_frame(g, n) would, side->repr and
  * side->mask written as there (fp32 and the dense codecs: at the flush; 3lc's one-block frames, and topk, dgc
  * and sbc of up to 65,535 values: at codec_batch_sizes, by one launch a
- * CODEC_BATCH of them, the sparsifiers writing nothing for a frame that fails; larger topk
- * and dgc frames: at codec_batch_sizes too, their selections begun at the stage (the
+ * CODEC_BATCH of them, the sparsifiers writing nothing for a frame that fails; larger topk,
+ * dgc and sbc frames: at codec_batch_sizes too, their selections begun at the stage (the
  * candidates compacted) and finished there, also for a frame that turns out to fail, a
  * NaN among its values, so their side->repr must not alias x). It waits for nothing where
- * the codec need not (fp32, 3lc's frames of up to 8 KiB, the sparsifiers' one-block frames
- * and larger topk and dgc frames, whose lengths come back later), the other codecs as they
- * wait anyway. codec_batch_sizes: every staged frame's length (header included) or
- * negative GcError, in lens[i], with one wait for all of them (and one more before it, for
- * all of the larger topk and dgc frames' candidates' counts). codec_batch_place: frame i (of a length >= 0) queued into frame, the bytes
+ * the codec need not (fp32, 3lc's frames of up to 8 KiB, the sparsifiers' frames, whose
+ * lengths come back later), the other codecs as they wait anyway. codec_batch_sizes: every
+ * staged frame's length (header included) or negative GcError, in lens[i], with one wait
+ * for all of them (and before it one for all of the larger sparsified frames' candidates'
+ * counts, and one more for all of the larger sbc frames' sums). codec_batch_place: frame i (of a length >= 0) queued into frame, the bytes
  * codec_encode_cuda_dev would have written there. x, side->repr and side->mask stay as they
  * are until the flush (fp32 and the dense codecs read x there and write repr there, placed
  * or not; the

@@ -978,7 +978,7 @@ __global__ void k_gp_table(uint8_t *d, const GpTabRuns r) {
     }
 }
 
-/* t's lookup table and code lengths into the device table d (sized by tab_fit), by
+/* t's lookup table and code lengths into the device table d (sized by tabs_fit), by
  * k_gp_table: no wait */
 static void tab_upload(uint8_t *d, const GpTab *t) {
     GpTabRuns r;

@@ -297,6 +297,13 @@ static void select_begin(SelPlan *p, const float *x, size_t n, size_t k, int mod
     *p = q;
 }
 
+/* a plan's threshold, count and sample returned (its candidates are the caller's) */
+static void plan_release(SelPlan *p) {
+    gcx_dfree(p->cb);
+    gcx_dfree(p->st0);
+    gcx_dfree(p->ds);
+}
+
 /* The selection's second half, once the host has read p->cb into hc: the top k (the
  * candidates again, with a wait, where the sample's threshold let fewer than k through),
  * indices increasing, into idx ([k] device). Returns min(k, number of nonzero keys). With
@@ -316,9 +323,7 @@ static size_t select_end(SelPlan *p, CandBack hc, uint32_t *idx, SelBack *bk, in
         cudaCheck(cudaMemcpy(&hc, p->cb, sizeof hc, cudaMemcpyDeviceToHost));
     }
     size_t c = (size_t)hc.num;
-    gcx_dfree(p->cb);
-    if (p->st0) gcx_dfree(p->st0);
-    if (p->ds) gcx_dfree(p->ds);
+    plan_release(p);
     if (c <= k) {
         if (c) cudaCheck(cudaMemcpyAsync(idx, cand, c * 4, cudaMemcpyDeviceToDevice, 0));
         gcx_dfree(cand);
@@ -480,8 +485,7 @@ typedef struct {
     const int64_t *got; /* d_picked's: staged after a radix select, its count still on the device */
 } SparseSel;
 
-/* its first half: k, the indices' room and bk zeroed, and with plan (a staged frame of more
- * than k nonzero candidates' room) the selection's first half, *has set where it began */
+/* sparse_select's first half: its k (at most n) into *k, the indices' room, bk zeroed */
 static int select_open(SparseSel *s, CodecCuda *g, size_t n, const CodecSide *side, SparseStage *st, size_t *k) {
     int64_t kk = sparse_count(g, n, side, NULL);
     if (kk < 0) return -GC_ERR_PARAM;
@@ -625,10 +629,12 @@ static int topk_head(uint64_t *k, size_t n, const Pay *p, uint16_t flags) {
 }
 
 /* topk_dec's verdict from its checks (got: the bitmap's popcount, the flag of a set padding
- * bit or a bad value) into *verdict */
-__global__ void k_topk_verdict(int *verdict, const uint32_t *got, uint64_t k) {
-    *verdict = got[1] || got[0] != k ? -GC_ERR_CORRUPT : 0;
+ * bit or a bad value), on the host or the device */
+__host__ __device__ static inline int topk_verdict(const uint32_t *got, uint64_t k) {
+    return got[1] || got[0] != k ? -GC_ERR_CORRUPT : 0;
 }
+/* into *verdict */
+__global__ void k_topk_verdict(int *verdict, const uint32_t *got, uint64_t k) { *verdict = topk_verdict(got, k); }
 
 /* out[0 .. n - 1] = 0 where *verdict is 0 */
 __global__ void k_zero_if(float *out, size_t n, const int *verdict) {
@@ -674,7 +680,7 @@ static int topk_dec(float *out, size_t n, float weight, int acc, const Pay *p, u
         }
         uint32_t got[2]; /* popcount, flag */
         cudaCheck(cudaMemcpy(got, rank + bm, sizeof got, cudaMemcpyDeviceToHost));
-        rc = got[1] || got[0] != k ? -GC_ERR_CORRUPT : 0;
+        rc = topk_verdict(got, k);
     }
     if (!rc) {
         if (!acc) cudaCheck(cudaMemsetAsync(out, 0, n * sizeof(float), 0));
@@ -983,9 +989,6 @@ __global__ void k_rice_put(uint32_t *pay32, const uint32_t *idx, const uint64_t 
     }
 }
 
-/* compress/sbc.c sbc_encode on the device: the two selections, the sums, the Rice codes;
- * the host reads the sums and both sides' codes' lengths in one copy. pay: 4-byte aligned (a device
- * allocation, or codec_encode_cuda_payload's staging) */
 /* sbc_enc's state between its steps: the two selections (POS, NEG: their indices, counts
  * and checks), the values' sums and each side's codes' offsets, read back in bk */
 struct SbcWork {
@@ -1099,8 +1102,10 @@ static int64_t sbc_write(SbcWork *w, uint8_t *pay, size_t cap, size_t n, const C
     return rc;
 }
 
-/* in place: both selections (a wait each for their candidates' counts), the sums, and one
- * read of them (a wait) before the payload */
+/* compress/sbc.c sbc_encode on the device, in place: the two selections (a wait each for
+ * their candidates' counts), the sums, the Rice codes; the host reads the sums and both
+ * sides' codes' lengths in one copy (a wait) before the payload. pay: 4-byte aligned (a
+ * device allocation, or codec_encode_cuda_payload's staging) */
 static int64_t sbc_enc(CodecCuda *g, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
     SbcWork w;
     if (sbc_open(&w, g, n, side)) return -GC_ERR_PARAM;
@@ -1292,7 +1297,9 @@ __global__ void k_sbc_walk(uint32_t *pos, unsigned long long *first, size_t n, i
 }
 
 /* the return code of the first failure rice_positions (or k_sbc_walk) left */
-static int rice_verdict(unsigned long long first) { return first == ~0ull ? 0 : -(int)(first & 7); }
+__host__ __device__ static inline int rice_verdict(unsigned long long first) {
+    return first == ~0ull ? 0 : -(int)(first & 7);
+}
 
 /* compress/sbc.c sbc_decode's checks of the header, on the host: the codes' count, the
  * mean and the Rice parameter */
@@ -1311,10 +1318,8 @@ static int sbc_head(uint64_t *m, float *mean, int *b, size_t n, const Pay *p, ui
     return 0;
 }
 
-/* sbc_dec's verdict from the walk's first failure into *verdict (rice_verdict's) */
-__global__ void k_sbc_verdict(int *verdict, const unsigned long long *first) {
-    *verdict = *first == ~0ull ? 0 : -(int)(*first & 7);
-}
+/* sbc_dec's verdict from the walk's first failure into *verdict */
+__global__ void k_sbc_verdict(int *verdict, const unsigned long long *first) { *verdict = rice_verdict(*first); }
 
 /* out[pos[j]] = mean (or += weight * mean) where *verdict is 0 */
 __global__ void k_scatter_mean_if(float *out, const uint32_t *pos, float mean, size_t m, float weight, int acc,
@@ -1842,11 +1847,8 @@ int64_t gcx_sparse_encode_staged(CodecCuda *g, uint8_t **pay, const float *x, si
                : dgc ? 4 + 4 * (size_t)k + 2 * ((size_t)k + n / 65535 + 1)
                      : 4 + (n + 7) / 8 + 4 * (size_t)k;
     *pay = (uint8_t *)gcx_dmalloc(cap);
-    if (!st->one && !sbc) st->bk = gcx_dmalloc(SPARSE_BACK);
-    if (st->one) {
-        st->bk = gcx_dmalloc(SPARSE_BACK);
-        return sparse_one_job(&st->job, g, st->bk, *pay, UINT64_MAX, x, n, side); /* launched there */
-    }
+    if (st->one || !sbc) st->bk = gcx_dmalloc(SPARSE_BACK); /* a larger sbc frame's length comes from its sums */
+    if (st->one) return sparse_one_job(&st->job, g, st->bk, *pay, UINT64_MAX, x, n, side); /* launched there */
     /* the selection's first half now (sbc: both sides'), the rest at gcx_sparse_finish_staged */
     SparseLater *l = (SparseLater *)callocCheck(1, sizeof(SparseLater));
     size_t kk = (size_t)k < n ? (size_t)k : n;
@@ -1955,11 +1957,10 @@ void gcx_sparse_finish_staged(SparseStage *const *sts, size_t k) {
     }
 }
 
+/* a plan never ended: everything it holds returned */
 static void plan_drop(SelPlan *p) {
+    plan_release(p);
     gcx_dfree(p->cand);
-    gcx_dfree(p->cb);
-    if (p->st0) gcx_dfree(p->st0);
-    if (p->ds) gcx_dfree(p->ds);
 }
 void gcx_sparse_drop_staged(SparseStage *st) {
     SparseLater *l = (SparseLater *)st->later;

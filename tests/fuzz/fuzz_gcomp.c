@@ -42,10 +42,13 @@
 
 static const char *const fz_specs[2] = {"gcomp:chunk=64", "gcomp:ntheta=3,chunk=64,every=1000"};
 
+static void fz_spec(CodecSpec *s, int v) {
+    char err[128];
+    if (codec_parse(s, fz_specs[v & 1], err, sizeof err) != 0) abort();
+}
 static Codec *fz_codec(int v) {
     CodecSpec s;
-    char err[128];
-    if (codec_parse(&s, fz_specs[v & 1], err, sizeof err) != 0) abort();
+    fz_spec(&s, v);
     return codec_new(&s);
 }
 
@@ -99,8 +102,7 @@ static Codec *fz_decoder(int v, int pre) {
 /* fz_decoder's on the device, pre-loaded from device memory */
 static CodecCuda *fz_gpu_decoder(int v, int pre) {
     CodecSpec s;
-    char err[128];
-    if (codec_parse(&s, fz_specs[v & 1], err, sizeof err) != 0) abort();
+    fz_spec(&s, v);
     CodecCuda *g = codec_cuda_new(&s);
     if (!g) abort();
     if (pre) {
@@ -127,7 +129,6 @@ static void fz_gpu_check(int mode, size_t n, const uint8_t *frame, size_t flen) 
     int v = (mode >> 2) & 1, acc = (mode >> 1) & 1;
     Codec *c = fz_decoder(v, mode & 1);
     CodecCuda *ga = fz_gpu_decoder(v, mode & 1), *gb = fz_gpu_decoder(v, mode & 1);
-    CodecBatch *b = codec_batch_new();
     uint8_t *d = fz_upload(frame, flen);
     float *out = malloc((n + 1) * sizeof *out), *da = NULL, *db = NULL;
     for (size_t i = 0; i < n; i++) out[i] = (float)i * 0.25f - 7.0f;
@@ -139,21 +140,15 @@ static void fz_gpu_check(int mode, size_t n, const uint8_t *frame, size_t flen) 
     for (int rep = 0; rep < 2; rep++) {
         int rc = acc ? codec_decode_acc(c, out, n, 0.5f, frame, flen) : codec_decode(c, out, n, frame, flen);
         int ra = acc ? codec_decode_acc_cuda_dev(ga, da, n, 0.5f, d, flen) : codec_decode_cuda_dev(ga, da, n, d, flen);
-        CodecProbe pr;
-        const uint8_t *fp = d;
-        codec_cuda_probe_frames(&pr, &fp, &flen, 1);
-        int rb = codec_decode_cuda_batched(b, gb, db, n, 0.5f, acc, d, flen, &pr);
-        size_t deferred = codec_batch_deferred(b);
-        codec_batch_flush(b);
-        if (cudaDeviceSynchronize() != cudaSuccess || deferred > 1 || (deferred && rb != 0)) abort();
-        if (deferred) codec_batch_verdicts(b, &rb);
+        size_t deferred;
+        int ret, rb = fz_decode_batched(gb, db, n, 0.5f, acc, d, flen, &deferred, &ret);
+        if (deferred > 1 || (deferred && ret != 0)) abort();
         if (ra != rc || rb != rc || !fz_same_floats(da, out, n) || !fz_same_floats(db, out, n)) abort();
     }
     cudaFree(da);
     cudaFree(db);
     cudaFree(d);
     free(out);
-    codec_batch_free(b);
     codec_cuda_free(ga);
     codec_cuda_free(gb);
     codec_free(c);
