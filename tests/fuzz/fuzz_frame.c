@@ -12,8 +12,9 @@
  * does a refused frame that changed the output.
  * Built with CUDA (HAVE_CUDA: the host emulation's fuzz_frame_emu,
  * tests/emulation/build.sh) and a device present, the frame of 2. is also decoded
- * from device memory by the GPU codec (codec_decode_cuda_dev: the exchange's
- * bundles), from an allocation of exactly its size: the CPU decoder's return code,
+ * from device memory by the GPU codec, alone (codec_decode_cuda_dev) and batched as the
+ * exchange's bundles are (codec_decode_cuda_batched: topk's, sbc's and gcomp's verdicts
+ * deferred), from an allocation of exactly its size: the CPU decoder's return code,
  * the same floats (any NaN for any NaN), out untouched when refused; as gcomp's
  * frame, its size breakdown read from device memory (codec_cuda_gcomp_parts) must
  * give gcomp_frame_parts's return code and sums.
@@ -29,19 +30,26 @@
 #include "tests/fuzz/fuzz_cuda.h"
 
 /* the frame g[size] decoded by a fresh GPU codec of spec s from device memory into out
- * (starting as was[n]) must give rc and cpu_out[n] */
+ * (starting as was[n]), alone and, by another, batched as the exchange decodes it (a
+ * verdict the batch defers read after the flush), must give rc and cpu_out[n] */
 static void device_decode(const CodecSpec *s, const uint8_t *g, size_t size, size_t n, const float *was,
                           const float *cpu_out, int rc) {
-    CodecCuda *gd = codec_cuda_new(s);
     uint8_t *dframe = fz_upload(g, size);
     float *dout = NULL;
-    if (!gd || cudaMalloc((void **)&dout, 4 * n + 4) != cudaSuccess) abort();
-    if (n) cudaMemcpy(dout, was, 4 * n, cudaMemcpyHostToDevice);
-    int rg = codec_decode_cuda_dev(gd, dout, n, dframe, size);
-    if (rg != rc || !fz_same_floats(dout, rc ? was : cpu_out, n)) abort();
+    if (cudaMalloc((void **)&dout, 4 * n + 4) != cudaSuccess) abort();
+    for (int batched = 0; batched < 2; batched++) {
+        CodecCuda *gd = codec_cuda_new(s);
+        if (!gd) abort();
+        if (n) cudaMemcpy(dout, was, 4 * n, cudaMemcpyHostToDevice);
+        size_t deferred = 0;
+        int ret = 0, rg = batched ? fz_decode_batched(gd, dout, n, 1.0f, 0, dframe, size, &deferred, &ret)
+                                  : codec_decode_cuda_dev(gd, dout, n, dframe, size);
+        if (deferred > 1 || (deferred && ret != 0)) abort();
+        if (rg != rc || !fz_same_floats(dout, rc ? was : cpu_out, n)) abort();
+        codec_cuda_free(gd);
+    }
     cudaFree(dout);
     cudaFree(dframe);
-    codec_cuda_free(gd);
 }
 
 /* gcomp's size breakdown of the frame g[size] from device memory against the host's */
