@@ -563,7 +563,7 @@ typedef struct {
     uint8_t *dst;       /* encoders: the payload, its body at dst + hb; decoders: out (floats) */
     float *repr;        /* encoders: what the frame represents, or NULL */
     const uint8_t *src; /* encoders: x (floats); decoders: the payload's body */
-    uint64_t n, m, L;   /* values, the loop's items, and the body's bytes (stoch3, 3lc: L) */
+    uint64_t n, m, L;   /* values, the loop's items, and the body's bytes (stoch3: L) */
     uint64_t seed, B;   /* terngrad's and stoch3's seed; ternsum's base */
     float a, b, weight; /* int8's scale; TernGrad's clip and s; onebit's two means; ternsum's s */
     int32_t tn, K;      /* ternsum's levels and values a word */
@@ -813,8 +813,8 @@ __device__ __forceinline__ uint32_t d_stoch3_digit(float v, uint64_t i, TgQ q) {
 }
 
 
-/* dequantize base-3^5 bytes (no run codes): value (digit - 1) * m.
- * Used by stoch3 and by 3lc after run expansion. src: [L]; out: [n] */
+/* dequantize base-3^5 bytes (no run codes): value (digit - 1) * m; stoch3's bytes (DK_B3_DEC),
+ * and 3lc's after run expansion (k_zre_dec, d_tlc_one_dec) */
 /* the values of byte b, byte j of L: out[j], out[L + j], ... out[4 L + j] below n */
 __device__ __forceinline__ void d_b3_out(float *out, uint32_t b, size_t j, size_t n, size_t L, float m, float weight,
                                          int acc) {
@@ -1105,37 +1105,44 @@ static int64_t tlc_back_len(const TlcBack *hb, size_t cap) {
     return (int64_t)(4 + (size_t)hb->z);
 }
 
-/* One wait: max|x|, the scale, the packing and the zero-run stream all on the device,
- * their results (the stream's length, the scale's validity) read back together */
+/* tlc_enc's kernels launched, the payload into pay (room for max_payload, 4 + L bytes) and
+ * what the host reads back (the stream's length, the scale's validity) into bk: a frame of
+ * one block's size by one kernel, a larger one by max|x|, the scale, the packing and the
+ * zero-run stream's kernels */
+static void tlc_enc_launch(TlcBack *bk, uint8_t *pay, float *repr, const float *x, size_t n, float s) {
+    size_t L = b3_len(n);
+    if (L <= TLC_ONE_L) {
+        TlcJob j = {bk, pay, repr, x, (uint64_t)n, (uint64_t)L, s}, *jp = &j;
+        tlc_launch_ones(&jp, 1);
+        return;
+    }
+    cudaCheck(cudaMemsetAsync(bk, 0, sizeof(TlcBack), 0));
+    absmax_into(&bk->mb, x, n, 1); /* zeroed with bk */
+    k_tlc_scale<<<1, 1>>>(bk, pay, s);
+    cudaCheckLast();
+    uint8_t *B = (uint8_t *)gcx_dmalloc(L), *ob = (uint8_t *)gcx_dmalloc(L), *fl = (uint8_t *)gcx_dmalloc(L);
+    uint32_t *R = (uint32_t *)gcx_dmalloc(L * 4), *S = (uint32_t *)gcx_dmalloc(L * 4);
+    k_tlc_pack<<<gcx_grid(L), TPB>>>(B, repr, x, n, L, bk);
+    cudaCheckLast();
+    k_zre_mark<<<gcx_grid(L), TPB>>>(R, B, L);
+    cudaCheckLast();
+    gcx_inclusive_max_u32(S, R, L);
+    k_zre_emit<<<gcx_grid(L), TPB>>>(ob, fl, B, S, L);
+    cudaCheckLast();
+    select_flagged_dev(pay + 4, ob, fl, L, &bk->z); /* at most L bytes */
+    gcx_dfree(S);
+    gcx_dfree(R);
+    gcx_dfree(fl);
+    gcx_dfree(ob);
+    gcx_dfree(B);
+}
+
+/* One wait: the kernels' results read back together (a staged frame's, codec_batch_stage,
+ * with the pass's others at codec_batch_sizes) */
 static int64_t tlc_enc(Codec *c, uint8_t *pay, size_t cap, const float *x, size_t n, const CodecSide *side) {
     if (cap < 4) return -GC_ERR_NOSPACE;
-    size_t L = b3_len(n);
     TlcBack *bk = (TlcBack *)gcx_dmalloc(sizeof(TlcBack)), hb;
-    if (L <= TLC_ONE_L) {
-        TlcJob j = {bk, pay, side->repr, x, (uint64_t)n, (uint64_t)L, (float)c->spec.v[0]}, *jp = &j;
-        tlc_launch_ones(&jp, 1);
-    } else {
-        cudaCheck(cudaMemsetAsync(bk, 0, sizeof(TlcBack), 0));
-        absmax_into(&bk->mb, x, n, 1); /* zeroed with bk */
-        k_tlc_scale<<<1, 1>>>(bk, pay, (float)c->spec.v[0]);
-        cudaCheckLast();
-        uint8_t *B = (uint8_t *)gcx_dmalloc(L), *ob = (uint8_t *)gcx_dmalloc(L), *fl = (uint8_t *)gcx_dmalloc(L);
-        uint32_t *R = (uint32_t *)gcx_dmalloc(L * 4), *S = (uint32_t *)gcx_dmalloc(L * 4);
-        k_tlc_pack<<<gcx_grid(L), TPB>>>(B, side->repr, x, n, L, bk);
-        cudaCheckLast();
-        k_zre_mark<<<gcx_grid(L), TPB>>>(R, B, L);
-        cudaCheckLast();
-        gcx_inclusive_max_u32(S, R, L);
-        k_zre_emit<<<gcx_grid(L), TPB>>>(ob, fl, B, S, L);
-        cudaCheckLast();
-        /* pay holds max_payload = 4 + L bytes, the longest zero-run stream */
-        select_flagged_dev(pay + 4, ob, fl, L, &bk->z);
-        gcx_dfree(B);
-        gcx_dfree(ob);
-        gcx_dfree(fl);
-        gcx_dfree(R);
-        gcx_dfree(S);
-    }
+    tlc_enc_launch(bk, pay, side->repr, x, n, (float)c->spec.v[0]);
     cudaCheck(cudaMemcpy(&hb, bk, sizeof hb, cudaMemcpyDeviceToHost));
     gcx_dfree(bk);
     return tlc_back_len(&hb, cap);
@@ -1190,10 +1197,24 @@ __global__ void k_zre_check(TlcCheck *chk, const uint8_t *z, const uint64_t *pos
     if (f) atomicOr(&chk->bad, 1u);
 }
 
-__global__ void k_zre_expand(uint8_t *B, const uint8_t *z, const uint64_t *pos, size_t zlen, size_t L) {
+/* the decoder's verdict on a stream of L base-3 bytes from its check */
+__host__ __device__ static inline int tlc_verdict(const TlcCheck *hc, size_t L) {
+    return hc->bad ? -GC_ERR_CORRUPT : hc->total < L ? -GC_ERR_TRUNCATED : hc->total > L ? -GC_ERR_OVERSIZED : 0;
+}
+
+/* run expansion and dequantization (d_b3_out) in one, only where the stream's check chk
+ * (k_zre_check's) passed, with which no byte expands past L: byte i of z, expanding to
+ * pos[i], gives the values of the base-3 bytes it stands for. With verdict (device), the
+ * check's verdict (0 or GcError) into *verdict */
+__global__ void k_zre_dec(float *out, int *verdict, const TlcCheck *chk, const uint8_t *z, const uint64_t *pos,
+                          size_t zlen, size_t n, size_t L, float m, float weight, int acc) {
+    int v = tlc_verdict(chk, L);
+    if (verdict && blockIdx.x == 0 && threadIdx.x == 0) *verdict = v;
+    if (v) return;
     GRID_STRIDE(i, zlen) {
-        uint64_t j = pos[i];
-        if (j < L) d_zre_put(B, j, z[i]);
+        uint32_t b = z[i], k = d_zre_run(b);
+        if (b >= B3_RUN0) b = B3_ZERO;
+        for (uint32_t t = 0; t < k; t++) d_b3_out(out, b, (size_t)pos[i] + t, n, L, m, weight, acc);
     }
 }
 
@@ -1218,8 +1239,8 @@ __device__ uint32_t d_tlc_one_check(uint8_t *zb, uint32_t *pos, uint32_t *total,
 }
 
 /* tlc_dec's kernels in one (TlcCheck defined above): the stream checked (into chk, where
- * not NULL) and, only when it is valid, expanded and decoded into out as k_zre_expand and
- * k_b3_dec. sh: [TLC_ONE_T], B: [TLC_ONE_L] shared */
+ * not NULL) and, only when it is valid, expanded into B and decoded into out as k_zre_dec
+ * does. sh: [TLC_ONE_T], B: [TLC_ONE_L] shared */
 __device__ void d_tlc_one_dec(TlcCheck *chk, float *out, const uint8_t *z, size_t zlen, size_t n, size_t L, float m,
                               float weight, int acc, uint32_t *sh, uint8_t *B) {
     unsigned t = threadIdx.x;
@@ -1231,10 +1252,10 @@ __device__ void d_tlc_one_dec(TlcCheck *chk, float *out, const uint8_t *z, size_
         chk->total = total;
     }
     if (bad || total != L) return; /* out untouched: the host returns the error */
-    for (uint32_t q = 0, j = pos; q < TLC_ONE_ITEMS && i0 + q < zlen; j += d_zre_run(zb[q]), q++) /* k_zre_expand */
+    for (uint32_t q = 0, j = pos; q < TLC_ONE_ITEMS && i0 + q < zlen; j += d_zre_run(zb[q]), q++) /* run expansion */
         d_zre_put(B, j, zb[q]);
     __syncthreads();
-    for (size_t j = t; j < L; j += TLC_ONE_T) d_b3_out(out, B[j], j, n, L, m, weight, acc); /* k_b3_dec */
+    for (size_t j = t; j < L; j += TLC_ONE_T) d_b3_out(out, B[j], j, n, L, m, weight, acc);
 }
 
 __global__ void __launch_bounds__(TLC_ONE_T)
@@ -1284,11 +1305,6 @@ static int tlc_head(float *m, size_t *L, size_t *zlen, size_t n, const Pay *p, u
     return 1;
 }
 
-/* the decoder's verdict on a stream of L base-3 bytes from its check */
-static int tlc_verdict(const TlcCheck *hc, size_t L) {
-    return hc->bad ? -GC_ERR_CORRUPT : hc->total < L ? -GC_ERR_TRUNCATED : hc->total > L ? -GC_ERR_OVERSIZED : 0;
-}
-
 /* j for the batch (1), 0 for one decoded at once, or the error the probe found */
 static int tlc_decode_job(TlcDec *j, float *out, size_t n, float weight, int acc, const Pay *p, uint16_t flags) {
     float m;
@@ -1333,22 +1349,15 @@ static int tlc_dec(float *out, size_t n, float weight, int acc, const Pay *p, ui
     gcx_exclusive_sum_u64(pos, e, zlen + 1); /* pos[zlen] = total expansion */
     k_zre_check<<<gcx_grid(zlen), TPB>>>(chk, z, pos, zlen, n, L, full);
     cudaCheckLast();
-    cudaCheck(cudaMemcpy(&hc, chk, sizeof hc, cudaMemcpyDeviceToHost));
-    gcx_dfree(chk);
-    int rc = tlc_verdict(&hc, L); /* too long: no run crosses L (checked), so bytes are left over */
-    if (!rc && L) {
-        uint8_t *B = (uint8_t *)gcx_dmalloc(L);
-        k_zre_expand<<<gcx_grid(zlen), TPB>>>(B, z, pos, zlen, L);
-        cudaCheckLast();
-        DenseJob j = dense_dec(DK_B3_DEC, out, B, n, L, weight, acc);
-        j.L = L;
-        j.a = m;
-        dense_launch(j); /* B is scratch: now, not at a flush */
-        gcx_dfree(B);
-    }
-    gcx_dfree(e);
+    /* out written only for a valid stream (too long: no run crosses L, checked, so bytes are
+     * left over), decided on the device: the verdict read now, or left in p->verdict */
+    k_zre_dec<<<gcx_grid(zlen), TPB>>>(out, p->verdict, chk, z, pos, zlen, n, L, m, weight, acc);
+    cudaCheckLast();
     gcx_dfree(pos);
-    return rc;
+    gcx_dfree(e);
+    if (!p->verdict) cudaCheck(cudaMemcpy(&hc, chk, sizeof hc, cudaMemcpyDeviceToHost));
+    gcx_dfree(chk);
+    return p->verdict ? 1 : tlc_verdict(&hc, L);
 }
 
 /* ============================================================== onebit ==== */
@@ -1930,9 +1939,9 @@ typedef struct {
 } CopyJob;
 
 /* a staged frame (codec_batch_stage): its payload in a scratch piece (fp32: still x), its
- * length known, or pending in bk until codec_batch_sizes (3lc's one-block encoder: a
- * TlcBack; topk's, dgc's and sbc's: their checks or length, SPARSE_BACK bytes, and sp; the
- * one-block frames among them launched there) */
+ * length known, or pending in bk until codec_batch_sizes (3lc's: a TlcBack; topk's, dgc's
+ * and sbc's: their checks or length, SPARSE_BACK bytes, and sp; the one-block frames among
+ * them launched there) */
 typedef struct {
     CodecCuda *g;
     const float *x;
@@ -2021,7 +2030,7 @@ void codec_batch_reserve_deferred(CodecBatch *b, size_t k) {
 }
 
 size_t codec_batch_deferred(const CodecBatch *b) { return b->nverd; }
-int codec_cuda_defers(int id) { return id == CODEC_GCOMP || id == CODEC_TOPK || id == CODEC_SBC; }
+int codec_cuda_defers(int id) { return id == CODEC_GCOMP || id == CODEC_TOPK || id == CODEC_SBC || id == CODEC_3LC; }
 
 void codec_batch_verdicts(CodecBatch *b, int *rc) {
     if (b->sent != b->nverd) {
@@ -2263,11 +2272,12 @@ void codec_batch_stage(CodecBatch *b, CodecCuda *g, const float *x, size_t n, co
         j->x = x;
         j->repr = side->repr;
         j->len = 4 * (uint64_t)n;
-    } else if (g->spec.ops->id == CODEC_3LC && L <= TLC_ONE_L) { /* its length read at codec_batch_sizes */
+    } else if (g->spec.ops->id == CODEC_3LC) { /* its length read at codec_batch_sizes */
         j->pay = (uint8_t *)gcx_dmalloc(maxp);
         j->bk = gcx_dmalloc(sizeof(TlcBack));
         TlcJob t = {(TlcBack *)j->bk, j->pay, side->repr, x, (uint64_t)n, (uint64_t)L, (float)g->spec.v[0]};
-        j->tlc = t; /* launched with the pass's others at codec_batch_sizes */
+        if (L <= TLC_ONE_L) j->tlc = t; /* launched with the pass's others at codec_batch_sizes */
+        else tlc_enc_launch(t.bk, t.pay, t.repr, x, n, t.s);
     } else if (g->spec.ops->id == CODEC_TOPK || g->spec.ops->id == CODEC_DGC || g->spec.ops->id == CODEC_SBC) {
         int64_t rc = gcx_sparse_encode_staged(g, &j->pay, x, n, side, &j->sp);
         if (rc) j->len = rc; /* an error, or a larger sbc frame's length */

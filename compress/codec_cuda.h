@@ -184,12 +184,13 @@ int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, s
  * decides on the device whether out is written; that verdict is deferred:
  * codec_batch_deferred counts it, and codec_batch_verdicts gives it, and makes a table the
  * frame carries its decoder's if it passed. Until then that decoder takes no other frame.
- * A topk or sbc payload too large for the probe's check is decoded by the general decoder,
- * whose checks (topk: the bitmap's count, its padding, the values; sbc: the Rice codes'
- * walk) decide on the device whether out is written, their verdict deferred as gcomp's */
+ * A topk or sbc payload too large for the probe's check, and a 3lc payload larger than one
+ * block's, is decoded by the general decoder, whose checks (topk: the bitmap's count, its
+ * padding, the values; sbc: the Rice codes' walk; 3lc: the zero-run stream's expansion)
+ * decide on the device whether out is written, their verdict deferred as gcomp's */
 int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
                               const uint8_t *frame, size_t len, const CodecProbe *probe);
-/* Deferred verdicts (gcomp's, topk's and sbc's, codec_decode_cuda_batched): codec_batch_deferred, how many
+/* Deferred verdicts (gcomp's, topk's, sbc's and 3lc's, codec_decode_cuda_batched): codec_batch_deferred, how many
  * frames the batch holds whose verdict is deferred (since the last codec_batch_verdicts);
  * codec_batch_verdicts, once the caller has flushed b and waited for the stream: each one's
  * return (0 or a GcError), in the order decoded, into rc[codec_batch_deferred(b)], the
@@ -199,7 +200,7 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
  * is made by codec_batch_reserve_deferred (growing it waits for the device) */
 size_t codec_batch_deferred(const CodecBatch *b);
 /* whether codec_decode_cuda_batched may defer the verdicts of codec id's frames (gcomp's,
- * topk's, sbc's) */
+ * topk's, sbc's, 3lc's) */
 int codec_cuda_defers(int id);
 void codec_batch_verdicts(CodecBatch *b, int *rc);
 void codec_batch_reserve_deferred(CodecBatch *b, size_t k);
@@ -220,9 +221,9 @@ void codec_batch_flush(CodecBatch *b);
  * CODEC_BATCH of them, the sparsifiers writing nothing for a frame that fails; larger topk,
  * dgc and sbc frames: at codec_batch_sizes too, their selections begun at the stage (the
  * candidates compacted) and finished there, also for a frame that turns out to fail, a
- * NaN among its values, so their side->repr must not alias x). It waits for nothing where
- * the codec need not (fp32, 3lc's frames of up to 8 KiB, the sparsifiers' frames, whose
- * lengths come back later), the other codecs as they wait anyway. codec_batch_sizes: every
+ * NaN among its values, so their side->repr must not alias x; larger 3lc frames: at the
+ * stage). It waits for nothing where the codec need not (fp32, 3lc's and the sparsifiers'
+ * frames, whose lengths come back later), the other codecs as they wait anyway. codec_batch_sizes: every
  * staged frame's length (header included) or negative GcError, in lens[i], with one wait
  * for all of them (and before it one for all of the larger sparsified frames' candidates'
  * counts, and one more for all of the larger sbc frames' sums). codec_batch_place: frame i (of a length >= 0) queued into frame, the bytes
@@ -297,7 +298,7 @@ typedef struct {
                              * codec's id, or 0 without one; chk1, chk2 its results */
     uint32_t chk1, chk2;
     int *verdict;           /* device, or NULL: where a decoder that would wait for its checks
-                             * (topk's and sbc's general ones) leaves its 0 or GcError instead, writing
+                             * (topk's, sbc's and 3lc's general ones) leaves its 0 or GcError instead, writing
                              * out only where it is 0, and returns 1 (a deferred verdict) */
 } Pay;
 /* device scratch (never NULL; at least 16 bytes, 256-byte aligned): a piece of the calling

@@ -1617,9 +1617,9 @@ static int64_t staged_frame(CodecCuda *g, uint8_t *fg, size_t cap, const float *
  * at most `most` waits in all, whatever F (the candidates' counts of all of them read at
  * once, then sbc's sums, or the others' lengths), each frame's length and bytes the CPU encoder's; the frames
  * then probed at once and decoded in one batch, one of them edited (topk: a bitmap bit
- * cleared; sbc: half its codes made ones; the CRC made right): at most 2 waits (the probes,
- * the end; a topk or sbc payload too large for the probe's check has its verdict
- * deferred, and the edited one's is an error with its output untouched), the outputs the
+ * cleared; sbc, 3lc: half its codes made ones; the CRC made right): at most 2 waits (the
+ * probes, the end; a topk, sbc or 3lc payload too large for the probe's check or a block has
+ * its verdict deferred, and the edited one's is an error with its output untouched), the outputs the
  * CPU decoder's; then a frame staged and dropped
  * (flushed before codec_batch_sizes: its selection begun, returned), one whose batch is
  * freed unflushed, and one staged after them */
@@ -1678,7 +1678,8 @@ static void staged_waits(const char *text, size_t n, unsigned long long most) {
                 if (spec.ops->id == CODEC_TOPK) { /* a set bit of its bitmap cleared */
                     while (!*bm) bm++;
                     *bm &= (uint8_t)(*bm - 1);
-                } else { /* sbc: the second half of its codes all ones (a code past n, or cut off) */
+                } else { /* sbc: the second half of its codes all ones (a code past n, or cut off); 3lc: of
+                          * its zero-run stream, runs of 14 (past L) */
                     memset(fg + CODEC_HEADER_SIZE + 9 + (pl - 9) / 2, 0xFF, (pl - 9) - (pl - 9) / 2);
                 }
                 refresh(fg, pl);
@@ -2117,6 +2118,8 @@ int main(void) {
         staged_waits("topk:ratio=0.5", 70001, 2); /* payloads beyond what the probe checks */
         staged_waits("sbc", 8193, 2); /* the counts, then sbc's sums, which give its lengths */
         staged_waits("sbc:p=0.2", 70001, 2);
+        staged_waits("3lc", 8193, 1); /* larger than one block on the emulation: the lengths read at once */
+        staged_waits("3lc", 70001, 1);
 #endif
         printf("  %-28s %6d checks, %d failed\n", "sampled selections, sbc sums", test_passed_ + test_failed_ - p0 - f0,
                test_failed_ - f0);

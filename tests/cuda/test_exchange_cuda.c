@@ -39,8 +39,9 @@
  *     the host exchange's message for the same corruption, word for word; also
  *     for a gcomp frame whose chunk the CRC does not show corrupted (the
  *     device's verdict on it deferred to the pass's wait), pushed, pulled and
- *     over the ring, and followed by a frame whose CRC shows its corruption
- *     (the earlier, deferred failure the one named);
+ *     over the ring, and for a 3lc frame whose zero-run stream it does not
+ *     show, pushed and pulled; either followed by a frame whose CRC shows its
+ *     corruption (the earlier, deferred failure the one named);
  *   - the ring (GCOMP section 6.2): every bundle a worker originates (the
  *     reduce-scatter's chunks of partial sums with their memory, its own
  *     chunk's allgather frame) byte-identical, fp32, int8 with its residual
@@ -68,6 +69,7 @@ int main(void) {
 
 #include "common/cuda_check.h"
 #include "common/rng.h"
+#include "compress/base3.h"
 #include "compress/codec.h" /* get_u32 */
 #include "common/crc32c.h"
 #include "compress/gcomp_state.h"
@@ -141,20 +143,27 @@ static int staged;    /* the next runs' Comm is not named "local": allreduce sta
 static int recreate;  /* the device runs' exchange downloaded, freed and made anew (uploading the
                        * residual and the codecs' state from the host exchange) before step 2 */
 
-/* the second gcomp frame without a table in bundle b (len bytes), its first chunk's nonzero
- * count one off (the levels' bytes and the sizes kept in agreement) and its CRC made right:
- * a frame only decoding its chunk refuses (the device's verdict, which it defers); later:
- * and the bundle's last frame after it with a payload byte flipped, which its CRC shows (an
- * error the host finds, after the deferred one) */
-static void gcomp_miscount(uint8_t *b, size_t len, int later) {
+/* bundle b (len bytes) with a frame edited so that its CRC does not show it (the CRC made
+ * right): the second gcomp frame without a table, its first chunk's nonzero count one off
+ * (the levels' bytes and the sizes kept in agreement), which a frame only decoding its
+ * chunk refuses (the device's verdict, which it defers); or, in a bundle without one,
+ * 3lc's frame of the most values, the last byte of its zero-run stream a run of 14 (a
+ * literal where it was a run), which then no longer expands to the frame's base-3 bytes
+ * (the bundle's probe checks it: this test's tensors take 3lc's one-block coder; a larger
+ * frame's verdict, deferred, test_codec_cuda's staged_waits checks). later: and the bundle's last frame after it
+ * with a payload byte flipped, which its CRC shows (an error the host finds, after the
+ * deferred one) */
+static void crc_hidden_edit(uint8_t *b, size_t len, int later) {
     int seen = 0;
-    uint8_t *edited = NULL, *last = NULL;
-    size_t last_len = 0;
+    uint8_t *edited = NULL, *last = NULL, *tlc = NULL;
+    size_t last_len = 0, tlc_len = 0;
     for (size_t at = BUNDLE_HDR; at + ENTRY_HDR <= len;) {
         size_t flen = get_u32(b + at + 8);
         uint8_t *f = b + at + ENTRY_HDR, *pay = f + CODEC_HEADER_SIZE, *h = pay + GCOMP_BLOCK_HDR;
         at += ENTRY_HDR + flen;
         if (at <= len) last = f, last_len = flen;
+        if (at <= len && flen > CODEC_HEADER_SIZE + 4 && f[5] == CODEC_3LC && (!tlc || get_u32(f + 8) > get_u32(tlc + 8)))
+            tlc = f, tlc_len = flen;
         if (edited || at > len || flen < CODEC_HEADER_SIZE + GCOMP_BLOCK_HDR + GCOMP_CHUNK_HDR ||
             f[5] != CODEC_GCOMP || (get_u16(f + 6) & GCOMP_FLAG_TABLE) || seen++ == 0)
             continue;
@@ -162,13 +171,19 @@ static void gcomp_miscount(uint8_t *b, size_t len, int later) {
         put_u32(f + 16, crc32c(0, pay, flen - CODEC_HEADER_SIZE));
         edited = f;
     }
+    if (!edited && tlc) {
+        uint8_t *z = tlc + tlc_len - 1;
+        *z = *z >= B3_RUN0 ? 0 : B3_RUN0 + B3_RUNMAX - 2;
+        put_u32(tlc + 16, crc32c(0, tlc + CODEC_HEADER_SIZE, tlc_len - CODEC_HEADER_SIZE));
+        edited = tlc;
+    }
     if (later && edited && last != edited && last_len > CODEC_HEADER_SIZE) last[last_len - 1] ^= 0x5A;
 }
 
 /* keeps each outgoing bundle (a worker's push, then on the ps server its pull);
  * corrupts, at step 1, worker 1's push (tamper 1, as test_dist_exchange) or the
- * server's pull (tamper 2) when asked, or edits a gcomp frame of either so that its CRC
- * does not show it (tamper 4 and 5: gcomp_miscount), and a later frame so that it does
+ * server's pull (tamper 2) when asked, or edits a gcomp or 3lc frame of either so that its
+ * CRC does not show it (tamper 4 and 5: crc_hidden_edit), and a later frame so that it does
  * (tamper 6, worker 1's push) */
 static void keep_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
     Run *r = arg;
@@ -181,7 +196,7 @@ static void keep_fn(uint8_t *b, size_t len, int rank, long step, void *arg) {
     if (step == 1 && len > 200 && ((r->tamper == 1 && rank == 1 && k == 0) || (r->tamper == 2 && rank == 0 && k == 1)))
         b[len / 2 + 7] ^= 0x5A;
     if (step == 1 && (((r->tamper == 4 || r->tamper == 6) && rank == 1 && k == 0) || (r->tamper == 5 && rank == 0 && k == 1)))
-        gcomp_miscount(b, len, r->tamper == 6);
+        crc_hidden_edit(b, len, r->tamper == 6);
     if (len > MAXB || k > 1) return;
     memcpy(k ? r->pull[step] : r->bundle[rank][step], b, len);
     *(k ? &r->plen[step] : &r->blen[rank][step]) = len;
@@ -799,6 +814,9 @@ int main(void) {
     corrupt("gcomp", TOPO_PS, 4);
     corrupt("gcomp", TOPO_PS, 5);
     corrupt("gcomp", TOPO_ALLGATHER, 6); /* the deferred failure reported, not the later frame's */
+    corrupt("3lc", TOPO_PS, 4);          /* refused by the zero-run stream's check (the probe's) */
+    corrupt("3lc", TOPO_PS, 5);
+    corrupt("3lc", TOPO_ALLGATHER, 6);
     /* the ring (GCOMP section 6.2): chunks, the codec at every hop on the partial sums
      * with the memory per chunk; gcomp's levels at every hop, its tables per slot */
     compare("fp32", TOPO_RING);
