@@ -13,8 +13,8 @@
  * Built with CUDA (HAVE_CUDA: the host emulation's fuzz_frame_emu,
  * tests/emulation/build.sh) and a device present, the frame of 2. is also decoded
  * from device memory by the GPU codec, alone (codec_decode_cuda_dev) and batched as the
- * exchange's bundles are (codec_decode_cuda_batched: topk's, sbc's and gcomp's verdicts
- * deferred), from an allocation of exactly its size: the CPU decoder's return code,
+ * exchange's bundles are (codec_decode_cuda_batched: topk's, sbc's, 3lc's and gcomp's
+ * verdicts deferred), from an allocation of exactly its size: the CPU decoder's return code,
  * the same floats (any NaN for any NaN), out untouched when refused; as gcomp's
  * frame, its size breakdown read from device memory (codec_cuda_gcomp_parts) must
  * give gcomp_frame_parts's return code and sums.

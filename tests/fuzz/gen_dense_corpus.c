@@ -3,7 +3,7 @@
  * layout of tests/fuzz/fuzz_dense.h (valid payloads from the real encoders:
  * plain, accumulating, with a forbidden flag; their bytes double as floats for
  * the round-trip half), and tests/fuzz/corpus/fuzz_frame/: two valid frames of
- * every registered codec.
+ * every registered codec and a larger 3lc one.
  *
  * Build and run from the repository root (after `make build/libgcx.a`):
  *   cc -std=c11 -D_GNU_SOURCE -I. -O1 tests/fuzz/gen_dense_corpus.c build/libgcx.a -lm -lz -fopenmp \
@@ -86,31 +86,45 @@ static void codec_corpus(const char *name) {
     printf("wrote %d files in %s\n", files, dir);
 }
 
+/* one valid frame of codec o's of n values of kind into dir as fname */
+static void frame_file(const char *dir, const char *fname, const CodecOps *o, size_t n, int kind, uint64_t seed) {
+    CodecSpec s;
+    codec_spec_default(&s, o);
+    float *x = malloc(n * sizeof(float));
+    fill(x, n, kind, seed);
+    Codec *c = codec_new(&s);
+    size_t cap = codec_max_frame(c, n);
+    uint8_t *f = malloc(cap);
+    int64_t len = codec_encode(c, f, cap, x, n, NULL);
+    codec_free(c);
+    if (len < 0) {
+        fprintf(stderr, "%s: encode failed\n", o->name);
+        exit(1);
+    }
+    put_file(dir, fname, f, (size_t)len);
+    free(f);
+    free(x);
+}
+
+/* two frames of every codec (37 normal values, 200 mostly zero), and a 3lc frame of 3,000
+ * mostly zero values: a short zero-run stream of 600 base-3 bytes, which the GPU decoder
+ * takes a block for on a GPU and its general kernels (their verdict deferred in a batch)
+ * on the host emulation's blocks of 64 threads */
 static void frame_corpus(void) {
     const char *dir = "tests/fuzz/corpus/fuzz_frame";
     mkdir(dir, 0755);
     int files = 0;
     for (int k = 0; k < codec_count(); k++) {
         const CodecOps *o = codec_ops_at(k);
-        CodecSpec s;
-        codec_spec_default(&s, o);
         for (int v = 0; v < 2; v++) {
             size_t n = v ? 200 : 37;
-            float x[200];
-            fill(x, n, v ? 2 : 0, 7 + (uint64_t)k);
-            Codec *c = codec_new(&s);
-            size_t cap = codec_max_frame(c, n);
-            uint8_t *f = malloc(cap);
-            int64_t len = codec_encode(c, f, cap, x, n, NULL);
-            codec_free(c);
-            if (len < 0) {
-                fprintf(stderr, "%s: encode failed\n", o->name);
-                exit(1);
-            }
             char fname[64];
             snprintf(fname, sizeof fname, "%s_n%zu.frame", o->name, n);
-            put_file(dir, fname, f, (size_t)len);
-            free(f);
+            frame_file(dir, fname, o, n, v ? 2 : 0, 7 + (uint64_t)k);
+            files++;
+        }
+        if (o->id == CODEC_3LC) {
+            frame_file(dir, "3lc_n3000.frame", o, 3000, 2, 7 + (uint64_t)k);
             files++;
         }
     }
