@@ -914,14 +914,6 @@ typedef struct {
     uint32_t mb, m;
 } TlcBack;
 
-/* one thread: the scale m = max|x| * s (3LC 3.1, the float product of tlc.c) from max|x|'s
- * bits in b->mb, into b->m and the payload's first 4 bytes */
-__global__ void k_tlc_scale(TlcBack *b, uint8_t *pay, float s) {
-    uint32_t m = __float_as_uint(__fmul_rn(__uint_as_float(b->mb), s));
-    b->m = m;
-    d_put_u32(pay, m);
-}
-
 /* byte j of L: the base-3^5 digits of x[j], x[L + j], ... x[4 L + j] (3LC 3.1, 3.2) with
  * the scale m (digit 0 past n), their values into repr */
 __device__ __forceinline__ uint32_t d_tlc_byte(float *repr, const float *x, size_t n, size_t L, size_t j, float m) {
@@ -938,23 +930,33 @@ __device__ __forceinline__ uint32_t d_tlc_byte(float *repr, const float *x, size
     return b;
 }
 
-/* the base-3^5 bytes of the quantized x (3LC 3.1, 3.2) with the scale b->m, plus repr;
- * dst: [L]. Zero bytes when max|x| or the scale is not
- * finite (the encoder then fails, with repr untouched, as on the CPU) */
-__global__ void k_tlc_pack(uint8_t *dst, float *repr, const float *x, size_t n, size_t L, const TlcBack *bk) {
-    if (bk->mb > DENSE_FINITE_MAX_GPU || bk->m > DENSE_FINITE_MAX_GPU) { /* defined bytes for the kernels after */
-        GRID_STRIDE(j, L) dst[j] = B3_ZERO;
+/* the scale m = max|x| * s (3LC 3.1, the float product of tlc.c) from max|x|'s bits in
+ * bk->mb (into bk->m and the payload's first 4 bytes, by one thread), and with it the
+ * base-3^5 bytes of the quantized x (3LC 3.1, 3.2) into dst[L], plus repr; and the zero-run
+ * encoding's (3LC 3.3) step 1: R[j] = j + 1 for a byte that is not 121, else 0, whose
+ * inclusive max-scan S[j] is the start of the zero run byte j is in (the position after
+ * the last non-121 byte before it). Zero bytes when max|x| or the scale is not finite
+ * (the encoder then fails, with repr untouched, as on the CPU) */
+__global__ void k_tlc_pack(uint8_t *dst, uint32_t *R, float *repr, const float *x, size_t n, size_t L, TlcBack *bk,
+                           uint8_t *pay, float s) {
+    uint32_t mb = bk->mb, mm = __float_as_uint(__fmul_rn(__uint_as_float(mb), s));
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        bk->m = mm;
+        d_put_u32(pay, mm);
+    }
+    if (mb > DENSE_FINITE_MAX_GPU || mm > DENSE_FINITE_MAX_GPU) { /* defined bytes for the kernels after */
+        GRID_STRIDE(j, L) {
+            dst[j] = B3_ZERO;
+            R[j] = 0;
+        }
         return;
     }
-    float m = __uint_as_float(bk->m);
-    GRID_STRIDE(j, L) dst[j] = (uint8_t)d_tlc_byte(repr, x, n, L, j, m);
-}
-
-/* zero-run encoding (3LC 3.3), step 1: R[j] = j + 1 for a byte that is not
- * 121, else 0; its inclusive max-scan S[j] is the start of the zero run byte j
- * is in (the position after the last non-121 byte before it). */
-__global__ void k_zre_mark(uint32_t *R, const uint8_t *B, size_t L) {
-    GRID_STRIDE(j, L) R[j] = B[j] != B3_ZERO ? (uint32_t)(j + 1) : 0u;
+    float m = __uint_as_float(mm);
+    GRID_STRIDE(j, L) {
+        uint32_t b = d_tlc_byte(repr, x, n, L, j, m);
+        dst[j] = (uint8_t)b;
+        R[j] = b != B3_ZERO ? (uint32_t)(j + 1) : 0u;
+    }
 }
 
 /* the code of the group of zero bytes that starts at j of B[L]: 255 for 14, 243 + (g - 2)
@@ -1045,7 +1047,7 @@ __device__ void d_tlc_one_enc(TlcBack *bk, uint8_t *pay, float *repr, const floa
     if (all > DENSE_FINITE_MAX_GPU || mm > DENSE_FINITE_MAX_GPU) return;
     float m = __uint_as_float(mm);
     size_t j0 = (size_t)t * TLC_ONE_ITEMS;
-    uint32_t last = 0; /* j + 1 of this thread's last byte that is not 121 (k_zre_mark's R) */
+    uint32_t last = 0; /* j + 1 of this thread's last byte that is not 121 (k_tlc_pack's R) */
     for (int q = 0; q < TLC_ONE_ITEMS && j0 + q < L; q++) { /* k_tlc_pack */
         size_t j = j0 + q;
         uint32_t b = d_tlc_byte(repr, x, n, L, j, m);
@@ -1107,8 +1109,8 @@ static int64_t tlc_back_len(const TlcBack *hb, size_t cap) {
 
 /* tlc_enc's kernels launched, the payload into pay (room for max_payload, 4 + L bytes) and
  * what the host reads back (the stream's length, the scale's validity) into bk: a frame of
- * one block's size by one kernel, a larger one by max|x|, the scale, the packing and the
- * zero-run stream's kernels */
+ * one block's size by one kernel, a larger one by max|x|'s, the packing's (with the scale
+ * and the zero runs' marks), the marks' scan, the emission and its compaction */
 static void tlc_enc_launch(TlcBack *bk, uint8_t *pay, float *repr, const float *x, size_t n, float s) {
     size_t L = b3_len(n);
     if (L <= TLC_ONE_L) {
@@ -1118,13 +1120,9 @@ static void tlc_enc_launch(TlcBack *bk, uint8_t *pay, float *repr, const float *
     }
     cudaCheck(cudaMemsetAsync(bk, 0, sizeof(TlcBack), 0));
     absmax_into(&bk->mb, x, n, 1); /* zeroed with bk */
-    k_tlc_scale<<<1, 1>>>(bk, pay, s);
-    cudaCheckLast();
     uint8_t *B = (uint8_t *)gcx_dmalloc(L), *ob = (uint8_t *)gcx_dmalloc(L), *fl = (uint8_t *)gcx_dmalloc(L);
     uint32_t *R = (uint32_t *)gcx_dmalloc(L * 4), *S = (uint32_t *)gcx_dmalloc(L * 4);
-    k_tlc_pack<<<gcx_grid(L), TPB>>>(B, repr, x, n, L, bk);
-    cudaCheckLast();
-    k_zre_mark<<<gcx_grid(L), TPB>>>(R, B, L);
+    k_tlc_pack<<<gcx_grid(L), TPB>>>(B, R, repr, x, n, L, bk, pay, s);
     cudaCheckLast();
     gcx_inclusive_max_u32(S, R, L);
     k_zre_emit<<<gcx_grid(L), TPB>>>(ob, fl, B, S, L);
@@ -2704,7 +2702,7 @@ int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n,
          : id == CODEC_3LC ? tlc_decode_job(&tj, out, n, weight, acc ? 1 : 0, &pay, flags)
                            : 0;
     if (rc < 0) return rc;
-    if (rc == 0) { /* dense: at the flush; topk's and sbc's general decoders with their verdicts deferred */
+    if (rc == 0) { /* dense: at the flush; topk's, sbc's and 3lc's general decoders with their verdicts deferred */
         if (codec_cuda_defers(id)) {
             codec_batch_reserve_deferred(b, b->nverd + 1);
             pay.verdict = b->dverd + b->nverd;

@@ -184,10 +184,11 @@ int64_t codec_encode_cuda_batched(CodecBatch *b, CodecCuda *g, uint8_t *frame, s
  * decides on the device whether out is written; that verdict is deferred:
  * codec_batch_deferred counts it, and codec_batch_verdicts gives it, and makes a table the
  * frame carries its decoder's if it passed. Until then that decoder takes no other frame.
- * A topk or sbc payload too large for the probe's check, and a 3lc payload larger than one
- * block's, is decoded by the general decoder, whose checks (topk: the bitmap's count, its
- * padding, the values; sbc: the Rice codes' walk; 3lc: the zero-run stream's expansion)
- * decide on the device whether out is written, their verdict deferred as gcomp's */
+ * A topk or sbc payload too large for the probe's check, and a 3lc frame larger than one
+ * block takes (more than 40,960 values, or a stream above 8 KiB), is decoded by the
+ * general decoder, whose checks (topk: the bitmap's count, its padding, the values; sbc:
+ * the Rice codes' walk; 3lc: the zero-run stream's expansion) decide on the device whether
+ * out is written, their verdict deferred as gcomp's */
 int codec_decode_cuda_batched(CodecBatch *b, CodecCuda *g, float *out, size_t n, float weight, int acc,
                               const uint8_t *frame, size_t len, const CodecProbe *probe);
 /* Deferred verdicts (gcomp's, topk's, sbc's and 3lc's, codec_decode_cuda_batched): codec_batch_deferred, how many

@@ -78,7 +78,7 @@ struct ExchangeCuda {
     const uint8_t **probe_frames; /* [N T] the frames probed at once, and their lengths */
     size_t *probe_lens;
     const CodecProbe *probe; /* the probe of the frame next_entry found last, or NULL */
-    FrameAt *defd;      /* [(N + 1) T] the frames whose verdict the batch deferred (gcomp's, topk's, sbc's), in
+    FrameAt *defd;      /* [(N + 1) T] the frames whose verdict the batch deferred (gcomp's, topk's, sbc's, 3lc's), in
                          * the order decoded, until verdicts() reads them */
     int *vrc;           /* [(N + 1) T] their verdicts */
     size_t ndefd, cdefd; /* how many; room for (0 without a codec that defers them) */
@@ -783,7 +783,7 @@ static void end_frames(ExchangeCuda *x) {
 
 /* frame fp of flen bytes (in a bundle), the one next_entry found last (at), decoded by dec
  * into out[n] (acc: added), with its probe where open_bundle made one; a frame whose verdict
- * the batch defers (gcomp's, topk's, sbc's) is noted for verdicts() */
+ * the batch defers (gcomp's, topk's, sbc's, 3lc's) is noted for verdicts() */
 static int get_frame(ExchangeCuda *x, CodecCuda *dec, float *out, size_t n, int acc, const uint8_t *fp, size_t flen,
                      FrameAt at) {
     if (!x->devb)

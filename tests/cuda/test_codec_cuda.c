@@ -43,6 +43,7 @@ int main(void) {
 
 #include "common/cuda_check.h"
 #include "common/rng.h"
+#include "compress/base3.h"
 #include "compress/codec.h"
 #include "compress/codec_cuda.h"
 #include "compress/gcomp.h"
@@ -1616,8 +1617,9 @@ static int64_t staged_frame(CodecCuda *g, uint8_t *fg, size_t cap, const float *
  * codec_batch_sizes, codec_batch_place and the flush), one of them with a NaN (refused):
  * at most `most` waits in all, whatever F (the candidates' counts of all of them read at
  * once, then sbc's sums, or the others' lengths), each frame's length and bytes the CPU encoder's; the frames
- * then probed at once and decoded in one batch, one of them edited (topk: a bitmap bit
- * cleared; sbc, 3lc: half its codes made ones; the CRC made right): at most 2 waits (the
+ * then probed at once and decoded in one batch, every second one added (weight 0.5), one of
+ * them edited (topk: a bitmap bit cleared; sbc, 3lc: half its codes made ones; the CRC
+ * made right), for 3lc a second one (its first run code a literal 121): at most 2 waits (the
  * probes, the end; a topk, sbc or 3lc payload too large for the probe's check or a block has
  * its verdict deferred, and the edited one's is an error with its output untouched), the outputs the
  * CPU decoder's; then a frame staged and dropped
@@ -1671,6 +1673,15 @@ static void staged_waits(const char *text, size_t n, unsigned long long most) {
         for (size_t i = 0; i < n; i++) init[i] = 0.5f;
         for (int i = 0; i < F; i++) {
             if (lens[i] <= 0) continue;
+            if (i == 2 && spec.ops->id == CODEC_3LC) { /* its first run code made a literal 121: too short */
+                down(fg, d + i * cap, (size_t)lens[i]);
+                size_t pl = (size_t)lens[i] - CODEC_HEADER_SIZE;
+                uint8_t *z = fg + CODEC_HEADER_SIZE + 4, *e = fg + CODEC_HEADER_SIZE + pl;
+                while (z < e && *z < B3_RUN0) z++;
+                if (z < e) *z = B3_ZERO;
+                refresh(fg, pl);
+                up(d + i * cap, fg, (size_t)lens[i]);
+            }
             if (i == 1 && spec.ops->id != CODEC_DGC) { /* edited, the CRC made right */
                 down(fg, d + i * cap, (size_t)lens[i]);
                 size_t pl = (size_t)lens[i] - CODEC_HEADER_SIZE;
@@ -1688,7 +1699,8 @@ static void staged_waits(const char *text, size_t n, unsigned long long most) {
             down(fg, d + i * cap, (size_t)lens[i]);
             Codec *cd = codec_new(&spec);
             memcpy(oc + (size_t)k * n, init, n * sizeof(float));
-            want[k] = codec_decode(cd, oc + (size_t)k * n, n, fg, (size_t)lens[i]);
+            want[k] = k & 1 ? codec_decode_acc(cd, oc + (size_t)k * n, n, 0.5f, fg, (size_t)lens[i])
+                            : codec_decode(cd, oc + (size_t)k * n, n, fg, (size_t)lens[i]);
             codec_free(cd);
             up(dout + (size_t)k * n, init, n * sizeof(float));
             fr[k] = d + i * cap, fl[k] = (size_t)lens[i], at[k++] = i;
@@ -1702,7 +1714,8 @@ static void staged_waits(const char *text, size_t n, unsigned long long most) {
         codec_cuda_probe_frames(pr, fr, fl, (size_t)k);
         for (int q = 0; q < k; q++) {
             size_t before = codec_batch_deferred(bd);
-            rc[q] = codec_decode_cuda_batched(bd, g[at[q]], dout + (size_t)q * n, n, 1.0f, 0, fr[q], fl[q], &pr[q]);
+            rc[q] = codec_decode_cuda_batched(bd, g[at[q]], dout + (size_t)q * n, n, q & 1 ? 0.5f : 1.0f, q & 1, fr[q],
+                                              fl[q], &pr[q]);
             vr[q] = codec_batch_deferred(bd) > before ? (int)before : -1;
             deferred += vr[q] >= 0;
         }
@@ -1712,8 +1725,8 @@ static void staged_waits(const char *text, size_t n, unsigned long long most) {
         int got[F];
         codec_batch_verdicts(bd, got);
         CHECK(w <= 2, "%s n=%zu: %llu waits to decode %d frames in a batch (at most 2)", text, n, w, k);
-        printf("    %-20s n=%zu: %llu waits to decode %d frames in a batch, %d verdicts deferred\n", text, n, w, k,
-               deferred);
+        printf("    %-20s n=%zu: %llu waits to decode %d frames in a batch, %d verdicts deferred (returns %d %d %d %d)\n",
+               text, n, w, k, deferred, want[0], want[1], want[2], want[3]);
         down(og, dout, (size_t)k * n * sizeof(float));
         for (int q = 0; q < k; q++) {
             int r = vr[q] >= 0 ? got[vr[q]] : rc[q];
@@ -1721,6 +1734,7 @@ static void staged_waits(const char *text, size_t n, unsigned long long most) {
                  "%s n=%zu: frame %d decoded in a batch: cpu %d gpu %d, or its output", text, n, at[q], want[q], r);
         }
         CHECK(spec.ops->id == CODEC_DGC || want[1] < 0, "%s n=%zu: the edited frame: cpu %d", text, n, want[1]);
+        CHECK(spec.ops->id != CODEC_3LC || want[2] < 0, "%s n=%zu: the second edited frame: cpu %d", text, n, want[2]);
         for (int i = 0; i < F; i++) codec_cuda_free(g[i]);
         codec_batch_free(bd);
         free(init);
