@@ -240,8 +240,20 @@ extern "C" void exchange_cuda_layer_sums(double *out, const float *v, const floa
     cudaCheckLast();
 }
 
-/* one thread: exchange_cuda_bundle_heads' walk along the entries' chain, into o */
-__global__ void k_bundle_heads(unsigned char *o, const unsigned char *b, size_t len, uint32_t max) {
+/* bundles a launch of k_bundle_heads, their pointers and lengths going as its argument */
+#define HEADS_BATCH 32
+typedef struct {
+    const unsigned char *b[HEADS_BATCH];
+    uint64_t len[HEADS_BATCH];
+} HeadsTab;
+
+/* block i, one thread: exchange_cuda_bundle_heads' walk along the entries' chain of the
+ * table's bundle i, into o + i hb (the walks of a launch's bundles side by side, each a
+ * chain of dependent reads) */
+__global__ void k_bundle_heads(unsigned char *o, HeadsTab a, size_t hb, uint32_t max) {
+    const unsigned char *b = a.b[blockIdx.x];
+    size_t len = (size_t)a.len[blockIdx.x];
+    o += blockIdx.x * hb;
     for (int i = 0; i < BUNDLE_HDR; i++) o[i] = (size_t)i < len ? b[i] : 0;
     uint32_t n = 0;
     size_t at = BUNDLE_HDR;
@@ -260,8 +272,17 @@ __global__ void k_bundle_heads(unsigned char *o, const unsigned char *b, size_t 
 void exchange_cuda_bundle_heads_many(unsigned char *out, unsigned char *scratch, const unsigned char *const *bundles,
                                      const size_t *lens, size_t k, uint32_t max) {
     size_t hb = EXCHANGE_HEADS_TOP + (size_t)max * EXCHANGE_HEAD_BYTES;
-    for (size_t i = 0; i < k; i++) k_bundle_heads<<<1, 1>>>(scratch + i * hb, bundles[i], lens[i], max);
-    cudaCheckLast();
+    for (size_t at = 0; at < k; at += HEADS_BATCH) {
+        size_t m = k - at < HEADS_BATCH ? k - at : HEADS_BATCH;
+        HeadsTab a;
+        memset(&a, 0, sizeof a);
+        for (size_t i = 0; i < m; i++) {
+            a.b[i] = bundles[at + i];
+            a.len[i] = lens[at + i];
+        }
+        k_bundle_heads<<<(unsigned)m, 1>>>(scratch + at * hb, a, hb, max);
+        cudaCheckLast();
+    }
     cudaCheck(cudaMemcpy(out, scratch, k * hb, cudaMemcpyDeviceToHost));
 }
 
