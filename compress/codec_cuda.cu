@@ -1800,12 +1800,12 @@ __device__ __forceinline__ uint32_t d_apply_op(const uint32_t *op, uint32_t s) {
     return r;
 }
 
-/* part[b] = the register from 0 of block b's span of its buffer behind its padding zeros.
- * Each thread's piece is read a 32-bit word at a time where it is 4-byte aligned (a byte
- * at a time before and after) and each word goes through the register in one step of
- * slice-by-4 (tab[k][b]: byte b followed by k zero bytes): four independent lookups
- * instead of four dependent ones, and a quarter of the loads */
-__global__ void k_crc_spans(uint32_t *part, CrcTab a, CrcOps ops) {
+/* *out = the register from 0 of span blk (of nb) of the buffer p[len] behind its padding
+ * zeros, by the whole block. Each thread's piece is read a 32-bit word at a time where it
+ * is 4-byte aligned (a byte at a time before and after) and each word goes through the
+ * register in one step of slice-by-4 (tab[k][b]: byte b followed by k zero bytes): four
+ * independent lookups instead of four dependent ones, and a quarter of the loads */
+__device__ void d_crc_span(uint32_t *out, const uint8_t *p, size_t len, size_t nb, size_t blk, const CrcOps &ops) {
     __shared__ uint32_t tab[4][256];
     __shared__ uint32_t reg[TPB];
     for (uint32_t i = threadIdx.x; i < 256; i += TPB) {
@@ -1818,13 +1818,6 @@ __global__ void k_crc_spans(uint32_t *part, CrcTab a, CrcOps ops) {
         for (uint32_t i = threadIdx.x; i < 256; i += TPB) tab[k][i] = (tab[k - 1][i] >> 8) ^ tab[0][tab[k - 1][i] & 0xFFu];
         __syncthreads();
     }
-    const uint8_t *p = NULL; /* this block's buffer, found with constant indices into the argument */
-    size_t len = 0, nb = 1, blk = 0;
-#pragma unroll
-    for (unsigned i = 0; i < CODEC_BATCH; i++)
-        if (i < a.k && blockIdx.x >= a.first[i] && blockIdx.x < a.first[i + 1]) {
-            p = a.p[i], len = a.len[i], nb = a.first[i + 1] - a.first[i], blk = blockIdx.x - a.first[i];
-        }
     size_t pad = nb * CRC_SPAN - len;
     size_t v0 = (blk * TPB + threadIdx.x) * CRC_PIECE, v1 = v0 + CRC_PIECE;
     size_t lo = (v0 > pad ? v0 : pad) - pad, hi = v1 > pad ? v1 - pad : 0; /* the piece's bytes of p */
@@ -1844,7 +1837,19 @@ __global__ void k_crc_spans(uint32_t *part, CrcTab a, CrcOps ops) {
             reg[threadIdx.x] = d_apply_op(ops.z[k], reg[threadIdx.x]) ^ reg[threadIdx.x + step];
         __syncthreads();
     }
-    if (threadIdx.x == 0) part[blockIdx.x] = reg[0];
+    if (threadIdx.x == 0) *out = reg[0];
+}
+
+/* part[b] = the register from 0 of block b's span of its buffer (d_crc_span) */
+__global__ void k_crc_spans(uint32_t *part, CrcTab a, CrcOps ops) {
+    const uint8_t *p = NULL; /* this block's buffer, found with constant indices into the argument */
+    size_t len = 0, nb = 1, blk = 0;
+#pragma unroll
+    for (unsigned i = 0; i < CODEC_BATCH; i++)
+        if (i < a.k && blockIdx.x >= a.first[i] && blockIdx.x < a.first[i + 1]) {
+            p = a.p[i], len = a.len[i], nb = a.first[i + 1] - a.first[i], blk = blockIdx.x - a.first[i];
+        }
+    d_crc_span(part + blockIdx.x, p, len, nb, blk, ops);
 }
 
 static CrcOps crc_ops;
@@ -1888,12 +1893,16 @@ static uint32_t *crc_parts(const uint8_t *const *p, const uint64_t *len, size_t 
     return d;
 }
 
-/* the CRC-32C from 0 of the bytes whose spans' registers are part[nb]; z: the register
- * ~0 moved past all of them (crc32c_zeros(~0, len)), as crc32c_cuda folds on the host */
-__device__ uint32_t d_crc_fold(const uint32_t *part, size_t nb, const Op32 &span, uint32_t z) {
+/* the register from 0 of the bytes whose spans' registers are part[nb] */
+__device__ uint32_t d_crc_reg(const uint32_t *part, size_t nb, const Op32 &span) {
     uint32_t r = 0;
     for (size_t b = 0; b < nb; b++) r = d_apply_op(span.op, r) ^ part[b];
-    return ~(z ^ r);
+    return r;
+}
+/* their CRC-32C; z: the register ~0 moved past all of them (crc32c_zeros(~0, len)), as
+ * crc32c_cuda folds on the host */
+__device__ uint32_t d_crc_fold(const uint32_t *part, size_t nb, const Op32 &span, uint32_t z) {
+    return ~(z ^ d_crc_reg(part, nb, span));
 }
 
 uint32_t crc32c_cuda(uint32_t crc, const void *data, size_t len) {
@@ -2426,11 +2435,12 @@ int64_t codec_encode_cuda_dev(CodecCuda *g, uint8_t *frame, size_t cap, const fl
 
 /* What the host reads of a device frame of len bytes (a CodecProbe): its first
  * min(len, 132) bytes (the header, the payload's first PAY_HEAD), the last min(len - 20, 8)
- * bytes after the header, right-aligned as Pay.tail, the CRC of those len - 20 bytes (the
- * payload, once the header says payload_len = len - 20, which every valid header does), and
- * for a payload small enough the check its decoder would wait for (k_probe_checks): checked
- * the codec's id (0: none), chk1 and chk2 its results (3lc: TlcCheck's bad and total; topk,
- * dgc, sbc: the return code of the decoder's device-side checks) */
+ * bytes after the header, right-aligned as Pay.tail, the CRC register from 0 of those
+ * len - 20 bytes (the payload, once the header says payload_len = len - 20, which every
+ * valid header does; probe_check makes it their CRC with their length), and for a payload
+ * small enough the check its decoder would wait for (d_probe_check): checked the codec's id
+ * (0: none), chk1 and chk2 its results (3lc: TlcCheck's bad and total; topk, dgc, sbc: the
+ * return code of the decoder's device-side checks; 0 where unused, as pad) */
 typedef struct {
     uint8_t hb[CODEC_HEADER_SIZE + PAY_HEAD];
     uint8_t tail[8];
@@ -2442,20 +2452,25 @@ static_assert(sizeof(Probe) == sizeof(CodecProbe), "a CodecProbe holds a Probe")
 typedef struct {
     const uint8_t *frame[CODEC_BATCH];
     uint64_t len[CODEC_BATCH];
-    uint32_t first[CODEC_BATCH], nb[CODEC_BATCH], z[CODEC_BATCH];
+    uint32_t first[CODEC_BATCH], nb[CODEC_BATCH];
     unsigned k;
 } ProbeTab;
 
-/* thread i: frame i's probe into pr[i] */
+/* one thread: the edges of frame[len] and its payload's CRC register from its spans'
+ * registers part[nb] into *pr */
+__device__ void d_probe_edges(Probe *pr, const uint8_t *frame, size_t len, const uint32_t *part, size_t nb,
+                              const Op32 &span) {
+    size_t k = len < sizeof pr->hb ? len : sizeof pr->hb;
+    size_t pl = len > CODEC_HEADER_SIZE ? len - CODEC_HEADER_SIZE : 0, e = pl < 8 ? pl : 8;
+    for (size_t i = 0; i < sizeof pr->hb; i++) pr->hb[i] = i < k ? frame[i] : 0;
+    for (size_t i = 0; i < 8; i++) pr->tail[i] = i >= 8 - e ? frame[len - (8 - i)] : 0;
+    pr->crc = d_crc_reg(part, nb, span);
+}
+
+/* thread i: frame i's edges and CRC register into pr[i] */
 __global__ void k_probe_batch(Probe *pr, ProbeTab a, const uint32_t *part, Op32 span) {
     unsigned f = threadIdx.x;
-    if (f >= a.k) return;
-    const uint8_t *frame = a.frame[f];
-    size_t len = a.len[f], k = len < sizeof pr->hb ? len : sizeof pr->hb;
-    size_t pl = len > CODEC_HEADER_SIZE ? len - CODEC_HEADER_SIZE : 0, e = pl < 8 ? pl : 8;
-    for (size_t i = 0; i < sizeof pr->hb; i++) pr[f].hb[i] = i < k ? frame[i] : 0;
-    for (size_t i = 0; i < 8; i++) pr[f].tail[i] = i >= 8 - e ? frame[len - (8 - i)] : 0;
-    pr[f].crc = d_crc_fold(part + a.first[f], a.nb[f], span, a.z[f]);
+    if (f < a.k) d_probe_edges(&pr[f], a.frame[f], (size_t)a.len[f], part + a.first[f], a.nb[f], span);
 }
 
 /* an int8, terngrad, stoch3 or ternsum payload of up to 64 bytes a thread of the block
@@ -2499,38 +2514,43 @@ static __device__ int d_dense_check(const uint8_t *frame, size_t len, uint32_t *
     return id;
 }
 
-/* block f: frame f's payload checked as its decoder would check it on the device, where the
- * decoder waits for that check and the payload is one the probe takes (the host uses the
- * result once it has found the header valid: probe_check, the decoders): a 3lc zero-run
- * stream as k_tlc_one_dec checks it (the frame's count from its header) where its header
- * says 3lc and it is one k_tlc_one_dec takes; a topk, dgc or sbc payload as its decoder
- * (compress/sparse_check.cuh); an int8, terngrad, stoch3 or ternsum payload
- * (d_dense_check) */
+/* frame[len]'s payload checked by the block as its decoder would check it on the device,
+ * where the decoder waits for that check and the payload is one the probe takes (the host
+ * uses the result once it has found the header valid: probe_check, the decoders): a 3lc
+ * zero-run stream as k_tlc_one_dec checks it (the frame's count from its header) where its
+ * header says 3lc and it is one k_tlc_one_dec takes; a topk, dgc or sbc payload as its
+ * decoder (compress/sparse_check.cuh); an int8, terngrad, stoch3 or ternsum payload
+ * (d_dense_check). sh, sh64: [TLC_ONE_T] shared */
+__device__ void d_probe_check(Probe *pr, const uint8_t *frame, size_t len, uint32_t *sh, uint64_t *sh64) {
+    size_t at = CODEC_HEADER_SIZE + 4;              /* the stream, after the scale */
+    size_t n = len > at ? d_get_u32(frame + 8) : 0; /* the header's count */
+    size_t L = n / 5 + (n % 5 != 0);                /* b3_len */
+    uint32_t id, chk1, chk2 = 0;
+    if (len <= at || frame[5] != CODEC_3LC || L > TLC_ONE_L || len - at > TLC_ONE_L) {
+        int rc = 0;
+        id = (uint32_t)d_sparse_check(frame, len, sh64, &rc);
+        uint32_t bad = 0;
+        if (!id && (id = (uint32_t)d_dense_check(frame, len, sh, &bad))) rc = (int)bad;
+        chk1 = (uint32_t)rc;
+    } else {
+        uint8_t zb[TLC_ONE_ITEMS];
+        uint32_t pos;
+        id = CODEC_3LC;
+        chk1 = d_tlc_one_check(zb, &pos, &chk2, frame + at, len - at, n, L, sh);
+    }
+    if (threadIdx.x == 0) {
+        pr->checked = id;
+        pr->chk1 = chk1;
+        pr->chk2 = chk2;
+        pr->pad = 0;
+    }
+}
+
+/* block f: frame f's check (d_probe_check) into pr[f] */
 __global__ void __launch_bounds__(TLC_ONE_T) k_probe_checks(Probe *pr, ProbeTab a) {
     __shared__ uint32_t sh[TLC_ONE_T];
     __shared__ uint64_t sh64[TLC_ONE_T];
-    unsigned f = blockIdx.x;
-    const uint8_t *frame = a.frame[f];
-    size_t len = a.len[f], at = CODEC_HEADER_SIZE + 4; /* the stream, after the scale */
-    size_t n = len > at ? d_get_u32(frame + 8) : 0; /* the header's count */
-    size_t L = n / 5 + (n % 5 != 0); /* b3_len */
-    if (len <= at || frame[5] != CODEC_3LC || L > TLC_ONE_L || len - at > TLC_ONE_L) {
-        int rc, id = d_sparse_check(frame, len, sh64, &rc);
-        uint32_t bad = 0;
-        if (!id && (id = d_dense_check(frame, len, sh, &bad))) rc = (int)bad;
-        if (threadIdx.x == 0) {
-            pr[f].checked = (uint32_t)id;
-            pr[f].chk1 = (uint32_t)rc;
-        }
-        return;
-    }
-    uint8_t zb[TLC_ONE_ITEMS];
-    uint32_t pos, total, bad = d_tlc_one_check(zb, &pos, &total, frame + at, len - at, n, L, sh);
-    if (threadIdx.x == 0) {
-        pr[f].checked = CODEC_3LC;
-        pr[f].chk1 = bad;
-        pr[f].chk2 = total;
-    }
+    d_probe_check(&pr[blockIdx.x], a.frame[blockIdx.x], (size_t)a.len[blockIdx.x], sh, sh64);
 }
 
 void codec_cuda_probe_frames(CodecProbe *out, const uint8_t *const *frames, const size_t *lens, size_t k) {
@@ -2554,7 +2574,6 @@ void codec_cuda_probe_frames(CodecProbe *out, const uint8_t *const *frames, cons
         for (size_t i = 0; i < m; i++) {
             a.first[i] = first[i];
             a.nb[i] = first[i + 1] - first[i];
-            a.z[i] = crc32c_zeros(~0u, pl[i]);
         }
         a.k = (unsigned)m;
         k_probe_batch<<<1, CODEC_BATCH>>>(dp + at, a, part, crc_span_op);
@@ -2564,6 +2583,108 @@ void codec_cuda_probe_frames(CodecProbe *out, const uint8_t *const *frames, cons
         if (part) gcx_dfree(part);
     }
     cudaCheck(cudaMemcpy(out, dp, k * sizeof(Probe), cudaMemcpyDeviceToHost)); /* the frames' one wait */
+    gcx_dfree(dp);
+}
+
+/* codec_cuda_probe_listed's groups, up to LIST_GROUPS a launch, going as the kernels'
+ * argument: group g's bytes at p[g], its spans base[g] .. base[g + 1] - 1 at most (its
+ * frames' as k_listed_spans lays them out) */
+#define LIST_GROUPS 32
+typedef struct {
+    const uint8_t *p[LIST_GROUPS];
+    uint64_t base[LIST_GROUPS + 1];
+    unsigned k;
+} ListTab;
+
+/* one thread a group: its frames' CRC spans, from base[g] on in order */
+__global__ void k_listed_spans(CodecFrameRef *refs, const uint32_t *count, size_t per, ListTab a) {
+    CodecFrameRef *r = refs + blockIdx.x * per;
+    uint64_t at = a.base[blockIdx.x];
+    for (uint32_t i = 0, c = count[blockIdx.x]; i < c; i++) {
+        uint64_t pl = r[i].len > CODEC_HEADER_SIZE ? r[i].len - CODEC_HEADER_SIZE : 0;
+        uint32_t nb = (uint32_t)(pl ? (pl - 1) / CRC_SPAN + 1 : 0); /* crc_blocks */
+        r[i].first = (uint32_t)at;
+        r[i].nb = nb;
+        at += nb;
+    }
+}
+
+/* block b: span b of the payload of the frame of its group whose spans hold it
+ * (d_crc_span), nothing past the group's last one */
+__global__ void k_crc_listed(uint32_t *part, const CodecFrameRef *refs, const uint32_t *count, size_t per, ListTab a,
+                             CrcOps ops) {
+    uint64_t b = blockIdx.x;
+    unsigned g = 0; /* the group, found with constant indices into the argument */
+    const uint8_t *p = a.p[0];
+#pragma unroll
+    for (unsigned q = 1; q < LIST_GROUPS; q++)
+        if (q < a.k && a.base[q] <= b) g = q, p = a.p[q];
+    const CodecFrameRef *r = refs + g * per;
+    uint32_t c = count[g], lo = 0, hi = c ? c - 1 : 0;
+    if (c == 0) return;
+    while (lo < hi) { /* the last frame whose spans begin at b or before */
+        uint32_t mid = lo + (hi - lo + 1) / 2;
+        if (r[mid].first <= b) lo = mid;
+        else hi = mid - 1;
+    }
+    const CodecFrameRef f = r[lo];
+    if (f.first > b || b - f.first >= f.nb) return;
+    d_crc_span(part + b, p + f.at + CODEC_HEADER_SIZE, (size_t)f.len - CODEC_HEADER_SIZE, f.nb, b - f.first, ops);
+}
+
+/* block f: frame f % per of group f / per, where there is one: its probe into pr[f] */
+__global__ void __launch_bounds__(TLC_ONE_T)
+    k_probe_listed(Probe *pr, const CodecFrameRef *refs, const uint32_t *count, size_t per, const uint32_t *part,
+                   Op32 span, ListTab a) {
+    __shared__ uint32_t sh[TLC_ONE_T];
+    __shared__ uint64_t sh64[TLC_ONE_T];
+    size_t f = blockIdx.x, g = f / per;
+    if (f % per >= count[g]) return;
+    const uint8_t *p = a.p[0]; /* the group's bytes, found with constant indices into the argument */
+#pragma unroll
+    for (unsigned q = 1; q < LIST_GROUPS; q++)
+        if (q == g) p = a.p[q];
+    const CodecFrameRef r = refs[f];
+    const uint8_t *frame = p + r.at;
+    if (threadIdx.x == 0) d_probe_edges(&pr[f], frame, (size_t)r.len, part + r.first, r.nb, span);
+    d_probe_check(&pr[f], frame, (size_t)r.len, sh, sh64);
+}
+
+void codec_cuda_probe_listed(CodecProbe *out, CodecFrameRef *refs, const uint32_t *count, size_t k, size_t per,
+                             const uint8_t *const *gbase, const size_t *glen, void *extra_host, const void *extra_dev,
+                             size_t extra_bytes) {
+    pthread_once(&crc_once, crc_ops_init);
+    Probe *dp = (Probe *)gcx_dmalloc(k * per * sizeof(Probe)); /* held past the wait, as the others below it */
+    for (size_t c0 = 0; per && c0 < k; c0 += LIST_GROUPS) {
+        size_t m = k - c0 < LIST_GROUPS ? k - c0 : LIST_GROUPS;
+        ListTab a;
+        memset(&a, 0, sizeof a);
+        a.k = (unsigned)m;
+        uint64_t nb = 0;
+        for (size_t g = 0; g < m; g++) { /* disjoint frames in glen bytes: at most this many spans */
+            a.p[g] = gbase[c0 + g];
+            a.base[g] = nb;
+            nb += crc_blocks(glen[c0 + g]) + per;
+        }
+        a.base[m] = nb;
+        if (nb > 0x7FFFFFFFu || m * per > 0x7FFFFFFFu) {
+            fprintf(stderr, "error: a device probe of %llu spans, %zu frames in one launch (at most 2^31 - 1)\n",
+                    (unsigned long long)nb, m * per);
+            exit(1);
+        }
+        uint32_t *part = (uint32_t *)gcx_dmalloc(nb * sizeof(uint32_t));
+        CodecFrameRef *r = refs + c0 * per;
+        k_listed_spans<<<(unsigned)m, 1>>>(r, count + c0, per, a);
+        cudaCheckLast();
+        k_crc_listed<<<(unsigned)nb, TPB>>>(part, r, count + c0, per, a, crc_ops);
+        cudaCheckLast();
+        k_probe_listed<<<(unsigned)(m * per), TLC_ONE_T>>>(dp + c0 * per, r, count + c0, per, part, crc_span_op, a);
+        cudaCheckLast();
+        gcx_dfree(part);
+    }
+    if (extra_bytes) cudaCheck(cudaMemcpyAsync(extra_host, extra_dev, extra_bytes, cudaMemcpyDeviceToHost, 0));
+    if (k * per) cudaCheck(cudaMemcpyAsync(out, dp, k * per * sizeof(Probe), cudaMemcpyDeviceToHost, 0));
+    cudaCheck(cudaStreamSynchronize(0)); /* the one wait for both */
     gcx_dfree(dp);
 }
 
@@ -2633,8 +2754,8 @@ static int probe_check(const CodecCuda *g, size_t n, const uint8_t *frame, size_
     FrameHeader h;
     int rc = frame_header_expect(&h, pr.hb, len, (uint8_t)g->spec.ops->id, n);
     if (rc) return rc;
-    size_t pl = len - CODEC_HEADER_SIZE; /* = h.payload_len */
-    if (pr.crc != h.crc) return -GC_ERR_CHECKSUM;
+    size_t pl = len - CODEC_HEADER_SIZE;                 /* = h.payload_len */
+    if (~(crc32c_zeros(~0u, pl) ^ pr.crc) != h.crc) return -GC_ERR_CHECKSUM; /* the CRC from its register */
     memset(pay, 0, sizeof *pay);
     pay->d = frame + CODEC_HEADER_SIZE;
     pay->len = pl;

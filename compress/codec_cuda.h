@@ -136,10 +136,25 @@ int codec_decode_acc_cuda_dev(CodecCuda *g, float *out, size_t n, float weight, 
  * unchanged.
  *   frames[k]: device, any alignment, lens[k] bytes each;  out: [k] host */
 typedef struct {
-    uint8_t b[160]; /* the header and the payload's first PAY_HEAD bytes, its last 8, the CRC,
+    uint8_t b[160]; /* the header and the payload's first PAY_HEAD bytes, its last 8, its CRC's register,
                      * and for a payload small enough its decoder's check */
 } CodecProbe;
 void codec_cuda_probe_frames(CodecProbe *out, const uint8_t *const *frames, const size_t *lens, size_t k);
+/* The same for frames listed in DEVICE memory by work queued before it (the walk of a
+ * device bundle's entries, dist/exchange_cuda.h exchange_cuda_read_bundles), whose
+ * number the host does not know yet: k groups of at most per frames, group g's count[g]
+ * frames (device) at refs + g per, lying in its bytes gbase[g][glen[g]] (device) without
+ * overlapping (which bounds their CRC's spans); their probes into out + g per (host, k per
+ * of them; those past a group's count undefined), and extra_bytes from extra_dev to
+ * extra_host (what the listing computed with them), with one wait for both (out and
+ * extra_host page-locked) */
+typedef struct {
+    uint64_t at, len;   /* the frame: at bytes into its group's, len bytes */
+    uint32_t first, nb; /* its payload's CRC spans, set by codec_cuda_probe_listed */
+} CodecFrameRef;
+void codec_cuda_probe_listed(CodecProbe *out, CodecFrameRef *refs, const uint32_t *count, size_t k, size_t per,
+                             const uint8_t *const *gbase, const size_t *glen, void *extra_host, const void *extra_dev,
+                             size_t extra_bytes);
 int codec_decode_cuda_dev_probed(CodecCuda *g, float *out, size_t n, float weight, int acc, const uint8_t *frame,
                                  size_t len, const CodecProbe *probe);
 

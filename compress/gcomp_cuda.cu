@@ -982,6 +982,8 @@ __global__ void k_gp_table(uint8_t *d, const GpTabRuns r) {
  * k_gp_table: no wait */
 static void tab_upload(uint8_t *d, const GpTab *t) {
     GpTabRuns r;
+    memset(&r, 0, sizeof r); /* the runs past nruns defined too: the argument is copied whole, and the
+                              * emulation reads a device address in any of its words */
     const size_t nl = (size_t)1 << t->hc.ntheta;
     r.nruns = 0, r.ntheta = (uint32_t)t->hc.ntheta;
     for (size_t i = 0; i < nl; i++) {

@@ -64,19 +64,16 @@ struct ExchangeCuda {
                          * worker for a codec with state between steps (gcomp's tables: each
                          * sender's), else src 0's serves every worker (NULL at src > 0) */
     uint8_t *d_levels;  /* [total] device: GCOMP's levels (make_side's), NULL without gcomp */
-    uint8_t *heads_all, *d_heads; /* device bundles' headers read at once (exchange_cuda_bundle_heads):
-                                   * host copies (page-locked), device scratch; EXCHANGE_HEADS_BYTES(T)
-                                   * bytes a bundle, for N bundles (read_ahead) */
+    uint8_t *heads_all, *d_heads; /* device bundles' headers read at once (exchange_cuda_read_bundles):
+                                   * host copies (page-locked, EXCHANGE_HEADS_BYTES(T) bytes a bundle),
+                                   * device scratch (EXCHANGE_READ_BYTES(T)), for N bundles (read_ahead) */
     uint8_t *heads;     /* those of the bundle being read: in heads_all */
     uint32_t heads_n, heads_i; /* the entries in heads, the next one to take */
-    CodecProbe *probes_all; /* [N (T + 1)] page-locked: the frames of the entries in heads_all,
-                             * probed at once (codec_cuda_probe_frames), or NULL without frames */
+    CodecProbe *probes_all; /* [N T + 1] page-locked: the frames of the entries in heads_all,
+                             * probed with them, bundle s's at s T */
     CodecProbe *probes; /* those of the bundle being read: in probes_all */
     uint32_t nprobed;   /* the first nprobed entries' frames have their probe */
-    size_t *ahead_first;     /* [N] where each read-ahead bundle's probes begin in probes_all */
     uint32_t *ahead_probed;  /* [N] how many of its entries' frames have their probe */
-    const uint8_t **probe_frames; /* [N T] the frames probed at once, and their lengths */
-    size_t *probe_lens;
     const CodecProbe *probe; /* the probe of the frame next_entry found last, or NULL */
     FrameAt *defd;      /* [(N + 1) T] the frames whose verdict the batch deferred (gcomp's, topk's, sbc's, 3lc's), in
                          * the order decoded, until verdicts() reads them */
@@ -227,10 +224,7 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
     x->lens = callocCheck((size_t)x->N, sizeof *x->lens);
     x->mem = callocCheck((size_t)x->T + 1, sizeof *x->mem);
     for (int t = 0; t < x->T; t++) x->mem[t] = exchange_memory_kind(ex, t);
-    x->ahead_first = callocCheck((size_t)x->N, sizeof *x->ahead_first);
     x->ahead_probed = callocCheck((size_t)x->N, sizeof *x->ahead_probed);
-    x->probe_frames = callocCheck((size_t)x->N * (size_t)x->T + 1, sizeof *x->probe_frames);
-    x->probe_lens = callocCheck((size_t)x->N * (size_t)x->T + 1, sizeof *x->probe_lens);
     x->roff = callocCheck((size_t)x->T + 1, sizeof *x->roff); /* every topology's optimizer takes ranges */
     x->rn = callocCheck((size_t)x->T + 1, sizeof *x->rn);
     x->local_at = callocCheck((size_t)x->T + 1, sizeof *x->local_at);
@@ -259,9 +253,9 @@ ExchangeCuda *exchange_cuda_new(Exchange *ex, Comm *comm, const ParamTable *pt, 
                              "--log-layers' sums") ||
               !(x->h_lsum = cuda_host_alloc(3 * (size_t)x->T * sizeof(double))) ||
               cuda_dev_alloc((void **)&x->d_mask, bytes / sizeof(float), "the sparsifiers' masks") ||
-              cuda_dev_alloc((void **)&x->d_heads, (size_t)x->N * EXCHANGE_HEADS_BYTES(x->T), "the bundles' headers") ||
+              cuda_dev_alloc((void **)&x->d_heads, (size_t)x->N * EXCHANGE_READ_BYTES(x->T), "the bundles' headers") ||
               !(x->heads_all = cuda_host_alloc((size_t)x->N * EXCHANGE_HEADS_BYTES(x->T))) || /* copied by DMA */
-              !(x->probes_all = cuda_host_alloc((size_t)x->N * ((size_t)x->T + 1) * sizeof(CodecProbe))) ||
+              !(x->probes_all = cuda_host_alloc(((size_t)x->N * (size_t)x->T + 1) * sizeof(CodecProbe))) ||
               (x->h_resid && cuda_dev_alloc((void **)&x->d_resid, bytes, "the residual")) ||
               (x->h_vel && cuda_dev_alloc((void **)&x->d_vel, bytes, "DGC's momentum"));
         x->enc = callocCheck((size_t)x->T + 1, sizeof *x->enc);
@@ -364,10 +358,7 @@ void exchange_cuda_free(ExchangeCuda *x) {
     cuda_host_free(x->heads_all);
     cuda_host_free(x->h_lsum);
     cuda_host_free(x->probes_all);
-    free(x->ahead_first);
     free(x->ahead_probed);
-    free(x->probe_frames);
-    free(x->probe_lens);
     cuda_host_arena_free(x->h_stage);
     if (x->d_lo) cudaCheck(cudaFree(x->d_lo));
     if (x->d_hi) cudaCheck(cudaFree(x->d_hi));
@@ -839,8 +830,9 @@ static void verdicts_now(ExchangeCuda *x) {
 /* bundle_open and bundle_next on a bundle wherever it lives: the headers of a device
  * bundle are copied to the host to be checked, all in one copy when it is opened
  * (exchange_cuda_bundle_heads), each entry's found there in the order they are taken; with
- * probe (a bundle about to be decoded) the frames of those entries are probed at once too
- * (codec_cuda_probe_frames: one more wait for all of them), for get_frame */
+ * probe (a bundle about to be decoded) the frames of those entries are probed on the device
+ * too and come back with them (exchange_cuda_read_bundles: one wait for both), for
+ * get_frame */
 /* entry i of the headers heads (exchange_cuda_bundle_heads' copy): its ENTRY_HDR bytes,
  * and in *at its offset in the bundle */
 static const uint8_t *head_at(const uint8_t *heads, uint32_t i, size_t *at) {
@@ -851,40 +843,31 @@ static const uint8_t *head_at(const uint8_t *heads, uint32_t i, size_t *at) {
 /* entry i of x->heads */
 static const uint8_t *head(const ExchangeCuda *x, uint32_t i, size_t *at) { return head_at(x->heads, i, at); }
 
-/* the frames of the entries in heads h (of a bundle p of len bytes) that lie inside the
- * bundle (the walk's last may not) into frames and lens: how many */
-static uint32_t bundle_frames(const uint8_t *h, const uint8_t *p, size_t len, const uint8_t **frames, size_t *lens) {
+/* how many of the entries in heads h (of a bundle of len bytes) have their frame inside
+ * the bundle (the walk's last may not), those exchange_cuda_read_bundles probed */
+static uint32_t frames_inside(const uint8_t *h, size_t len) {
     uint32_t n = get_u32(h + BUNDLE_HDR), k = 0;
     for (; k < n; k++) {
         size_t at, flen = get_u32(head_at(h, k, &at) + 8);
         if (flen > len - at - ENTRY_HDR) break;
-        frames[k] = p + at + ENTRY_HDR;
-        lens[k] = flen;
     }
     return k;
 }
 
 /* the N bundles in x->in, about to be decoded one after the other (average_bundles): the
- * entry headers of all of them in one copy, then the frames of all of them probed at
- * once, two waits where opening each bundle took two; open_bundle's ahead then takes
- * bundle src's from there. Nothing is checked here. Whether it read them (device bundles,
- * two or more) */
+ * entry headers of all of them and their frames' probes in one wait, where opening each
+ * bundle took one; open_bundle's ahead then takes bundle src's from there. Nothing is
+ * checked here. Whether it read them (device bundles, two or more) */
 static int read_ahead(ExchangeCuda *x) {
     if (!x->devb || x->N < 2) return 0;
     const uint8_t *b[x->N];
-    size_t at = 0, k = 0, hb = EXCHANGE_HEADS_BYTES(x->T);
+    size_t at = 0, hb = EXCHANGE_HEADS_BYTES(x->T);
     for (int s = 0; s < x->N; s++) {
         b[s] = x->in.p + at;
         at += x->lens[s];
     }
-    exchange_cuda_bundle_heads_many(x->heads_all, x->d_heads, b, x->lens, (size_t)x->N, (uint32_t)x->T);
-    for (int s = 0; s < x->N; s++) {
-        x->ahead_first[s] = k;
-        x->ahead_probed[s] = bundle_frames(x->heads_all + (size_t)s * hb, b[s], x->lens[s], x->probe_frames + k,
-                                           x->probe_lens + k);
-        k += x->ahead_probed[s];
-    }
-    codec_cuda_probe_frames(x->probes_all, x->probe_frames, x->probe_lens, k);
+    exchange_cuda_read_bundles(x->heads_all, x->probes_all, x->d_heads, b, x->lens, (size_t)x->N, (uint32_t)x->T);
+    for (int s = 0; s < x->N; s++) x->ahead_probed[s] = frames_inside(x->heads_all + (size_t)s * hb, x->lens[s]);
     return 1;
 }
 
@@ -894,11 +877,12 @@ static int open_bundle(ExchangeCuda *x, BundleReader *br, const uint8_t *p, size
     if (!x->devb) return bundle_open(br, p, len, step);
     if (ahead >= 0) {
         x->heads = x->heads_all + (size_t)ahead * EXCHANGE_HEADS_BYTES(x->T);
-        x->probes = x->probes_all + x->ahead_first[ahead];
+        x->probes = x->probes_all + (size_t)ahead * (size_t)x->T;
     } else {
         x->heads = x->heads_all;
         x->probes = x->probes_all;
-        exchange_cuda_bundle_heads(x->heads, x->d_heads, p, len, (uint32_t)x->T);
+        if (probe) exchange_cuda_read_bundles(x->heads, x->probes, x->d_heads, &p, &len, 1, (uint32_t)x->T);
+        else exchange_cuda_bundle_heads(x->heads, x->d_heads, p, len, (uint32_t)x->T);
     }
     x->heads_n = get_u32(x->heads + BUNDLE_HDR);
     x->heads_i = 0;
@@ -906,13 +890,7 @@ static int open_bundle(ExchangeCuda *x, BundleReader *br, const uint8_t *p, size
     int rc = bundle_open(br, x->heads, len, step);
     br->p = p;
     if (rc || !probe) return rc;
-    if (ahead >= 0) {
-        x->nprobed = x->ahead_probed[ahead];
-        return 0;
-    }
-    uint32_t k = bundle_frames(x->heads, p, len, x->probe_frames, x->probe_lens);
-    codec_cuda_probe_frames(x->probes, x->probe_frames, x->probe_lens, k);
-    x->nprobed = k;
+    x->nprobed = ahead >= 0 ? x->ahead_probed[ahead] : frames_inside(x->heads, len);
     return 0;
 }
 static int next_entry(ExchangeCuda *x, BundleReader *br, int t, int chunk, const uint8_t **fp, size_t *flen) {

@@ -9,6 +9,7 @@
 
 #include "common/cuda_check.h"
 #include "common/ranges_cuda.cuh"
+#include "compress/codec_cuda.h" /* codec_cuda_probe_listed */
 #include "optim/optim.h" /* GCOMP_MAX_LEVEL, GCOMP_BITS_PER_LEVEL */
 
 /* declared in dist/exchange_cuda.h (a C header of the distributed layer, kept out of C++) */
@@ -29,11 +30,13 @@ extern "C" void exchange_cuda_layer_sums(double *out, const float *v, const floa
                                          size_t n, double *part);
 extern "C" void exchange_cuda_bundle_heads(unsigned char *out, unsigned char *scratch, const unsigned char *bundle,
                                            size_t len, uint32_t max);
-extern "C" void exchange_cuda_bundle_heads_many(unsigned char *out, unsigned char *scratch,
-                                                const unsigned char *const *bundles, const size_t *lens, size_t k,
-                                                uint32_t max);
+extern "C" void exchange_cuda_read_bundles(unsigned char *out, CodecProbe *probes, unsigned char *scratch,
+                                           const unsigned char *const *bundles, const size_t *lens, size_t k,
+                                           uint32_t max);
 #define EXCHANGE_HEADS_TOP 24 /* as dist/exchange_cuda.h */
 #define EXCHANGE_HEAD_BYTES 24
+#define EXCHANGE_HEADS_BYTES(max) (EXCHANGE_HEADS_TOP + (size_t)(max) * EXCHANGE_HEAD_BYTES)
+#define EXCHANGE_READ_BYTES(max) (EXCHANGE_HEADS_BYTES(max) + (size_t)(max) * sizeof(CodecFrameRef) + 8)
 #define BUNDLE_HDR 16 /* dist/bundle.h */
 #define ENTRY_HDR 12
 
@@ -249,11 +252,14 @@ typedef struct {
 
 /* block i, one thread: exchange_cuda_bundle_heads' walk along the entries' chain of the
  * table's bundle i, into o + i hb (the walks of a launch's bundles side by side, each a
- * chain of dependent reads) */
-__global__ void k_bundle_heads(unsigned char *o, HeadsTab a, size_t hb, uint32_t max) {
+ * chain of dependent reads); with refs, the frames of the entries that lie inside the
+ * bundle listed at refs + i max, count[i] of them, for codec_cuda_probe_listed */
+__global__ void k_bundle_heads(unsigned char *o, HeadsTab a, size_t hb, uint32_t max, CodecFrameRef *refs,
+                               uint32_t *count) {
     const unsigned char *b = a.b[blockIdx.x];
     size_t len = (size_t)a.len[blockIdx.x];
     o += blockIdx.x * hb;
+    uint32_t inside = 0;
     for (int i = 0; i < BUNDLE_HDR; i++) o[i] = (size_t)i < len ? b[i] : 0;
     uint32_t n = 0;
     size_t at = BUNDLE_HDR;
@@ -264,13 +270,21 @@ __global__ void k_bundle_heads(unsigned char *o, HeadsTab a, size_t hb, uint32_t
         size_t flen = (size_t)b[at + 8] | (size_t)b[at + 9] << 8 | (size_t)b[at + 10] << 16 | (size_t)b[at + 11] << 24;
         n++;
         if (flen > len - at - ENTRY_HDR) break;
+        if (refs) {
+            CodecFrameRef *r = refs + (size_t)blockIdx.x * max + inside;
+            r->at = at + ENTRY_HDR;
+            r->len = flen;
+        }
+        inside++;
         at += ENTRY_HDR + flen;
     }
     for (int i = 0; i < 4; i++) o[BUNDLE_HDR + i] = (unsigned char)(n >> (8 * i));
+    if (count) count[blockIdx.x] = inside;
 }
 
-void exchange_cuda_bundle_heads_many(unsigned char *out, unsigned char *scratch, const unsigned char *const *bundles,
-                                     const size_t *lens, size_t k, uint32_t max) {
+/* the walks of k bundles, HEADS_BATCH a launch, into scratch (and refs, count) */
+static void heads_launch(unsigned char *scratch, const unsigned char *const *bundles, const size_t *lens, size_t k,
+                         uint32_t max, CodecFrameRef *refs, uint32_t *count) {
     size_t hb = EXCHANGE_HEADS_TOP + (size_t)max * EXCHANGE_HEAD_BYTES;
     for (size_t at = 0; at < k; at += HEADS_BATCH) {
         size_t m = k - at < HEADS_BATCH ? k - at : HEADS_BATCH;
@@ -280,13 +294,22 @@ void exchange_cuda_bundle_heads_many(unsigned char *out, unsigned char *scratch,
             a.b[i] = bundles[at + i];
             a.len[i] = lens[at + i];
         }
-        k_bundle_heads<<<(unsigned)m, 1>>>(scratch + at * hb, a, hb, max);
+        k_bundle_heads<<<(unsigned)m, 1>>>(scratch + at * hb, a, hb, max, refs ? refs + at * max : NULL,
+                                           count ? count + at : NULL);
         cudaCheckLast();
     }
-    cudaCheck(cudaMemcpy(out, scratch, k * hb, cudaMemcpyDeviceToHost));
+}
+
+void exchange_cuda_read_bundles(unsigned char *out, CodecProbe *probes, unsigned char *scratch,
+                                const unsigned char *const *bundles, const size_t *lens, size_t k, uint32_t max) {
+    CodecFrameRef *refs = (CodecFrameRef *)(scratch + k * EXCHANGE_HEADS_BYTES(max)); /* EXCHANGE_READ_BYTES' */
+    uint32_t *count = (uint32_t *)(refs + k * max);
+    heads_launch(scratch, bundles, lens, k, max, refs, count);
+    codec_cuda_probe_listed(probes, refs, count, k, max, bundles, lens, out, scratch, k * EXCHANGE_HEADS_BYTES(max));
 }
 
 void exchange_cuda_bundle_heads(unsigned char *out, unsigned char *scratch, const unsigned char *bundle, size_t len,
                                 uint32_t max) {
-    exchange_cuda_bundle_heads_many(out, scratch, &bundle, &len, 1, max);
+    heads_launch(scratch, &bundle, &len, 1, max, NULL, NULL);
+    cudaCheck(cudaMemcpy(out, scratch, EXCHANGE_HEADS_BYTES(max), cudaMemcpyDeviceToHost));
 }

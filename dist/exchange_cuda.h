@@ -134,6 +134,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compress/codec_cuda.h" /* CodecProbe */
 #include "dist/comm.h"
 #include "dist/exchange.h"
 #include "optim/optim.h"
@@ -231,9 +232,16 @@ void exchange_cuda_layer_sums(double *out, const float *v, const float *repr, co
 #define EXCHANGE_HEADS_BYTES(max) (EXCHANGE_HEADS_TOP + (size_t)(max) * EXCHANGE_HEAD_BYTES)
 void exchange_cuda_bundle_heads(unsigned char *out, unsigned char *scratch, const unsigned char *bundle, size_t len,
                                 uint32_t max);
-/* the same for k bundles (bundles[i] of lens[i] bytes) in one copy: bundle i's at
- * out + i EXCHANGE_HEADS_BYTES(max), its scratch likewise (k times as many bytes each) */
-void exchange_cuda_bundle_heads_many(unsigned char *out, unsigned char *scratch, const unsigned char *const *bundles,
-                                     const size_t *lens, size_t k, uint32_t max);
+/* The same for k bundles (bundles[i] of lens[i] bytes; bundle i's headers at
+ * out + i EXCHANGE_HEADS_BYTES(max)), and the frames of each bundle's entries that lie
+ * inside it (those of bundle_take's entries the walk found; the walk's last may not)
+ * probed as codec_cuda_probe_frames probes them (compress/codec_cuda.h
+ * codec_cuda_probe_listed: from the walk's list on the device), with one wait for both:
+ * bundle i's frame j's probe at probes + i max + j (those past its frames undefined).
+ *   probes (host): k max of them; out and probes in page-locked memory for one wait;
+ *   scratch: k EXCHANGE_READ_BYTES(max) bytes of device memory, 8-byte aligned */
+#define EXCHANGE_READ_BYTES(max) (EXCHANGE_HEADS_BYTES(max) + (size_t)(max) * sizeof(CodecFrameRef) + 8)
+void exchange_cuda_read_bundles(unsigned char *out, CodecProbe *probes, unsigned char *scratch,
+                                const unsigned char *const *bundles, const size_t *lens, size_t k, uint32_t max);
 
 #endif

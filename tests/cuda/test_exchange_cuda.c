@@ -573,15 +573,54 @@ static void compare(const char *codec, int topology) {
     run_free(&d);
 }
 
+/* exchange_cuda_read_bundles on the k bundles d[k] of lens[k] bytes, against
+ * exchange_cuda_bundle_heads on each and codec_cuda_probe_frames on the frames inside it
+ * (frames[i] of them): the same headers, and the same probes byte for byte */
+static int read_bundles_same(uint8_t *const *d, const size_t *lens, const uint32_t *frames, size_t k, uint32_t maxe) {
+    size_t hb = EXCHANGE_HEADS_BYTES(maxe);
+    uint8_t *heads = malloc(k * hb), *one = malloc(hb), *scratch = NULL;
+    CodecProbe *pr = malloc(k * maxe * sizeof *pr + 1), want[16];
+    cudaCheck(cudaMalloc((void **)&scratch, k * EXCHANGE_READ_BYTES(maxe)));
+    exchange_cuda_read_bundles(heads, pr, scratch, (const uint8_t *const *)d, lens, k, maxe);
+    int ok = maxe <= 16;
+    for (size_t i = 0; i < k && ok; i++) {
+        exchange_cuda_bundle_heads(one, scratch, d[i], lens[i], maxe);
+        uint32_t n = get_u32(one + 16);
+        ok &= n <= maxe && !memcmp(one, heads + i * hb, 20); /* the bytes written: no padding */
+        for (uint32_t j = 0; j < n && ok; j++) {
+            size_t at = EXCHANGE_HEADS_TOP + (size_t)j * EXCHANGE_HEAD_BYTES;
+            ok &= !memcmp(one + at, heads + i * hb + at, 20);
+        }
+        const uint8_t *fr[16];
+        size_t fl[16];
+        for (uint32_t j = 0; j < frames[i]; j++) {
+            const uint8_t *h = one + EXCHANGE_HEADS_TOP + (size_t)j * EXCHANGE_HEAD_BYTES;
+            fr[j] = d[i] + ((uint64_t)get_u32(h + 4) << 32 | get_u32(h)) + ENTRY_HDR;
+            fl[j] = get_u32(h + 8 + 8);
+        }
+        codec_cuda_probe_frames(want, fr, fl, frames[i]);
+        ok &= !memcmp(want, pr + i * maxe, frames[i] * sizeof *pr);
+    }
+    cudaCheck(cudaFree(scratch));
+    free(heads);
+    free(one);
+    free(pr);
+    return ok;
+}
+
 /* exchange_cuda_bundle_heads on bundles from a peer (outside bytes): well-formed, with
  * frame lengths past the end, truncated anywhere, random bytes; against the chain of
  * entries the host reader (dist/bundle.c bundle_take) follows, entry for entry, the device
- * copy exactly the bundle's bytes so that a read past them leaves the allocation */
+ * copy exactly the bundle's bytes so that a read past them leaves the allocation; and
+ * exchange_cuda_read_bundles on each and on all of them at once (more than a launch's
+ * groups), against the headers and codec_cuda_probe_frames on the frames inside */
 static void bundle_heads_check(void) {
     enum { MAXE = 6, CASES = 400 };
     Rng r;
     rng_init(&r, 77, 0);
-    uint8_t *out = malloc(EXCHANGE_HEADS_BYTES(MAXE)), *scratch = NULL;
+    uint8_t *out = malloc(EXCHANGE_HEADS_BYTES(MAXE)), *scratch = NULL, *all[CASES];
+    size_t lens[CASES];
+    uint32_t inside[CASES];
     cudaCheck(cudaMalloc((void **)&scratch, EXCHANGE_HEADS_BYTES(MAXE)));
     int f0 = test_failed_, p0 = test_passed_;
     for (int c = 0; c < CASES; c++) {
@@ -602,7 +641,9 @@ static void bundle_heads_check(void) {
         cudaCheck(cudaMalloc((void **)&d, len ? len : 1));
         if (len) cudaCheck(cudaMemcpy(d, b, len, cudaMemcpyHostToDevice));
         exchange_cuda_bundle_heads(out, scratch, d, len, MAXE);
-        cudaCheck(cudaFree(d));
+        all[c] = d;
+        lens[c] = len;
+        inside[c] = 0;
         /* the host's chain: bundle_take's bounds */
         uint32_t n = 0;
         int ok = !memcmp(out, b, len < 16 ? len : 16);
@@ -616,11 +657,17 @@ static void bundle_heads_check(void) {
                 break;
             }
             at += 12 + flen;
+            inside[c] = n + 1;
         }
         ok &= get_u32(out + 16) == n;
         CHECK(ok, "bundle heads, case %d (%zu bytes, %d entries written): the device walk differs from the host's "
                   "(%u entries, device %u)", c, len, ne, n, get_u32(out + 16));
+        CHECK(read_bundles_same(&all[c], &lens[c], &inside[c], 1, MAXE),
+              "read bundles, case %d (%zu bytes, %u frames inside): the headers or probes differ", c, len, inside[c]);
     }
+    CHECK(read_bundles_same(all, lens, inside, CASES, MAXE),
+          "read bundles, all %d at once: the headers or probes differ", CASES);
+    for (int c = 0; c < CASES; c++) cudaCheck(cudaFree(all[c]));
     printf("  bundle heads of %d bundles (malformed, truncated): %d checks, %d failed\n", CASES,
            test_passed_ + test_failed_ - p0 - f0, test_failed_ - f0);
     cudaCheck(cudaFree(scratch));
