@@ -1770,11 +1770,13 @@ int64_t codec_encode_cuda(CodecCuda *g, uint8_t *frame, size_t cap, const float 
 /* ---- CRC-32C on the device (common/crc32c.h's pieces) ----
  * Each thread takes CRC_PIECE bytes and computes their register from 0; each block folds
  * its TPB registers (a power of 2) pairwise with the zero-byte operators Z_(CRC_PIECE 2^k),
- * a tree of log2(TPB) levels, into the register of its CRC_SPAN bytes; one thread per
- * buffer (k_put_batch, k_probe_batch) or the host (crc32c_cuda) folds the blocks'.
- * The bytes are taken as if preceded by zeros up to a whole number of spans, which leaves
- * the register from 0 unchanged, so every piece and every block has its full length.
- * One launch covers up to CODEC_BATCH buffers (a bundle's frames), each its own blocks. */
+ * a tree of log2(TPB) levels, into the register of its CRC_SPAN bytes (d_crc_span); one
+ * thread per buffer (k_put_batch, k_probe_batch, k_probe_listed) or the host (crc32c_cuda)
+ * folds the blocks'. The bytes are taken as if preceded by zeros up to a whole number of
+ * spans, which leaves the register from 0 unchanged, so every piece and every block has
+ * its full length. One launch covers up to CODEC_BATCH buffers (a bundle's frames), each
+ * its own blocks (k_crc_spans), or the frames a device walk listed in up to LIST_GROUPS
+ * bundles (k_crc_listed) */
 #define CRC_PIECE 1024
 #define CRC_SPAN ((size_t)CRC_PIECE * TPB)
 #define CRC_LEVELS 10 /* log2(TPB), and more */

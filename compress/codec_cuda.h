@@ -127,7 +127,7 @@ int codec_decode_cuda_dev(CodecCuda *g, float *out, size_t n, const uint8_t *fra
 int codec_decode_acc_cuda_dev(CodecCuda *g, float *out, size_t n, float weight, const uint8_t *frame, size_t len);
 
 /* Decoding device frames with one wait for many: what codec_decode_cuda_dev reads of a
- * frame on the host (its header, the CRC of its payload computed on the device, the
+ * frame on the host (its header, its payload's CRC register computed on the device, the
  * payload's first 16 and last 8 bytes) computed for k frames and copied to the host at
  * once (codec_cuda_probe_frames: the kernels of each frame launched, then one copy),
  * then each frame decoded with its probe: the same results and error codes as

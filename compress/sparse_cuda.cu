@@ -1682,7 +1682,7 @@ void gcx_sparse_launch_ones(SparseOne *const *jobs, size_t k) {
     }
 }
 
-/* The decoders of a payload the bundle's probe has checked (k_probe_checks: valid as the
+/* The decoders of a payload the bundle's probe has checked (d_probe_check: valid as the
  * CPU decoder would find it) of a tensor of up to ONE_N values, in one block too: topk's
  * bitmap bytes split into runs a thread, their popcounts scanned for each value's place;
  * dgc's run entries (one a value: a skip would take the index past n) split the same way,

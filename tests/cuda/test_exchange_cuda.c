@@ -613,7 +613,8 @@ static int read_bundles_same(uint8_t *const *d, const size_t *lens, const uint32
  * entries the host reader (dist/bundle.c bundle_take) follows, entry for entry, the device
  * copy exactly the bundle's bytes so that a read past them leaves the allocation; and
  * exchange_cuda_read_bundles on each and on all of them at once (more than a launch's
- * groups), against the headers and codec_cuda_probe_frames on the frames inside */
+ * groups), and on bundles of frames over several CRC spans, against the headers and
+ * codec_cuda_probe_frames on the frames inside */
 static void bundle_heads_check(void) {
     enum { MAXE = 6, CASES = 400 };
     Rng r;
@@ -668,6 +669,37 @@ static void bundle_heads_check(void) {
     CHECK(read_bundles_same(all, lens, inside, CASES, MAXE),
           "read bundles, all %d at once: the headers or probes differ", CASES);
     for (int c = 0; c < CASES; c++) cudaCheck(cudaFree(all[c]));
+    { /* frames whose payloads take several CRC spans (256 KiB each with blocks of 256
+       * threads), exact multiples among them, in bundles read one and three at once */
+        enum { NB = 3, NP = 7 };
+        static const size_t pls[NP] = {262143, 262144, 262145, 524288, 524309, 0, 5};
+        uint8_t *bd[NB];
+        size_t bl[NB];
+        uint32_t bi[NB];
+        for (int q = 0; q < NB; q++) {
+            size_t cap = 16;
+            for (int i = 0; i < NP; i++) cap += 12 + 20 + pls[i];
+            uint8_t *h = malloc(cap);
+            size_t len = 16;
+            for (size_t i = 0; i < 16; i++) h[i] = (uint8_t)rng_u64(&r);
+            for (bi[q] = 0; bi[q] < MAXE; bi[q]++) {
+                size_t flen = 20 + pls[(bi[q] + (uint32_t)q) % NP];
+                for (int i = 0; i < 8; i++) h[len + i] = (uint8_t)rng_u64(&r);
+                for (int i = 0; i < 4; i++) h[len + 8 + i] = (uint8_t)(flen >> (8 * i));
+                len += 12;
+                for (size_t i = 0; i < flen; i++) h[len++] = (uint8_t)rng_u64(&r);
+            }
+            bl[q] = len;
+            cudaCheck(cudaMalloc((void **)&bd[q], len));
+            cudaCheck(cudaMemcpy(bd[q], h, len, cudaMemcpyHostToDevice));
+            free(h);
+            CHECK(read_bundles_same(&bd[q], &bl[q], &bi[q], 1, MAXE),
+                  "read bundles of payloads over several spans, bundle %d: the headers or probes differ", q);
+        }
+        CHECK(read_bundles_same(bd, bl, bi, NB, MAXE),
+              "read bundles of payloads over several spans, %d at once: the headers or probes differ", NB);
+        for (int q = 0; q < NB; q++) cudaCheck(cudaFree(bd[q]));
+    }
     printf("  bundle heads of %d bundles (malformed, truncated): %d checks, %d failed\n", CASES,
            test_passed_ + test_failed_ - p0 - f0, test_failed_ - f0);
     cudaCheck(cudaFree(scratch));
