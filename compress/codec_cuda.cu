@@ -1866,7 +1866,9 @@ static void crc_ops_init(void) {
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
 /* the spans of a buffer of len bytes */
-static size_t crc_blocks(uint64_t len) { return len ? (size_t)((len - 1) / CRC_SPAN + 1) : 0; }
+__host__ __device__ static inline size_t crc_blocks(uint64_t len) {
+    return len ? (size_t)((len - 1) / CRC_SPAN + 1) : 0;
+}
 
 /* the registers of the spans of the k <= CODEC_BATCH buffers p[i][len[i]] (device), in
  * stream order (no wait): buffer i's are at part + first[i], first[i + 1] - first[i] of
@@ -2597,6 +2599,14 @@ typedef struct {
     uint64_t base[LIST_GROUPS + 1];
     unsigned k;
 } ListTab;
+/* group g's bytes, found with constant indices into the argument */
+__device__ __forceinline__ const uint8_t *d_list_bytes(const ListTab &a, size_t g) {
+    const uint8_t *p = a.p[0];
+#pragma unroll
+    for (unsigned q = 1; q < LIST_GROUPS; q++)
+        if (q == g) p = a.p[q];
+    return p;
+}
 
 /* one thread a group: its frames' CRC spans, from base[g] on in order */
 __global__ void k_listed_spans(CodecFrameRef *refs, const uint32_t *count, size_t per, ListTab a) {
@@ -2604,7 +2614,7 @@ __global__ void k_listed_spans(CodecFrameRef *refs, const uint32_t *count, size_
     uint64_t at = a.base[blockIdx.x];
     for (uint32_t i = 0, c = count[blockIdx.x]; i < c; i++) {
         uint64_t pl = r[i].len > CODEC_HEADER_SIZE ? r[i].len - CODEC_HEADER_SIZE : 0;
-        uint32_t nb = (uint32_t)(pl ? (pl - 1) / CRC_SPAN + 1 : 0); /* crc_blocks */
+        uint32_t nb = (uint32_t)crc_blocks(pl);
         r[i].first = (uint32_t)at;
         r[i].nb = nb;
         at += nb;
@@ -2617,13 +2627,13 @@ __global__ void k_crc_listed(uint32_t *part, const CodecFrameRef *refs, const ui
                              CrcOps ops) {
     uint64_t b = blockIdx.x;
     unsigned g = 0; /* the group, found with constant indices into the argument */
-    const uint8_t *p = a.p[0];
 #pragma unroll
     for (unsigned q = 1; q < LIST_GROUPS; q++)
-        if (q < a.k && a.base[q] <= b) g = q, p = a.p[q];
+        if (q < a.k && a.base[q] <= b) g = q;
     const CodecFrameRef *r = refs + g * per;
-    uint32_t c = count[g], lo = 0, hi = c ? c - 1 : 0;
+    uint32_t c = count[g], lo = 0;
     if (c == 0) return;
+    uint32_t hi = c - 1;
     while (lo < hi) { /* the last frame whose spans begin at b or before */
         uint32_t mid = lo + (hi - lo + 1) / 2;
         if (r[mid].first <= b) lo = mid;
@@ -2631,7 +2641,8 @@ __global__ void k_crc_listed(uint32_t *part, const CodecFrameRef *refs, const ui
     }
     const CodecFrameRef f = r[lo];
     if (f.first > b || b - f.first >= f.nb) return;
-    d_crc_span(part + b, p + f.at + CODEC_HEADER_SIZE, (size_t)f.len - CODEC_HEADER_SIZE, f.nb, b - f.first, ops);
+    d_crc_span(part + b, d_list_bytes(a, g) + f.at + CODEC_HEADER_SIZE, (size_t)f.len - CODEC_HEADER_SIZE, f.nb,
+               b - f.first, ops);
 }
 
 /* block f: frame f % per of group f / per, where there is one: its probe into pr[f] */
@@ -2642,12 +2653,8 @@ __global__ void __launch_bounds__(TLC_ONE_T)
     __shared__ uint64_t sh64[TLC_ONE_T];
     size_t f = blockIdx.x, g = f / per;
     if (f % per >= count[g]) return;
-    const uint8_t *p = a.p[0]; /* the group's bytes, found with constant indices into the argument */
-#pragma unroll
-    for (unsigned q = 1; q < LIST_GROUPS; q++)
-        if (q == g) p = a.p[q];
     const CodecFrameRef r = refs[f];
-    const uint8_t *frame = p + r.at;
+    const uint8_t *frame = d_list_bytes(a, g) + r.at;
     if (threadIdx.x == 0) d_probe_edges(&pr[f], frame, (size_t)r.len, part + r.first, r.nb, span);
     d_probe_check(&pr[f], frame, (size_t)r.len, sh, sh64);
 }

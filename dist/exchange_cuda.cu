@@ -285,7 +285,7 @@ __global__ void k_bundle_heads(unsigned char *o, HeadsTab a, size_t hb, uint32_t
 /* the walks of k bundles, HEADS_BATCH a launch, into scratch (and refs, count) */
 static void heads_launch(unsigned char *scratch, const unsigned char *const *bundles, const size_t *lens, size_t k,
                          uint32_t max, CodecFrameRef *refs, uint32_t *count) {
-    size_t hb = EXCHANGE_HEADS_TOP + (size_t)max * EXCHANGE_HEAD_BYTES;
+    size_t hb = EXCHANGE_HEADS_BYTES(max);
     for (size_t at = 0; at < k; at += HEADS_BATCH) {
         size_t m = k - at < HEADS_BATCH ? k - at : HEADS_BATCH;
         HeadsTab a;

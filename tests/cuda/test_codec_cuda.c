@@ -1673,20 +1673,15 @@ static void staged_waits(const char *text, size_t n, unsigned long long most) {
         for (size_t i = 0; i < n; i++) init[i] = 0.5f;
         for (int i = 0; i < F; i++) {
             if (lens[i] <= 0) continue;
-            if (i == 2 && spec.ops->id == CODEC_3LC) { /* its first run code made a literal 121: too short */
+            int short3 = i == 2 && spec.ops->id == CODEC_3LC;
+            if (short3 || (i == 1 && spec.ops->id != CODEC_DGC)) { /* edited, the CRC made right */
                 down(fg, d + i * cap, (size_t)lens[i]);
                 size_t pl = (size_t)lens[i] - CODEC_HEADER_SIZE;
-                uint8_t *z = fg + CODEC_HEADER_SIZE + 4, *e = fg + CODEC_HEADER_SIZE + pl;
-                while (z < e && *z < B3_RUN0) z++;
-                if (z < e) *z = B3_ZERO;
-                refresh(fg, pl);
-                up(d + i * cap, fg, (size_t)lens[i]);
-            }
-            if (i == 1 && spec.ops->id != CODEC_DGC) { /* edited, the CRC made right */
-                down(fg, d + i * cap, (size_t)lens[i]);
-                size_t pl = (size_t)lens[i] - CODEC_HEADER_SIZE;
-                uint8_t *bm = fg + CODEC_HEADER_SIZE + 4;
-                if (spec.ops->id == CODEC_TOPK) { /* a set bit of its bitmap cleared */
+                uint8_t *bm = fg + CODEC_HEADER_SIZE + 4, *e = fg + CODEC_HEADER_SIZE + pl;
+                if (short3) { /* 3lc's first run code made a literal 121: too short */
+                    while (bm < e && *bm < B3_RUN0) bm++;
+                    if (bm < e) *bm = B3_ZERO;
+                } else if (spec.ops->id == CODEC_TOPK) { /* a set bit of its bitmap cleared */
                     while (!*bm) bm++;
                     *bm &= (uint8_t)(*bm - 1);
                 } else { /* sbc: the second half of its codes all ones (a code past n, or cut off); 3lc: of
